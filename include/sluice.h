@@ -1,0 +1,423 @@
+/*
+ * sluice — streaming training-data pipelines in C.
+ *
+ * This header is the whole public contract. Every function says what it
+ * does, who owns what, what it returns on error and which thread may call it.
+ *
+ * Thread rules, once for all:
+ *   - sl_dataset objects are immutable after construction and may be shared
+ *     between threads and iterators freely.
+ *   - An sl_iterator is used by one thread at a time (any thread, but not two
+ *     at once).
+ *   - An sl_runtime is shared: any number of iterators on any threads.
+ *   - sl_element objects may be retained and released from any thread; their
+ *     tensor data is read-only once the element has been yielded.
+ *   - sl_options objects are plain values: one thread at a time.
+ *
+ * Errors: functions returning int give 0 (or a count) on success and a
+ * negative SL_E* code on failure. Builders returning a pointer give NULL on
+ * failure and leave a message in sl_last_error() (thread-local).
+ *
+ * Memory: everything the library allocates goes through the hooks installed
+ * with sl_set_allocator(); what the library hands out, the library frees.
+ */
+#ifndef SLUICE_H
+#define SLUICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(SLUICE_BUILDING) && defined(__GNUC__)
+#define SL_API __attribute__((visibility("default")))
+#else
+#define SL_API
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Version                                                                  */
+
+#define SL_VERSION_MAJOR 0
+#define SL_VERSION_MINOR 1
+#define SL_VERSION_PATCH 0
+#define SL_VERSION_NUMBER \
+    (SL_VERSION_MAJOR * 10000 + SL_VERSION_MINOR * 100 + SL_VERSION_PATCH)
+
+/* The version of the library actually loaded; compare with
+ * SL_VERSION_NUMBER to detect a header/library mismatch. */
+SL_API unsigned sl_version_number(void);
+/* "MAJOR.MINOR.PATCH"; static storage. */
+SL_API const char *sl_version_string(void);
+
+/* ------------------------------------------------------------------------ */
+/* Errors                                                                   */
+
+/* One list, only ever appended to: codes are ABI. */
+#define SL_ERRNO_MAP(X)                                                  \
+    X(NOMEM, -1, "out of memory")                                        \
+    X(INVAL, -2, "invalid argument")                                     \
+    X(IO, -3, "input/output error")                                      \
+    X(NOENT, -4, "no such file or directory")                            \
+    X(CORRUPT, -5, "corrupt or unreadable data")                         \
+    X(SHAPE, -6, "shape mismatch")                                       \
+    X(DTYPE, -7, "dtype mismatch")                                       \
+    X(CANCELED, -8, "operation canceled")                                \
+    X(BUSY, -9, "resource busy")                                         \
+    X(RANGE, -10, "value out of range")                                  \
+    X(UNSUPPORTED, -11, "operation not supported")                       \
+    X(CALLBACK, -12, "user callback failed")                             \
+    X(TOO_MANY_ERRORS, -13, "element error rate exceeded")               \
+    X(STATE, -14, "object in the wrong state for this call")             \
+    X(INTERNAL, -15, "internal error")
+
+typedef enum sl_error {
+    SL_OK = 0,
+#define SL__ERR_ENUM(name, code, text) SL_E##name = code,
+    SL_ERRNO_MAP(SL__ERR_ENUM)
+#undef SL__ERR_ENUM
+} sl_error;
+
+/* sl_next() returns this (positive) when the iterator is exhausted. */
+#define SL_EOF 1
+
+/* Short static description of a code ("out of memory"); never NULL. */
+SL_API const char *sl_strerror(int code);
+/* Message of the last failed builder or setup call on this thread; "" if
+ * none. Valid until the next sluice call on this thread. */
+SL_API const char *sl_last_error(void);
+/* Clears sl_last_error() on this thread. */
+SL_API void sl_clear_error(void);
+
+/* ------------------------------------------------------------------------ */
+/* Memory                                                                   */
+
+/* Allocation hooks. alloc returns memory aligned to `align` (a power of two,
+ * at most 4096) or NULL; free receives the size and alignment passed to the
+ * matching alloc. Both may be called from any thread concurrently. */
+typedef struct sl_allocator {
+    void *(*alloc)(void *user, size_t size, size_t align);
+    void (*free)(void *user, void *ptr, size_t size, size_t align);
+    void *user;
+} sl_allocator;
+
+/* Installs allocation hooks (NULL restores the default, aligned_alloc/free).
+ * Only allowed while the library holds no memory (call it first, or after
+ * freeing everything and sl_release_memory()); otherwise SL_EBUSY. */
+SL_API int sl_set_allocator(const sl_allocator *allocator);
+/* Returns cached buffers of the calling thread and of the shared pools to
+ * the allocator. Any thread. */
+SL_API void sl_release_memory(void);
+/* Bytes currently obtained from the allocator (including pool caches). */
+SL_API int64_t sl_memory_in_use(void);
+
+/* ------------------------------------------------------------------------ */
+/* Logging                                                                  */
+
+typedef enum sl_log_level { SL_LOG_ERROR = 0, SL_LOG_WARN, SL_LOG_INFO, SL_LOG_DEBUG } sl_log_level;
+typedef void (*sl_log_fn)(void *user, sl_log_level level, const char *msg);
+/* Routes library messages (default: warnings and errors to stderr, prefixed
+ * "sluice: "). NULL fn restores the default. Any thread; the callback may be
+ * called from library threads. The environment variable SLUICE_LOG=debug|
+ * info|warn|error|off sets the default level. */
+SL_API void sl_set_log_callback(sl_log_fn fn, void *user);
+SL_API void sl_set_log_level(sl_log_level level);
+
+/* ------------------------------------------------------------------------ */
+/* Tensors and elements                                                     */
+
+typedef enum sl_dtype {
+    SL_UINT8 = 0,
+    SL_INT8,
+    SL_UINT16,
+    SL_INT16,
+    SL_INT32,
+    SL_INT64,
+    SL_FLOAT32,
+    SL_FLOAT64,
+    /* Variable-length byte strings (paths, file contents). The data of a
+     * string tensor holding n = product(shape) strings is n+1 uint64_t
+     * offsets followed by the bytes; use sl_tensor_string() to read one. */
+    SL_STRING,
+    SL_DTYPE_COUNT
+} sl_dtype;
+
+#define SL_MAX_DIMS 8
+
+typedef struct sl_tensor sl_tensor;   /* owned by its element */
+typedef struct sl_element sl_element; /* reference-counted */
+
+/* Bytes per item of a fixed-size dtype; 0 for SL_STRING or unknown. */
+SL_API size_t sl_dtype_size(sl_dtype dtype);
+/* "uint8", "float32", ...; static storage. */
+SL_API const char *sl_dtype_name(sl_dtype dtype);
+
+/* A new element with room for `ntensors` tensors and a reference count of 1,
+ * or NULL (sl_last_error()). Tensors are added in order with the calls below;
+ * an element is immutable once it has been passed to the library. */
+SL_API sl_element *sl_element_create(int ntensors);
+SL_API sl_element *sl_element_retain(sl_element *el);
+/* Drops one reference; frees the element and its buffers at zero. NULL ok. */
+SL_API void sl_element_release(sl_element *el);
+
+/* Appends an uninitialised tensor and returns its data pointer (64-byte
+ * aligned, product(shape)*sl_dtype_size(dtype) bytes, which may be 0), or
+ * NULL with SL_EINVAL/SL_ENOMEM in sl_last_error(). Not for SL_STRING. */
+SL_API void *sl_element_add_tensor(sl_element *el, sl_dtype dtype, int ndim,
+                                   const int64_t *shape);
+/* Appends a scalar string tensor holding a copy of `len` bytes. */
+SL_API int sl_element_add_string(sl_element *el, const void *bytes, size_t len);
+/* Appends a scalar int64 / float32 tensor. */
+SL_API int sl_element_add_int64(sl_element *el, int64_t v);
+SL_API int sl_element_add_float32(sl_element *el, float v);
+/* Appends tensor `index` of `src` without copying: the new tensor shares
+ * src's buffer, which stays alive as long as either element does. */
+SL_API int sl_element_add_shared(sl_element *el, const sl_element *src, int index);
+
+SL_API int sl_element_size(const sl_element *el);
+/* Tensor i of el, or NULL when out of range. Valid while el is alive. */
+SL_API const sl_tensor *sl_element_tensor(const sl_element *el, int i);
+
+SL_API sl_dtype sl_tensor_dtype(const sl_tensor *t);
+SL_API int sl_tensor_ndim(const sl_tensor *t);
+/* Pointer to ndim dimensions (NULL-safe for ndim 0 callers). */
+SL_API const int64_t *sl_tensor_shape(const sl_tensor *t);
+/* Number of items: product of the shape (1 for a scalar). */
+SL_API int64_t sl_tensor_count(const sl_tensor *t);
+SL_API const void *sl_tensor_data(const sl_tensor *t);
+SL_API size_t sl_tensor_nbytes(const sl_tensor *t);
+/* Item i of a string tensor: its bytes (not NUL-terminated) and length, or
+ * NULL if t is not a string tensor or i is out of range. */
+SL_API const char *sl_tensor_string(const sl_tensor *t, int64_t i, size_t *len);
+/* Convenience: item 0 of a scalar int64 tensor (0 if not int64). */
+SL_API int64_t sl_tensor_int64(const sl_tensor *t);
+
+/* ------------------------------------------------------------------------ */
+/* Runtime                                                                  */
+
+typedef struct sl_runtime sl_runtime;
+
+/* A worker pool of `threads` threads (0: one per CPU in the affinity mask).
+ * Several iterators may share one runtime, and with it one CPU budget.
+ * NULL on failure (sl_last_error()). */
+SL_API sl_runtime *sl_runtime_create(int threads);
+/* Joins the workers. Every iterator using the runtime must be freed first.
+ * NULL ok. */
+SL_API void sl_runtime_free(sl_runtime *rt);
+SL_API int sl_runtime_threads(const sl_runtime *rt);
+/* CPUs in this process's affinity mask (at least 1). */
+SL_API int sl_cpu_count(void);
+
+/* ------------------------------------------------------------------------ */
+/* Options                                                                  */
+
+typedef struct sl_options sl_options;
+
+typedef enum sl_option {
+    /* Worker threads: 0 uses the runtime (the process default runtime, or
+     * the one set with sl_options_set_runtime); n > 0 gives the iterator a
+     * private runtime of n threads. */
+    SL_OPT_THREADS = 0,
+    /* Cap in bytes on data held in the iterator's buffers; producers wait
+     * rather than exceed it (each buffer may always hold one element, so the
+     * pipeline cannot deadlock). 0 = half of available memory. */
+    SL_OPT_RAM_BUDGET,
+    /* One of sl_error_policy. */
+    SL_OPT_ERROR_POLICY,
+    /* For SL_ERRORS_SKIP_RATE: the largest tolerated fraction of failed
+     * elements, in parts per million (e.g. 10000 = 1%). */
+    SL_OPT_ERROR_MAX_PPM,
+    /* Global seed: ops without their own seed derive one from it. */
+    SL_OPT_SEED,
+    /* 1 (default): parallel ops keep input order, output is reproducible.
+     * 0: parallel maps emit in completion order unless asked otherwise. */
+    SL_OPT_DETERMINISTIC,
+    /* How many skipped-element errors are logged before going quiet. */
+    SL_OPT_ERROR_LOG_LIMIT,
+    SL_OPT_COUNT
+} sl_option;
+
+typedef enum sl_error_policy {
+    SL_ERRORS_FAIL = 0, /* the element's error comes out of sl_next() */
+    SL_ERRORS_SKIP,     /* drop the element, count it, log the first few */
+    /* skip while failed <= max(1, ppm * seen / 1e6), where seen counts
+     * elements that came out plus failed ones; then fail with
+     * SL_ETOO_MANY_ERRORS */
+    SL_ERRORS_SKIP_RATE,
+} sl_error_policy;
+
+/* Default-valued options, or NULL (sl_last_error()). Free with
+ * sl_options_free (NULL ok). An iterator copies what it needs. */
+SL_API sl_options *sl_options_create(void);
+SL_API void sl_options_free(sl_options *opts);
+/* SL_EINVAL for an unknown key or a value outside sl_option_bounds(). */
+SL_API int sl_options_set(sl_options *opts, sl_option key, int64_t value);
+SL_API int64_t sl_options_get(const sl_options *opts, sl_option key);
+SL_API int sl_option_bounds(sl_option key, int64_t *min, int64_t *max);
+/* Shares `rt` (not owned; must outlive iterators made with these options).
+ * NULL returns to the default runtime. */
+SL_API int sl_options_set_runtime(sl_options *opts, sl_runtime *rt);
+
+/* ------------------------------------------------------------------------ */
+/* Datasets                                                                 */
+
+typedef struct sl_dataset sl_dataset;
+
+/* Cardinality: a count >= 0, or one of these. */
+#define SL_INFINITE (-1)
+#define SL_UNKNOWN (-2)
+/* Parallelism / depth chosen by the library (a documented default until the
+ * autotune controller drives it: 2 × runtime threads for maps, 2 for
+ * prefetch). */
+#define SL_AUTOTUNE (-1)
+
+/*
+ * Builders. Each one consumes the caller's reference to its input
+ * dataset(s), even on failure, and returns a new dataset with one reference,
+ * or NULL. Given a NULL input they return NULL and keep the first error in
+ * sl_last_error(), so a whole chain needs one check at its end.
+ */
+
+SL_API sl_dataset *sl_dataset_retain(sl_dataset *ds);
+SL_API void sl_dataset_free(sl_dataset *ds); /* drops one reference; NULL ok */
+/* Number of elements of one pass, SL_INFINITE or SL_UNKNOWN. */
+SL_API int64_t sl_dataset_cardinality(const sl_dataset *ds);
+/* The op's name ("range", "map(decode)", ...); static or dataset-owned. */
+SL_API const char *sl_dataset_name(const sl_dataset *ds);
+/* 64-bit fingerprint of the pipeline up to ds (ops and their parameters). */
+SL_API uint64_t sl_dataset_fingerprint(const sl_dataset *ds);
+
+/* Sources */
+
+/* start, start+step, ... up to (not including) stop; scalar int64 elements.
+ * step != 0. */
+SL_API sl_dataset *sl_range(int64_t start, int64_t stop, int64_t step);
+/* Slices of the element's tensors along their first dimension (which must
+ * agree). Consumes the reference to `tensors`; slices share its memory. */
+SL_API sl_dataset *sl_from_tensors(sl_element *tensors);
+/* Elements (path: string) or, when labels != NULL, (path, label: int64).
+ * Copies the arrays. */
+SL_API sl_dataset *sl_from_files(const char *const *paths, const int64_t *labels,
+                                 size_t count);
+
+/* Map */
+
+typedef struct sl_map_ctx sl_map_ctx;
+/* Maps `in` (borrowed: do not release it) to a new element stored in *out
+ * (a new reference; returning sl_element_retain(in) is fine). Returns 0, or
+ * a negative code after describing the failure with sl_map_ctx_error().
+ * Runs on worker threads, concurrently with itself. */
+typedef int (*sl_map_fn)(sl_map_ctx *ctx, const sl_element *in, sl_element **out,
+                         void *user);
+
+/* Flags for sl_map. */
+#define SL_MAP_UNORDERED 1u /* emit in completion order */
+#define SL_MAP_ORDERED 2u   /* keep order even when options say not deterministic */
+
+/* Parallel map. `name` (copied; NULL = "map") shows in messages, statistics
+ * and the fingerprint, so change the name when the function's meaning
+ * changes. parallelism >= 1 or SL_AUTOTUNE. `user` must outlive the dataset
+ * and all its iterators. */
+SL_API sl_dataset *sl_map(sl_dataset *in, const char *name, sl_map_fn fn, void *user,
+                          int parallelism, unsigned flags);
+
+/* Per-element random stream, keyed by (seed, node, epoch, index): the same
+ * for an element whatever thread runs it. */
+SL_API uint64_t sl_map_ctx_random(sl_map_ctx *ctx);
+/* A float uniform in [0, 1) from the same stream. */
+SL_API double sl_map_ctx_uniform(sl_map_ctx *ctx);
+SL_API int64_t sl_map_ctx_index(const sl_map_ctx *ctx);
+SL_API int64_t sl_map_ctx_epoch(const sl_map_ctx *ctx);
+/* Records a message for the failing element ("<file>: <reason>"); the node
+ * prefixes its own name. Returns `code` for convenience. */
+SL_API int sl_map_ctx_error(sl_map_ctx *ctx, int code, const char *msg);
+/* Scratch memory through the library allocator, valid until the callback
+ * returns; NULL on failure. */
+SL_API void *sl_map_ctx_scratch(sl_map_ctx *ctx, size_t size);
+
+/* Filter: keeps elements for which fn returns 1, drops those for which it
+ * returns 0; a negative return is an element error (see sl_map_ctx_error).
+ * Runs on the thread pulling from it. */
+typedef int (*sl_predicate_fn)(sl_map_ctx *ctx, const sl_element *el, void *user);
+SL_API sl_dataset *sl_filter(sl_dataset *in, const char *name, sl_predicate_fn fn,
+                             void *user);
+
+/* Batching */
+
+#define SL_DROP_REMAINDER 1u
+/* Stacks `size` consecutive elements: each tensor gains a leading dimension.
+ * Shapes and dtypes must agree within a batch (SL_ESHAPE / SL_EDTYPE naming
+ * both otherwise); strings stack into string tensors. */
+SL_API sl_dataset *sl_batch(sl_dataset *in, int64_t size, unsigned flags);
+/* Splits each element along its first dimension (the inverse of batch). */
+SL_API sl_dataset *sl_unbatch(sl_dataset *in);
+
+/* Ordering and selection */
+
+/* Uses the whole dataset as the shuffle buffer: a fresh permutation of the
+ * index each epoch, no fill-up pause. Needs a source of known size with
+ * random access (range, from_tensors, from_files and take/skip/shard of
+ * them); SL_EUNSUPPORTED otherwise. */
+#define SL_SHUFFLE_ALL (-1)
+#define SL_SHUFFLE_NO_RESHUFFLE 1u /* same order every epoch */
+/* Seed: -1 derives one from the iterator's SL_OPT_SEED. */
+SL_API sl_dataset *sl_shuffle(sl_dataset *in, int64_t buffer, int64_t seed,
+                              unsigned flags);
+/* count >= 1 passes, or -1 for forever. A pass that yields nothing ends a
+ * forever-repeat (so an empty input does not spin). */
+SL_API sl_dataset *sl_repeat(sl_dataset *in, int64_t count);
+/* At most n elements; n = -1 takes all. */
+SL_API sl_dataset *sl_take(sl_dataset *in, int64_t n);
+/* Drops the first n elements; n = -1 drops all. */
+SL_API sl_dataset *sl_skip(sl_dataset *in, int64_t n);
+/* Elements whose index i satisfies i % num_shards == index. */
+SL_API sl_dataset *sl_shard(sl_dataset *in, int64_t num_shards, int64_t index);
+
+/* Buffering */
+
+/* Keeps up to `depth` elements ready ahead of the consumer, produced on a
+ * background thread. depth >= 1 or SL_AUTOTUNE. */
+SL_API sl_dataset *sl_prefetch(sl_dataset *in, int64_t depth);
+/* Caches the first complete pass. path NULL: in memory, for the iterator's
+ * life. Otherwise a file: written to "<path>.partial" and renamed to path
+ * when a pass completes; its header holds the pipeline fingerprint and a
+ * checksum, and a file that does not match is rebuilt, never served. A
+ * second concurrent writer fails with SL_EBUSY. */
+SL_API sl_dataset *sl_cache(sl_dataset *in, const char *path);
+
+/* ------------------------------------------------------------------------ */
+/* Iterators                                                                */
+
+typedef struct sl_iterator sl_iterator;
+
+/* Starts a pass over ds (retained; the caller keeps its reference). opts may
+ * be NULL (defaults). NULL on failure (sl_last_error()). */
+SL_API sl_iterator *sl_iterator_create(sl_dataset *ds, const sl_options *opts);
+/* Next element: returns 0 and a new reference in *out (release it when
+ * done), SL_EOF at the end, or a negative code (details in
+ * sl_iterator_errmsg()). After an error the iterator keeps returning it. */
+SL_API int sl_next(sl_iterator *it, sl_element **out);
+/* Detail of the last error: "map(decode): /data/a.jpg: ..."; "" if none.
+ * Valid until the next call on the iterator. */
+SL_API const char *sl_iterator_errmsg(const sl_iterator *it);
+/* Cancels in-flight work, joins it and frees everything. Elements already
+ * handed out stay valid. Returns promptly; NULL ok. */
+SL_API void sl_iterator_free(sl_iterator *it);
+
+typedef enum sl_stat {
+    SL_STAT_ELEMENTS = 0,     /* elements returned by sl_next */
+    SL_STAT_ERRORS_SKIPPED,   /* element errors dropped by the error policy */
+    SL_STAT_BUFFERED_BYTES,   /* bytes held in buffers now */
+    SL_STAT_PEAK_BUFFERED_BYTES,
+    SL_STAT_RAM_BUDGET,       /* the budget in force, bytes */
+    SL_STAT_COUNT
+} sl_stat;
+/* One counter of the iterator; -1 for an unknown key. Any thread. */
+SL_API int64_t sl_iterator_stat(const sl_iterator *it, sl_stat key);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SLUICE_H */

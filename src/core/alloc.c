@@ -1,0 +1,340 @@
+/*
+ * Allocation: user hooks, accounting, and pooled size classes.
+ *
+ * Pool blocks come in classes four per power of two from 64 B to 256 MiB,
+ * so a recycled buffer wastes at most 25%. Each thread keeps a small cache
+ * ("magazine") per class, touched without locks; it refills from and spills
+ * to a shared free list per class in bulk, so the hot path takes a lock once
+ * per many elements. Reused blocks keep their pages resident, which is the
+ * point: faulting fresh pages in costs as much as decoding a small image.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include "alloc.h"
+#include "error.h"
+
+#define NCLASSES 88           /* 64 B .. 256 MiB */
+#define HUGE_CLASS 0xffff
+#define MAG_BYTES (256u << 10) /* per class per thread */
+#define MAG_MAX 64
+
+/* ---- hooks and accounting ---- */
+
+static void *default_alloc(void *user, size_t size, size_t align)
+{
+    (void)user;
+    size_t rounded = (size + align - 1) & ~(align - 1);
+    return aligned_alloc(align, rounded ? rounded : align);
+}
+
+static void default_free(void *user, void *p, size_t size, size_t align)
+{
+    (void)user, (void)size, (void)align;
+    free(p);
+}
+
+static sl_allocator hooks = {default_alloc, default_free, NULL};
+static atomic_llong live_bytes;
+
+void *sl__alloc_aligned(size_t size, size_t align)
+{
+    void *p = hooks.alloc(hooks.user, size, align);
+    if (!p) {
+        sl__set_error(SL_ENOMEM, "out of memory (allocating %zu bytes)", size);
+        return NULL;
+    }
+    atomic_fetch_add_explicit(&live_bytes, (long long)size, memory_order_relaxed);
+    return p;
+}
+
+void sl__free_aligned(void *p, size_t size, size_t align)
+{
+    if (!p)
+        return;
+    atomic_fetch_sub_explicit(&live_bytes, (long long)size, memory_order_relaxed);
+    hooks.free(hooks.user, p, size, align);
+}
+
+void *sl__alloc(size_t size)
+{
+    return sl__alloc_aligned(size, 16);
+}
+
+void *sl__calloc(size_t n, size_t size)
+{
+    if (size && n > SIZE_MAX / size) {
+        sl__set_error(SL_ENOMEM, "out of memory (allocating %zu x %zu bytes)", n, size);
+        return NULL;
+    }
+    void *p = sl__alloc(n * size);
+    if (p)
+        memset(p, 0, n * size);
+    return p;
+}
+
+void sl__free(void *p, size_t size)
+{
+    sl__free_aligned(p, size, 16);
+}
+
+char *sl__strdup(const char *s)
+{
+    if (!s)
+        return NULL;
+    size_t n = strlen(s) + 1;
+    char *d = sl__alloc(n);
+    if (d)
+        memcpy(d, s, n);
+    return d;
+}
+
+void sl__strfree(char *s)
+{
+    if (s)
+        sl__free(s, strlen(s) + 1);
+}
+
+SL_API int64_t sl_memory_in_use(void)
+{
+    return atomic_load(&live_bytes);
+}
+
+SL_API int sl_set_allocator(const sl_allocator *a)
+{
+    sl_release_memory();
+    if (atomic_load(&live_bytes) != 0)
+        return sl__set_error(SL_EBUSY, "sl_set_allocator: the library still holds %lld bytes",
+                             (long long)atomic_load(&live_bytes));
+    if (a && (!a->alloc || !a->free))
+        return sl__set_error(SL_EINVAL, "sl_set_allocator: alloc and free are required");
+    hooks = a ? *a : (sl_allocator){default_alloc, default_free, NULL};
+    return 0;
+}
+
+/* ---- size classes ---- */
+
+static inline size_t class_size(unsigned c)
+{
+    return (size_t)(4 + c % 4) << (c / 4 + 4);
+}
+
+static inline unsigned class_of(size_t s)
+{
+    if (s <= 64)
+        return 0;
+    unsigned e = 63 - (unsigned)__builtin_clzll((unsigned long long)(s - 1));
+    size_t step = (size_t)1 << (e - 2);
+    return 4 * (e - 6) + (unsigned)((s - ((size_t)1 << e) + step - 1) / step);
+}
+
+typedef struct block {
+    struct block *next;
+} block;
+
+typedef struct shared_class {
+    pthread_mutex_t mu;
+    block *head;
+    size_t count;
+} shared_class;
+
+static shared_class shared[NCLASSES];
+static pthread_once_t shared_once = PTHREAD_ONCE_INIT;
+static pthread_key_t flush_key;
+/* Bytes parked in shared lists; above the cap, frees go to the allocator. */
+static atomic_llong shared_bytes;
+#define SHARED_CAP ((long long)1 << 30)
+
+typedef struct magazine {
+    void *items[MAG_MAX];
+    unsigned n;
+} magazine;
+
+static _Thread_local magazine mags[NCLASSES];
+static _Thread_local int mags_registered;
+
+static void flush_destructor(void *arg)
+{
+    (void)arg;
+    sl__pool_flush_thread();
+}
+
+static void shared_init(void)
+{
+    for (unsigned i = 0; i < NCLASSES; i++)
+        pthread_mutex_init(&shared[i].mu, NULL);
+    pthread_key_create(&flush_key, flush_destructor);
+}
+
+static inline unsigned mag_limit(unsigned c)
+{
+    size_t per = MAG_BYTES / class_size(c);
+    return per > MAG_MAX ? MAG_MAX : (unsigned)per;
+}
+
+static void shared_push(unsigned c, void **items, unsigned n)
+{
+    shared_class *sc = &shared[c];
+    size_t sz = class_size(c);
+    unsigned kept = 0;
+    pthread_mutex_lock(&sc->mu);
+    for (unsigned i = 0; i < n; i++) {
+        if (atomic_load_explicit(&shared_bytes, memory_order_relaxed) + (long long)sz >
+            SHARED_CAP)
+            break;
+        block *b = items[i];
+        b->next = sc->head;
+        sc->head = b;
+        sc->count++;
+        atomic_fetch_add_explicit(&shared_bytes, (long long)sz, memory_order_relaxed);
+        kept++;
+    }
+    pthread_mutex_unlock(&sc->mu);
+    for (unsigned i = kept; i < n; i++)
+        sl__free_aligned(items[i], sz, SL__ALIGN);
+}
+
+static unsigned shared_pop(unsigned c, void **items, unsigned want)
+{
+    shared_class *sc = &shared[c];
+    unsigned n = 0;
+    pthread_mutex_lock(&sc->mu);
+    while (n < want && sc->head) {
+        block *b = sc->head;
+        sc->head = b->next;
+        sc->count--;
+        items[n++] = b;
+    }
+    pthread_mutex_unlock(&sc->mu);
+    atomic_fetch_sub_explicit(&shared_bytes, (long long)(n * class_size(c)),
+                              memory_order_relaxed);
+    return n;
+}
+
+static void *class_get(unsigned c)
+{
+    pthread_once(&shared_once, shared_init);
+    magazine *m = &mags[c];
+    if (m->n)
+        return m->items[--m->n];
+    unsigned lim = mag_limit(c);
+    if (lim) {
+        if (!mags_registered) {
+            mags_registered = 1;
+            pthread_setspecific(flush_key, (void *)1);
+        }
+        m->n = shared_pop(c, m->items, (lim + 1) / 2);
+        if (m->n)
+            return m->items[--m->n];
+    } else {
+        void *one;
+        if (shared_pop(c, &one, 1))
+            return one;
+    }
+    return sl__alloc_aligned(class_size(c), SL__ALIGN);
+}
+
+static void class_put(unsigned c, void *p)
+{
+    magazine *m = &mags[c];
+    unsigned lim = mag_limit(c);
+    if (m->n < lim) {
+        if (!mags_registered) {
+            mags_registered = 1;
+            pthread_setspecific(flush_key, (void *)1);
+        }
+        m->items[m->n++] = p;
+        return;
+    }
+    if (lim) {
+        /* spill half so the next frees and gets both stay lock-free */
+        unsigned half = lim / 2;
+        shared_push(c, m->items + m->n - half, half);
+        m->n -= half;
+        m->items[m->n++] = p;
+        return;
+    }
+    shared_push(c, &p, 1);
+}
+
+void sl__pool_flush_thread(void)
+{
+    pthread_once(&shared_once, shared_init);
+    for (unsigned c = 0; c < NCLASSES; c++) {
+        if (mags[c].n)
+            shared_push(c, mags[c].items, mags[c].n);
+        mags[c].n = 0;
+    }
+}
+
+SL_API void sl_release_memory(void)
+{
+    sl__pool_flush_thread();
+    for (unsigned c = 0; c < NCLASSES; c++) {
+        void *items[64];
+        unsigned n;
+        while ((n = shared_pop(c, items, 64)) > 0)
+            for (unsigned i = 0; i < n; i++)
+                sl__free_aligned(items[i], class_size(c), SL__ALIGN);
+    }
+}
+
+void *sl__obj_get(size_t size)
+{
+    if (size > class_size(NCLASSES - 1))
+        return sl__alloc_aligned(size, SL__ALIGN);
+    return class_get(class_of(size));
+}
+
+void sl__obj_put(void *p, size_t size)
+{
+    if (!p)
+        return;
+    if (size > class_size(NCLASSES - 1)) {
+        sl__free_aligned(p, size, SL__ALIGN);
+        return;
+    }
+    class_put(class_of(size), p);
+}
+
+/* ---- buffers ---- */
+
+sl__buf *sl__buf_get(size_t size)
+{
+    size_t total = sizeof(sl__buf) + size;
+    if (total < size) {
+        sl__set_error(SL_ENOMEM, "buffer size overflow");
+        return NULL;
+    }
+    sl__buf *b;
+    uint16_t cls;
+    size_t cap;
+    if (total > class_size(NCLASSES - 1)) {
+        b = sl__alloc_aligned(total, 4096);
+        cls = HUGE_CLASS;
+        cap = size;
+    } else {
+        cls = (uint16_t)class_of(total);
+        b = class_get(cls);
+        cap = class_size(cls) - sizeof(sl__buf);
+    }
+    if (!b)
+        return NULL;
+    atomic_init(&b->refs, 1);
+    b->cls = cls;
+    b->flags = 0;
+    b->cap = cap;
+    b->next = NULL;
+    return b;
+}
+
+void sl__buf_release(sl__buf *b)
+{
+    if (!b || atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    if (b->cls == HUGE_CLASS)
+        sl__free_aligned(b, sizeof(sl__buf) + b->cap, 4096);
+    else
+        class_put(b->cls, b);
+}

@@ -1,0 +1,14 @@
+#ifndef SL_CORE_CLOCK_H
+#define SL_CORE_CLOCK_H
+
+#include <stdint.h>
+#include <time.h>
+
+static inline int64_t sl__now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+#endif

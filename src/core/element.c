@@ -1,0 +1,296 @@
+#include <stdio.h>
+#include <string.h>
+#include "element.h"
+#include "error.h"
+
+#define DEFAULT_INLINE 64
+
+static const struct {
+    const char *name;
+    size_t size;
+} dtypes[SL_DTYPE_COUNT] = {
+    [SL_UINT8] = {"uint8", 1},     [SL_INT8] = {"int8", 1},     [SL_UINT16] = {"uint16", 2},
+    [SL_INT16] = {"int16", 2},     [SL_INT32] = {"int32", 4},   [SL_INT64] = {"int64", 8},
+    [SL_FLOAT32] = {"float32", 4}, [SL_FLOAT64] = {"float64", 8}, [SL_STRING] = {"string", 0},
+};
+
+SL_API size_t sl_dtype_size(sl_dtype d)
+{
+    return (unsigned)d < SL_DTYPE_COUNT ? dtypes[d].size : 0;
+}
+
+SL_API const char *sl_dtype_name(sl_dtype d)
+{
+    return (unsigned)d < SL_DTYPE_COUNT ? dtypes[d].name : "invalid";
+}
+
+int64_t sl__shape_count(int ndim, const int64_t *shape)
+{
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++)
+        n *= shape[i];
+    return n;
+}
+
+void sl__shape_str(char *buf, size_t n, int ndim, const int64_t *shape)
+{
+    size_t off = (size_t)snprintf(buf, n, "[");
+    for (int i = 0; i < ndim && off < n; i++)
+        off += (size_t)snprintf(buf + off, n - off, i ? ", %lld" : "%lld", (long long)shape[i]);
+    if (off < n)
+        snprintf(buf + off, n - off, "]");
+}
+
+sl_element *sl__element_new(int ntensors, size_t inline_bytes)
+{
+    if (ntensors < 0 || ntensors > 0xffff) {
+        sl__set_error(SL_EINVAL, "element: bad tensor count %d", ntensors);
+        return NULL;
+    }
+    inline_bytes = (inline_bytes + 15) & ~(size_t)15;
+    size_t size = sizeof(sl_element) + (size_t)ntensors * sizeof(struct sl_tensor) + inline_bytes;
+    sl_element *el = sl__obj_get(size);
+    if (!el)
+        return NULL;
+    atomic_init(&el->refs, 1);
+    el->n = 0;
+    el->cap = (uint16_t)ntensors;
+    el->inline_used = 0;
+    el->inline_cap = (uint32_t)inline_bytes;
+    el->alloc_size = (uint32_t)size;
+    return el;
+}
+
+static unsigned char *inline_area(sl_element *el)
+{
+    return (unsigned char *)&el->t[el->cap];
+}
+
+static struct sl_tensor *push_header(sl_element *el, sl_dtype dtype, int ndim,
+                                     const int64_t *shape)
+{
+    if (el->n >= el->cap) {
+        sl__set_error(SL_EINVAL, "element: all %d tensor slots are used", el->cap);
+        return NULL;
+    }
+    if (ndim < 0 || ndim > SL_MAX_DIMS || (unsigned)dtype >= SL_DTYPE_COUNT) {
+        sl__set_error(SL_EINVAL, "element: bad dtype %d or rank %d", (int)dtype, ndim);
+        return NULL;
+    }
+    for (int i = 0; i < ndim; i++)
+        if (shape[i] < 0) {
+            sl__set_error(SL_EINVAL, "element: negative dimension %lld", (long long)shape[i]);
+            return NULL;
+        }
+    struct sl_tensor *t = &el->t[el->n];
+    t->dtype = dtype;
+    t->ndim = ndim;
+    if (ndim)
+        memcpy(t->shape, shape, (size_t)ndim * sizeof(int64_t));
+    t->data = NULL;
+    t->nbytes = 0;
+    t->buf = NULL;
+    return t;
+}
+
+struct sl_tensor *sl__element_push(sl_element *el, sl_dtype dtype, int ndim,
+                                   const int64_t *shape, size_t nbytes)
+{
+    struct sl_tensor *t = push_header(el, dtype, ndim, shape);
+    if (!t)
+        return NULL;
+    size_t at = (el->inline_used + 15) & ~(size_t)15;
+    if (at + nbytes <= el->inline_cap) {
+        t->data = inline_area(el) + at;
+        el->inline_used = (uint32_t)(at + nbytes);
+    } else {
+        t->buf = sl__buf_get(nbytes);
+        if (!t->buf)
+            return NULL;
+        t->data = t->buf->data;
+    }
+    t->nbytes = nbytes;
+    el->n++;
+    return t;
+}
+
+struct sl_tensor *sl__element_push_view(sl_element *el, sl_dtype dtype, int ndim,
+                                        const int64_t *shape, void *data, size_t nbytes,
+                                        sl__buf *buf)
+{
+    if (!buf) { /* the source is inline in another element: copy */
+        struct sl_tensor *t = sl__element_push(el, dtype, ndim, shape, nbytes);
+        if (t && nbytes)
+            memcpy(t->data, data, nbytes);
+        return t;
+    }
+    struct sl_tensor *t = push_header(el, dtype, ndim, shape);
+    if (!t)
+        return NULL;
+    t->buf = sl__buf_retain(buf);
+    t->data = data;
+    t->nbytes = nbytes;
+    el->n++;
+    return t;
+}
+
+size_t sl__element_bytes(const sl_element *el)
+{
+    size_t n = 0;
+    for (int i = 0; i < el->n; i++)
+        n += el->t[i].nbytes;
+    return n;
+}
+
+/* ---- public ---- */
+
+SL_API sl_element *sl_element_create(int ntensors)
+{
+    return sl__element_new(ntensors, DEFAULT_INLINE);
+}
+
+SL_API sl_element *sl_element_retain(sl_element *el)
+{
+    if (el)
+        atomic_fetch_add_explicit(&el->refs, 1, memory_order_relaxed);
+    return el;
+}
+
+SL_API void sl_element_release(sl_element *el)
+{
+    if (!el || atomic_fetch_sub_explicit(&el->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    for (int i = 0; i < el->n; i++)
+        sl__buf_release(el->t[i].buf);
+    sl__obj_put(el, el->alloc_size);
+}
+
+SL_API void *sl_element_add_tensor(sl_element *el, sl_dtype dtype, int ndim,
+                                   const int64_t *shape)
+{
+    if (!el || dtype == SL_STRING || (ndim > 0 && !shape)) {
+        sl__set_error(SL_EINVAL, "sl_element_add_tensor: bad arguments");
+        return NULL;
+    }
+    size_t item = sl_dtype_size(dtype);
+    if (ndim < 0 || ndim > SL_MAX_DIMS || !item) {
+        sl__set_error(SL_EINVAL, "sl_element_add_tensor: bad dtype or rank");
+        return NULL;
+    }
+    int64_t count = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0 || (shape[i] && count > INT64_MAX / 16 / shape[i])) {
+            sl__set_error(SL_EINVAL, "sl_element_add_tensor: bad dimension %lld",
+                          (long long)shape[i]);
+            return NULL;
+        }
+        count *= shape[i];
+    }
+    struct sl_tensor *t = sl__element_push(el, dtype, ndim, shape, (size_t)count * item);
+    return t ? t->data : NULL;
+}
+
+SL_API int sl_element_add_string(sl_element *el, const void *bytes, size_t len)
+{
+    if (!el || (len && !bytes))
+        return sl__set_error(SL_EINVAL, "sl_element_add_string: bad arguments");
+    struct sl_tensor *t = sl__element_push(el, SL_STRING, 0, NULL, 2 * sizeof(uint64_t) + len);
+    if (!t)
+        return el->n >= el->cap ? SL_EINVAL : SL_ENOMEM;
+    uint64_t *off = t->data;
+    off[0] = 0;
+    off[1] = len;
+    if (len)
+        memcpy(off + 2, bytes, len);
+    return 0;
+}
+
+SL_API int sl_element_add_int64(sl_element *el, int64_t v)
+{
+    void *p = sl_element_add_tensor(el, SL_INT64, 0, NULL);
+    if (!p)
+        return el && el->n >= el->cap ? SL_EINVAL : SL_ENOMEM;
+    memcpy(p, &v, sizeof v);
+    return 0;
+}
+
+SL_API int sl_element_add_float32(sl_element *el, float v)
+{
+    void *p = sl_element_add_tensor(el, SL_FLOAT32, 0, NULL);
+    if (!p)
+        return el && el->n >= el->cap ? SL_EINVAL : SL_ENOMEM;
+    memcpy(p, &v, sizeof v);
+    return 0;
+}
+
+SL_API int sl_element_add_shared(sl_element *el, const sl_element *src, int i)
+{
+    if (!el || !src || i < 0 || i >= src->n)
+        return sl__set_error(SL_EINVAL, "sl_element_add_shared: bad arguments");
+    const struct sl_tensor *s = &src->t[i];
+    if (!sl__element_push_view(el, s->dtype, s->ndim, s->shape, s->data, s->nbytes, s->buf))
+        return el->n >= el->cap ? SL_EINVAL : SL_ENOMEM;
+    return 0;
+}
+
+SL_API int sl_element_size(const sl_element *el)
+{
+    return el ? el->n : 0;
+}
+
+SL_API const sl_tensor *sl_element_tensor(const sl_element *el, int i)
+{
+    return el && i >= 0 && i < el->n ? &el->t[i] : NULL;
+}
+
+SL_API sl_dtype sl_tensor_dtype(const sl_tensor *t)
+{
+    return t->dtype;
+}
+
+SL_API int sl_tensor_ndim(const sl_tensor *t)
+{
+    return t->ndim;
+}
+
+SL_API const int64_t *sl_tensor_shape(const sl_tensor *t)
+{
+    return t->shape;
+}
+
+SL_API int64_t sl_tensor_count(const sl_tensor *t)
+{
+    return sl__shape_count(t->ndim, t->shape);
+}
+
+SL_API const void *sl_tensor_data(const sl_tensor *t)
+{
+    return t->data;
+}
+
+SL_API size_t sl_tensor_nbytes(const sl_tensor *t)
+{
+    return t->nbytes;
+}
+
+SL_API const char *sl_tensor_string(const sl_tensor *t, int64_t i, size_t *len)
+{
+    if (!t || t->dtype != SL_STRING)
+        return NULL;
+    int64_t n = sl__shape_count(t->ndim, t->shape);
+    if (i < 0 || i >= n)
+        return NULL;
+    const uint64_t *off = sl__str_offsets(t);
+    const char *bytes = (const char *)(off + n + 1);
+    if (len)
+        *len = (size_t)(off[i + 1] - off[i]);
+    return bytes + off[i];
+}
+
+SL_API int64_t sl_tensor_int64(const sl_tensor *t)
+{
+    int64_t v = 0;
+    if (t && t->dtype == SL_INT64 && t->nbytes >= sizeof v)
+        memcpy(&v, t->data, sizeof v);
+    return v;
+}

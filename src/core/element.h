@@ -1,0 +1,51 @@
+/* Elements and tensors: the library's unit of data. */
+#ifndef SL_CORE_ELEMENT_H
+#define SL_CORE_ELEMENT_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include "alloc.h"
+#include "sluice.h"
+
+struct sl_tensor {
+    sl_dtype dtype;
+    int ndim;
+    int64_t shape[SL_MAX_DIMS];
+    void *data;
+    size_t nbytes;
+    sl__buf *buf; /* owner of data (shared), or NULL when data is inline */
+};
+
+struct sl_element {
+    atomic_int refs;
+    uint16_t n, cap;
+    uint32_t inline_used; /* bytes used of the inline area */
+    uint32_t inline_cap;
+    uint32_t alloc_size;
+    struct sl_tensor t[]; /* cap tensors, then the inline data area */
+};
+
+/* A new element with room for ntensors and `inline_bytes` of inline data for
+ * small tensors (scalars, short strings). Sets sl_last_error on failure. */
+sl_element *sl__element_new(int ntensors, size_t inline_bytes);
+/* Appends a tensor of nbytes for dtype/shape; inline if it fits, else from a
+ * pooled buffer. Returns the tensor (data uninitialised) or NULL. */
+struct sl_tensor *sl__element_push(sl_element *el, sl_dtype dtype, int ndim,
+                                   const int64_t *shape, size_t nbytes);
+/* Appends a view of `nbytes` at `data` owned by `buf` (retained). */
+struct sl_tensor *sl__element_push_view(sl_element *el, sl_dtype dtype, int ndim,
+                                        const int64_t *shape, void *data, size_t nbytes,
+                                        sl__buf *buf);
+/* Total tensor bytes (what buffers account for). */
+size_t sl__element_bytes(const sl_element *el);
+int64_t sl__shape_count(int ndim, const int64_t *shape);
+/* Writes "[2, 3]" etc. into buf. */
+void sl__shape_str(char *buf, size_t n, int ndim, const int64_t *shape);
+
+/* String tensors: offsets (count+1 uint64) then bytes. */
+static inline const uint64_t *sl__str_offsets(const struct sl_tensor *t)
+{
+    return (const uint64_t *)t->data;
+}
+
+#endif

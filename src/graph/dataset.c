@@ -1,0 +1,135 @@
+/* The dataset base: reference counting, naming, fingerprints. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include "node.h"
+
+static sl_dataset *dataset_alloc(const sl__node_ops *ops, size_t size)
+{
+    sl_dataset *ds = sl__calloc(1, size);
+    if (!ds)
+        return NULL;
+    atomic_init(&ds->refs, 1);
+    ds->ops = ops;
+    ds->size = size;
+    return ds;
+}
+
+sl_dataset *sl__dataset_new(const sl__node_ops *ops, size_t size, sl_dataset *input)
+{
+    if (!input)
+        return NULL;
+    sl_dataset *ds = dataset_alloc(ops, size);
+    if (!ds) {
+        sl_dataset_free(input);
+        return NULL;
+    }
+    ds->ninputs = 1;
+    ds->inputs[0] = input;
+    return ds;
+}
+
+sl_dataset *sl__dataset_new_source(const sl__node_ops *ops, size_t size)
+{
+    return dataset_alloc(ops, size);
+}
+
+sl_dataset *sl__dataset_new2(const sl__node_ops *ops, size_t size, sl_dataset *a,
+                             sl_dataset *b)
+{
+    if (!a || !b) {
+        sl_dataset_free(a);
+        sl_dataset_free(b);
+        return NULL;
+    }
+    sl_dataset *ds = dataset_alloc(ops, size);
+    if (!ds) {
+        sl_dataset_free(a);
+        sl_dataset_free(b);
+        return NULL;
+    }
+    ds->ninputs = 2;
+    ds->inputs[0] = a;
+    ds->inputs[1] = b;
+    return ds;
+}
+
+int sl__dataset_set_name(sl_dataset *ds, const char *name)
+{
+    if (!name)
+        return 0;
+    size_t n = strlen(ds->ops->kind) + strlen(name) + 3;
+    char *s = sl__alloc(n);
+    if (!s)
+        return SL_ENOMEM;
+    snprintf(s, n, "%s(%s)", ds->ops->kind, name);
+    sl__strfree(ds->name);
+    ds->name = s;
+    return 0;
+}
+
+sl_dataset *sl__dataset_fail(sl_dataset *ds, int code, const char *fmt, ...)
+{
+    char msg[SL__ERRMSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    sl_dataset_free(ds);
+    sl__set_error_str(code, msg);
+    return NULL;
+}
+
+bool sl__dataset_can_get(const sl_dataset *ds)
+{
+    return ds && ds->ops->get && ds->ops->can_get && ds->ops->can_get(ds);
+}
+
+SL_API sl_dataset *sl_dataset_retain(sl_dataset *ds)
+{
+    if (ds)
+        atomic_fetch_add_explicit(&ds->refs, 1, memory_order_relaxed);
+    return ds;
+}
+
+SL_API void sl_dataset_free(sl_dataset *ds)
+{
+    /* iterative over the first input so long chains do not recurse deeply */
+    while (ds && atomic_fetch_sub_explicit(&ds->refs, 1, memory_order_acq_rel) == 1) {
+        sl_dataset *next = ds->ninputs ? ds->inputs[0] : NULL;
+        for (int i = 1; i < ds->ninputs; i++)
+            sl_dataset_free(ds->inputs[i]);
+        if (ds->ops->destroy)
+            ds->ops->destroy(ds);
+        sl__strfree(ds->name);
+        sl__free(ds, ds->size);
+        ds = next;
+    }
+}
+
+SL_API int64_t sl_dataset_cardinality(const sl_dataset *ds)
+{
+    if (!ds)
+        return SL_UNKNOWN;
+    return ds->ops->cardinality ? ds->ops->cardinality(ds) : SL_UNKNOWN;
+}
+
+SL_API const char *sl_dataset_name(const sl_dataset *ds)
+{
+    if (!ds)
+        return "";
+    return ds->name ? ds->name : ds->ops->kind;
+}
+
+SL_API uint64_t sl_dataset_fingerprint(const sl_dataset *ds)
+{
+    if (!ds)
+        return 0;
+    uint64_t h = sl__hash_str(0x5c1ce5ull, ds->ops->kind);
+    h = sl__hash_str(h, ds->name);
+    if (ds->ops->fingerprint)
+        h = ds->ops->fingerprint(ds, h);
+    for (int i = 0; i < ds->ninputs; i++)
+        h = sl__hash_u64(h, sl_dataset_fingerprint(ds->inputs[i]));
+    return h;
+}

@@ -1,0 +1,200 @@
+/*
+ * The node interface every op implements, and the per-iterator tree state
+ * that node iterators share.
+ *
+ * A dataset node (sl_dataset) is immutable: kind, parameters, inputs. To run
+ * it, the framework asks each node for a node iterator (sl__iter) through
+ * ops->make_iter; node iterators form a tree mirroring the dataset graph and
+ * share one sl__tree (options, error policy, byte accounting, cancellation).
+ *
+ * Contract of sl__iter_ops.next: returns 0 with a new reference in *out,
+ * SL_EOF, or a negative code with this thread's error message set
+ * (sl__set_error). Errors coming from an input are passed up unchanged; a
+ * node where an element error originates (a callback, a bad file) first asks
+ * sl__policy() whether to skip it.
+ */
+#ifndef SL_GRAPH_NODE_H
+#define SL_GRAPH_NODE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include "../core/alloc.h"
+#include "../core/element.h"
+#include "../core/error.h"
+#include "../core/hash.h"
+#include "../core/rng.h"
+#include "sluice.h"
+
+#define SL__MAX_INPUTS 2
+
+typedef struct sl__iter sl__iter;
+typedef struct sl__tree sl__tree;
+
+typedef struct sl__node_ops {
+    const char *kind; /* "range", "map", ... */
+    /* Builds the node iterator for one pass (epoch) of ds. On failure *out
+     * stays NULL and everything made so far is freed. */
+    int (*make_iter)(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
+                     sl__iter **out);
+    /* Elements of one pass, SL_INFINITE or SL_UNKNOWN. NULL: SL_UNKNOWN. */
+    int64_t (*cardinality)(const sl_dataset *ds);
+    /* Mixes the node's parameters into h (inputs are mixed by the caller).
+     * NULL: no parameters. */
+    uint64_t (*fingerprint)(const sl_dataset *ds, uint64_t h);
+    /* Frees op-specific members (not the inputs, not ds itself). NULL ok. */
+    void (*destroy)(sl_dataset *ds);
+    /* Random access (for SL_SHUFFLE_ALL). can_get NULL or false: none. get
+     * runs on any thread, concurrently with itself; index in [0, card). */
+    bool (*can_get)(const sl_dataset *ds);
+    int (*get)(const sl_dataset *ds, int64_t index, sl_element **out);
+} sl__node_ops;
+
+struct sl_dataset {
+    atomic_int refs;
+    const sl__node_ops *ops;
+    int ninputs;
+    sl_dataset *inputs[SL__MAX_INPUTS];
+    char *name;  /* display name (owned), NULL: ops->kind */
+    size_t size; /* allocation size of the derived struct */
+};
+
+/* Allocates a derived dataset of `size` bytes (zeroed, base filled in) that
+ * takes ownership of `input`. Given a NULL input (an earlier builder failed)
+ * it returns NULL and keeps the earlier error: builders just return then. */
+sl_dataset *sl__dataset_new(const sl__node_ops *ops, size_t size, sl_dataset *input);
+/* Same for a source (no inputs). */
+sl_dataset *sl__dataset_new_source(const sl__node_ops *ops, size_t size);
+/* Same for two inputs (consumes both). */
+sl_dataset *sl__dataset_new2(const sl__node_ops *ops, size_t size, sl_dataset *a,
+                             sl_dataset *b);
+/* Sets the display name "kind(name)" (copied). 0 or SL_ENOMEM. */
+int sl__dataset_set_name(sl_dataset *ds, const char *name);
+/* For builders that validate after sl__dataset_new: frees ds, sets the error
+ * and returns NULL. */
+sl_dataset *sl__dataset_fail(sl_dataset *ds, int code, const char *fmt, ...) SL__PRINTF(3, 4);
+bool sl__dataset_can_get(const sl_dataset *ds);
+
+typedef struct sl__iter_ops {
+    int (*next)(sl__iter *it, sl_element **out);
+    /* Stops background work and wakes every wait of this node; called from
+     * another thread (under the tree lock) before destroy. Idempotent.
+     * NULL for synchronous nodes. */
+    void (*cancel)(sl__iter *it);
+    /* Frees everything the node iterator owns, including its inputs'
+     * iterators (with sl__iter_free). The base itself is freed by the caller. */
+    void (*destroy)(sl__iter *it);
+} sl__iter_ops;
+
+struct sl__iter {
+    const sl__iter_ops *ops;
+    const sl_dataset *ds;
+    sl__tree *tree;
+    uint64_t key;       /* stable identity of the node in the graph */
+    int64_t epoch;      /* which pass of this node (set by repeat) */
+    size_t size;        /* allocation size of the derived struct */
+    int64_t ok_count;   /* elements this node produced itself (for SKIP_RATE) */
+    int64_t fail_count; /* element errors that originated here */
+    sl__iter *async_next, *async_prev; /* tree registry of cancellable nodes */
+    bool registered;
+};
+
+/* Allocates a derived node iterator of `size` bytes (zeroed, base filled). */
+void *sl__iter_alloc(const sl__iter_ops *ops, size_t size, const sl_dataset *ds,
+                     sl__tree *tree, uint64_t key, int64_t epoch);
+/* Makes the iterator of input `i` of `parent`'s dataset for `epoch`. */
+int sl__iter_make_input(sl__iter *parent, int i, int64_t epoch, sl__iter **out);
+/* Makes the iterator of any dataset under a derived key. */
+int sl__iter_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
+                  sl__iter **out);
+static inline int sl__iter_next(sl__iter *it, sl_element **out)
+{
+    return it->ops->next(it, out);
+}
+/* Destroys and frees; NULL ok. */
+void sl__iter_free(sl__iter *it);
+
+/* Cancellable (asynchronous) nodes register so that sl_iterator_free can
+ * wake them wherever they wait. Register after setup; unregister at the
+ * start of destroy. */
+void sl__iter_register(sl__iter *it);
+void sl__iter_unregister(sl__iter *it);
+
+/* Per-iterator shared state. */
+struct sl__tree {
+    sl_runtime *rt;
+    bool own_rt;
+    int64_t ram_budget;
+    int policy;
+    int64_t error_max_ppm;
+    int64_t error_log_limit;
+    uint64_t seed;
+    bool deterministic;
+
+    atomic_bool cancelled;
+    atomic_llong held;      /* bytes in buffers now */
+    atomic_llong peak_held;
+    atomic_llong skipped;   /* element errors dropped */
+    atomic_llong elements;  /* handed to the consumer */
+
+    pthread_mutex_t mu;     /* registry, budget waits, state slots */
+    pthread_cond_t budget_cv;
+    atomic_int budget_waiters;
+    sl__iter *async_head;
+    struct sl__slot *slots;
+};
+
+/* The element-error policy: called where an element error originates, with
+ * the message already set. Returns 0 to skip the element (counted, maybe
+ * logged) or the code to fail with. it->fail_count is updated here;
+ * producing nodes bump it->ok_count for their good elements. */
+int sl__policy(sl__iter *it, int code);
+
+/* Seed for a node: an explicit op seed wins, else the global seed; both are
+ * mixed with the node key so twin nodes differ. */
+uint64_t sl__node_seed(const sl__iter *it, int64_t op_seed);
+
+/* Byte accounting for buffered elements. */
+void sl__tree_hold(sl__tree *t, int64_t bytes);
+void sl__tree_unhold(sl__tree *t, int64_t bytes);
+/* Blocks while the budget is exhausted and the caller's own buffer is not
+ * empty (*own_count > 0; the caller's consumer must call sl__tree_unhold
+ * after taking from that buffer, which wakes the wait). Returns false if the
+ * tree was cancelled or *stop became true (a node stopping on its own must
+ * call sl__tree_wake after setting it). */
+bool sl__tree_wait_budget(sl__tree *t, const atomic_int *own_count, const atomic_bool *stop);
+void sl__tree_wake(sl__tree *t);
+static inline bool sl__tree_cancelled(sl__tree *t)
+{
+    return atomic_load_explicit(&t->cancelled, memory_order_acquire);
+}
+
+/* Node state that outlives one pass (an in-memory cache): one slot per key,
+ * created on first use, destroyed with the tree. Returns the slot's data
+ * pointer (zeroed `size` bytes) or NULL on allocation failure. */
+void *sl__tree_slot(sl__tree *t, uint64_t key, size_t size, void (*destroy)(void *data));
+
+/* What a map / filter callback sees. Lives on the calling thread's stack. */
+struct sl_map_ctx {
+    sl__rng rng;
+    int64_t index;
+    int64_t epoch;
+    struct sl__scratch *scratch; /* freed by sl__map_ctx_end */
+};
+void sl__map_ctx_begin(sl_map_ctx *ctx, uint64_t seed, uint64_t key, int64_t epoch,
+                       int64_t index);
+void sl__map_ctx_end(sl_map_ctx *ctx);
+
+/* Runtime internals used by async nodes. */
+typedef struct sl__task {
+    void (*run)(struct sl__task *task);
+    struct sl__task *next;
+} sl__task;
+void sl__runtime_submit(sl_runtime *rt, sl__task *task);
+/* The process default runtime (created on first use), or NULL. */
+sl_runtime *sl__runtime_default(void);
+
+/* Library threads: pthread_create with the pool flush at exit. */
+int sl__thread_start(pthread_t *th, void *(*fn)(void *), void *arg);
+
+#endif

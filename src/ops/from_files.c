@@ -1,0 +1,125 @@
+/* from_files(paths, labels): (path) or (path, label) elements. */
+#include <string.h>
+#include "../graph/node.h"
+
+typedef struct files_ds {
+    sl_dataset base;
+    char **paths;
+    int64_t *labels; /* NULL when unlabelled */
+    size_t n;
+} files_ds;
+
+typedef struct files_iter {
+    sl__iter base;
+    size_t next;
+} files_iter;
+
+static int files_get(const sl_dataset *ds, int64_t i, sl_element **out)
+{
+    const files_ds *d = (const files_ds *)ds;
+    const char *p = d->paths[i];
+    size_t len = strlen(p);
+    sl_element *el = sl__element_new(d->labels ? 2 : 1, 2 * sizeof(uint64_t) + len + 16 + 8);
+    if (!el)
+        return SL_ENOMEM;
+    /* both fit the inline area, so these cannot fail */
+    sl_element_add_string(el, p, len);
+    if (d->labels)
+        sl_element_add_int64(el, d->labels[i]);
+    *out = el;
+    return 0;
+}
+
+static int files_next(sl__iter *base, sl_element **out)
+{
+    files_iter *it = (files_iter *)base;
+    if (it->next >= ((const files_ds *)base->ds)->n)
+        return SL_EOF;
+    int rc = files_get(base->ds, (int64_t)it->next, out);
+    if (rc == 0)
+        it->next++;
+    return rc;
+}
+
+static const sl__iter_ops files_iter_ops = {files_next, NULL, NULL};
+
+static int files_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
+                      sl__iter **out)
+{
+    files_iter *it = sl__iter_alloc(&files_iter_ops, sizeof *it, ds, tree, key, epoch);
+    if (!it)
+        return SL_ENOMEM;
+    *out = &it->base;
+    return 0;
+}
+
+static int64_t files_card(const sl_dataset *ds)
+{
+    return (int64_t)((const files_ds *)ds)->n;
+}
+
+static uint64_t files_fp(const sl_dataset *ds, uint64_t h)
+{
+    const files_ds *d = (const files_ds *)ds;
+    for (size_t i = 0; i < d->n; i++) {
+        h = sl__hash_str(h, d->paths[i]);
+        if (d->labels)
+            h = sl__hash_u64(h, (uint64_t)d->labels[i]);
+    }
+    return h;
+}
+
+static void files_destroy(sl_dataset *ds)
+{
+    files_ds *d = (files_ds *)ds;
+    for (size_t i = 0; d->paths && i < d->n; i++)
+        sl__strfree(d->paths[i]);
+    sl__free(d->paths, (d->n ? d->n : 1) * sizeof *d->paths);
+    if (d->labels)
+        sl__free(d->labels, d->n * sizeof *d->labels);
+}
+
+static bool files_can_get(const sl_dataset *ds)
+{
+    (void)ds;
+    return true;
+}
+
+static const sl__node_ops files_ops = {
+    .kind = "from_files",
+    .make_iter = files_make,
+    .cardinality = files_card,
+    .fingerprint = files_fp,
+    .destroy = files_destroy,
+    .can_get = files_can_get,
+    .get = files_get,
+};
+
+SL_API sl_dataset *sl_from_files(const char *const *paths, const int64_t *labels, size_t count)
+{
+    if (count && !paths) {
+        sl__set_error(SL_EINVAL, "from_files: NULL paths");
+        return NULL;
+    }
+    files_ds *d = (files_ds *)sl__dataset_new_source(&files_ops, sizeof *d);
+    if (!d)
+        return NULL;
+    d->paths = sl__calloc(count ? count : 1, sizeof *d->paths);
+    if (!d->paths)
+        return sl__dataset_fail(&d->base, SL_ENOMEM, "from_files: out of memory");
+    d->n = count;
+    for (size_t i = 0; i < count; i++) {
+        if (!paths[i])
+            return sl__dataset_fail(&d->base, SL_EINVAL, "from_files: path %zu is NULL", i);
+        d->paths[i] = sl__strdup(paths[i]);
+        if (!d->paths[i])
+            return sl__dataset_fail(&d->base, SL_ENOMEM, "from_files: out of memory");
+    }
+    if (labels) {
+        d->labels = sl__alloc(count * sizeof *labels);
+        if (!d->labels && count)
+            return sl__dataset_fail(&d->base, SL_ENOMEM, "from_files: out of memory");
+        memcpy(d->labels, labels, count * sizeof *labels);
+    }
+    return &d->base;
+}

@@ -1,0 +1,143 @@
+/* from_tensors(element): slices along the first dimension, sharing memory. */
+#include <string.h>
+#include "../graph/node.h"
+
+typedef struct tensors_ds {
+    sl_dataset base;
+    sl_element *el;
+    int64_t n;
+} tensors_ds;
+
+typedef struct tensors_iter {
+    sl__iter base;
+    int64_t next;
+} tensors_iter;
+
+static int push_slice(sl_element *out, const struct sl_tensor *t, int64_t i)
+{
+    if (t->dtype == SL_STRING) {
+        size_t len;
+        const char *s = sl_tensor_string(t, i, &len);
+        return sl_element_add_string(out, s, len);
+    }
+    int64_t n = t->shape[0];
+    size_t stride = n ? t->nbytes / (size_t)n : 0;
+    if (!sl__element_push_view(out, t->dtype, t->ndim - 1, t->shape + 1,
+                               (unsigned char *)t->data + (size_t)i * stride, stride, t->buf))
+        return SL_ENOMEM;
+    return 0;
+}
+
+static int tensors_get(const sl_dataset *ds, int64_t i, sl_element **out)
+{
+    const tensors_ds *d = (const tensors_ds *)ds;
+    size_t small = 0;
+    for (int j = 0; j < d->el->n; j++)
+        if (d->el->t[j].dtype == SL_STRING || !d->el->t[j].buf)
+            small += 64; /* strings and inline sources copy */
+    sl_element *el = sl__element_new(d->el->n, small);
+    if (!el)
+        return SL_ENOMEM;
+    for (int j = 0; j < d->el->n; j++) {
+        int rc = push_slice(el, &d->el->t[j], i);
+        if (rc < 0) {
+            sl_element_release(el);
+            return rc;
+        }
+    }
+    *out = el;
+    return 0;
+}
+
+static int tensors_next(sl__iter *base, sl_element **out)
+{
+    tensors_iter *it = (tensors_iter *)base;
+    if (it->next >= ((const tensors_ds *)base->ds)->n)
+        return SL_EOF;
+    int rc = tensors_get(base->ds, it->next, out);
+    if (rc == 0)
+        it->next++;
+    return rc;
+}
+
+static const sl__iter_ops tensors_iter_ops = {tensors_next, NULL, NULL};
+
+static int tensors_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
+                        sl__iter **out)
+{
+    tensors_iter *it = sl__iter_alloc(&tensors_iter_ops, sizeof *it, ds, tree, key, epoch);
+    if (!it)
+        return SL_ENOMEM;
+    *out = &it->base;
+    return 0;
+}
+
+static int64_t tensors_card(const sl_dataset *ds)
+{
+    return ((const tensors_ds *)ds)->n;
+}
+
+static uint64_t tensors_fp(const sl_dataset *ds, uint64_t h)
+{
+    const sl_element *el = ((const tensors_ds *)ds)->el;
+    for (int j = 0; j < el->n; j++) {
+        const struct sl_tensor *t = &el->t[j];
+        h = sl__hash_u64(h, (uint64_t)t->dtype);
+        h = sl__hash_bytes(h, t->shape, (size_t)t->ndim * sizeof t->shape[0]);
+        h = sl__hash_bytes(h, t->data, t->nbytes);
+    }
+    return h;
+}
+
+static void tensors_destroy(sl_dataset *ds)
+{
+    sl_element_release(((tensors_ds *)ds)->el);
+}
+
+static bool tensors_can_get(const sl_dataset *ds)
+{
+    (void)ds;
+    return true;
+}
+
+static const sl__node_ops tensors_ops = {
+    .kind = "from_tensors",
+    .make_iter = tensors_make,
+    .cardinality = tensors_card,
+    .fingerprint = tensors_fp,
+    .destroy = tensors_destroy,
+    .can_get = tensors_can_get,
+    .get = tensors_get,
+};
+
+SL_API sl_dataset *sl_from_tensors(sl_element *el)
+{
+    if (!el) {
+        sl__set_error(SL_EINVAL, "from_tensors: NULL element");
+        return NULL;
+    }
+    tensors_ds *d = (tensors_ds *)sl__dataset_new_source(&tensors_ops, sizeof *d);
+    if (!d) {
+        sl_element_release(el);
+        return NULL;
+    }
+    d->el = el;
+    if (el->n == 0)
+        return sl__dataset_fail(&d->base, SL_EINVAL, "from_tensors: the element has no tensors");
+    for (int j = 0; j < el->n; j++) {
+        const struct sl_tensor *t = &el->t[j];
+        if (t->ndim < 1)
+            return sl__dataset_fail(&d->base, SL_ESHAPE,
+                                    "from_tensors: tensor %d is a scalar; need a first dimension", j);
+        if (t->shape[0] != el->t[0].shape[0]) {
+            char a[128], b[128];
+            sl__shape_str(a, sizeof a, t->ndim, t->shape);
+            sl__shape_str(b, sizeof b, el->t[0].ndim, el->t[0].shape);
+            return sl__dataset_fail(&d->base, SL_ESHAPE,
+                                    "from_tensors: tensor %d has shape %s, tensor 0 has %s: first dimensions differ",
+                                    j, a, b);
+        }
+    }
+    d->n = el->t[0].shape[0];
+    return &d->base;
+}

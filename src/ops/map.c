@@ -1,0 +1,466 @@
+/*
+ * Parallel map.
+ *
+ * A producer thread of the node's own pulls input in chunks (so sources and
+ * other synchronous ops never run on pool workers, and a worker never waits
+ * on anything) and submits each chunk as one task to the runtime's pool.
+ * Chunk size adapts to the measured cost of the callback: cheap callbacks
+ * get up to MAX_CHUNK elements per task, so locking and wake-ups happen per
+ * chunk rather than per element; expensive ones get one element per task,
+ * so work spreads evenly over the workers.
+ *
+ * Ordered mode hands chunks to the consumer by sequence number through a
+ * window of `ahead` slots; unordered mode in completion order. Element
+ * errors travel in their slot, with their message, and meet the error policy
+ * on the consumer side, where the order is deterministic.
+ */
+#include <stdio.h>
+#include <string.h>
+#include "../core/clock.h"
+#include "../graph/node.h"
+
+#define MAX_CHUNK 256
+#define TARGET_CHUNK_NS 200000 /* about this much callback time per task */
+
+typedef struct map_ds {
+    sl_dataset base;
+    sl_map_fn fn;
+    void *user;
+    int parallelism;
+    unsigned flags;
+} map_ds;
+
+typedef struct slot {
+    sl_element *el; /* input, then output */
+    int rc;
+    char *msg;      /* error message (owned) when rc < 0 */
+} slot;
+
+struct map_iter;
+
+typedef struct chunk {
+    sl__task task;
+    struct map_iter *owner;
+    struct chunk *next; /* free list / done queue */
+    int64_t seq;
+    int64_t first_index;
+    int n, pos;
+    bool done;
+    int64_t bytes;
+    slot s[MAX_CHUNK];
+} chunk;
+
+typedef struct map_iter {
+    sl__iter base;
+    sl__iter *input;
+    const map_ds *ds;
+    uint64_t seed;
+    bool ordered;
+
+    pthread_t producer;
+    bool producer_started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv_consumer, cv_producer, cv_idle;
+    atomic_bool stop;
+    int parallelism; /* chunks in flight at most */
+    int ahead;       /* chunks submitted and not yet consumed, at most */
+    int outstanding;
+    int in_flight;
+    atomic_int ready; /* finished chunks waiting for the consumer */
+    int64_t next_seq, consume_seq;
+    chunk **window;   /* ordered: by seq % ahead */
+    chunk *done_head, *done_tail; /* unordered */
+    chunk *free_chunks;
+    chunk *cur;       /* being drained by the consumer, no lock needed */
+    bool input_done;
+    int end_rc;
+    char *end_msg;
+    int64_t cost_ns;  /* per-element callback cost, smoothed */
+} map_iter;
+
+static void slot_clear(slot *s)
+{
+    sl_element_release(s->el);
+    s->el = NULL;
+    sl__strfree(s->msg);
+    s->msg = NULL;
+}
+
+static int chunk_target(map_iter *it)
+{
+    int64_t c = it->cost_ns;
+    if (c <= 0)
+        return 1;
+    int64_t k = TARGET_CHUNK_NS / c;
+    return k < 1 ? 1 : k > MAX_CHUNK ? MAX_CHUNK : (int)k;
+}
+
+static void run_one(map_iter *it, chunk *c, int i, sl_map_ctx *ctx)
+{
+    slot *s = &c->s[i];
+    sl_element *out = NULL;
+    sl__map_ctx_begin(ctx, it->seed, it->base.key, it->base.epoch, c->first_index + i);
+    sl_clear_error();
+    int rc = it->ds->fn(ctx, s->el, &out, it->ds->user);
+    sl__map_ctx_end(ctx);
+    if (rc == 0 && !out)
+        rc = sl__set_error(SL_ECALLBACK, "callback returned no element");
+    if (rc < 0) {
+        sl_element_release(out);
+        out = NULL;
+        if (!sl__error_msg()[0])
+            sl__set_error_str(rc, sl_strerror(rc));
+        sl__error_prefix(sl_dataset_name(&it->ds->base));
+        s->msg = sl__strdup(sl__error_msg());
+        if (!s->msg)
+            rc = SL_ENOMEM;
+    } else {
+        c->bytes += (int64_t)sl__element_bytes(out);
+    }
+    sl_element_release(s->el);
+    s->el = out;
+    s->rc = rc;
+}
+
+static void run_chunk(sl__task *task)
+{
+    chunk *c = (chunk *)task;
+    map_iter *it = c->owner;
+    sl_map_ctx ctx;
+    int64_t t0 = sl__now_ns();
+    int i = 0;
+    for (; i < c->n && !atomic_load_explicit(&it->stop, memory_order_relaxed); i++)
+        run_one(it, c, i, &ctx);
+    for (; i < c->n; i++) {
+        slot_clear(&c->s[i]);
+        c->s[i].rc = SL_ECANCELED;
+    }
+    int64_t per = (sl__now_ns() - t0) / c->n;
+    sl__tree_hold(it->base.tree, c->bytes);
+
+    pthread_mutex_lock(&it->mu);
+    it->cost_ns = it->cost_ns ? (3 * it->cost_ns + per) / 4 : per;
+    c->done = true;
+    it->in_flight--;
+    if (it->ordered) {
+        if (c->seq == it->consume_seq)
+            pthread_cond_signal(&it->cv_consumer);
+    } else {
+        c->next = NULL;
+        if (it->done_tail)
+            it->done_tail->next = c;
+        else
+            it->done_head = c;
+        it->done_tail = c;
+        pthread_cond_signal(&it->cv_consumer);
+    }
+    atomic_fetch_add(&it->ready, 1);
+    if (it->in_flight == 0)
+        pthread_cond_broadcast(&it->cv_idle);
+    pthread_cond_signal(&it->cv_producer);
+    pthread_mutex_unlock(&it->mu);
+}
+
+/* Under it->mu. */
+static chunk *chunk_take_free(map_iter *it)
+{
+    chunk *c = it->free_chunks;
+    if (c) {
+        it->free_chunks = c->next;
+        return c;
+    }
+    c = sl__obj_get(sizeof *c);
+    return c;
+}
+
+static void producer_finish(map_iter *it, int rc)
+{
+    char *msg = rc < 0 ? sl__strdup(sl__error_msg()) : NULL;
+    if (rc < 0 && !msg)
+        rc = SL_ENOMEM;
+    pthread_mutex_lock(&it->mu);
+    it->input_done = true;
+    it->end_rc = rc;
+    it->end_msg = msg;
+    pthread_cond_broadcast(&it->cv_consumer);
+    pthread_mutex_unlock(&it->mu);
+}
+
+static void *producer_main(void *arg)
+{
+    map_iter *it = arg;
+    int64_t index = 0;
+    for (;;) {
+        pthread_mutex_lock(&it->mu);
+        while (!atomic_load(&it->stop) &&
+               (it->outstanding >= it->ahead || it->in_flight >= it->parallelism))
+            pthread_cond_wait(&it->cv_producer, &it->mu);
+        chunk *c = atomic_load(&it->stop) ? NULL : chunk_take_free(it);
+        int k = chunk_target(it);
+        pthread_mutex_unlock(&it->mu);
+        if (atomic_load(&it->stop))
+            break; /* the consumer is gone or cancelled; nothing to report */
+        if (!c) {
+            producer_finish(it, SL_ENOMEM);
+            break;
+        }
+        if (!sl__tree_wait_budget(it->base.tree, &it->ready, &it->stop)) {
+            pthread_mutex_lock(&it->mu);
+            c->next = it->free_chunks;
+            it->free_chunks = c;
+            pthread_mutex_unlock(&it->mu);
+            break;
+        }
+        c->owner = it;
+        c->task.run = run_chunk;
+        c->first_index = index;
+        c->n = c->pos = 0;
+        c->done = false;
+        c->bytes = 0;
+        int rc = 0;
+        while (c->n < k) {
+            slot *s = &c->s[c->n];
+            s->msg = NULL;
+            s->rc = 0;
+            rc = sl__iter_next(it->input, &s->el);
+            if (rc)
+                break;
+            c->n++;
+        }
+        index += c->n;
+        pthread_mutex_lock(&it->mu);
+        if (c->n) {
+            c->seq = it->next_seq++;
+            if (it->ordered)
+                it->window[c->seq % it->ahead] = c;
+            it->outstanding++;
+            it->in_flight++;
+        } else {
+            c->next = it->free_chunks;
+            it->free_chunks = c;
+        }
+        pthread_mutex_unlock(&it->mu);
+        if (c->n)
+            sl__runtime_submit(it->base.tree->rt, &c->task);
+        if (rc) {
+            producer_finish(it, rc);
+            break;
+        }
+    }
+    return NULL;
+}
+
+/* Hands the drained chunk back and lets the producer go on. */
+static void chunk_recycle(map_iter *it, chunk *c)
+{
+    for (int i = c->pos; i < c->n; i++)
+        slot_clear(&c->s[i]);
+    pthread_mutex_lock(&it->mu);
+    c->next = it->free_chunks;
+    it->free_chunks = c;
+    it->outstanding--;
+    pthread_cond_signal(&it->cv_producer);
+    pthread_mutex_unlock(&it->mu);
+}
+
+/* Waits for the next chunk; NULL at the end (with *rc set). */
+static chunk *chunk_next(map_iter *it, int *rc)
+{
+    chunk *c = NULL;
+    pthread_mutex_lock(&it->mu);
+    for (;;) {
+        if (it->ordered) {
+            chunk *w = it->window[it->consume_seq % it->ahead];
+            if (w && w->seq == it->consume_seq && w->done) {
+                it->window[it->consume_seq % it->ahead] = NULL;
+                it->consume_seq++;
+                c = w;
+                break;
+            }
+        } else if (it->done_head) {
+            c = it->done_head;
+            it->done_head = c->next;
+            if (!it->done_head)
+                it->done_tail = NULL;
+            break;
+        }
+        if (it->input_done && it->outstanding == 0) {
+            *rc = it->end_rc;
+            if (*rc < 0)
+                sl__set_error_str(*rc, it->end_msg);
+            break;
+        }
+        if (sl__tree_cancelled(it->base.tree) || atomic_load(&it->stop)) {
+            *rc = sl__set_error(SL_ECANCELED, "%s: canceled", sl_dataset_name(&it->ds->base));
+            break;
+        }
+        pthread_cond_wait(&it->cv_consumer, &it->mu);
+    }
+    pthread_mutex_unlock(&it->mu);
+    if (c) {
+        atomic_fetch_sub(&it->ready, 1);
+        sl__tree_unhold(it->base.tree, c->bytes);
+    }
+    return c;
+}
+
+static int map_next(sl__iter *base, sl_element **out)
+{
+    map_iter *it = (map_iter *)base;
+    for (;;) {
+        chunk *c = it->cur;
+        while (c && c->pos < c->n) {
+            slot *s = &c->s[c->pos++];
+            if (s->rc == 0) {
+                *out = s->el;
+                s->el = NULL;
+                base->ok_count++;
+                return 0;
+            }
+            sl__set_error_str(s->rc, s->msg);
+            int rc = s->rc == SL_ECANCELED ? SL_ECANCELED : sl__policy(base, s->rc);
+            slot_clear(s);
+            if (rc)
+                return rc;
+        }
+        if (c) {
+            it->cur = NULL;
+            chunk_recycle(it, c);
+        }
+        int rc = 0;
+        it->cur = chunk_next(it, &rc);
+        if (!it->cur)
+            return rc;
+    }
+}
+
+static void map_cancel(sl__iter *base)
+{
+    map_iter *it = (map_iter *)base;
+    pthread_mutex_lock(&it->mu);
+    atomic_store(&it->stop, true);
+    pthread_cond_broadcast(&it->cv_consumer);
+    pthread_cond_broadcast(&it->cv_producer);
+    pthread_mutex_unlock(&it->mu);
+}
+
+static void chunk_drop(map_iter *it, chunk *c, bool held)
+{
+    if (!c)
+        return;
+    for (int i = c->pos; i < c->n; i++)
+        slot_clear(&c->s[i]);
+    if (held)
+        sl__tree_unhold(it->base.tree, c->bytes);
+    sl__obj_put(c, sizeof *c);
+}
+
+static void map_destroy(sl__iter *base)
+{
+    map_iter *it = (map_iter *)base;
+    sl__iter_unregister(base);
+    map_cancel(base);
+    sl__tree_wake(base->tree);
+    if (it->producer_started)
+        pthread_join(it->producer, NULL);
+    pthread_mutex_lock(&it->mu);
+    while (it->in_flight > 0)
+        pthread_cond_wait(&it->cv_idle, &it->mu);
+    pthread_mutex_unlock(&it->mu);
+
+    chunk_drop(it, it->cur, false);
+    for (int i = 0; it->window && i < it->ahead; i++)
+        chunk_drop(it, it->window[i], true);
+    while (it->done_head) {
+        chunk *c = it->done_head;
+        it->done_head = c->next;
+        chunk_drop(it, c, true);
+    }
+    while (it->free_chunks) {
+        chunk *c = it->free_chunks;
+        it->free_chunks = c->next;
+        sl__obj_put(c, sizeof *c);
+    }
+    sl__free(it->window, (size_t)it->ahead * sizeof *it->window);
+    sl__strfree(it->end_msg);
+    sl__iter_free(it->input);
+    pthread_cond_destroy(&it->cv_consumer);
+    pthread_cond_destroy(&it->cv_producer);
+    pthread_cond_destroy(&it->cv_idle);
+    pthread_mutex_destroy(&it->mu);
+}
+
+static const sl__iter_ops map_iter_ops = {map_next, map_cancel, map_destroy};
+
+static int map_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
+                    sl__iter **out)
+{
+    const map_ds *m = (const map_ds *)ds;
+    map_iter *it = sl__iter_alloc(&map_iter_ops, sizeof *it, ds, tree, key, epoch);
+    if (!it)
+        return SL_ENOMEM;
+    it->ds = m;
+    it->seed = sl__node_seed(&it->base, -1);
+    it->ordered = (m->flags & SL_MAP_ORDERED) ||
+                  (!(m->flags & SL_MAP_UNORDERED) && tree->deterministic);
+    int threads = sl_runtime_threads(tree->rt);
+    it->parallelism = m->parallelism == SL_AUTOTUNE ? 2 * threads : m->parallelism;
+    it->ahead = 2 * it->parallelism;
+    pthread_mutex_init(&it->mu, NULL);
+    pthread_cond_init(&it->cv_consumer, NULL);
+    pthread_cond_init(&it->cv_producer, NULL);
+    pthread_cond_init(&it->cv_idle, NULL);
+    int rc = sl__iter_make_input(&it->base, 0, epoch, &it->input);
+    if (rc == 0) {
+        it->window = sl__calloc((size_t)it->ahead, sizeof *it->window);
+        rc = it->window ? sl__thread_start(&it->producer, producer_main, it) : SL_ENOMEM;
+    }
+    if (rc < 0) {
+        sl__iter_free(&it->base);
+        return rc;
+    }
+    it->producer_started = true;
+    sl__iter_register(&it->base);
+    *out = &it->base;
+    return 0;
+}
+
+static int64_t map_card(const sl_dataset *ds)
+{
+    return sl_dataset_cardinality(ds->inputs[0]);
+}
+
+static uint64_t map_fp(const sl_dataset *ds, uint64_t h)
+{
+    /* parallelism and order do not change the elements (ordered), so they
+     * stay out of the fingerprint; the name stands for the function */
+    (void)ds;
+    return h;
+}
+
+static const sl__node_ops map_ops = {
+    .kind = "map",
+    .make_iter = map_make,
+    .cardinality = map_card,
+    .fingerprint = map_fp,
+};
+
+SL_API sl_dataset *sl_map(sl_dataset *in, const char *name, sl_map_fn fn, void *user,
+                          int parallelism, unsigned flags)
+{
+    map_ds *m = (map_ds *)sl__dataset_new(&map_ops, sizeof *m, in);
+    if (!m)
+        return NULL;
+    if (!fn || (parallelism < 1 && parallelism != SL_AUTOTUNE) || parallelism > 4096 ||
+        (flags & ~(SL_MAP_ORDERED | SL_MAP_UNORDERED)) ||
+        (flags & SL_MAP_ORDERED && flags & SL_MAP_UNORDERED))
+        return sl__dataset_fail(&m->base, SL_EINVAL, "map(%s): bad arguments (fn %s, parallelism %d, flags %#x)",
+                                name ? name : "", fn ? "set" : "NULL", parallelism, flags);
+    m->fn = fn;
+    m->user = user;
+    m->parallelism = parallelism;
+    m->flags = flags;
+    if (sl__dataset_set_name(&m->base, name) < 0)
+        return sl__dataset_fail(&m->base, SL_ENOMEM, "map: out of memory");
+    return &m->base;
+}

@@ -1,0 +1,162 @@
+/*
+ * The worker pool behind sl_runtime. Workers only ever run compute tasks
+ * (map callbacks); nodes that may block on their input run on threads of
+ * their own, so a pool worker never waits on another task and a small pool
+ * cannot deadlock.
+ */
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include "../core/alloc.h"
+#include "../core/error.h"
+#include "../graph/node.h"
+
+struct sl_runtime {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    sl__task *head, *tail;
+    bool stopping;
+    int nthreads;
+    pthread_t threads[];
+};
+
+typedef struct thread_start {
+    void *(*fn)(void *);
+    void *arg;
+} thread_start;
+
+static void *thread_main(void *p)
+{
+    thread_start ts = *(thread_start *)p;
+    sl__free(p, sizeof ts);
+    void *r = ts.fn(ts.arg);
+    sl__pool_flush_thread();
+    return r;
+}
+
+int sl__thread_start(pthread_t *th, void *(*fn)(void *), void *arg)
+{
+    thread_start *ts = sl__alloc(sizeof *ts);
+    if (!ts)
+        return SL_ENOMEM;
+    ts->fn = fn;
+    ts->arg = arg;
+    int rc = pthread_create(th, NULL, thread_main, ts);
+    if (rc) {
+        sl__free(ts, sizeof *ts);
+        return sl__set_error(SL_ENOMEM, "cannot start a thread (error %d)", rc);
+    }
+    return 0;
+}
+
+SL_API int sl_cpu_count(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) {
+        int n = CPU_COUNT(&set);
+        if (n > 0)
+            return n;
+    }
+    return 1;
+}
+
+static void *worker(void *p)
+{
+    sl_runtime *rt = p;
+    pthread_mutex_lock(&rt->mu);
+    for (;;) {
+        while (!rt->head && !rt->stopping)
+            pthread_cond_wait(&rt->cv, &rt->mu);
+        if (!rt->head)
+            break;
+        sl__task *t = rt->head;
+        rt->head = t->next;
+        if (!rt->head)
+            rt->tail = NULL;
+        pthread_mutex_unlock(&rt->mu);
+        t->run(t);
+        pthread_mutex_lock(&rt->mu);
+    }
+    pthread_mutex_unlock(&rt->mu);
+    return NULL;
+}
+
+void sl__runtime_submit(sl_runtime *rt, sl__task *t)
+{
+    t->next = NULL;
+    pthread_mutex_lock(&rt->mu);
+    if (rt->tail)
+        rt->tail->next = t;
+    else
+        rt->head = t;
+    rt->tail = t;
+    pthread_cond_signal(&rt->cv);
+    pthread_mutex_unlock(&rt->mu);
+}
+
+static size_t rt_size(int n)
+{
+    return sizeof(sl_runtime) + (size_t)n * sizeof(pthread_t);
+}
+
+static void rt_stop(sl_runtime *rt, int started)
+{
+    pthread_mutex_lock(&rt->mu);
+    rt->stopping = true;
+    pthread_cond_broadcast(&rt->cv);
+    pthread_mutex_unlock(&rt->mu);
+    for (int i = 0; i < started; i++)
+        pthread_join(rt->threads[i], NULL);
+    pthread_cond_destroy(&rt->cv);
+    pthread_mutex_destroy(&rt->mu);
+    sl__free(rt, rt_size(rt->nthreads));
+}
+
+SL_API sl_runtime *sl_runtime_create(int threads)
+{
+    if (threads < 0 || threads > 1024) {
+        sl__set_error(SL_EINVAL, "sl_runtime_create: bad thread count %d", threads);
+        return NULL;
+    }
+    if (threads == 0)
+        threads = sl_cpu_count();
+    sl_runtime *rt = sl__calloc(1, rt_size(threads));
+    if (!rt)
+        return NULL;
+    rt->nthreads = threads;
+    pthread_mutex_init(&rt->mu, NULL);
+    pthread_cond_init(&rt->cv, NULL);
+    for (int i = 0; i < threads; i++)
+        if (sl__thread_start(&rt->threads[i], worker, rt)) {
+            rt_stop(rt, i);
+            return NULL;
+        }
+    return rt;
+}
+
+SL_API void sl_runtime_free(sl_runtime *rt)
+{
+    if (rt)
+        rt_stop(rt, rt->nthreads);
+}
+
+SL_API int sl_runtime_threads(const sl_runtime *rt)
+{
+    return rt ? rt->nthreads : 0;
+}
+
+static sl_runtime *default_rt;
+static pthread_once_t default_once = PTHREAD_ONCE_INIT;
+
+static void default_init(void)
+{
+    default_rt = sl_runtime_create(0);
+}
+
+sl_runtime *sl__runtime_default(void)
+{
+    pthread_once(&default_once, default_init);
+    if (!default_rt)
+        sl__set_error(SL_ENOMEM, "cannot create the default runtime");
+    return default_rt;
+}

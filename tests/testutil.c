@@ -1,0 +1,177 @@
+#define _GNU_SOURCE
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "testutil.h"
+
+sl_options *tu_opts(int threads, int64_t seed)
+{
+    sl_options *o = sl_options_create();
+    assert_non_null(o);
+    assert_int_equal(sl_options_set(o, SL_OPT_THREADS, threads), 0);
+    assert_int_equal(sl_options_set(o, SL_OPT_SEED, seed), 0);
+    return o;
+}
+
+int tu_collect(sl_dataset *ds, const sl_options *opts, int64_t **out, size_t *n, char *errmsg)
+{
+    sl_iterator *it = sl_iterator_create(ds, opts);
+    if (!it) {
+        if (errmsg)
+            snprintf(errmsg, 1024, "%s", sl_last_error());
+        *out = NULL;
+        *n = 0;
+        return SL_EINVAL;
+    }
+    size_t cap = 64, len = 0;
+    int64_t *v = malloc(cap * sizeof *v);
+    sl_element *el;
+    int rc;
+    while ((rc = sl_next(it, &el)) == 0) {
+        const sl_tensor *t = sl_element_tensor(el, 0);
+        assert_non_null(t);
+        assert_int_equal(sl_tensor_dtype(t), SL_INT64);
+        int64_t cnt = sl_tensor_count(t);
+        const int64_t *d = sl_tensor_data(t);
+        for (int64_t i = 0; i < cnt; i++) {
+            if (len == cap)
+                v = realloc(v, (cap *= 2) * sizeof *v);
+            v[len++] = d[i];
+        }
+        sl_element_release(el);
+    }
+    if (errmsg)
+        snprintf(errmsg, 1024, "%s", sl_iterator_errmsg(it));
+    sl_iterator_free(it);
+    *out = v;
+    *n = len;
+    return rc;
+}
+
+void tu_expect(sl_dataset *ds, const int64_t *expect, size_t n)
+{
+    sl_options *o = tu_opts(2, 0);
+    int64_t *got;
+    size_t len;
+    char msg[1024];
+    int rc = tu_collect(ds, o, &got, &len, msg);
+    if (rc != SL_EOF)
+        print_error("iteration failed: %d %s\n", rc, msg);
+    assert_int_equal(rc, SL_EOF);
+    if (len != n)
+        print_error("expected %zu values, got %zu\n", n, len);
+    assert_int_equal(len, n);
+    for (size_t i = 0; i < n; i++) {
+        if (got[i] != expect[i])
+            print_error("at %zu: expected %lld, got %lld\n", i, (long long)expect[i],
+                        (long long)got[i]);
+        assert_int_equal(got[i], expect[i]);
+    }
+    free(got);
+    sl_options_free(o);
+}
+
+int64_t tu_count(sl_dataset *ds, const sl_options *opts)
+{
+    sl_iterator *it = sl_iterator_create(ds, opts);
+    assert_non_null(it);
+    sl_element *el;
+    int rc;
+    int64_t n = 0;
+    while ((rc = sl_next(it, &el)) == 0) {
+        n++;
+        sl_element_release(el);
+    }
+    if (rc != SL_EOF)
+        print_error("iteration failed: %d %s\n", rc, sl_iterator_errmsg(it));
+    assert_int_equal(rc, SL_EOF);
+    sl_iterator_free(it);
+    return n;
+}
+
+/* ---- counting allocator ---- */
+
+static atomic_llong calls, live, fail_at;
+
+static void *tu_alloc(void *user, size_t size, size_t align)
+{
+    (void)user;
+    long long k = atomic_fetch_add(&calls, 1) + 1;
+    long long f = atomic_load(&fail_at);
+    if (f && k == f)
+        return NULL;
+    size_t rounded = (size + align - 1) & ~(align - 1);
+    void *p = aligned_alloc(align, rounded ? rounded : align);
+    if (p)
+        atomic_fetch_add(&live, (long long)size);
+    return p;
+}
+
+static void tu_free(void *user, void *p, size_t size, size_t align)
+{
+    (void)user, (void)align;
+    atomic_fetch_sub(&live, (long long)size);
+    free(p);
+}
+
+void tu_alloc_install(void)
+{
+    static const sl_allocator a = {tu_alloc, tu_free, NULL};
+    atomic_store(&calls, 0);
+    atomic_store(&fail_at, 0);
+    int rc = sl_set_allocator(&a);
+    if (rc)
+        print_error("sl_set_allocator: %s\n", sl_last_error());
+    assert_int_equal(rc, 0);
+}
+
+void tu_alloc_uninstall(void)
+{
+    assert_int_equal(sl_set_allocator(NULL), 0);
+}
+
+void tu_alloc_fail_at(int64_t k)
+{
+    atomic_store(&calls, 0);
+    atomic_store(&fail_at, k);
+}
+
+int64_t tu_alloc_calls(void)
+{
+    return atomic_load(&calls);
+}
+
+int64_t tu_alloc_live_bytes(void)
+{
+    return atomic_load(&live);
+}
+
+/* ---- files ---- */
+
+void tu_tmpdir(char *buf)
+{
+    const char *base = getenv("TMPDIR");
+    snprintf(buf, 256, "%s/sluice-test-XXXXXX", base && *base ? base : "/tmp");
+    assert_non_null(mkdtemp(buf));
+}
+
+void tu_rmdir(const char *path)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", path);
+    assert_int_equal(system(cmd), 0);
+}
+
+int64_t tu_rss_bytes(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    long long size = 0, res = 0;
+    if (f) {
+        if (fscanf(f, "%lld %lld", &size, &res) != 2)
+            res = 0;
+        fclose(f);
+    }
+    return res * sysconf(_SC_PAGESIZE);
+}

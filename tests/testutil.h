@@ -1,0 +1,47 @@
+/* Helpers shared by the test programs (linked into each of them). */
+#ifndef SLUICE_TESTUTIL_H
+#define SLUICE_TESTUTIL_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include "sluice.h"
+
+/* Exit code CTest treats as "skipped". */
+#define TU_SKIP 77
+
+/* Options with `threads` private workers and `seed` (free with
+ * sl_options_free). */
+sl_options *tu_opts(int threads, int64_t seed);
+
+/* Runs ds to the end (ds is borrowed). Flattens tensor 0 of every element
+ * (int64 scalars or int64 arrays of any shape) into a malloc'd array, stored
+ * in *out (free() it) with its length in *n. Returns the final sl_next code
+ * (SL_EOF on success) and copies the iterator's error message into errmsg
+ * (if not NULL, size 1024). */
+int tu_collect(sl_dataset *ds, const sl_options *opts, int64_t **out, size_t *n, char *errmsg);
+/* Asserts that ds yields exactly expect[0..n) (via tu_collect, default
+ * options with 2 threads). */
+void tu_expect(sl_dataset *ds, const int64_t *expect, size_t n);
+/* Number of elements ds yields (asserts it ends with SL_EOF). */
+int64_t tu_count(sl_dataset *ds, const sl_options *opts);
+
+/* A counting allocator that can fail the k-th allocation (k >= 1; 0 = never).
+ * tu_alloc_install() installs it (asserts sl_set_allocator succeeds). */
+void tu_alloc_install(void);
+void tu_alloc_uninstall(void);
+void tu_alloc_fail_at(int64_t k);
+int64_t tu_alloc_calls(void);
+int64_t tu_alloc_live_bytes(void); /* bytes allocated through the hooks, not freed */
+
+/* Creates a fresh temporary directory and writes its path into buf (size
+ * >= 256). tu_rmdir removes it recursively. */
+void tu_tmpdir(char *buf);
+void tu_rmdir(const char *path);
+
+/* Resident set size of this process, bytes. */
+int64_t tu_rss_bytes(void);
+
+#endif
