@@ -365,7 +365,7 @@ SL_API sl_dataset *sl_unbatch(sl_dataset *in);
 /* Seed: -1 derives one from the iterator's SL_OPT_SEED. */
 SL_API sl_dataset *sl_shuffle(sl_dataset *in, int64_t buffer, int64_t seed,
                               unsigned flags);
-/* count >= 1 passes, or -1 for forever. A pass that yields nothing ends a
+/* count >= 0 passes (0: empty, as tf.data), or -1 for forever. A pass that yields nothing ends a
  * forever-repeat (so an empty input does not spin). */
 SL_API sl_dataset *sl_repeat(sl_dataset *in, int64_t count);
 /* At most n elements; n = -1 takes all. */

@@ -14,11 +14,13 @@ typedef struct range_iter {
 static int64_t range_card(const sl_dataset *ds)
 {
     const range_ds *r = (const range_ds *)ds;
-    int64_t span = r->stop - r->start;
-    if ((r->step > 0 && span <= 0) || (r->step < 0 && span >= 0))
+    if ((r->step > 0 && r->stop <= r->start) || (r->step < 0 && r->stop >= r->start))
         return 0;
-    int64_t a = span < 0 ? -span : span, s = r->step < 0 ? -r->step : r->step;
-    return (a + s - 1) / s;
+    /* in unsigned arithmetic the span cannot overflow */
+    uint64_t span = r->step > 0 ? (uint64_t)r->stop - (uint64_t)r->start
+                                : (uint64_t)r->start - (uint64_t)r->stop;
+    uint64_t s = r->step > 0 ? (uint64_t)r->step : -(uint64_t)r->step;
+    return (int64_t)(span / s + (span % s != 0));
 }
 
 static int make_scalar(int64_t v, sl_element **out)
@@ -40,7 +42,7 @@ static int range_next(sl__iter *base, sl_element **out)
     int rc = make_scalar(it->next, out);
     if (rc)
         return rc;
-    it->next += ((const range_ds *)base->ds)->step;
+    it->next = (int64_t)((uint64_t)it->next + (uint64_t)((const range_ds *)base->ds)->step);
     it->left--;
     return 0;
 }
@@ -75,7 +77,7 @@ static bool range_can_get(const sl_dataset *ds)
 static int range_get(const sl_dataset *ds, int64_t index, sl_element **out)
 {
     const range_ds *r = (const range_ds *)ds;
-    return make_scalar(r->start + index * r->step, out);
+    return make_scalar((int64_t)((uint64_t)r->start + (uint64_t)index * (uint64_t)r->step), out);
 }
 
 static const sl__node_ops range_ops = {

@@ -1,0 +1,124 @@
+/* repeat(count): count passes over the input (-1: forever), each a fresh
+ * input iterator with its own epoch so that shuffles reshuffle and
+ * per-element random streams differ from pass to pass. */
+#include "../graph/node.h"
+
+/* Epoch stride of a forever-repeat nested in a repeated pipeline. A finite
+ * repeat(count) numbers its passes epoch * count + pass instead, so nested
+ * finite repeats count epochs 0, 1, 2, ... as if flattened. */
+#define FOREVER_STRIDE ((uint64_t)1 << 32)
+
+typedef struct repeat_ds {
+    sl_dataset base;
+    int64_t count;
+} repeat_ds;
+
+typedef struct repeat_iter {
+    sl__iter base;
+    sl__iter *in;  /* iterator of the current pass, NULL between passes */
+    int64_t pass;
+    int64_t got;   /* elements of the current pass */
+    bool done;
+} repeat_iter;
+
+static int64_t repeat_card(const sl_dataset *ds)
+{
+    int64_t count = ((const repeat_ds *)ds)->count, in = sl_dataset_cardinality(ds->inputs[0]);
+    /* tf.data's rules: an empty pass ends a forever-repeat */
+    if (count < 0)
+        return in == 0 ? 0 : SL_INFINITE;
+    if (count == 0 || in == 0)
+        return 0;
+    if (in < 0)
+        return in;
+    return in > INT64_MAX / count ? SL_UNKNOWN : in * count;
+}
+
+static int start_pass(repeat_iter *it)
+{
+    int64_t count = ((const repeat_ds *)it->base.ds)->count;
+    uint64_t stride = count > 0 ? (uint64_t)count : FOREVER_STRIDE;
+    /* unsigned: wraps rather than overflows for absurd nestings */
+    int64_t epoch = (int64_t)((uint64_t)it->base.epoch * stride + (uint64_t)it->pass);
+    it->got = 0;
+    return sl__iter_make_input(&it->base, 0, epoch, &it->in);
+}
+
+static int repeat_next(sl__iter *base, sl_element **out)
+{
+    repeat_iter *it = (repeat_iter *)base;
+    int64_t count = ((const repeat_ds *)base->ds)->count;
+    while (!it->done) {
+        if (!it->in) {
+            if (count >= 0 && it->pass >= count) {
+                it->done = true;
+                break;
+            }
+            int rc = start_pass(it);
+            if (rc < 0)
+                return rc;
+        }
+        int rc = sl__iter_next(it->in, out);
+        if (rc == 0)
+            it->got++;
+        if (rc != SL_EOF)
+            return rc;
+        sl__iter_free(it->in);
+        it->in = NULL;
+        it->pass++;
+        if (it->got == 0) /* an empty pass: more passes would be empty too */
+            it->done = true;
+    }
+    return SL_EOF;
+}
+
+static void repeat_destroy(sl__iter *base)
+{
+    sl__iter_free(((repeat_iter *)base)->in);
+}
+
+static const sl__iter_ops repeat_iter_ops = {repeat_next, NULL, repeat_destroy};
+
+static int repeat_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
+                       sl__iter **out)
+{
+    repeat_iter *it = sl__iter_alloc(&repeat_iter_ops, sizeof *it, ds, tree, key, epoch);
+    if (!it)
+        return SL_ENOMEM;
+    /* the first pass starts now, so that setup errors (a missing file)
+     * surface at sl_iterator_create as without repeat */
+    if (((const repeat_ds *)ds)->count != 0) {
+        int rc = start_pass(it);
+        if (rc < 0) {
+            sl__iter_free(&it->base);
+            return rc;
+        }
+    }
+    *out = &it->base;
+    return 0;
+}
+
+static uint64_t repeat_fp(const sl_dataset *ds, uint64_t h)
+{
+    return sl__hash_u64(h, (uint64_t)((const repeat_ds *)ds)->count);
+}
+
+static const sl__node_ops repeat_ops = {
+    .kind = "repeat",
+    .make_iter = repeat_make,
+    .cardinality = repeat_card,
+    .fingerprint = repeat_fp,
+};
+
+SL_API sl_dataset *sl_repeat(sl_dataset *in, int64_t count)
+{
+    repeat_ds *r = (repeat_ds *)sl__dataset_new(&repeat_ops, sizeof *r, in);
+    if (!r)
+        return NULL;
+    if (count < -1)
+        return sl__dataset_fail(&r->base, SL_EINVAL,
+                                "repeat: count %lld is negative (-1 repeats forever)",
+                                (long long)count);
+    r->count = count;
+    return &r->base;
+}

@@ -1,0 +1,175 @@
+/* unbatch: splits each input element along its first dimension. Slices of
+ * fixed-size tensors are views of the input's buffers; string slices are
+ * copied, since each needs its own offset table. */
+#include <string.h>
+#include "../graph/node.h"
+
+/* Inline room for the copied parts of one slice; bigger parts go to pooled
+ * buffers. */
+#define INLINE_MAX 1024
+
+typedef struct unbatch_iter {
+    sl__iter base;
+    sl__iter *in;
+    sl_element *cur; /* the element being split */
+    int64_t row, rows;
+    bool done;
+} unbatch_iter;
+
+static int64_t unbatch_card(const sl_dataset *ds)
+{
+    /* rows per element are only known at run time */
+    return sl_dataset_cardinality(ds->inputs[0]) == 0 ? 0 : SL_UNKNOWN;
+}
+
+static int check_element(const sl_element *el)
+{
+    if (el->n == 0)
+        return sl__set_error(SL_ESHAPE, "unbatch: element has no tensors");
+    for (int j = 0; j < el->n; j++) {
+        const struct sl_tensor *t = &el->t[j];
+        if (t->ndim == 0)
+            return sl__set_error(SL_ESHAPE, "unbatch: tensor %d is a scalar", j);
+        if (t->shape[0] != el->t[0].shape[0]) {
+            char a[128], b[128];
+            sl__shape_str(a, sizeof a, t->ndim, t->shape);
+            sl__shape_str(b, sizeof b, el->t[0].ndim, el->t[0].shape);
+            return sl__set_error(SL_ESHAPE, "unbatch: tensor %d has shape %s but tensor 0 has "
+                                 "%s: first dimensions differ", j, a, b);
+        }
+    }
+    return 0;
+}
+
+/* Bytes and string range of row `row` of a string tensor. */
+static size_t string_row(const struct sl_tensor *t, int64_t row, int64_t *first, int64_t *count)
+{
+    const uint64_t *off = sl__str_offsets(t);
+    *count = sl__shape_count(t->ndim - 1, t->shape + 1);
+    *first = row * *count;
+    return (size_t)(*count + 1) * sizeof *off + (size_t)(off[*first + *count] - off[*first]);
+}
+
+static size_t row_bytes(const struct sl_tensor *t)
+{
+    return (size_t)sl__shape_count(t->ndim - 1, t->shape + 1) * sl_dtype_size(t->dtype);
+}
+
+/* Inline bytes a slice of `src` needs for the parts that are copied. */
+static size_t copied_bytes(const sl_element *src, int64_t row)
+{
+    size_t n = 0;
+    for (int j = 0; j < src->n && n <= INLINE_MAX; j++) {
+        const struct sl_tensor *t = &src->t[j];
+        int64_t first, count;
+        if (t->dtype == SL_STRING)
+            n += string_row(t, row, &first, &count) + 15;
+        else if (!t->buf)
+            n += row_bytes(t) + 15;
+    }
+    return n <= INLINE_MAX ? n : INLINE_MAX;
+}
+
+static int push_string_row(sl_element *el, const struct sl_tensor *t, int64_t row)
+{
+    int64_t first, count;
+    size_t nbytes = string_row(t, row, &first, &count);
+    const uint64_t *off = sl__str_offsets(t);
+    const char *bytes = (const char *)(off + sl__shape_count(t->ndim, t->shape) + 1);
+    struct sl_tensor *s = sl__element_push(el, SL_STRING, t->ndim - 1, t->shape + 1, nbytes);
+    if (!s)
+        return SL_ENOMEM;
+    uint64_t *o = s->data, lo = off[first];
+    for (int64_t i = 0; i <= count; i++)
+        o[i] = off[first + i] - lo;
+    memcpy(o + count + 1, bytes + lo, (size_t)o[count]);
+    return 0;
+}
+
+static int push_row(sl_element *el, const struct sl_tensor *t, int64_t row)
+{
+    if (t->dtype == SL_STRING)
+        return push_string_row(el, t, row);
+    size_t rb = row_bytes(t);
+    return sl__element_push_view(el, t->dtype, t->ndim - 1, t->shape + 1,
+                                 (char *)t->data + (size_t)row * rb, rb, t->buf) ? 0 : SL_ENOMEM;
+}
+
+static int slice(unbatch_iter *it, sl_element **out)
+{
+    const sl_element *src = it->cur;
+    sl_element *el = sl__element_new(src->n, copied_bytes(src, it->row));
+    if (!el)
+        return SL_ENOMEM;
+    for (int j = 0; j < src->n; j++) {
+        int rc = push_row(el, &src->t[j], it->row);
+        if (rc < 0) {
+            sl_element_release(el);
+            return rc;
+        }
+    }
+    it->row++;
+    *out = el;
+    return 0;
+}
+
+static int unbatch_next(sl__iter *base, sl_element **out)
+{
+    unbatch_iter *it = (unbatch_iter *)base;
+    for (;;) {
+        if (it->cur && it->row < it->rows)
+            return slice(it, out);
+        sl_element_release(it->cur);
+        it->cur = NULL;
+        if (it->done)
+            return SL_EOF;
+        sl_element *el;
+        int rc = sl__iter_next(it->in, &el);
+        if (rc == SL_EOF)
+            it->done = true;
+        if (rc)
+            return rc;
+        if ((rc = check_element(el)) < 0) {
+            sl_element_release(el);
+            return rc;
+        }
+        it->cur = el;
+        it->row = 0;
+        it->rows = el->t[0].shape[0];
+    }
+}
+
+static void unbatch_destroy(sl__iter *base)
+{
+    unbatch_iter *it = (unbatch_iter *)base;
+    sl_element_release(it->cur);
+    sl__iter_free(it->in);
+}
+
+static const sl__iter_ops unbatch_iter_ops = {unbatch_next, NULL, unbatch_destroy};
+
+static int unbatch_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
+                        sl__iter **out)
+{
+    unbatch_iter *it = sl__iter_alloc(&unbatch_iter_ops, sizeof *it, ds, tree, key, epoch);
+    if (!it)
+        return SL_ENOMEM;
+    int rc = sl__iter_make_input(&it->base, 0, epoch, &it->in);
+    if (rc < 0) {
+        sl__iter_free(&it->base);
+        return rc;
+    }
+    *out = &it->base;
+    return 0;
+}
+
+static const sl__node_ops unbatch_ops = {
+    .kind = "unbatch",
+    .make_iter = unbatch_make,
+    .cardinality = unbatch_card,
+};
+
+SL_API sl_dataset *sl_unbatch(sl_dataset *in)
+{
+    return sl__dataset_new(&unbatch_ops, sizeof(sl_dataset), in);
+}

@@ -1,0 +1,333 @@
+/* unbatch: the inverse of batch; zero-copy slices, strings, shape errors. */
+#include <stdlib.h>
+#include <string.h>
+#include "graph/node.h" /* for the test-local source below */
+#include "testutil.h"
+
+/* ---- a test-local source of prebuilt elements ----
+ * Reaches what no public op produces yet (strings of any shape, mixed
+ * dtypes), and may declare a wrong cardinality to exercise buffer growth. */
+typedef struct elems_ds {
+    sl_dataset base;
+    sl_element **els;
+    int n;
+    int64_t card;
+} elems_ds;
+
+typedef struct elems_iter {
+    sl__iter base;
+    int pos;
+} elems_iter;
+
+static int elems_next(sl__iter *base, sl_element **out)
+{
+    elems_iter *it = (elems_iter *)base;
+    const elems_ds *e = (const elems_ds *)base->ds;
+    if (it->pos >= e->n)
+        return SL_EOF;
+    *out = sl_element_retain(e->els[it->pos++]);
+    return 0;
+}
+
+static const sl__iter_ops elems_iter_ops = {elems_next, NULL, NULL};
+
+static int elems_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
+                      sl__iter **out)
+{
+    elems_iter *it = sl__iter_alloc(&elems_iter_ops, sizeof *it, ds, tree, key, epoch);
+    if (!it)
+        return SL_ENOMEM;
+    *out = &it->base;
+    return 0;
+}
+
+static int64_t elems_card(const sl_dataset *ds)
+{
+    return ((const elems_ds *)ds)->card;
+}
+
+static void elems_destroy(sl_dataset *ds)
+{
+    elems_ds *e = (elems_ds *)ds;
+    for (int i = 0; i < e->n; i++)
+        sl_element_release(e->els[i]);
+    free(e->els);
+}
+
+static const sl__node_ops elems_ops = {
+    .kind = "elems",
+    .make_iter = elems_make,
+    .cardinality = elems_card,
+    .destroy = elems_destroy,
+};
+
+/* Takes the n element references; card < -2 means "n". */
+static sl_dataset *elems(sl_element **els, int n, int64_t card)
+{
+    elems_ds *e = (elems_ds *)sl__dataset_new_source(&elems_ops, sizeof *e);
+    assert_non_null(e);
+    e->els = malloc((size_t)(n ? n : 1) * sizeof *els);
+    memcpy(e->els, els, (size_t)n * sizeof *els);
+    e->n = n;
+    e->card = card < -2 ? n : card;
+    return &e->base;
+}
+
+/* Appends a string tensor of the given shape holding strs (row-major). */
+static void add_strings(sl_element *el, int ndim, const int64_t *shape, const char *const *strs)
+{
+    int64_t n = sl__shape_count(ndim, shape);
+    size_t len = 0;
+    for (int64_t i = 0; i < n; i++)
+        len += strlen(strs[i]);
+    struct sl_tensor *t = sl__element_push(el, SL_STRING, ndim, shape,
+                                           (size_t)(n + 1) * sizeof(uint64_t) + len);
+    assert_non_null(t);
+    uint64_t *off = t->data;
+    char *bytes = (char *)(off + n + 1);
+    off[0] = 0;
+    for (int64_t i = 0; i < n; i++) {
+        size_t l = strlen(strs[i]);
+        memcpy(bytes + off[i], strs[i], l);
+        off[i + 1] = off[i] + l;
+    }
+}
+
+static sl_element *el_str(const char *s)
+{
+    sl_element *el = sl_element_create(1);
+    assert_int_equal(sl_element_add_string(el, s, strlen(s)), 0);
+    return el;
+}
+
+static void check_string(const sl_tensor *t, int64_t i, const char *want)
+{
+    size_t len;
+    const char *s = sl_tensor_string(t, i, &len);
+    assert_non_null(s);
+    assert_int_equal(len, strlen(want));
+    assert_memory_equal(s, want, len);
+}
+
+static void check_shape(const sl_tensor *t, int ndim, const int64_t *shape)
+{
+    assert_int_equal(sl_tensor_ndim(t), ndim);
+    for (int i = 0; i < ndim; i++)
+        assert_int_equal(sl_tensor_shape(t)[i], shape[i]);
+}
+/* ---- end of the test-local source ---- */
+
+static void expect_iota(sl_dataset *ds, int64_t n)
+{
+    int64_t *want = malloc((size_t)(n ? n : 1) * sizeof *want);
+    for (int64_t i = 0; i < n; i++)
+        want[i] = i;
+    tu_expect(ds, want, (size_t)n);
+    free(want);
+}
+
+static void test_inverse_of_batch(void **state)
+{
+    (void)state;
+    sl_dataset *ds = sl_unbatch(sl_batch(sl_range(0, 10, 1), 3, 0));
+    assert_non_null(ds);
+    expect_iota(ds, 10);
+    assert_string_equal(sl_dataset_name(ds), "unbatch");
+    assert_int_equal(sl_dataset_cardinality(ds), SL_UNKNOWN);
+    /* elements come out as scalars again */
+    sl_iterator *it = sl_iterator_create(ds, NULL);
+    sl_element *el;
+    assert_int_equal(sl_next(it, &el), 0);
+    assert_int_equal(sl_tensor_ndim(sl_element_tensor(el, 0)), 0);
+    sl_element_release(el);
+    sl_iterator_free(it);
+    sl_dataset_free(ds);
+
+    ds = sl_unbatch(sl_batch(sl_range(0, 10, 1), 4, SL_DROP_REMAINDER));
+    expect_iota(ds, 8);
+    sl_dataset_free(ds);
+
+    ds = sl_unbatch(sl_unbatch(sl_batch(sl_batch(sl_range(0, 24, 1), 3, 0), 4, 0)));
+    expect_iota(ds, 24);
+    sl_dataset_free(ds);
+}
+
+static void test_empty_input(void **state)
+{
+    (void)state;
+    sl_dataset *ds = sl_unbatch(sl_batch(sl_range(0, 0, 1), 3, 0));
+    expect_iota(ds, 0);
+    assert_int_equal(sl_dataset_cardinality(ds), 0);
+    sl_dataset_free(ds);
+}
+
+static void test_scalars_fail(void **state)
+{
+    (void)state;
+    sl_dataset *ds = sl_unbatch(sl_range(0, 3, 1));
+    int64_t *got;
+    size_t n;
+    char msg[1024];
+    assert_int_equal(tu_collect(ds, NULL, &got, &n, msg), SL_ESHAPE);
+    free(got);
+    assert_int_equal(n, 0);
+    assert_string_equal(msg, "unbatch: tensor 0 is a scalar");
+    sl_dataset_free(ds);
+
+    sl_element *e = sl_element_create(0);
+    ds = sl_unbatch(elems(&e, 1, -3));
+    assert_int_equal(tu_collect(ds, NULL, &got, &n, msg), SL_ESHAPE);
+    free(got);
+    assert_non_null(strstr(msg, "no tensors"));
+    sl_dataset_free(ds);
+}
+
+static void test_first_dims_differ(void **state)
+{
+    (void)state;
+    sl_element *e = sl_element_create(2);
+    assert_non_null(sl_element_add_tensor(e, SL_INT64, 1, (int64_t[]){2}));
+    assert_non_null(sl_element_add_tensor(e, SL_UINT8, 2, (int64_t[]){3, 4}));
+    sl_dataset *ds = sl_unbatch(elems(&e, 1, -3));
+    int64_t *got;
+    size_t n;
+    char msg[1024];
+    assert_int_equal(tu_collect(ds, NULL, &got, &n, msg), SL_ESHAPE);
+    free(got);
+    assert_non_null(strstr(msg, "unbatch"));
+    assert_non_null(strstr(msg, "[3, 4]"));
+    assert_non_null(strstr(msg, "[2]"));
+    sl_dataset_free(ds);
+}
+
+/* Slices of pooled buffers are views; slices of inline data are copies. */
+static void test_views(void **state)
+{
+    (void)state;
+    sl_element *src = sl_element_create(2);
+    int32_t *big = sl_element_add_tensor(src, SL_INT32, 2, (int64_t[]){4, 100});
+    int64_t *small = sl_element_add_tensor(src, SL_INT64, 1, (int64_t[]){4});
+    for (int i = 0; i < 400; i++)
+        big[i] = i;
+    for (int i = 0; i < 4; i++)
+        small[i] = 10 * i;
+    sl_element *slices[4];
+    sl_dataset *ds = sl_unbatch(elems((sl_element *[]){sl_element_retain(src)}, 1, -3));
+    sl_iterator *it = sl_iterator_create(ds, NULL);
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(sl_next(it, &slices[i]), 0);
+        const sl_tensor *a = sl_element_tensor(slices[i], 0), *b = sl_element_tensor(slices[i], 1);
+        check_shape(a, 1, (int64_t[]){100});
+        assert_int_equal(sl_tensor_nbytes(a), 400);
+        assert_ptr_equal(sl_tensor_data(a), big + 100 * i);
+        assert_int_equal(sl_tensor_ndim(b), 0);
+        assert_int_equal(sl_tensor_int64(b), 10 * i);
+    }
+    sl_element *el;
+    assert_int_equal(sl_next(it, &el), SL_EOF);
+    assert_int_equal(sl_next(it, &el), SL_EOF);
+    sl_iterator_free(it);
+    sl_dataset_free(ds);
+    sl_element_release(src);
+    /* the views keep the buffer alive on their own */
+    for (int i = 0; i < 4; i++) {
+        const int32_t *d = sl_tensor_data(sl_element_tensor(slices[i], 0));
+        for (int k = 0; k < 100; k++)
+            assert_int_equal(d[k], 100 * i + k);
+        sl_element_release(slices[i]);
+    }
+}
+
+static void test_strings(void **state)
+{
+    (void)state;
+    const char *words[] = {"alpha", "", "gamma", "de"};
+    sl_element *a = sl_element_create(1), *b = sl_element_create(1);
+    add_strings(a, 1, (int64_t[]){4}, words);         /* 4 scalars */
+    add_strings(b, 2, (int64_t[]){2, 2}, words);      /* 2 rows of 2 */
+    sl_dataset *ds = sl_unbatch(elems((sl_element *[]){a, b}, 2, -3));
+    sl_iterator *it = sl_iterator_create(ds, NULL);
+    sl_element *el;
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(sl_next(it, &el), 0);
+        const sl_tensor *t = sl_element_tensor(el, 0);
+        assert_int_equal(sl_tensor_dtype(t), SL_STRING);
+        assert_int_equal(sl_tensor_ndim(t), 0);
+        check_string(t, 0, words[i]);
+        assert_int_equal(sl_tensor_nbytes(t), 16 + strlen(words[i]));
+        sl_element_release(el);
+    }
+    for (int r = 0; r < 2; r++) {
+        assert_int_equal(sl_next(it, &el), 0);
+        const sl_tensor *t = sl_element_tensor(el, 0);
+        check_shape(t, 1, (int64_t[]){2});
+        check_string(t, 0, words[2 * r]);
+        check_string(t, 1, words[2 * r + 1]);
+        sl_element_release(el);
+    }
+    assert_int_equal(sl_next(it, &el), SL_EOF);
+    sl_iterator_free(it);
+    sl_dataset_free(ds);
+}
+
+static void test_strings_round_trip(void **state)
+{
+    (void)state;
+    const char *words[] = {"x", "yy", "", "zzz", "a long string that is not inline at all"};
+    sl_element *e[5];
+    for (int i = 0; i < 5; i++)
+        e[i] = el_str(words[i]);
+    sl_dataset *ds = sl_unbatch(sl_batch(elems(e, 5, -3), 2, 0));
+    sl_iterator *it = sl_iterator_create(ds, NULL);
+    sl_element *el;
+    for (int i = 0; i < 5; i++) {
+        assert_int_equal(sl_next(it, &el), 0);
+        check_string(sl_element_tensor(el, 0), 0, words[i]);
+        sl_element_release(el);
+    }
+    assert_int_equal(sl_next(it, &el), SL_EOF);
+    sl_iterator_free(it);
+    sl_dataset_free(ds);
+}
+
+/* Elements with a first dimension of 0 yield nothing; iteration goes on. */
+static void test_zero_rows(void **state)
+{
+    (void)state;
+    sl_element *e[3];
+    for (int i = 0; i < 3; i++) {
+        e[i] = sl_element_create(1);
+        int64_t rows = i == 1 ? 2 : 0;
+        int64_t *d = sl_element_add_tensor(e[i], SL_INT64, 1, &rows);
+        for (int64_t k = 0; k < rows; k++)
+            d[k] = k;
+    }
+    sl_dataset *ds = sl_unbatch(elems(e, 3, -3));
+    expect_iota(ds, 2);
+    sl_dataset_free(ds);
+}
+
+static void test_cardinality(void **state)
+{
+    (void)state;
+    sl_dataset *ds = sl_unbatch(sl_repeat(sl_batch(sl_range(0, 4, 1), 2, 0), -1));
+    assert_int_equal(sl_dataset_cardinality(ds), SL_UNKNOWN);
+    sl_dataset_free(ds);
+    assert_null(sl_unbatch(NULL));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_inverse_of_batch),
+        cmocka_unit_test(test_empty_input),
+        cmocka_unit_test(test_scalars_fail),
+        cmocka_unit_test(test_first_dims_differ),
+        cmocka_unit_test(test_views),
+        cmocka_unit_test(test_strings),
+        cmocka_unit_test(test_strings_round_trip),
+        cmocka_unit_test(test_zero_rows),
+        cmocka_unit_test(test_cardinality),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
