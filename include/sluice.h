@@ -365,8 +365,11 @@ SL_API sl_dataset *sl_unbatch(sl_dataset *in);
 /* Seed: -1 derives one from the iterator's SL_OPT_SEED. */
 SL_API sl_dataset *sl_shuffle(sl_dataset *in, int64_t buffer, int64_t seed,
                               unsigned flags);
-/* count >= 0 passes (0: empty, as tf.data), or -1 for forever. A pass that yields nothing ends a
- * forever-repeat (so an empty input does not spin). */
+/* count >= 0 passes (0 gives an empty dataset, as in tf.data), or -1 for
+ * forever. A pass that yields nothing ends a forever-repeat (so an empty
+ * input does not spin). Each pass re-creates the input with a new epoch
+ * number, so shuffles below reshuffle and per-element random streams
+ * differ. */
 SL_API sl_dataset *sl_repeat(sl_dataset *in, int64_t count);
 /* At most n elements; n = -1 takes all. */
 SL_API sl_dataset *sl_take(sl_dataset *in, int64_t n);
