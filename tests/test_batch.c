@@ -2,77 +2,8 @@
  * buffer growth, cardinality. */
 #include <stdlib.h>
 #include <string.h>
-#include "graph/node.h" /* for the test-local source below */
+#include "graph/node.h"
 #include "testutil.h"
-
-/* ---- a test-local source of prebuilt elements ----
- * Reaches what no public op produces yet (strings of any shape, mixed
- * dtypes), and may declare a wrong cardinality to exercise buffer growth. */
-typedef struct elems_ds {
-    sl_dataset base;
-    sl_element **els;
-    int n;
-    int64_t card;
-} elems_ds;
-
-typedef struct elems_iter {
-    sl__iter base;
-    int pos;
-} elems_iter;
-
-static int elems_next(sl__iter *base, sl_element **out)
-{
-    elems_iter *it = (elems_iter *)base;
-    const elems_ds *e = (const elems_ds *)base->ds;
-    if (it->pos >= e->n)
-        return SL_EOF;
-    *out = sl_element_retain(e->els[it->pos++]);
-    return 0;
-}
-
-static const sl__iter_ops elems_iter_ops = {elems_next, NULL, NULL};
-
-static int elems_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
-                      sl__iter **out)
-{
-    elems_iter *it = sl__iter_alloc(&elems_iter_ops, sizeof *it, ds, tree, key, epoch);
-    if (!it)
-        return SL_ENOMEM;
-    *out = &it->base;
-    return 0;
-}
-
-static int64_t elems_card(const sl_dataset *ds)
-{
-    return ((const elems_ds *)ds)->card;
-}
-
-static void elems_destroy(sl_dataset *ds)
-{
-    elems_ds *e = (elems_ds *)ds;
-    for (int i = 0; i < e->n; i++)
-        sl_element_release(e->els[i]);
-    free(e->els);
-}
-
-static const sl__node_ops elems_ops = {
-    .kind = "elems",
-    .make_iter = elems_make,
-    .cardinality = elems_card,
-    .destroy = elems_destroy,
-};
-
-/* Takes the n element references; card < -2 means "n". */
-static sl_dataset *elems(sl_element **els, int n, int64_t card)
-{
-    elems_ds *e = (elems_ds *)sl__dataset_new_source(&elems_ops, sizeof *e);
-    assert_non_null(e);
-    e->els = malloc((size_t)(n ? n : 1) * sizeof *els);
-    memcpy(e->els, els, (size_t)n * sizeof *els);
-    e->n = n;
-    e->card = card < -2 ? n : card;
-    return &e->base;
-}
 
 /* Appends a string tensor of the given shape holding strs (row-major). */
 static void add_strings(sl_element *el, int ndim, const int64_t *shape, const char *const *strs)
@@ -268,7 +199,7 @@ static void test_dtype_and_count_mismatch(void **state)
     (void)state;
     sl_element *a = el_i64(1), *b = sl_element_create(1);
     assert_int_equal(sl_element_add_float32(b, 2.0f), 0);
-    sl_dataset *ds = sl_batch(elems((sl_element *[]){a, b}, 2, -3), 2, 0);
+    sl_dataset *ds = sl_batch(tu_elements((sl_element *[]){a, b}, 2, -3), 2, 0);
     int64_t *got;
     size_t n;
     char msg[1024];
@@ -282,7 +213,7 @@ static void test_dtype_and_count_mismatch(void **state)
     b = sl_element_create(2);
     assert_int_equal(sl_element_add_int64(b, 2), 0);
     assert_int_equal(sl_element_add_int64(b, 3), 0);
-    ds = sl_batch(elems((sl_element *[]){a, b}, 2, -3), 2, 0);
+    ds = sl_batch(tu_elements((sl_element *[]){a, b}, 2, -3), 2, 0);
     assert_int_equal(tu_collect(ds, NULL, &got, &n, msg), SL_ESHAPE);
     free(got);
     assert_non_null(strstr(msg, "2 tensors"));
@@ -290,7 +221,7 @@ static void test_dtype_and_count_mismatch(void **state)
 
     /* the first batch is fine; the mismatch is only within the second */
     sl_element *e[4] = {el_i64(0), el_i64(1), el_i64(2), el_str("x")};
-    ds = sl_batch(elems(e, 4, -3), 2, 0);
+    ds = sl_batch(tu_elements(e, 4, -3), 2, 0);
     assert_int_equal(tu_collect(ds, NULL, &got, &n, msg), SL_EDTYPE);
     assert_int_equal(n, 2);
     free(got);
@@ -303,7 +234,7 @@ static void test_rank_limit(void **state)
     int64_t shape[SL_MAX_DIMS] = {1, 1, 1, 1, 1, 1, 1, 1};
     sl_element *a = sl_element_create(1);
     assert_non_null(sl_element_add_tensor(a, SL_UINT8, SL_MAX_DIMS, shape));
-    sl_dataset *ds = sl_batch(elems(&a, 1, -3), 2, 0);
+    sl_dataset *ds = sl_batch(tu_elements(&a, 1, -3), 2, 0);
     int64_t *got;
     size_t n;
     char msg[1024];
@@ -320,7 +251,7 @@ static void test_strings(void **state)
     sl_element *e[5];
     for (int i = 0; i < 5; i++)
         e[i] = el_str(words[i]);
-    sl_dataset *ds = sl_batch(elems(e, 5, -3), 3, 0);
+    sl_dataset *ds = sl_batch(tu_elements(e, 5, -3), 3, 0);
     sl_iterator *it = sl_iterator_create(ds, NULL);
     sl_element *el;
     assert_int_equal(sl_next(it, &el), 0);
@@ -353,7 +284,7 @@ static void test_mixed_columns(void **state)
         assert_int_equal(sl_element_add_int64(e[i], 10 + i), 0);
         add_strings(e[i], 1, (int64_t[]){2}, strs[i]);
     }
-    sl_dataset *ds = sl_batch(elems(e, 3, -3), 4, 0);
+    sl_dataset *ds = sl_batch(tu_elements(e, 3, -3), 4, 0);
     sl_iterator *it = sl_iterator_create(ds, NULL);
     sl_element *el;
     assert_int_equal(sl_next(it, &el), 0);
@@ -374,7 +305,7 @@ static void test_mixed_columns(void **state)
     sl_element *a = sl_element_create(1), *b = sl_element_create(1);
     add_strings(a, 1, (int64_t[]){2}, strs[0]);
     add_strings(b, 1, (int64_t[]){1}, strs[1]);
-    ds = sl_batch(elems((sl_element *[]){a, b}, 2, -3), 2, 0);
+    ds = sl_batch(tu_elements((sl_element *[]){a, b}, 2, -3), 2, 0);
     it = sl_iterator_create(ds, NULL);
     assert_int_equal(sl_next(it, &el), SL_ESHAPE);
     assert_non_null(strstr(sl_iterator_errmsg(it), "shape [1] does not match [2]"));
@@ -395,7 +326,7 @@ static void test_buffer_growth(void **state)
             for (int k = 0; k < 100; k++)
                 d[k] = i * 100 + k;
         }
-        sl_dataset *ds = sl_batch(elems(e, 10, lie ? 1 : 1000), 8, 0);
+        sl_dataset *ds = sl_batch(tu_elements(e, 10, lie ? 1 : 1000), 8, 0);
         expect_iota(ds, 1000);
         sl_dataset_free(ds);
     }
@@ -408,7 +339,7 @@ static void test_inputs_released(void **state)
     sl_element *e[4];
     for (int i = 0; i < 4; i++)
         e[i] = el_i64(i);
-    sl_dataset *ds = sl_batch(elems(e, 4, -3), 4, 0);
+    sl_dataset *ds = sl_batch(tu_elements(e, 4, -3), 4, 0);
     sl_iterator *it = sl_iterator_create(ds, NULL);
     sl_element *el;
     assert_int_equal(sl_next(it, &el), 0);
@@ -424,7 +355,7 @@ static void test_degenerate_tensors(void **state)
     (void)state;
     /* elements without tensors batch into elements without tensors */
     sl_element *e[3] = {sl_element_create(0), sl_element_create(0), sl_element_create(0)};
-    sl_dataset *ds = sl_batch(elems(e, 3, -3), 2, 0);
+    sl_dataset *ds = sl_batch(tu_elements(e, 3, -3), 2, 0);
     sl_iterator *it = sl_iterator_create(ds, NULL);
     sl_element *el;
     for (int k = 0; k < 2; k++) {
@@ -442,7 +373,7 @@ static void test_degenerate_tensors(void **state)
         z[i] = sl_element_create(1);
         assert_non_null(sl_element_add_tensor(z[i], SL_FLOAT32, 1, (int64_t[]){0}));
     }
-    ds = sl_batch(elems(z, 3, 1), 3, 0);
+    ds = sl_batch(tu_elements(z, 3, 1), 3, 0);
     it = sl_iterator_create(ds, NULL);
     assert_int_equal(sl_next(it, &el), 0);
     check_shape(sl_element_tensor(el, 0), 2, (int64_t[]){3, 0});

@@ -1,77 +1,8 @@
 /* unbatch: the inverse of batch; zero-copy slices, strings, shape errors. */
 #include <stdlib.h>
 #include <string.h>
-#include "graph/node.h" /* for the test-local source below */
+#include "graph/node.h"
 #include "testutil.h"
-
-/* ---- a test-local source of prebuilt elements ----
- * Reaches what no public op produces yet (strings of any shape, mixed
- * dtypes), and may declare a wrong cardinality to exercise buffer growth. */
-typedef struct elems_ds {
-    sl_dataset base;
-    sl_element **els;
-    int n;
-    int64_t card;
-} elems_ds;
-
-typedef struct elems_iter {
-    sl__iter base;
-    int pos;
-} elems_iter;
-
-static int elems_next(sl__iter *base, sl_element **out)
-{
-    elems_iter *it = (elems_iter *)base;
-    const elems_ds *e = (const elems_ds *)base->ds;
-    if (it->pos >= e->n)
-        return SL_EOF;
-    *out = sl_element_retain(e->els[it->pos++]);
-    return 0;
-}
-
-static const sl__iter_ops elems_iter_ops = {elems_next, NULL, NULL};
-
-static int elems_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
-                      sl__iter **out)
-{
-    elems_iter *it = sl__iter_alloc(&elems_iter_ops, sizeof *it, ds, tree, key, epoch);
-    if (!it)
-        return SL_ENOMEM;
-    *out = &it->base;
-    return 0;
-}
-
-static int64_t elems_card(const sl_dataset *ds)
-{
-    return ((const elems_ds *)ds)->card;
-}
-
-static void elems_destroy(sl_dataset *ds)
-{
-    elems_ds *e = (elems_ds *)ds;
-    for (int i = 0; i < e->n; i++)
-        sl_element_release(e->els[i]);
-    free(e->els);
-}
-
-static const sl__node_ops elems_ops = {
-    .kind = "elems",
-    .make_iter = elems_make,
-    .cardinality = elems_card,
-    .destroy = elems_destroy,
-};
-
-/* Takes the n element references; card < -2 means "n". */
-static sl_dataset *elems(sl_element **els, int n, int64_t card)
-{
-    elems_ds *e = (elems_ds *)sl__dataset_new_source(&elems_ops, sizeof *e);
-    assert_non_null(e);
-    e->els = malloc((size_t)(n ? n : 1) * sizeof *els);
-    memcpy(e->els, els, (size_t)n * sizeof *els);
-    e->n = n;
-    e->card = card < -2 ? n : card;
-    return &e->base;
-}
 
 /* Appends a string tensor of the given shape holding strs (row-major). */
 static void add_strings(sl_element *el, int ndim, const int64_t *shape, const char *const *strs)
@@ -175,7 +106,7 @@ static void test_scalars_fail(void **state)
     sl_dataset_free(ds);
 
     sl_element *e = sl_element_create(0);
-    ds = sl_unbatch(elems(&e, 1, -3));
+    ds = sl_unbatch(tu_elements(&e, 1, -3));
     assert_int_equal(tu_collect(ds, NULL, &got, &n, msg), SL_ESHAPE);
     free(got);
     assert_non_null(strstr(msg, "no tensors"));
@@ -188,7 +119,7 @@ static void test_first_dims_differ(void **state)
     sl_element *e = sl_element_create(2);
     assert_non_null(sl_element_add_tensor(e, SL_INT64, 1, (int64_t[]){2}));
     assert_non_null(sl_element_add_tensor(e, SL_UINT8, 2, (int64_t[]){3, 4}));
-    sl_dataset *ds = sl_unbatch(elems(&e, 1, -3));
+    sl_dataset *ds = sl_unbatch(tu_elements(&e, 1, -3));
     int64_t *got;
     size_t n;
     char msg[1024];
@@ -212,7 +143,7 @@ static void test_views(void **state)
     for (int i = 0; i < 4; i++)
         small[i] = 10 * i;
     sl_element *slices[4];
-    sl_dataset *ds = sl_unbatch(elems((sl_element *[]){sl_element_retain(src)}, 1, -3));
+    sl_dataset *ds = sl_unbatch(tu_elements((sl_element *[]){sl_element_retain(src)}, 1, -3));
     sl_iterator *it = sl_iterator_create(ds, NULL);
     for (int i = 0; i < 4; i++) {
         assert_int_equal(sl_next(it, &slices[i]), 0);
@@ -245,7 +176,7 @@ static void test_strings(void **state)
     sl_element *a = sl_element_create(1), *b = sl_element_create(1);
     add_strings(a, 1, (int64_t[]){4}, words);         /* 4 scalars */
     add_strings(b, 2, (int64_t[]){2, 2}, words);      /* 2 rows of 2 */
-    sl_dataset *ds = sl_unbatch(elems((sl_element *[]){a, b}, 2, -3));
+    sl_dataset *ds = sl_unbatch(tu_elements((sl_element *[]){a, b}, 2, -3));
     sl_iterator *it = sl_iterator_create(ds, NULL);
     sl_element *el;
     for (int i = 0; i < 4; i++) {
@@ -277,7 +208,7 @@ static void test_strings_round_trip(void **state)
     sl_element *e[5];
     for (int i = 0; i < 5; i++)
         e[i] = el_str(words[i]);
-    sl_dataset *ds = sl_unbatch(sl_batch(elems(e, 5, -3), 2, 0));
+    sl_dataset *ds = sl_unbatch(sl_batch(tu_elements(e, 5, -3), 2, 0));
     sl_iterator *it = sl_iterator_create(ds, NULL);
     sl_element *el;
     for (int i = 0; i < 5; i++) {
@@ -302,7 +233,7 @@ static void test_zero_rows(void **state)
         for (int64_t k = 0; k < rows; k++)
             d[k] = k;
     }
-    sl_dataset *ds = sl_unbatch(elems(e, 3, -3));
+    sl_dataset *ds = sl_unbatch(tu_elements(e, 3, -3));
     expect_iota(ds, 2);
     sl_dataset_free(ds);
 }

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "graph/node.h"
 #include "testutil.h"
 
 sl_options *tu_opts(int threads, int64_t seed)
@@ -175,3 +176,70 @@ int64_t tu_rss_bytes(void)
     }
     return res * sysconf(_SC_PAGESIZE);
 }
+
+/* ---- a source of prebuilt elements ---- */
+typedef struct elems_ds {
+    sl_dataset base;
+    sl_element **els;
+    int n;
+    int64_t card;
+} elems_ds;
+
+typedef struct elems_iter {
+    sl__iter base;
+    int pos;
+} elems_iter;
+
+static int elems_next(sl__iter *base, sl_element **out)
+{
+    elems_iter *it = (elems_iter *)base;
+    const elems_ds *e = (const elems_ds *)base->ds;
+    if (it->pos >= e->n)
+        return SL_EOF;
+    *out = sl_element_retain(e->els[it->pos++]);
+    return 0;
+}
+
+static const sl__iter_ops elems_iter_ops = {elems_next, NULL, NULL};
+
+static int elems_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
+                      sl__iter **out)
+{
+    elems_iter *it = sl__iter_alloc(&elems_iter_ops, sizeof *it, ds, tree, key, epoch);
+    if (!it)
+        return SL_ENOMEM;
+    *out = &it->base;
+    return 0;
+}
+
+static int64_t elems_card(const sl_dataset *ds)
+{
+    return ((const elems_ds *)ds)->card;
+}
+
+static void elems_destroy(sl_dataset *ds)
+{
+    elems_ds *e = (elems_ds *)ds;
+    for (int i = 0; i < e->n; i++)
+        sl_element_release(e->els[i]);
+    free(e->els);
+}
+
+static const sl__node_ops elems_ops = {
+    .kind = "elems",
+    .make_iter = elems_make,
+    .cardinality = elems_card,
+    .destroy = elems_destroy,
+};
+
+sl_dataset *tu_elements(sl_element **els, int n, int64_t card)
+{
+    elems_ds *e = (elems_ds *)sl__dataset_new_source(&elems_ops, sizeof *e);
+    assert_non_null(e);
+    e->els = malloc((size_t)(n ? n : 1) * sizeof *els);
+    memcpy(e->els, els, (size_t)n * sizeof *els);
+    e->n = n;
+    e->card = card < -2 ? n : card;
+    return &e->base;
+}
+

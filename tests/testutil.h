@@ -28,6 +28,11 @@ void tu_expect(sl_dataset *ds, const int64_t *expect, size_t n);
 /* Number of elements ds yields (asserts it ends with SL_EOF). */
 int64_t tu_count(sl_dataset *ds, const sl_options *opts);
 
+/* A source of prebuilt elements (takes the n references), for what no
+ * public op produces (strings of any shape, mixed dtypes). card < -2 means
+ * "n"; another value declares a (possibly wrong) cardinality. */
+sl_dataset *tu_elements(sl_element **els, int n, int64_t card);
+
 /* A counting allocator that can fail the k-th allocation (k >= 1; 0 = never).
  * tu_alloc_install() installs it (asserts sl_set_allocator succeeds). */
 void tu_alloc_install(void);
