@@ -88,7 +88,9 @@ SL_API const char *sl_strerror(int code);
 /* Message of the last failed builder or setup call on this thread; "" if
  * none. Valid until the next sluice call on this thread. */
 SL_API const char *sl_last_error(void);
-/* Clears sl_last_error() on this thread. */
+/* The code that goes with sl_last_error() (0 if none). */
+SL_API int sl_last_error_code(void);
+/* Clears sl_last_error() and its code on this thread. */
 SL_API void sl_clear_error(void);
 
 /* ------------------------------------------------------------------------ */

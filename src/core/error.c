@@ -4,6 +4,7 @@
 #include "error.h"
 
 static _Thread_local char tls_msg[SL__ERRMSG_MAX];
+static _Thread_local int tls_code;
 
 SL_API unsigned sl_version_number(void)
 {
@@ -38,9 +39,15 @@ SL_API const char *sl_last_error(void)
     return tls_msg;
 }
 
+SL_API int sl_last_error_code(void)
+{
+    return tls_code;
+}
+
 SL_API void sl_clear_error(void)
 {
     tls_msg[0] = '\0';
+    tls_code = 0;
 }
 
 const char *sl__error_msg(void)
@@ -54,6 +61,7 @@ int sl__set_error(int code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(tls_msg, sizeof tls_msg, fmt, ap);
     va_end(ap);
+    tls_code = code;
     return code;
 }
 
@@ -61,6 +69,7 @@ int sl__set_error_str(int code, const char *msg)
 {
     if (msg != tls_msg)
         snprintf(tls_msg, sizeof tls_msg, "%s", msg ? msg : sl_strerror(code));
+    tls_code = code;
     return code;
 }
 

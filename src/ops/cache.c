@@ -1,0 +1,846 @@
+/*
+ * cache(path): keeps the first complete pass and serves later passes from it.
+ *
+ * In memory (path NULL) the elements live in a tree slot, because repeat
+ * makes a new node iterator each pass and the cache must outlive them. A pass
+ * that stops early leaves the cache incomplete and the next pass starts over,
+ * as in tf.data: a partial cache would silently shorten every later epoch.
+ *
+ * On disk the pass is written to "<path>.partial" under an exclusive flock
+ * (a second writer gets SL_EBUSY) and renamed to path at the end, so path
+ * only ever names a complete file. A file is served only after its header
+ * and checksum prove it was built by this very pipeline; anything else is
+ * rebuilt. The work starts at the first next, not at iterator creation, so
+ * that checking a large file happens wherever the pipeline pulls (a prefetch
+ * thread, say).
+ *
+ * File format, all integers little-endian:
+ *
+ *   header (48 bytes)
+ *     0  char[8]  magic "SLCACHE1"
+ *     8  u32      format version (1)
+ *    12  u32      header size (48)
+ *    16  u64      sl_dataset_fingerprint() of the cached input
+ *    24  u64      element count
+ *    32  u64      payload length in bytes
+ *    40  u32      zlib crc32 of the payload
+ *    44  u32      reserved (0)
+ *   payload: one record per element
+ *     u32 tensor count, then per tensor:
+ *       u32 dtype, u32 ndim, i64 shape[ndim], u64 nbytes, nbytes of data
+ *     The data is the tensor's memory as is: string tensors keep their
+ *     offset table; numbers are in host order (little-endian everywhere
+ *     sluice runs).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+#include "../core/log.h"
+#include "../graph/node.h"
+
+#define MAGIC "SLCACHE1"
+#define VERSION 1u
+#define HDR_SIZE 48
+#define IO_BUF (1u << 20)
+#define INLINE_BYTES 64
+
+typedef struct cache_ds {
+    sl_dataset base;
+    char *path; /* NULL: in memory */
+} cache_ds;
+
+/* Tree-lifetime state of an in-memory cache. */
+typedef struct mem_cache {
+    sl__tree *tree;
+    sl_element **els;
+    int64_t n, cap, bytes;
+    bool complete;
+    bool filling; /* a node iterator of this key is writing it */
+} mem_cache;
+
+/* The file this tree already checked or wrote, so later epochs skip the
+ * checksum pass over an unchanged file. */
+typedef struct file_seen {
+    bool valid;
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    struct timespec mtime;
+} file_seen;
+
+enum mode { START, PASS, MEM_FILL, MEM_SERVE, FILE_WRITE, FILE_READ, DONE, FAILED };
+
+typedef struct cache_iter {
+    sl__iter base;
+    enum mode mode;
+    int failed_rc;
+    sl__iter *input;
+    mem_cache *mem;
+    bool filler; /* this iterator fills mem */
+    bool locked; /* this iterator owns "<path>.partial" */
+    int64_t pos; /* MEM_SERVE: next element */
+    /* file modes */
+    const char *path;
+    char *partial;
+    int fd;
+    unsigned char *buf;
+    size_t buf_len, buf_pos;
+    uint64_t fingerprint;
+    uint64_t count;       /* elements written or still to read */
+    uint64_t payload_len; /* written so far, or from the header */
+    uint32_t crc;
+    uint64_t off, load_off, end; /* reader: next byte, next byte to load, end */
+} cache_iter;
+
+static int fail_state(cache_iter *it, int rc)
+{
+    it->mode = FAILED;
+    it->failed_rc = rc;
+    return rc;
+}
+
+/* ---- little-endian fields ---- */
+
+static void put_u32(unsigned char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static void put_u64(unsigned char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint32_t get_u32(const unsigned char *p)
+{
+    uint32_t v = 0;
+    for (int i = 0; i < 4; i++)
+        v |= (uint32_t)p[i] << (8 * i);
+    return v;
+}
+
+static uint64_t get_u64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+static uint32_t crc_update(uint32_t crc, const void *p, size_t n)
+{
+    const unsigned char *s = p;
+    while (n) {
+        uInt k = n > (1u << 30) ? (1u << 30) : (uInt)n;
+        crc = (uint32_t)crc32(crc, s, k);
+        s += k;
+        n -= k;
+    }
+    return crc;
+}
+
+/* ---- in memory ---- */
+
+static void mem_discard(mem_cache *m)
+{
+    for (int64_t i = 0; i < m->n; i++)
+        sl_element_release(m->els[i]);
+    sl__free(m->els, (size_t)m->cap * sizeof *m->els);
+    if (m->bytes)
+        sl__tree_unhold(m->tree, m->bytes);
+    m->els = NULL;
+    m->n = m->cap = m->bytes = 0;
+    m->complete = false;
+}
+
+static void mem_slot_destroy(void *data)
+{
+    mem_discard(data);
+}
+
+static int mem_append(mem_cache *m, sl_element *el)
+{
+    if (m->n == m->cap) {
+        int64_t cap = m->cap ? m->cap * 2 : 256;
+        sl_element **els = sl__alloc((size_t)cap * sizeof *els);
+        if (!els)
+            return SL_ENOMEM;
+        if (m->n)
+            memcpy(els, m->els, (size_t)m->n * sizeof *els);
+        sl__free(m->els, (size_t)m->cap * sizeof *m->els);
+        m->els = els;
+        m->cap = cap;
+    }
+    int64_t b = (int64_t)sl__element_bytes(el);
+    /* held for statistics; the cache never waits for the budget, since
+     * waiting would not make it any smaller */
+    sl__tree_hold(m->tree, b);
+    m->bytes += b;
+    m->els[m->n++] = sl_element_retain(el);
+    return 0;
+}
+
+static int mem_start(cache_iter *it)
+{
+    sl__tree *t = it->base.tree;
+    mem_cache *m = sl__tree_slot(t, sl__hash_u64(it->base.key, 0x6d656dull), sizeof *m,
+                                 mem_slot_destroy);
+    if (!m)
+        return SL_ENOMEM;
+    pthread_mutex_lock(&t->mu);
+    m->tree = t;
+    if (m->complete) {
+        it->mode = MEM_SERVE;
+    } else if (m->filling) {
+        it->mode = PASS; /* a twin iterator is filling it: just pass through */
+    } else {
+        m->filling = true;
+        it->filler = true;
+        it->mode = MEM_FILL;
+    }
+    pthread_mutex_unlock(&t->mu);
+    it->mem = m;
+    return 0;
+}
+
+static void mem_end_fill(cache_iter *it, bool complete)
+{
+    mem_cache *m = it->mem;
+    if (!complete)
+        mem_discard(m); /* outside the lock: unhold may take it */
+    pthread_mutex_lock(&it->base.tree->mu);
+    m->complete = complete;
+    m->filling = false;
+    pthread_mutex_unlock(&it->base.tree->mu);
+    it->filler = false;
+}
+
+static int mem_fill_next(cache_iter *it, sl_element **out)
+{
+    int rc = sl__iter_next(it->input, out);
+    if (rc == SL_EOF) {
+        mem_end_fill(it, true);
+        it->mode = DONE;
+        return SL_EOF;
+    }
+    if (rc)
+        return rc;
+    rc = mem_append(it->mem, *out);
+    if (rc) { /* the element is lost to the cache: a retry would leave a gap */
+        sl_element_release(*out);
+        *out = NULL;
+        sl__error_prefix("cache");
+        return fail_state(it, rc);
+    }
+    return 0;
+}
+
+static int mem_serve_next(cache_iter *it, sl_element **out)
+{
+    if (it->pos >= it->mem->n) {
+        it->mode = DONE;
+        return SL_EOF;
+    }
+    *out = sl_element_retain(it->mem->els[it->pos++]);
+    return 0;
+}
+
+/* ---- file: low-level I/O ---- */
+
+static int io_error(cache_iter *it, const char *what, const char *file, int err)
+{
+    return sl__set_error(err == ENOENT ? SL_ENOENT : SL_EIO, "cache(%s): %s %s: %s", it->path,
+                         what, file, strerror(err));
+}
+
+static int write_all(cache_iter *it, const void *p, size_t n)
+{
+    const unsigned char *s = p;
+    while (n) {
+        ssize_t w = write(it->fd, s, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            return io_error(it, "writing", it->partial, errno);
+        s += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Reads up to n bytes at off; fewer only at the end of the file. */
+static ssize_t pread_full(int fd, void *p, size_t n, uint64_t off)
+{
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = pread(fd, (unsigned char *)p + got, n - got, (off_t)(off + got));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return -1;
+        if (r == 0)
+            break;
+        got += (size_t)r;
+    }
+    return (ssize_t)got;
+}
+
+/* ---- file: writing ---- */
+
+static int emit(cache_iter *it, const void *p, size_t n)
+{
+    int rc = write_all(it, p, n);
+    if (rc)
+        return rc;
+    it->crc = crc_update(it->crc, p, n);
+    it->payload_len += n;
+    return 0;
+}
+
+static int flush(cache_iter *it)
+{
+    int rc = emit(it, it->buf, it->buf_len);
+    it->buf_len = 0;
+    return rc;
+}
+
+static int put(cache_iter *it, const void *p, size_t n)
+{
+    if (it->buf_len + n > IO_BUF) {
+        int rc = flush(it);
+        if (rc)
+            return rc;
+        if (n >= IO_BUF)
+            return emit(it, p, n);
+    }
+    memcpy(it->buf + it->buf_len, p, n);
+    it->buf_len += n;
+    return 0;
+}
+
+static int put_element(cache_iter *it, const sl_element *el)
+{
+    unsigned char h[8 + 8 * SL_MAX_DIMS + 8];
+    put_u32(h, el->n);
+    int rc = put(it, h, 4);
+    for (int i = 0; i < el->n && !rc; i++) {
+        const struct sl_tensor *t = &el->t[i];
+        put_u32(h, (uint32_t)t->dtype);
+        put_u32(h + 4, (uint32_t)t->ndim);
+        size_t at = 8;
+        for (int d = 0; d < t->ndim; d++, at += 8)
+            put_u64(h + at, (uint64_t)t->shape[d]);
+        put_u64(h + at, t->nbytes);
+        rc = put(it, h, at + 8);
+        if (!rc && t->nbytes)
+            rc = put(it, t->data, t->nbytes);
+    }
+    if (!rc)
+        it->count++;
+    return rc;
+}
+
+static void make_header(unsigned char *h, uint64_t fp, uint64_t count, uint64_t len,
+                        uint32_t crc)
+{
+    memcpy(h, MAGIC, 8);
+    put_u32(h + 8, VERSION);
+    put_u32(h + 12, HDR_SIZE);
+    put_u64(h + 16, fp);
+    put_u64(h + 24, count);
+    put_u64(h + 32, len);
+    put_u32(h + 40, crc);
+    put_u32(h + 44, 0);
+}
+
+static void remember(cache_iter *it, const struct stat *st)
+{
+    file_seen *s = sl__tree_slot(it->base.tree, sl__hash_u64(it->base.key, 0x66696c65ull),
+                                 sizeof *s, NULL);
+    if (!s)
+        return; /* only costs a re-check next epoch */
+    s->valid = true;
+    s->dev = st->st_dev;
+    s->ino = st->st_ino;
+    s->size = st->st_size;
+    s->mtime = st->st_mtim;
+}
+
+static bool seen_before(cache_iter *it, const struct stat *st)
+{
+    file_seen *s = sl__tree_slot(it->base.tree, sl__hash_u64(it->base.key, 0x66696c65ull),
+                                 sizeof *s, NULL);
+    return s && s->valid && s->dev == st->st_dev && s->ino == st->st_ino &&
+           s->size == st->st_size && s->mtime.tv_sec == st->st_mtim.tv_sec &&
+           s->mtime.tv_nsec == st->st_mtim.tv_nsec;
+}
+
+static void sync_dir(const char *path)
+{
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else
+        snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        fsync(fd); /* best effort: the rename is already visible */
+        close(fd);
+    }
+}
+
+/* Completes the header, makes the file durable and gives it its name. The
+ * lock is held until after the rename so no other writer can slip in. */
+static int finish_write(cache_iter *it)
+{
+    unsigned char h[HDR_SIZE];
+    int rc = flush(it);
+    if (rc)
+        return rc;
+    make_header(h, it->fingerprint, it->count, it->payload_len, it->crc);
+    errno = 0;
+    if (pwrite(it->fd, h, HDR_SIZE, 0) != HDR_SIZE)
+        return io_error(it, "writing the header of", it->partial, errno ? errno : EIO);
+    if (fsync(it->fd) < 0)
+        return io_error(it, "syncing", it->partial, errno);
+    if (rename(it->partial, it->path) < 0)
+        return io_error(it, "renaming", it->partial, errno);
+    struct stat st;
+    if (fstat(it->fd, &st) == 0)
+        remember(it, &st);
+    sync_dir(it->path);
+    close(it->fd);
+    it->fd = -1;
+    it->locked = false;
+    return 0;
+}
+
+/* Opens and locks "<path>.partial". The name is re-checked after locking: a
+ * writer that just finished may have renamed or unlinked the file we opened,
+ * and locking that inode would not exclude anyone. */
+static int open_partial(cache_iter *it)
+{
+    for (int tries = 0; tries < 16; tries++) {
+        int fd = open(it->partial, O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+        if (fd < 0)
+            return io_error(it, "cannot create", it->partial, errno);
+        if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+            int e = errno;
+            close(fd);
+            if (e == EWOULDBLOCK)
+                return sl__set_error(SL_EBUSY, "cache(%s): another writer holds %s", it->path,
+                                     it->partial);
+            return io_error(it, "cannot lock", it->partial, e);
+        }
+        struct stat a, b;
+        if (fstat(fd, &a) == 0 && stat(it->partial, &b) == 0 && a.st_dev == b.st_dev &&
+            a.st_ino == b.st_ino) {
+            it->fd = fd;
+            it->locked = true;
+            if (a.st_size > 0) {
+                sl__log(SL_LOG_WARN, "cache(%s): discarding the abandoned partial cache %s "
+                        "(%lld bytes)", it->path, it->partial, (long long)a.st_size);
+                if (ftruncate(fd, 0) < 0)
+                    return io_error(it, "cannot truncate", it->partial, errno);
+            }
+            return 0;
+        }
+        close(fd);
+    }
+    return sl__set_error(SL_EBUSY, "cache(%s): %s keeps changing under us", it->path,
+                         it->partial);
+}
+
+static int write_start(cache_iter *it)
+{
+    int rc = open_partial(it);
+    if (rc)
+        return rc;
+    unsigned char h[HDR_SIZE] = {0};
+    rc = write_all(it, h, HDR_SIZE); /* placeholder until the pass completes */
+    if (rc)
+        return rc;
+    rc = sl__iter_make_input(&it->base, 0, it->base.epoch, &it->input);
+    if (rc)
+        return rc;
+    it->mode = FILE_WRITE;
+    return 0;
+}
+
+static int file_write_next(cache_iter *it, sl_element **out)
+{
+    int rc = sl__iter_next(it->input, out);
+    if (rc == SL_EOF) {
+        rc = finish_write(it);
+        if (rc)
+            return fail_state(it, rc);
+        it->mode = DONE;
+        return SL_EOF;
+    }
+    if (rc)
+        return rc;
+    rc = put_element(it, *out);
+    if (rc) {
+        sl_element_release(*out);
+        *out = NULL;
+        return fail_state(it, rc);
+    }
+    return 0;
+}
+
+/* ---- file: reading ---- */
+
+/* Checks header and checksum; on failure writes the reason into why. */
+static bool validate(cache_iter *it, const struct stat *st, bool check_crc, char *why,
+                     size_t n)
+{
+    unsigned char h[HDR_SIZE];
+    if (st->st_size < HDR_SIZE || pread_full(it->fd, h, HDR_SIZE, 0) != HDR_SIZE) {
+        snprintf(why, n, "truncated header (%lld bytes)", (long long)st->st_size);
+        return false;
+    }
+    if (memcmp(h, MAGIC, 8) != 0) {
+        snprintf(why, n, "not a sluice cache file (bad magic)");
+        return false;
+    }
+    if (get_u32(h + 8) != VERSION || get_u32(h + 12) != HDR_SIZE) {
+        snprintf(why, n, "unsupported format version %u", get_u32(h + 8));
+        return false;
+    }
+    uint64_t fp = get_u64(h + 16);
+    if (fp != it->fingerprint) {
+        snprintf(why, n, "built by a different pipeline (fingerprint %016llx, expected %016llx)",
+                 (unsigned long long)fp, (unsigned long long)it->fingerprint);
+        return false;
+    }
+    it->count = get_u64(h + 24);
+    it->payload_len = get_u64(h + 32);
+    if (it->payload_len != (uint64_t)st->st_size - HDR_SIZE) {
+        snprintf(why, n, "payload is %lld bytes, the header says %llu (truncated?)",
+                 (long long)st->st_size - HDR_SIZE, (unsigned long long)it->payload_len);
+        return false;
+    }
+    if (!check_crc)
+        return true;
+    uint32_t crc = (uint32_t)crc32(0, NULL, 0);
+    for (uint64_t off = HDR_SIZE; off < (uint64_t)st->st_size;) {
+        size_t k = (uint64_t)st->st_size - off < IO_BUF ? (size_t)((uint64_t)st->st_size - off)
+                                                        : IO_BUF;
+        ssize_t r = pread_full(it->fd, it->buf, k, off);
+        if (r != (ssize_t)k) {
+            snprintf(why, n, "read failed at offset %llu: %s", (unsigned long long)off,
+                     r < 0 ? strerror(errno) : "file shrank");
+            return false;
+        }
+        crc = crc_update(crc, it->buf, k);
+        off += k;
+    }
+    if (crc != get_u32(h + 40)) {
+        snprintf(why, n, "checksum mismatch (payload crc32 %08x, header says %08x)", crc,
+                 get_u32(h + 40));
+        return false;
+    }
+    return true;
+}
+
+/* Opens path if it holds a valid cache of this pipeline. Returns 1 to serve
+ * it, 0 to rebuild, or an error. */
+static int read_start(cache_iter *it)
+{
+    it->fd = open(it->path, O_RDONLY | O_CLOEXEC);
+    if (it->fd < 0) {
+        if (errno == ENOENT)
+            return 0;
+        return io_error(it, "cannot open", it->path, errno);
+    }
+    struct stat st;
+    char why[256];
+    if (fstat(it->fd, &st) < 0)
+        return io_error(it, "cannot stat", it->path, errno);
+    if (!validate(it, &st, !seen_before(it, &st), why, sizeof why)) {
+        sl__log(SL_LOG_WARN, "cache(%s): not serving %s: %s; rebuilding it", it->path,
+                it->path, why);
+        close(it->fd);
+        it->fd = -1;
+        it->count = it->payload_len = 0;
+        return 0;
+    }
+    remember(it, &st);
+    it->off = it->load_off = HDR_SIZE;
+    it->end = HDR_SIZE + it->payload_len;
+    it->buf_len = it->buf_pos = 0;
+    it->mode = FILE_READ;
+    return 1;
+}
+
+static int corrupt(cache_iter *it, const char *what, uint64_t off)
+{
+    return sl__set_error(SL_ECORRUPT, "cache(%s): %s at offset %llu", it->path, what,
+                         (unsigned long long)off);
+}
+
+static int get_bytes(cache_iter *it, void *dst, size_t n)
+{
+    unsigned char *d = dst;
+    if (n > it->end - it->off)
+        return corrupt(it, "truncated record", it->off);
+    while (n) {
+        if (it->buf_pos == it->buf_len) {
+            size_t k = it->end - it->load_off < IO_BUF ? (size_t)(it->end - it->load_off)
+                                                       : IO_BUF;
+            void *into = n >= IO_BUF ? (void *)d : (void *)it->buf;
+            if (n >= IO_BUF)
+                k = n; /* big tensors go straight into place */
+            ssize_t r = pread_full(it->fd, into, k, it->load_off);
+            if (r != (ssize_t)k)
+                return r < 0 ? io_error(it, "reading", it->path, errno)
+                             : corrupt(it, "truncated record", it->load_off);
+            it->load_off += k;
+            if (into == d) {
+                it->off += k;
+                return 0;
+            }
+            it->buf_pos = 0;
+            it->buf_len = k;
+        }
+        size_t k = it->buf_len - it->buf_pos < n ? it->buf_len - it->buf_pos : n;
+        memcpy(d, it->buf + it->buf_pos, k);
+        it->buf_pos += k;
+        it->off += k;
+        d += k;
+        n -= k;
+    }
+    return 0;
+}
+
+static int get_field(cache_iter *it, size_t n, uint64_t *v)
+{
+    unsigned char b[8];
+    int rc = get_bytes(it, b, n);
+    if (rc)
+        return rc;
+    *v = n == 4 ? get_u32(b) : get_u64(b);
+    return 0;
+}
+
+/* A string tensor's offset table must stay inside its bytes, or
+ * sl_tensor_string would read past them. */
+static bool strings_ok(const struct sl_tensor *t)
+{
+    int64_t n = sl__shape_count(t->ndim, t->shape);
+    if ((uint64_t)n >= t->nbytes / 8)
+        return false;
+    const uint64_t *off = sl__str_offsets(t);
+    uint64_t room = t->nbytes - ((uint64_t)n + 1) * 8;
+    if (off[0] != 0 || off[n] != room)
+        return false;
+    for (int64_t i = 0; i < n; i++)
+        if (off[i] > off[i + 1])
+            return false;
+    return true;
+}
+
+static int get_tensor(cache_iter *it, sl_element *el)
+{
+    uint64_t at = it->off, dtype, ndim, nbytes, dim;
+    int64_t shape[SL_MAX_DIMS];
+    int rc = get_field(it, 4, &dtype);
+    if (!rc && dtype >= SL_DTYPE_COUNT)
+        return corrupt(it, "bad dtype", at);
+    if (!rc)
+        rc = get_field(it, 4, &ndim);
+    if (!rc && ndim > SL_MAX_DIMS)
+        return corrupt(it, "bad rank", at + 4);
+    int64_t count = 1;
+    for (uint64_t d = 0; d < ndim && !rc; d++) {
+        rc = get_field(it, 8, &dim);
+        if (!rc && (dim > INT64_MAX || __builtin_mul_overflow(count, (int64_t)dim, &count)))
+            return corrupt(it, "bad dimension", it->off - 8);
+        shape[d] = (int64_t)dim;
+    }
+    if (!rc)
+        rc = get_field(it, 8, &nbytes);
+    if (rc)
+        return rc;
+    size_t item = sl_dtype_size((sl_dtype)dtype);
+    if (nbytes > it->end - it->off ||
+        (item && (count > INT64_MAX / (int64_t)item || nbytes != (uint64_t)count * item)))
+        return corrupt(it, "bad tensor size", it->off - 8);
+    struct sl_tensor *t = sl__element_push(el, (sl_dtype)dtype, (int)ndim, shape, nbytes);
+    if (!t)
+        return SL_ENOMEM;
+    rc = get_bytes(it, t->data, nbytes);
+    if (!rc && dtype == SL_STRING && !strings_ok(t))
+        return corrupt(it, "bad string offsets", at);
+    return rc;
+}
+
+static int file_read_next(cache_iter *it, sl_element **out)
+{
+    if (it->count == 0) {
+        if (it->off != it->end)
+            return fail_state(it, corrupt(it, "trailing bytes after the last element",
+                                          it->off));
+        it->mode = DONE;
+        return SL_EOF;
+    }
+    uint64_t at = it->off, nt;
+    int rc = get_field(it, 4, &nt);
+    if (rc)
+        return fail_state(it, rc);
+    if (nt > 0xffff)
+        return fail_state(it, corrupt(it, "bad tensor count", at));
+    sl_element *el = sl__element_new((int)nt, INLINE_BYTES);
+    if (!el)
+        return fail_state(it, SL_ENOMEM); /* the record is half read */
+    for (uint64_t i = 0; i < nt && !rc; i++)
+        rc = get_tensor(it, el);
+    if (rc) {
+        sl_element_release(el);
+        return fail_state(it, rc);
+    }
+    it->count--;
+    *out = el;
+    return 0;
+}
+
+/* ---- node iterator ---- */
+
+static int file_start(cache_iter *it)
+{
+    it->buf = sl__alloc(IO_BUF);
+    if (!it->buf)
+        return SL_ENOMEM;
+    it->fingerprint = sl_dataset_fingerprint(it->base.ds->inputs[0]);
+    int rc = read_start(it);
+    if (rc)
+        return rc < 0 ? rc : 0;
+    it->crc = (uint32_t)crc32(0, NULL, 0);
+    return write_start(it);
+}
+
+static int start(cache_iter *it)
+{
+    const cache_ds *c = (const cache_ds *)it->base.ds;
+    int rc;
+    if (c->path) {
+        rc = file_start(it);
+    } else {
+        rc = mem_start(it);
+        if (!rc && it->mode != MEM_SERVE)
+            rc = sl__iter_make_input(&it->base, 0, it->base.epoch, &it->input);
+    }
+    return rc ? fail_state(it, rc) : 0;
+}
+
+static int cache_next(sl__iter *base, sl_element **out)
+{
+    cache_iter *it = (cache_iter *)base;
+    if (it->mode == START) {
+        int rc = start(it);
+        if (rc)
+            return rc;
+    }
+    switch (it->mode) {
+    case PASS:
+        return sl__iter_next(it->input, out);
+    case MEM_FILL:
+        return mem_fill_next(it, out);
+    case MEM_SERVE:
+        return mem_serve_next(it, out);
+    case FILE_WRITE:
+        return file_write_next(it, out);
+    case FILE_READ:
+        return file_read_next(it, out);
+    case FAILED:
+        return sl__set_error(it->failed_rc, "cache(%s): stopped after an earlier error",
+                             it->path ? it->path : "memory");
+    default:
+        return SL_EOF;
+    }
+}
+
+static void cache_destroy(sl__iter *base)
+{
+    cache_iter *it = (cache_iter *)base;
+    if (it->filler)
+        mem_end_fill(it, false);
+    if (it->locked) /* an unfinished pass: remove it while still holding the lock */
+        unlink(it->partial);
+    if (it->fd >= 0)
+        close(it->fd);
+    sl__free(it->buf, it->buf ? IO_BUF : 0);
+    sl__strfree(it->partial);
+    sl__iter_free(it->input);
+}
+
+static const sl__iter_ops cache_iter_ops = {cache_next, NULL, cache_destroy};
+
+static int cache_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
+                      sl__iter **out)
+{
+    const cache_ds *c = (const cache_ds *)ds;
+    cache_iter *it = sl__iter_alloc(&cache_iter_ops, sizeof *it, ds, tree, key, epoch);
+    if (!it)
+        return SL_ENOMEM;
+    it->fd = -1;
+    it->path = c->path;
+    if (c->path) {
+        size_t n = strlen(c->path) + sizeof ".partial";
+        it->partial = sl__alloc(n);
+        if (!it->partial) {
+            sl__iter_free(&it->base);
+            return SL_ENOMEM;
+        }
+        snprintf(it->partial, n, "%s.partial", c->path);
+    }
+    *out = &it->base;
+    return 0;
+}
+
+static int64_t cache_card(const sl_dataset *ds)
+{
+    return sl_dataset_cardinality(ds->inputs[0]);
+}
+
+static uint64_t cache_fp(const sl_dataset *ds, uint64_t h)
+{
+    const char *path = ((const cache_ds *)ds)->path;
+    return sl__hash_str(sl__hash_u64(h, path != NULL), path);
+}
+
+static void cache_ds_destroy(sl_dataset *ds)
+{
+    sl__strfree(((cache_ds *)ds)->path);
+}
+
+static const sl__node_ops cache_ops = {
+    .kind = "cache",
+    .make_iter = cache_make,
+    .cardinality = cache_card,
+    .fingerprint = cache_fp,
+    .destroy = cache_ds_destroy,
+};
+
+SL_API sl_dataset *sl_cache(sl_dataset *in, const char *path)
+{
+    cache_ds *c = (cache_ds *)sl__dataset_new(&cache_ops, sizeof *c, in);
+    if (!c)
+        return NULL;
+    if (path && !*path)
+        return sl__dataset_fail(&c->base, SL_EINVAL, "cache: empty path (NULL caches in memory)");
+    if (path) {
+        c->path = sl__strdup(path);
+        if (!c->path)
+            return sl__dataset_fail(&c->base, SL_ENOMEM, "cache(%s): out of memory", path);
+    }
+    return &c->base;
+}

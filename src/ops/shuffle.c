@@ -1,0 +1,304 @@
+/*
+ * shuffle(buffer, seed, flags).
+ *
+ * buffer >= 1 is tf.data's buffer shuffle: emit a uniformly random element of
+ * a window of `buffer` inputs and refill the emptied slot from the input.
+ * SL_SHUFFLE_ALL permutes the index of a random-access input instead, so a
+ * pass starts at once and every order is possible.
+ *
+ * The stream is keyed by (seed, node, epoch): repeat makes a new node
+ * iterator with the next epoch number each pass, which is what reshuffles;
+ * SL_SHUFFLE_NO_RESHUFFLE pins the epoch to 0.
+ */
+#include <string.h>
+#include "../graph/node.h"
+
+typedef struct shuffle_ds {
+    sl_dataset base;
+    int64_t buffer, seed;
+    unsigned flags;
+} shuffle_ds;
+
+/* ---- buffer shuffle ---- */
+
+typedef struct buffer_iter {
+    sl__iter base;
+    sl__iter *input;
+    sl__rng rng;
+    sl_element **slots;
+    int64_t cap;   /* slots allocated */
+    int64_t limit; /* slots wanted: min(buffer, cardinality) */
+    int64_t count; /* slots in use, the hole included */
+    int64_t hole;  /* slot emptied by the last emit, or -1 */
+    int64_t held;  /* bytes accounted in the tree */
+    bool eof;
+} buffer_iter;
+
+static sl__rng make_rng(const sl__iter *it)
+{
+    const shuffle_ds *s = (const shuffle_ds *)it->ds;
+    int64_t epoch = s->flags & SL_SHUFFLE_NO_RESHUFFLE ? 0 : it->epoch;
+    return sl__rng_make(sl__node_seed(it, s->seed), it->key, epoch, 0);
+}
+
+/* The array grows with the buffer so that a huge buffer over a short or
+ * unknown input costs what it holds, not what it could hold. */
+static int grow(buffer_iter *it)
+{
+    int64_t cap = it->cap ? it->cap * 2 : 1024;
+    if (cap > it->limit)
+        cap = it->limit;
+    sl_element **slots = sl__calloc((size_t)cap, sizeof *slots);
+    if (!slots)
+        return SL_ENOMEM;
+    if (it->count)
+        memcpy(slots, it->slots, (size_t)it->count * sizeof *slots);
+    sl__free(it->slots, (size_t)it->cap * sizeof *slots);
+    it->slots = slots;
+    it->cap = cap;
+    return 0;
+}
+
+static void hold(buffer_iter *it, const sl_element *el)
+{
+    int64_t b = (int64_t)sl__element_bytes(el);
+    it->held += b;
+    sl__tree_hold(it->base.tree, b);
+}
+
+static sl_element *unhold(buffer_iter *it, sl_element *el)
+{
+    int64_t b = (int64_t)sl__element_bytes(el);
+    it->held -= b;
+    sl__tree_unhold(it->base.tree, b);
+    return el;
+}
+
+/* Fills the hole and any free slots until the buffer is full or the input
+ * ends. On an input error nothing is lost: the next call resumes. */
+static int refill(buffer_iter *it)
+{
+    while (!it->eof && (it->hole >= 0 || it->count < it->limit)) {
+        if (it->hole < 0 && it->count == it->cap) {
+            int rc = grow(it);
+            if (rc)
+                return rc;
+        }
+        sl_element *el;
+        int rc = sl__iter_next(it->input, &el);
+        if (rc == SL_EOF) {
+            it->eof = true;
+            break;
+        }
+        if (rc)
+            return rc;
+        hold(it, el);
+        if (it->hole >= 0) {
+            it->slots[it->hole] = el;
+            it->hole = -1;
+        } else {
+            it->slots[it->count++] = el;
+        }
+    }
+    if (it->hole >= 0) { /* input ended: close the gap with the last slot */
+        it->slots[it->hole] = it->slots[it->count - 1];
+        it->slots[--it->count] = NULL;
+        it->hole = -1;
+    }
+    return 0;
+}
+
+static int buffer_next(sl__iter *base, sl_element **out)
+{
+    buffer_iter *it = (buffer_iter *)base;
+    int rc = refill(it);
+    if (rc)
+        return rc;
+    if (it->count == 0)
+        return SL_EOF;
+    int64_t j = it->count > 1 ? (int64_t)sl__rng_below(&it->rng, (uint64_t)it->count) : 0;
+    *out = unhold(it, it->slots[j]);
+    it->slots[j] = NULL;
+    it->hole = j;
+    return 0;
+}
+
+static void buffer_destroy(sl__iter *base)
+{
+    buffer_iter *it = (buffer_iter *)base;
+    for (int64_t i = 0; i < it->count; i++)
+        if (it->slots[i])
+            sl_element_release(unhold(it, it->slots[i]));
+    sl__free(it->slots, (size_t)it->cap * sizeof *it->slots);
+    sl__iter_free(it->input);
+}
+
+static const sl__iter_ops buffer_iter_ops = {buffer_next, NULL, buffer_destroy};
+
+static int make_buffer_iter(const sl_dataset *ds, sl__tree *tree, uint64_t key,
+                            int64_t epoch, sl__iter **out)
+{
+    const shuffle_ds *s = (const shuffle_ds *)ds;
+    buffer_iter *it = sl__iter_alloc(&buffer_iter_ops, sizeof *it, ds, tree, key, epoch);
+    if (!it)
+        return SL_ENOMEM;
+    /* a smaller input needs no bigger window; at least 1 so that a wrong
+     * cardinality of 0 cannot hide elements */
+    int64_t card = sl_dataset_cardinality(ds->inputs[0]);
+    it->limit = card >= 1 && card < s->buffer ? card : s->buffer;
+    it->hole = -1;
+    it->rng = make_rng(&it->base);
+    int rc = sl__iter_make_input(&it->base, 0, epoch, &it->input);
+    if (rc) {
+        sl__iter_free(&it->base);
+        return rc;
+    }
+    *out = &it->base;
+    return 0;
+}
+
+/* ---- whole-dataset shuffle ---- */
+
+/*
+ * A lazy Fisher–Yates: step i swaps a random j in [i, n) into place and emits
+ * it, so nothing is shuffled ahead of time. The table holds value ^ position,
+ * which makes the zeroed allocation the identity permutation. 32-bit entries
+ * when they suffice halve its size.
+ */
+typedef struct all_iter {
+    sl__iter base;
+    sl__rng rng;
+    void *perm;
+    size_t width; /* 4 or 8 */
+    int64_t n, pos;
+} all_iter;
+
+static uint64_t perm_get(const all_iter *it, int64_t i)
+{
+    if (it->width == 4)
+        return ((const uint32_t *)it->perm)[i] ^ (uint32_t)i;
+    return ((const uint64_t *)it->perm)[i] ^ (uint64_t)i;
+}
+
+static void perm_set(all_iter *it, int64_t i, uint64_t v)
+{
+    if (it->width == 4)
+        ((uint32_t *)it->perm)[i] = (uint32_t)v ^ (uint32_t)i;
+    else
+        ((uint64_t *)it->perm)[i] = v ^ (uint64_t)i;
+}
+
+static int all_next(sl__iter *base, sl_element **out)
+{
+    all_iter *it = (all_iter *)base;
+    const sl_dataset *in = base->ds->inputs[0];
+    while (it->pos < it->n) {
+        int64_t i = it->pos++;
+        int64_t j = i + (int64_t)sl__rng_below(&it->rng, (uint64_t)(it->n - i));
+        uint64_t picked = perm_get(it, j);
+        perm_set(it, j, perm_get(it, i));
+        int rc = in->ops->get(in, (int64_t)picked, out);
+        if (rc == 0) {
+            base->ok_count++;
+            return 0;
+        }
+        /* no input iterator exists to judge the element: this node does */
+        rc = sl__policy(base, rc);
+        if (rc)
+            return rc;
+    }
+    return SL_EOF;
+}
+
+static void all_destroy(sl__iter *base)
+{
+    all_iter *it = (all_iter *)base;
+    sl__free(it->perm, (size_t)it->n * it->width);
+}
+
+static const sl__iter_ops all_iter_ops = {all_next, NULL, all_destroy};
+
+static int make_all_iter(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
+                         sl__iter **out)
+{
+    all_iter *it = sl__iter_alloc(&all_iter_ops, sizeof *it, ds, tree, key, epoch);
+    if (!it)
+        return SL_ENOMEM;
+    it->n = sl_dataset_cardinality(ds->inputs[0]);
+    it->width = (uint64_t)it->n <= UINT32_MAX ? 4 : 8;
+    it->perm = sl__calloc((size_t)it->n, it->width);
+    if (!it->perm) {
+        it->n = 0;
+        sl__iter_free(&it->base);
+        return sl__set_error(SL_ENOMEM, "shuffle: no memory for a permutation of %lld",
+                             (long long)sl_dataset_cardinality(ds->inputs[0]));
+    }
+    it->rng = make_rng(&it->base);
+    *out = &it->base;
+    return 0;
+}
+
+/* ---- dataset ---- */
+
+static int shuffle_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
+                        sl__iter **out)
+{
+    if (((const shuffle_ds *)ds)->buffer == SL_SHUFFLE_ALL)
+        return make_all_iter(ds, tree, key, epoch, out);
+    return make_buffer_iter(ds, tree, key, epoch, out);
+}
+
+static int64_t shuffle_card(const sl_dataset *ds)
+{
+    return sl_dataset_cardinality(ds->inputs[0]);
+}
+
+static uint64_t shuffle_fp(const sl_dataset *ds, uint64_t h)
+{
+    const shuffle_ds *s = (const shuffle_ds *)ds;
+    h = sl__hash_u64(h, (uint64_t)s->buffer);
+    h = sl__hash_u64(h, (uint64_t)s->seed);
+    return sl__hash_u64(h, s->flags);
+}
+
+static const sl__node_ops shuffle_ops = {
+    .kind = "shuffle",
+    .make_iter = shuffle_make,
+    .cardinality = shuffle_card,
+    .fingerprint = shuffle_fp,
+};
+
+SL_API sl_dataset *sl_shuffle(sl_dataset *in, int64_t buffer, int64_t seed, unsigned flags)
+{
+    shuffle_ds *s = (shuffle_ds *)sl__dataset_new(&shuffle_ops, sizeof *s, in);
+    if (!s)
+        return NULL;
+    s->buffer = buffer;
+    s->seed = seed;
+    s->flags = flags;
+    if (buffer == 0 || buffer < SL_SHUFFLE_ALL)
+        return sl__dataset_fail(&s->base, SL_EINVAL,
+                                "shuffle: buffer must be >= 1 or SL_SHUFFLE_ALL, not %lld",
+                                (long long)buffer);
+    if (seed < -1)
+        return sl__dataset_fail(&s->base, SL_EINVAL,
+                                "shuffle: seed must be >= 0 or -1, not %lld", (long long)seed);
+    if (flags & ~SL_SHUFFLE_NO_RESHUFFLE)
+        return sl__dataset_fail(&s->base, SL_EINVAL, "shuffle: unknown flags 0x%x", flags);
+    if (buffer != SL_SHUFFLE_ALL)
+        return &s->base;
+    const sl_dataset *input = s->base.inputs[0];
+    int64_t card = sl_dataset_cardinality(input);
+    if (!sl__dataset_can_get(input))
+        return sl__dataset_fail(&s->base, SL_EUNSUPPORTED,
+                                "shuffle: SL_SHUFFLE_ALL needs random access, which %s does "
+                                "not offer (use a buffer size instead)",
+                                sl_dataset_name(input));
+    if (card < 0)
+        return sl__dataset_fail(&s->base, SL_EUNSUPPORTED,
+                                "shuffle: SL_SHUFFLE_ALL needs a known finite size, and %s "
+                                "has %s cardinality",
+                                sl_dataset_name(input),
+                                card == SL_INFINITE ? "infinite" : "unknown");
+    return &s->base;
+}
