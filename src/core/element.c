@@ -41,14 +41,24 @@ void sl__shape_str(char *buf, size_t n, int ndim, const int64_t *shape)
         snprintf(buf + off, n - off, "]");
 }
 
+static size_t inline_offset(int ntensors)
+{
+    size_t end = sizeof(sl_element) + (size_t)ntensors * sizeof(struct sl_tensor);
+    return (end + 63) & ~(size_t)63;
+}
+
 sl_element *sl__element_new(int ntensors, size_t inline_bytes)
 {
     if (ntensors < 0 || ntensors > 0xffff) {
         sl__set_error(SL_EINVAL, "element: bad tensor count %d", ntensors);
         return NULL;
     }
-    inline_bytes = (inline_bytes + 15) & ~(size_t)15;
-    size_t size = sizeof(sl_element) + (size_t)ntensors * sizeof(struct sl_tensor) + inline_bytes;
+    /* every tensor's data is 64-byte aligned, inline or not: leave room for
+     * the padding between inline tensors */
+    if (inline_bytes)
+        inline_bytes = ((inline_bytes + 63) & ~(size_t)63) +
+                       (ntensors > 1 ? (size_t)(ntensors - 1) * 64 : 0);
+    size_t size = inline_offset(ntensors) + inline_bytes;
     sl_element *el = sl__obj_get(size);
     if (!el)
         return NULL;
@@ -63,7 +73,7 @@ sl_element *sl__element_new(int ntensors, size_t inline_bytes)
 
 static unsigned char *inline_area(sl_element *el)
 {
-    return (unsigned char *)&el->t[el->cap];
+    return (unsigned char *)el + inline_offset(el->cap);
 }
 
 static struct sl_tensor *push_header(sl_element *el, sl_dtype dtype, int ndim,
@@ -99,7 +109,7 @@ struct sl_tensor *sl__element_push(sl_element *el, sl_dtype dtype, int ndim,
     struct sl_tensor *t = push_header(el, dtype, ndim, shape);
     if (!t)
         return NULL;
-    size_t at = (el->inline_used + 15) & ~(size_t)15;
+    size_t at = (el->inline_used + 63) & ~(size_t)63;
     if (at + nbytes <= el->inline_cap) {
         t->data = inline_area(el) + at;
         el->inline_used = (uint32_t)(at + nbytes);

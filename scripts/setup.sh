@@ -1,0 +1,53 @@
+#!/bin/bash
+# Makes sure the Debian packages needed to build and test sluice are
+# installed. Executed (or sourced) by ./run.sh and ./test.sh.
+#
+#   - everything present: silent, status 0;
+#   - something missing and we are root: apt-get installs it;
+#   - something missing otherwise: prints the one apt line to run, status 1.
+#
+# SLUICE_SKIP_SETUP=1 skips the check (non-Debian systems, custom toolchains).
+
+# One list; extend it here.
+SLUICE_APT_PACKAGES="build-essential cmake pkg-config liburing-dev libjpeg62-turbo-dev zlib1g-dev libcmocka-dev python3 python3-numpy python3-pil python3-pytest"
+
+sluice_setup() {
+    local pkg missing=""
+    [ "${SLUICE_SKIP_SETUP:-0}" = 1 ] && return 0
+    if ! command -v dpkg-query > /dev/null 2>&1; then
+        echo "setup: dpkg-query not found (not Debian?); not checking packages;" \
+             "need: $SLUICE_APT_PACKAGES" >&2
+        return 0
+    fi
+    for pkg in $SLUICE_APT_PACKAGES; do
+        if [ "$(dpkg-query -W -f='${Status}' "$pkg" 2> /dev/null)" != "install ok installed" ]; then
+            missing="$missing $pkg"
+        fi
+    done
+    missing=${missing# }
+    [ -z "$missing" ] && return 0
+
+    if [ "$(id -u)" -eq 0 ]; then
+        echo "setup: installing missing packages: $missing" >&2
+        # shellcheck disable=SC2086 # one word per package
+        if ! { DEBIAN_FRONTEND=noninteractive apt-get update -q &&
+               DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+                   --no-install-recommends $missing; } >&2; then
+            echo "setup: apt-get failed; install these packages and retry: $missing" >&2
+            return 1
+        fi
+        return 0
+    fi
+
+    echo "setup: missing Debian packages; install them with:" >&2
+    echo "sudo apt-get install -y $missing"
+    return 1
+}
+
+# Sourced: return the status; executed: exit with it.
+if [ "${BASH_SOURCE[0]}" != "$0" ]; then
+    sluice_setup
+    return $?
+fi
+sluice_setup
+exit $?
