@@ -20,7 +20,7 @@
 #include "../graph/node.h"
 
 #define MAX_CHUNK 256
-#define TARGET_CHUNK_NS 200000 /* about this much callback time per task */
+#define TARGET_CHUNK_NS 1000000 /* about this much callback time per task */
 
 typedef struct map_ds {
     sl_dataset base;
