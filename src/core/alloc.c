@@ -247,7 +247,7 @@ static void class_put(unsigned c, void *p)
         m->items[m->n++] = p;
         return;
     }
-    if (lim) {
+    if (lim > 1) {
         /* spill half so the next frees and gets both stay lock-free */
         unsigned half = lim / 2;
         shared_push(c, m->items + m->n - half, half);

@@ -46,7 +46,8 @@ typedef struct chunk {
     int64_t first_index;
     int n, pos;
     bool done;
-    int64_t bytes;
+    int64_t bytes;    /* output bytes, held in the tree once done */
+    int64_t reserved; /* estimate held in the tree while in flight */
     slot s[MAX_CHUNK];
 } chunk;
 
@@ -66,7 +67,7 @@ typedef struct map_iter {
     int ahead;       /* chunks submitted and not yet consumed, at most */
     int outstanding;
     int in_flight;
-    atomic_int ready; /* finished chunks waiting for the consumer */
+    atomic_int pending; /* chunks submitted and not yet taken by the consumer */
     int64_t next_seq, consume_seq;
     chunk **window;   /* ordered: by seq % ahead */
     chunk *done_head, *done_tail; /* unordered */
@@ -76,6 +77,7 @@ typedef struct map_iter {
     int end_rc;
     char *end_msg;
     int64_t cost_ns;  /* per-element callback cost, smoothed */
+    int64_t el_bytes; /* output bytes per element, smoothed */
 } map_iter;
 
 static void slot_clear(slot *s)
@@ -86,12 +88,20 @@ static void slot_clear(slot *s)
     s->msg = NULL;
 }
 
+/* Elements for the next task: enough work to amortise the hand-off, but
+ * no more output than the RAM budget has room for. Under it->mu. */
 static int chunk_target(map_iter *it)
 {
     int64_t c = it->cost_ns;
     if (c <= 0)
         return 1;
     int64_t k = TARGET_CHUNK_NS / c;
+    if (it->el_bytes > 0) {
+        int64_t room = it->base.tree->ram_budget - atomic_load(&it->base.tree->held);
+        int64_t fit = room > 0 ? room / it->el_bytes : 0;
+        if (k > fit)
+            k = fit;
+    }
     return k < 1 ? 1 : k > MAX_CHUNK ? MAX_CHUNK : (int)k;
 }
 
@@ -103,6 +113,8 @@ static void run_one(map_iter *it, chunk *c, int i, sl_map_ctx *ctx)
     sl_clear_error();
     int rc = it->ds->fn(ctx, s->el, &out, it->ds->user);
     sl__map_ctx_end(ctx);
+    if (rc > 0)
+        rc = sl__set_error(SL_ECALLBACK, "callback returned %d (expected 0 or a negative code)", rc);
     if (rc == 0 && !out)
         rc = sl__set_error(SL_ECALLBACK, "callback returned no element");
     if (rc < 0) {
@@ -136,10 +148,18 @@ static void run_chunk(sl__task *task)
         c->s[i].rc = SL_ECANCELED;
     }
     int64_t per = (sl__now_ns() - t0) / c->n;
-    sl__tree_hold(it->base.tree, c->bytes);
+    /* trade the estimate for the real size in one step, so the total never
+     * counts this chunk twice */
+    int64_t delta = c->bytes - c->reserved;
+    if (delta >= 0)
+        sl__tree_hold(it->base.tree, delta);
+    else
+        sl__tree_unhold(it->base.tree, -delta);
 
     pthread_mutex_lock(&it->mu);
     it->cost_ns = it->cost_ns ? (3 * it->cost_ns + per) / 4 : per;
+    int64_t eb = c->bytes / c->n;
+    it->el_bytes = it->el_bytes ? (3 * it->el_bytes + eb) / 4 : eb;
     c->done = true;
     it->in_flight--;
     if (it->ordered) {
@@ -154,7 +174,6 @@ static void run_chunk(sl__task *task)
         it->done_tail = c;
         pthread_cond_signal(&it->cv_consumer);
     }
-    atomic_fetch_add(&it->ready, 1);
     if (it->in_flight == 0)
         pthread_cond_broadcast(&it->cv_idle);
     pthread_cond_signal(&it->cv_producer);
@@ -165,12 +184,18 @@ static void run_chunk(sl__task *task)
 static chunk *chunk_take_free(map_iter *it)
 {
     chunk *c = it->free_chunks;
-    if (c) {
-        it->free_chunks = c->next;
-        return c;
-    }
-    c = sl__obj_get(sizeof *c);
+    if (!c)
+        return sl__obj_get(sizeof *c);
+    it->free_chunks = c->next;
     return c;
+}
+
+static void chunk_give_back(map_iter *it, chunk *c)
+{
+    pthread_mutex_lock(&it->mu);
+    c->next = it->free_chunks;
+    it->free_chunks = c;
+    pthread_mutex_unlock(&it->mu);
 }
 
 static void producer_finish(map_iter *it, int rc)
@@ -195,28 +220,32 @@ static void *producer_main(void *arg)
         while (!atomic_load(&it->stop) &&
                (it->outstanding >= it->ahead || it->in_flight >= it->parallelism))
             pthread_cond_wait(&it->cv_producer, &it->mu);
-        chunk *c = atomic_load(&it->stop) ? NULL : chunk_take_free(it);
-        int k = chunk_target(it);
+        if (atomic_load(&it->stop)) {
+            /* the consumer is gone or cancelled; nothing to report */
+            pthread_mutex_unlock(&it->mu);
+            break;
+        }
+        chunk *c = chunk_take_free(it);
         pthread_mutex_unlock(&it->mu);
-        if (atomic_load(&it->stop))
-            break; /* the consumer is gone or cancelled; nothing to report */
         if (!c) {
             producer_finish(it, SL_ENOMEM);
             break;
         }
-        if (!sl__tree_wait_budget(it->base.tree, &it->ready, &it->stop)) {
-            pthread_mutex_lock(&it->mu);
-            c->next = it->free_chunks;
-            it->free_chunks = c;
-            pthread_mutex_unlock(&it->mu);
+        if (!sl__tree_wait_budget(it->base.tree, &it->pending, &it->stop)) {
+            chunk_give_back(it, c);
             break;
         }
+        pthread_mutex_lock(&it->mu);
+        int k = chunk_target(it);
+        int64_t el_bytes = it->el_bytes;
+        pthread_mutex_unlock(&it->mu);
         c->owner = it;
         c->task.run = run_chunk;
         c->first_index = index;
         c->n = c->pos = 0;
         c->done = false;
         c->bytes = 0;
+        c->reserved = 0;
         int rc = 0;
         while (c->n < k) {
             slot *s = &c->s[c->n];
@@ -235,13 +264,19 @@ static void *producer_main(void *arg)
                 it->window[c->seq % it->ahead] = c;
             it->outstanding++;
             it->in_flight++;
+            atomic_fetch_add(&it->pending, 1);
         } else {
             c->next = it->free_chunks;
             it->free_chunks = c;
         }
         pthread_mutex_unlock(&it->mu);
-        if (c->n)
+        if (c->n) {
+            /* count the output to come against the budget now, so the
+             * next chunk's size sees it */
+            c->reserved = el_bytes * c->n;
+            sl__tree_hold(it->base.tree, c->reserved);
             sl__runtime_submit(it->base.tree->rt, &c->task);
+        }
         if (rc) {
             producer_finish(it, rc);
             break;
@@ -298,7 +333,7 @@ static chunk *chunk_next(map_iter *it, int *rc)
     }
     pthread_mutex_unlock(&it->mu);
     if (c) {
-        atomic_fetch_sub(&it->ready, 1);
+        atomic_fetch_sub(&it->pending, 1);
         sl__tree_unhold(it->base.tree, c->bytes);
     }
     return c;
