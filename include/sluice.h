@@ -238,8 +238,16 @@ typedef enum sl_option {
     SL_OPT_DETERMINISTIC,
     /* How many skipped-element errors are logged before going quiet. */
     SL_OPT_ERROR_LOG_LIMIT,
+    /* File reads: one of sl_io_backend (default SL_IO_AUTO: io_uring where
+     * it can be set up, else pread; the environment variable
+     * SLUICE_IO=uring|pread overrides AUTO). */
+    SL_OPT_IO_BACKEND,
+    /* Reads in flight per reading node (the I/O queue depth); default 32. */
+    SL_OPT_IO_DEPTH,
     SL_OPT_COUNT
 } sl_option;
+
+typedef enum sl_io_backend { SL_IO_AUTO = 0, SL_IO_URING, SL_IO_PREAD } sl_io_backend;
 
 typedef enum sl_error_policy {
     SL_ERRORS_FAIL = 0, /* the element's error comes out of sl_next() */
@@ -393,6 +401,76 @@ SL_API sl_dataset *sl_prefetch(sl_dataset *in, int64_t depth);
 SL_API sl_dataset *sl_cache(sl_dataset *in, const char *path);
 
 /* ------------------------------------------------------------------------ */
+/* Files and images                                                         */
+
+/* torchvision ImageFolder: classes are the sorted names of root's
+ * subdirectories (label = index), files are sorted within each class, so
+ * the order is deterministic. `extensions`: comma-separated, matched
+ * case-insensitively ("jpg,jpeg"; NULL means that). Scans at build time
+ * (no stat per file where the directory entry has a type). Elements:
+ * (bytes: uint8 [n] file contents, label: int64, path: string), read
+ * through the runtime's I/O engine (io_uring, or pread where io_uring is
+ * unavailable or SLUICE_IO=pread). Per-file errors (missing, unreadable,
+ * empty, changed size, a directory) are element errors naming the path. */
+SL_API sl_dataset *sl_image_folder(const char *root, const char *extensions);
+/* The same elements from a text file of "relative/path label" lines (the
+ * format make_dataset.py writes), resolved against root (NULL: the list
+ * file's directory). */
+SL_API sl_dataset *sl_file_list(const char *list_path, const char *root);
+/* Reads the file named by tensor 0 (a string) of each element: the output
+ * is (bytes: uint8 [n], then the input's tensors). */
+SL_API sl_dataset *sl_read_files(sl_dataset *in);
+
+typedef enum sl_crop_policy {
+    /* torchvision RandomResizedCrop: area fraction in [scale_min, scale_max],
+     * log-uniform aspect in [ratio_min, ratio_max], 10 attempts, then the
+     * centre fallback; resized to the output size. */
+    SL_CROP_RANDOM_RESIZED = 0,
+    /* Resize(shorter side -> resize_shorter) + CenterCrop(output size). */
+    SL_CROP_CENTER,
+    /* The whole image resized to the output size (aspect not kept). */
+    SL_CROP_RESIZE,
+} sl_crop_policy;
+
+typedef enum sl_layout { SL_LAYOUT_HWC = 0, SL_LAYOUT_CHW } sl_layout;
+
+/* Configuration of sl_map_image. Versioned by struct_size: fill it with
+ * sl_image_spec_init() and then change fields. */
+typedef struct sl_image_spec {
+    size_t struct_size;
+    int crop;           /* sl_crop_policy */
+    int height, width;  /* output size */
+    int resize_shorter; /* SL_CROP_CENTER: shorter side before the crop */
+    float scale_min, scale_max; /* SL_CROP_RANDOM_RESIZED: area fraction */
+    float ratio_min, ratio_max; /* SL_CROP_RANDOM_RESIZED: aspect w/h */
+    float flip_prob;    /* horizontal flip probability */
+    int layout;         /* sl_layout */
+    int dtype;          /* SL_UINT8, or SL_FLOAT32: (v / 255 - mean) / std */
+    float mean[3], std[3];
+    int64_t max_pixels; /* larger declared images are element errors */
+    int allow_warnings; /* 0: libjpeg warnings (corrupt data it can
+                         * recover from) are element errors */
+    int reserved[8];
+} sl_image_spec;
+
+/* Defaults for a crop policy and a square output of `size`: train
+ * (random-resized, scale 0.08-1, ratio 3/4-4/3, flip 0.5), centre
+ * (resize_shorter = size * 256 / 224, no flip) or resize; HWC uint8;
+ * ImageNet mean/std; max_pixels 100 M. SL_EINVAL for a bad policy/size. */
+SL_API int sl_image_spec_init(sl_image_spec *spec, int crop, int size);
+
+/* Decodes and transforms images: tensor 0 of each input element is an
+ * encoded JPEG (uint8 [n], e.g. from sl_image_folder); the output element
+ * is (image, then the input's other tensors), image being uint8 or float32
+ * [H, W, 3] (HWC) or [3, H, W] (CHW). Decodes only what the output needs
+ * (DCT-domain scaling, region-of-interest crop). Random choices come from
+ * the per-element stream, so a seed gives the same crops on any thread
+ * count. Grayscale and CMYK become RGB. Followed by sl_batch, decoding
+ * writes straight into the batch tensor. parallelism as for sl_map. The
+ * spec is copied. */
+SL_API sl_dataset *sl_map_image(sl_dataset *in, const sl_image_spec *spec, int parallelism);
+
+/* ------------------------------------------------------------------------ */
 /* Iterators                                                                */
 
 typedef struct sl_iterator sl_iterator;
@@ -417,6 +495,8 @@ typedef enum sl_stat {
     SL_STAT_BUFFERED_BYTES,   /* bytes held in buffers now */
     SL_STAT_PEAK_BUFFERED_BYTES,
     SL_STAT_RAM_BUDGET,       /* the budget in force, bytes */
+    SL_STAT_IO_BACKEND,       /* sl_io_backend in use by reads (AUTO: none yet) */
+    SL_STAT_BYTES_READ,       /* file bytes read */
     SL_STAT_COUNT
 } sl_stat;
 /* One counter of the iterator; -1 for an unknown key. Any thread. */

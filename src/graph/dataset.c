@@ -133,3 +133,15 @@ SL_API uint64_t sl_dataset_fingerprint(const sl_dataset *ds)
         h = sl__hash_u64(h, sl_dataset_fingerprint(ds->inputs[i]));
     return h;
 }
+
+sl_dataset *sl__push_below(sl_dataset *in, sl_dataset *(*op)(sl_dataset *x, void *arg),
+                           void *arg)
+{
+    if (!in || !in->ops->rebuild || in->ninputs != 1)
+        return op(in, arg);
+    sl_dataset *below = sl_dataset_retain(in->inputs[0]);
+    below = sl__push_below(below, op, arg);
+    sl_dataset *out = below ? in->ops->rebuild(in, below) : NULL;
+    sl_dataset_free(in);
+    return out;
+}

@@ -22,6 +22,8 @@ static const struct {
     [SL_OPT_SEED] = {0, INT64_MIN, INT64_MAX},
     [SL_OPT_DETERMINISTIC] = {1, 0, 1},
     [SL_OPT_ERROR_LOG_LIMIT] = {5, 0, INT64_MAX},
+    [SL_OPT_IO_BACKEND] = {SL_IO_AUTO, SL_IO_AUTO, SL_IO_PREAD},
+    [SL_OPT_IO_DEPTH] = {32, 1, 4096},
 };
 
 SL_API sl_options *sl_options_create(void)
@@ -372,6 +374,8 @@ SL_API sl_iterator *sl_iterator_create(sl_dataset *ds, const sl_options *opts)
     t->error_log_limit = sl_options_get(opts, SL_OPT_ERROR_LOG_LIMIT);
     t->seed = sl__hash_u64(0x5eedull, (uint64_t)sl_options_get(opts, SL_OPT_SEED));
     t->deterministic = sl_options_get(opts, SL_OPT_DETERMINISTIC) != 0;
+    t->io_backend = (int)sl_options_get(opts, SL_OPT_IO_BACKEND);
+    t->io_depth = (int)sl_options_get(opts, SL_OPT_IO_DEPTH);
     if (threads > 0) {
         t->rt = sl_runtime_create((int)threads);
         t->own_rt = true;
@@ -452,6 +456,10 @@ SL_API int64_t sl_iterator_stat(const sl_iterator *it, sl_stat key)
         return atomic_load(&t->peak_held);
     case SL_STAT_RAM_BUDGET:
         return t->ram_budget;
+    case SL_STAT_IO_BACKEND:
+        return atomic_load(&t->io_backend_used);
+    case SL_STAT_BYTES_READ:
+        return atomic_load(&t->bytes_read);
     default:
         return -1;
     }

@@ -48,6 +48,11 @@ typedef struct sl__node_ops {
      * runs on any thread, concurrently with itself; index in [0, card). */
     bool (*can_get)(const sl_dataset *ds);
     int (*get)(const sl_dataset *ds, int64_t index, sl_element **out);
+    /* For 1:1, order-preserving nodes without randomness (reading files):
+     * the same node over another input (consumed). Ops that select or
+     * permute by position (take, skip, shard, shuffle-all) move below such
+     * nodes, so files they drop are never read. NULL: not movable. */
+    sl_dataset *(*rebuild)(const sl_dataset *ds, sl_dataset *new_input);
 } sl__node_ops;
 
 struct sl_dataset {
@@ -74,6 +79,11 @@ int sl__dataset_set_name(sl_dataset *ds, const char *name);
  * and returns NULL. */
 sl_dataset *sl__dataset_fail(sl_dataset *ds, int code, const char *fmt, ...) SL__PRINTF(3, 4);
 bool sl__dataset_can_get(const sl_dataset *ds);
+/* Applies `op` (a builder taking its input and arg) below the chain of
+ * rebuildable nodes at the top of `in`: op(read(x)) becomes read(op(x)).
+ * Consumes in; returns the new top or NULL. */
+sl_dataset *sl__push_below(sl_dataset *in, sl_dataset *(*op)(sl_dataset *x, void *arg),
+                           void *arg);
 
 typedef struct sl__iter_ops {
     int (*next)(sl__iter *it, sl_element **out);
@@ -130,6 +140,10 @@ struct sl__tree {
     int64_t error_log_limit;
     uint64_t seed;
     bool deterministic;
+    int io_backend;        /* requested sl_io_backend */
+    int io_depth;          /* reads in flight per reading node */
+    atomic_int io_backend_used; /* what reads actually use (statistics) */
+    atomic_llong bytes_read;
 
     atomic_bool cancelled;
     atomic_llong held;      /* bytes in buffers now */

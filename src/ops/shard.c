@@ -89,7 +89,7 @@ static const sl__node_ops shard_ops = {
     .get = shard_get,
 };
 
-SL_API sl_dataset *sl_shard(sl_dataset *in, int64_t num_shards, int64_t index)
+static sl_dataset *build(sl_dataset *in, int64_t num_shards, int64_t index)
 {
     shard_ds *s = (shard_ds *)sl__dataset_new(&shard_ops, sizeof *s, in);
     if (!s)
@@ -103,4 +103,22 @@ SL_API sl_dataset *sl_shard(sl_dataset *in, int64_t num_shards, int64_t index)
     s->n = num_shards;
     s->index = index;
     return &s->base;
+}
+
+typedef struct shard_args {
+    int64_t num_shards;
+    int64_t index;
+} shard_args;
+
+static sl_dataset *apply(sl_dataset *x, void *arg)
+{
+    const shard_args *a = arg;
+    return build(x, a->num_shards, a->index);
+}
+
+/* Moves below nodes that read files, so dropped files are never read. */
+SL_API sl_dataset *sl_shard(sl_dataset *in, int64_t num_shards, int64_t index)
+{
+    shard_args a = {num_shards, index};
+    return sl__push_below(in, apply, &a);
 }

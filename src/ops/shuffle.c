@@ -268,7 +268,7 @@ static const sl__node_ops shuffle_ops = {
     .fingerprint = shuffle_fp,
 };
 
-SL_API sl_dataset *sl_shuffle(sl_dataset *in, int64_t buffer, int64_t seed, unsigned flags)
+static sl_dataset *build(sl_dataset *in, int64_t buffer, int64_t seed, unsigned flags)
 {
     shuffle_ds *s = (shuffle_ds *)sl__dataset_new(&shuffle_ops, sizeof *s, in);
     if (!s)
@@ -301,4 +301,23 @@ SL_API sl_dataset *sl_shuffle(sl_dataset *in, int64_t buffer, int64_t seed, unsi
                                 sl_dataset_name(input),
                                 card == SL_INFINITE ? "infinite" : "unknown");
     return &s->base;
+}
+
+typedef struct shuffle_args {
+    int64_t buffer;
+    int64_t seed;
+    unsigned flags;
+} shuffle_args;
+
+static sl_dataset *apply(sl_dataset *x, void *arg)
+{
+    const shuffle_args *a = arg;
+    return build(x, a->buffer, a->seed, a->flags);
+}
+
+/* Moves below nodes that read files, so dropped files are never read. */
+SL_API sl_dataset *sl_shuffle(sl_dataset *in, int64_t buffer, int64_t seed, unsigned flags)
+{
+    shuffle_args a = {buffer, seed, flags};
+    return sl__push_below(in, apply, &a);
 }

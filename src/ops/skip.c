@@ -91,7 +91,7 @@ static const sl__node_ops skip_ops = {
     .get = skip_get,
 };
 
-SL_API sl_dataset *sl_skip(sl_dataset *in, int64_t n)
+static sl_dataset *build(sl_dataset *in, int64_t n)
 {
     skip_ds *s = (skip_ds *)sl__dataset_new(&skip_ops, sizeof *s, in);
     if (!s)
@@ -101,4 +101,21 @@ SL_API sl_dataset *sl_skip(sl_dataset *in, int64_t n)
                                 (long long)n);
     s->n = n;
     return &s->base;
+}
+
+typedef struct skip_args {
+    int64_t n;
+} skip_args;
+
+static sl_dataset *apply(sl_dataset *x, void *arg)
+{
+    const skip_args *a = arg;
+    return build(x, a->n);
+}
+
+/* Moves below nodes that read files, so dropped files are never read. */
+SL_API sl_dataset *sl_skip(sl_dataset *in, int64_t n)
+{
+    skip_args a = {n};
+    return sl__push_below(in, apply, &a);
 }

@@ -89,7 +89,7 @@ static const sl__node_ops take_ops = {
     .get = take_get,
 };
 
-SL_API sl_dataset *sl_take(sl_dataset *in, int64_t n)
+static sl_dataset *build(sl_dataset *in, int64_t n)
 {
     take_ds *t = (take_ds *)sl__dataset_new(&take_ops, sizeof *t, in);
     if (!t)
@@ -99,4 +99,21 @@ SL_API sl_dataset *sl_take(sl_dataset *in, int64_t n)
                                 (long long)n);
     t->n = n;
     return &t->base;
+}
+
+typedef struct take_args {
+    int64_t n;
+} take_args;
+
+static sl_dataset *apply(sl_dataset *x, void *arg)
+{
+    const take_args *a = arg;
+    return build(x, a->n);
+}
+
+/* Moves below nodes that read files, so dropped files are never read. */
+SL_API sl_dataset *sl_take(sl_dataset *in, int64_t n)
+{
+    take_args a = {n};
+    return sl__push_below(in, apply, &a);
 }
