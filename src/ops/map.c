@@ -17,7 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "../core/clock.h"
-#include "../graph/node.h"
+#include "map.h"
 
 #define MAX_CHUNK 256
 #define TARGET_CHUNK_NS 1000000 /* about this much callback time per task */
@@ -54,7 +54,8 @@ typedef struct chunk {
 typedef struct map_iter {
     sl__iter base;
     sl__iter *input;
-    const map_ds *ds;
+    sl_map_fn fn;
+    void *user;
     uint64_t seed;
     bool ordered;
 
@@ -111,7 +112,7 @@ static void run_one(map_iter *it, chunk *c, int i, sl_map_ctx *ctx)
     sl_element *out = NULL;
     sl__map_ctx_begin(ctx, it->seed, it->base.key, it->base.epoch, c->first_index + i);
     sl_clear_error();
-    int rc = it->ds->fn(ctx, s->el, &out, it->ds->user);
+    int rc = it->fn(ctx, s->el, &out, it->user);
     sl__map_ctx_end(ctx);
     if (rc > 0)
         rc = sl__set_error(SL_ECALLBACK, "callback returned %d (expected 0 or a negative code)", rc);
@@ -122,7 +123,7 @@ static void run_one(map_iter *it, chunk *c, int i, sl_map_ctx *ctx)
         out = NULL;
         if (!sl__error_msg()[0])
             sl__set_error_str(rc, sl_strerror(rc));
-        sl__error_prefix(sl_dataset_name(&it->ds->base));
+        sl__error_prefix(sl_dataset_name(it->base.ds));
         s->msg = sl__strdup(sl__error_msg());
         if (!s->msg)
             rc = SL_ENOMEM;
@@ -326,7 +327,7 @@ static chunk *chunk_next(map_iter *it, int *rc)
             break;
         }
         if (sl__tree_cancelled(it->base.tree) || atomic_load(&it->stop)) {
-            *rc = sl__set_error(SL_ECANCELED, "%s: canceled", sl_dataset_name(&it->ds->base));
+            *rc = sl__set_error(SL_ECANCELED, "%s: canceled", sl_dataset_name(it->base.ds));
             break;
         }
         pthread_cond_wait(&it->cv_consumer, &it->mu);
@@ -427,19 +428,19 @@ static void map_destroy(sl__iter *base)
 
 static const sl__iter_ops map_iter_ops = {map_next, map_cancel, map_destroy};
 
-static int map_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
-                    sl__iter **out)
+int sl__map_iter_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
+                      sl_map_fn fn, void *user, int parallelism, unsigned flags, sl__iter **out)
 {
-    const map_ds *m = (const map_ds *)ds;
     map_iter *it = sl__iter_alloc(&map_iter_ops, sizeof *it, ds, tree, key, epoch);
     if (!it)
         return SL_ENOMEM;
-    it->ds = m;
+    it->fn = fn;
+    it->user = user;
     it->seed = sl__node_seed(&it->base, -1);
-    it->ordered = (m->flags & SL_MAP_ORDERED) ||
-                  (!(m->flags & SL_MAP_UNORDERED) && tree->deterministic);
+    it->ordered = (flags & SL_MAP_ORDERED) ||
+                  (!(flags & SL_MAP_UNORDERED) && tree->deterministic);
     int threads = sl_runtime_threads(tree->rt);
-    it->parallelism = m->parallelism == SL_AUTOTUNE ? 2 * threads : m->parallelism;
+    it->parallelism = parallelism == SL_AUTOTUNE ? 2 * threads : parallelism;
     it->ahead = 2 * it->parallelism;
     pthread_mutex_init(&it->mu, NULL);
     pthread_cond_init(&it->cv_consumer, NULL);
@@ -458,6 +459,14 @@ static int map_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t 
     sl__iter_register(&it->base);
     *out = &it->base;
     return 0;
+}
+
+static int map_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
+                    sl__iter **out)
+{
+    const map_ds *m = (const map_ds *)ds;
+    return sl__map_iter_make(ds, tree, key, epoch, m->fn, m->user, m->parallelism, m->flags,
+                             out);
 }
 
 static int64_t map_card(const sl_dataset *ds)

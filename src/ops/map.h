@@ -1,0 +1,12 @@
+/* The parallel map's iterator, for ops that are maps with a built-in
+ * function (map_image). */
+#ifndef SL_OPS_MAP_H
+#define SL_OPS_MAP_H
+
+#include "../graph/node.h"
+
+/* A map node iterator over ds's input 0, calling fn(user) per element. */
+int sl__map_iter_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
+                      sl_map_fn fn, void *user, int parallelism, unsigned flags, sl__iter **out);
+
+#endif
