@@ -53,6 +53,9 @@ typedef struct sl__node_ops {
      * permute by position (take, skip, shard, shuffle-all) move below such
      * nodes, so files they drop are never read. NULL: not movable. */
     sl_dataset *(*rebuild)(const sl_dataset *ds, sl_dataset *new_input);
+    /* batch(ds, size, flags) as one node, for ops that write their output
+     * straight into the batch (map_image). Consumes ds. NULL: none. */
+    sl_dataset *(*fuse_batch)(sl_dataset *ds, int64_t size, unsigned flags);
 } sl__node_ops;
 
 struct sl_dataset {

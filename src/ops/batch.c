@@ -127,6 +127,8 @@ static const sl__node_ops batch_ops = {
 
 SL_API sl_dataset *sl_batch(sl_dataset *in, int64_t size, unsigned flags)
 {
+    if (in && in->ops->fuse_batch && size >= 1 && !(flags & ~SL_DROP_REMAINDER))
+        return in->ops->fuse_batch(in, size, flags);
     batch_ds *b = (batch_ds *)sl__dataset_new(&batch_ops, sizeof *b, in);
     if (!b)
         return NULL;
