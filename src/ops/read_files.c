@@ -1,0 +1,590 @@
+/*
+ * read_files: the contents of the file named by tensor 0 of each input
+ * element, as (bytes: uint8 [n], then the input's tensors), or for the
+ * file sources (bytes, the input's other tensors, path).
+ *
+ * A producer thread of the node's own pulls the input, opens and sizes each
+ * file, and hands the read to the I/O engine, keeping up to io_depth reads
+ * in flight. Files finish in any order and come out in input order through
+ * a ring of slots indexed by sequence number. Per-file errors travel in
+ * their slot with their message and meet the error policy on the consumer
+ * side, so what is skipped never depends on timing.
+ *
+ * The node is 1:1 and order-preserving, so take/skip/shard/shuffle-all
+ * move below it (rebuild) and files they drop are never opened.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "../graph/node.h"
+#include "../runtime/io.h"
+#include "read_files.h"
+
+#define DEFAULT_DEPTH 32
+#define PATH_CAP 4096
+
+typedef struct read_ds {
+    sl_dataset base;
+    bool path_last;
+} read_ds;
+
+typedef struct slot {
+    sl_element *el;      /* the output being filled; NULL after an error */
+    unsigned char *data; /* where the file's bytes go */
+    uint64_t size, got;
+    int64_t bytes;       /* held against the RAM budget */
+    int fd;
+    int rc;              /* 0, or the element's error */
+    char *msg;           /* its message (owned) */
+    bool done;           /* under mu: the consumer may take it */
+} slot;
+
+typedef struct read_iter {
+    sl__iter base;
+    sl__iter *input;
+    sl__io *io;
+    pthread_t producer;
+    bool producer_started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv_consumer, cv_producer;
+    atomic_bool stop;
+    atomic_int count; /* occupied slots: being read or ready */
+    int depth, nslots;
+    slot *slots;
+    int64_t head; /* consumer: next sequence number to hand out */
+    /* producer thread only */
+    int64_t tail; /* next sequence number to start */
+    int inflight;
+    bool input_done, fd_starved;
+    sl_element *pending; /* pulled, waiting for a file descriptor */
+    sl__io_cqe *cqes;
+    slot **finished;
+    int input_rc;
+    char *input_msg;
+    /* under mu, once done */
+    bool done;
+    int end_rc;
+    char *end_msg;
+} read_iter;
+
+static bool stopped(read_iter *it)
+{
+    return atomic_load(&it->stop) || sl__tree_cancelled(it->base.tree);
+}
+
+static int errno_code(int e)
+{
+    if (e == ENOENT || e == ENOTDIR)
+        return SL_ENOENT;
+    return e == ENOMEM ? SL_ENOMEM : SL_EIO;
+}
+
+/* Sets "read: <path>: <reason>" (path may be NULL) and returns code. */
+static int path_error(read_iter *it, int code, const char *path, int plen, const char *fmt, ...)
+    SL__PRINTF(5, 6);
+static int path_error(read_iter *it, int code, const char *path, int plen, const char *fmt, ...)
+{
+    char reason[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(reason, sizeof reason, fmt, ap);
+    va_end(ap);
+    if (path)
+        sl__set_error(code, "%.*s: %s", plen, path, reason);
+    else
+        sl__set_error_str(code, reason);
+    sl__error_prefix(sl_dataset_name(it->base.ds));
+    return code;
+}
+
+/* The path of an output element. */
+static const char *out_path(const read_iter *it, const slot *s, int *len)
+{
+    int at = ((const read_ds *)it->base.ds)->path_last ? s->el->n - 1 : 1;
+    size_t n = 0;
+    const char *p = sl_tensor_string(sl_element_tensor(s->el, at), 0, &n);
+    *len = (int)n;
+    return p;
+}
+
+/* Drops what the slot holds. Only for slots no read is writing into. */
+static void slot_clear(read_iter *it, slot *s)
+{
+    if (s->fd >= 0)
+        close(s->fd);
+    s->fd = -1;
+    sl_element_release(s->el);
+    s->el = NULL;
+    if (s->bytes)
+        sl__tree_unhold(it->base.tree, s->bytes);
+    s->bytes = 0;
+    sl__strfree(s->msg);
+    s->msg = NULL;
+}
+
+/* Turns the slot into an element error carrying this thread's message. */
+static void slot_fail(read_iter *it, slot *s, int rc)
+{
+    slot_clear(it, s);
+    s->msg = sl__strdup(sl__error_msg());
+    s->rc = s->msg ? rc : SL_ENOMEM;
+}
+
+static void publish(read_iter *it, slot **fin, int n)
+{
+    pthread_mutex_lock(&it->mu);
+    for (int i = 0; i < n; i++)
+        fin[i]->done = true;
+    pthread_cond_signal(&it->cv_consumer);
+    pthread_mutex_unlock(&it->mu);
+}
+
+/* Copies tensor 0 of `in` into buf as a C string: the path. */
+static int in_path(read_iter *it, const sl_element *in, char *buf)
+{
+    const sl_tensor *t = sl_element_tensor(in, 0);
+    if (!t || sl_tensor_dtype(t) != SL_STRING)
+        return path_error(it, SL_EDTYPE, NULL, 0, "tensor 0 must be a string (a path), not %s",
+                          t ? sl_dtype_name(sl_tensor_dtype(t)) : "missing");
+    if (sl_tensor_count(t) != 1)
+        return path_error(it, SL_ESHAPE, NULL, 0, "tensor 0 must be one path, not %lld strings",
+                          (long long)sl_tensor_count(t));
+    size_t len;
+    const char *p = sl_tensor_string(t, 0, &len);
+    if (len == 0)
+        return path_error(it, SL_EINVAL, NULL, 0, "empty path");
+    if (len >= PATH_CAP)
+        return path_error(it, SL_EINVAL, p, 64, "path too long (%zu bytes)", len);
+    if (memchr(p, 0, len))
+        return path_error(it, SL_EINVAL, p, (int)strlen(p), "path contains a NUL byte");
+    memcpy(buf, p, len);
+    buf[len] = '\0';
+    return 0;
+}
+
+/* Opens and sizes the file. 1: out of file descriptors, try again once
+ * reads in flight have closed theirs. */
+static int open_file(read_iter *it, const char *path, slot *s)
+{
+    int plen = (int)strlen(path);
+    /* O_NONBLOCK so that a FIFO named like an image cannot hang the open */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) {
+        int e = errno;
+        if ((e == EMFILE || e == ENFILE) && it->inflight > 0)
+            return 1;
+        return path_error(it, errno_code(e), path, plen, "%s", strerror(e));
+    }
+    s->fd = fd;
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+        return path_error(it, SL_EIO, path, plen, "%s", strerror(errno));
+    if (S_ISDIR(st.st_mode))
+        return path_error(it, SL_EIO, path, plen, "is a directory");
+    if (!S_ISREG(st.st_mode))
+        return path_error(it, SL_EIO, path, plen, "not a regular file");
+    if (st.st_size == 0)
+        return path_error(it, SL_ECORRUPT, path, plen, "empty file");
+    /* blocking again: io_uring answers EAGAIN on a non-blocking file rather
+     * than waiting for the disk */
+    if (fcntl(fd, F_SETFL, 0) < 0)
+        return path_error(it, SL_EIO, path, plen, "%s", strerror(errno));
+    s->size = (uint64_t)st.st_size;
+    return 0;
+}
+
+/* (bytes, the input's tensors), the path last if asked: the bytes in a
+ * pooled buffer of the file's size, the input's tensors shared with it. */
+static int make_output(read_iter *it, const sl_element *in, const char *path, slot *s)
+{
+    size_t inline_bytes = 0;
+    for (int i = 0; i < in->n; i++)
+        if (!in->t[i].buf)
+            inline_bytes += (in->t[i].nbytes + 63) & ~(size_t)63;
+    sl_element *el = sl__element_new(in->n + 1, inline_bytes);
+    sl__buf *buf = el ? sl__buf_get(s->size) : NULL;
+    int64_t shape[1] = {(int64_t)s->size};
+    bool ok = buf && sl__element_push_view(el, SL_UINT8, 1, shape, buf->data, s->size, buf);
+    sl__buf_release(buf);
+    bool path_last = ((const read_ds *)it->base.ds)->path_last;
+    for (int k = 0; ok && k < in->n; k++) {
+        const struct sl_tensor *t = &in->t[path_last ? (k + 1) % in->n : k];
+        ok = sl__element_push_view(el, t->dtype, t->ndim, t->shape, t->data, t->nbytes, t->buf);
+    }
+    if (!ok) {
+        sl_element_release(el);
+        return path_error(it, SL_ENOMEM, path, (int)strlen(path),
+                          "out of memory for %llu bytes", (unsigned long long)s->size);
+    }
+    s->el = el;
+    s->data = buf->data;
+    s->bytes = (int64_t)sl__element_bytes(el);
+    sl__tree_hold(it->base.tree, s->bytes);
+    return 0;
+}
+
+/* Queues the read of the next piece of the file (all of it up to 1 GiB). */
+static int queue_piece(read_iter *it, slot *s)
+{
+    uint64_t left = s->size - s->got;
+    size_t len = left > SL__IO_MAX_READ ? SL__IO_MAX_READ : (size_t)left;
+    int rc = sl__io_prep(it->io, s->fd, s->data + s->got, len, s->got, s);
+    if (rc < 0) {
+        int plen;
+        const char *p = out_path(it, s, &plen);
+        return path_error(it, rc, p, plen, "%s", sl__error_msg());
+    }
+    it->inflight++;
+    return 0;
+}
+
+static void input_end(read_iter *it, int rc)
+{
+    it->input_done = true;
+    if (rc < 0) {
+        it->input_rc = rc;
+        it->input_msg = sl__strdup(sl__error_msg());
+    }
+}
+
+/* Pulls one input element and starts reading its file; a file that fails
+ * before its read starts fills its slot with the error at once. */
+static void start_one(read_iter *it)
+{
+    sl_element *in = it->pending;
+    it->pending = NULL;
+    if (!in) {
+        int rc = sl__iter_next(it->input, &in);
+        if (rc) {
+            input_end(it, rc);
+            return;
+        }
+    }
+    slot *s = &it->slots[it->tail % it->nslots];
+    *s = (slot){.fd = -1};
+    char path[PATH_CAP];
+    int rc = in_path(it, in, path);
+    if (rc == 0)
+        rc = open_file(it, path, s);
+    if (rc > 0) {
+        it->pending = in;
+        it->fd_starved = true;
+        return;
+    }
+    it->tail++;
+    atomic_fetch_add(&it->count, 1);
+    if (rc == 0)
+        rc = make_output(it, in, path, s);
+    sl_element_release(in);
+    if (rc == 0)
+        rc = queue_piece(it, s);
+    if (rc < 0) {
+        slot_fail(it, s, rc);
+        publish(it, &s, 1);
+    }
+}
+
+/* Handles one finished read; true when the slot is complete (its file
+ * read, or failed). */
+static bool complete(read_iter *it, const sl__io_cqe *c)
+{
+    slot *s = c->user;
+    it->inflight--;
+    int plen, rc;
+    const char *p = out_path(it, s, &plen);
+    if (c->res == -EINTR || c->res == -EAGAIN) {
+        rc = queue_piece(it, s);
+    } else if (c->res < 0) {
+        rc = path_error(it, SL_EIO, p, plen, "read failed: %s", strerror((int)-c->res));
+    } else if (c->res == 0) {
+        rc = path_error(it, SL_EIO, p, plen,
+                        "file changed size while reading (expected %llu bytes, got %llu)",
+                        (unsigned long long)s->size, (unsigned long long)s->got);
+    } else {
+        atomic_fetch_add(&it->base.tree->bytes_read, c->res);
+        s->got += (uint64_t)c->res;
+        if (s->got < s->size) {
+            rc = queue_piece(it, s);
+        } else {
+            close(s->fd);
+            s->fd = -1;
+            return true;
+        }
+    }
+    if (rc == 0)
+        return false;
+    slot_fail(it, s, rc);
+    return true;
+}
+
+static int reap(read_iter *it)
+{
+    int n = sl__io_reap(it->io, it->cqes, it->depth, true);
+    if (n < 0)
+        return n;
+    int nfin = 0;
+    for (int i = 0; i < n; i++)
+        if (complete(it, &it->cqes[i]))
+            it->finished[nfin++] = it->cqes[i].user;
+    if (nfin)
+        publish(it, it->finished, nfin);
+    return 0;
+}
+
+/* Starts reads while the depth, the ring and the RAM budget allow. */
+static void fill(read_iter *it)
+{
+    sl__tree *t = it->base.tree;
+    it->fd_starved = false;
+    while (!it->input_done && !it->fd_starved && it->inflight < it->depth && !stopped(it)) {
+        int c = atomic_load(&it->count);
+        if (c >= it->nslots || (c > 0 && atomic_load(&t->held) >= t->ram_budget))
+            break;
+        start_one(it);
+    }
+}
+
+/* With nothing in flight: waits for the consumer to free a slot, or for
+ * the budget. False when stopping. */
+static bool wait_room(read_iter *it)
+{
+    pthread_mutex_lock(&it->mu);
+    while (!stopped(it) && atomic_load(&it->count) >= it->nslots)
+        pthread_cond_wait(&it->cv_producer, &it->mu);
+    pthread_mutex_unlock(&it->mu);
+    return sl__tree_wait_budget(it->base.tree, &it->count, &it->stop);
+}
+
+static void producer_finish(read_iter *it, int rc)
+{
+    char *msg = NULL;
+    if (rc < 0) {
+        msg = sl__strdup(sl__error_msg()); /* the engine failed: reads may be in flight */
+    } else {
+        rc = it->input_rc < 0 ? it->input_rc : SL_EOF;
+        msg = it->input_msg;
+        it->input_msg = NULL;
+        /* nothing in flight: the engine's threads or ring go now, not at
+         * destroy */
+        sl__io_close(it->io);
+        it->io = NULL;
+    }
+    pthread_mutex_lock(&it->mu);
+    it->done = true;
+    it->end_rc = rc;
+    it->end_msg = msg;
+    pthread_cond_signal(&it->cv_consumer);
+    pthread_mutex_unlock(&it->mu);
+}
+
+static void *producer_main(void *arg)
+{
+    read_iter *it = arg;
+    int rc = 0;
+    for (;;) {
+        fill(it);
+        rc = sl__io_submit(it->io);
+        if (rc < 0)
+            break;
+        if (it->inflight == 0) {
+            if (it->input_done)
+                break;
+            if (stopped(it) || !wait_room(it))
+                return NULL;
+            continue;
+        }
+        rc = reap(it);
+        if (rc < 0)
+            break;
+        if (stopped(it))
+            return NULL; /* destroy waits for the reads in flight */
+    }
+    producer_finish(it, rc);
+    return NULL;
+}
+
+/* Takes the next slot in input order; 0, or the end code. */
+static int take(read_iter *it, slot *out)
+{
+    int rc = 0;
+    pthread_mutex_lock(&it->mu);
+    for (;;) {
+        slot *s = &it->slots[it->head % it->nslots];
+        bool any = atomic_load(&it->count) > 0;
+        if (any && s->done) {
+            *out = *s;
+            *s = (slot){.fd = -1};
+            it->head++;
+            atomic_fetch_sub(&it->count, 1);
+            pthread_cond_signal(&it->cv_producer);
+            break;
+        }
+        /* every slot is complete at a normal end; after an engine failure
+         * the reads left in flight never will be */
+        if (it->done) {
+            rc = it->end_rc;
+            if (rc < 0)
+                sl__set_error_str(rc, it->end_msg);
+            break;
+        }
+        if (stopped(it)) {
+            rc = sl__set_error(SL_ECANCELED, "%s: canceled", sl_dataset_name(it->base.ds));
+            break;
+        }
+        pthread_cond_wait(&it->cv_consumer, &it->mu);
+    }
+    pthread_mutex_unlock(&it->mu);
+    return rc;
+}
+
+static int read_next(sl__iter *base, sl_element **out)
+{
+    read_iter *it = (read_iter *)base;
+    for (;;) {
+        slot s = {.fd = -1};
+        int rc = take(it, &s);
+        if (rc)
+            return rc;
+        if (s.bytes)
+            sl__tree_unhold(base->tree, s.bytes);
+        if (s.rc == 0) {
+            base->ok_count++;
+            *out = s.el;
+            return 0;
+        }
+        sl__set_error_str(s.rc, s.msg);
+        sl__strfree(s.msg);
+        rc = sl__policy(base, s.rc);
+        if (rc)
+            return rc;
+    }
+}
+
+static void read_cancel(sl__iter *base)
+{
+    read_iter *it = (read_iter *)base;
+    pthread_mutex_lock(&it->mu);
+    atomic_store(&it->stop, true);
+    pthread_cond_broadcast(&it->cv_consumer);
+    pthread_cond_broadcast(&it->cv_producer);
+    pthread_mutex_unlock(&it->mu);
+}
+
+static void read_destroy(sl__iter *base)
+{
+    read_iter *it = (read_iter *)base;
+    sl__iter_unregister(base);
+    read_cancel(base);
+    sl__tree_wake(base->tree);
+    if (it->producer_started)
+        pthread_join(it->producer, NULL);
+    /* reads in flight write into the slots' buffers until they end */
+    sl__io_close(it->io);
+    for (int64_t q = it->head; it->slots && q < it->tail; q++)
+        slot_clear(it, &it->slots[q % it->nslots]);
+    sl_element_release(it->pending);
+    sl__free(it->slots, (size_t)it->nslots * sizeof *it->slots);
+    sl__free(it->cqes, (size_t)it->depth * sizeof *it->cqes);
+    sl__free(it->finished, (size_t)it->depth * sizeof *it->finished);
+    sl__strfree(it->input_msg);
+    sl__strfree(it->end_msg);
+    sl__iter_free(it->input);
+    pthread_cond_destroy(&it->cv_consumer);
+    pthread_cond_destroy(&it->cv_producer);
+    pthread_mutex_destroy(&it->mu);
+}
+
+static const sl__iter_ops read_iter_ops = {read_next, read_cancel, read_destroy};
+
+static int read_setup(read_iter *it, int64_t epoch)
+{
+    sl__tree *t = it->base.tree;
+    int rc = sl__io_open(t->io_backend, it->depth, sl_dataset_name(it->base.ds), &it->io);
+    if (rc < 0)
+        return rc;
+    atomic_store(&t->io_backend_used, sl__io_backend(it->io));
+    rc = sl__iter_make_input(&it->base, 0, epoch, &it->input);
+    if (rc < 0)
+        return rc;
+    it->slots = sl__calloc((size_t)it->nslots, sizeof *it->slots);
+    it->cqes = sl__calloc((size_t)it->depth, sizeof *it->cqes);
+    it->finished = sl__calloc((size_t)it->depth, sizeof *it->finished);
+    if (!it->slots || !it->cqes || !it->finished)
+        return SL_ENOMEM;
+    for (int i = 0; i < it->nslots; i++)
+        it->slots[i].fd = -1;
+    return sl__thread_start(&it->producer, producer_main, it);
+}
+
+static int read_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
+                     sl__iter **out)
+{
+    read_iter *it = sl__iter_alloc(&read_iter_ops, sizeof *it, ds, tree, key, epoch);
+    if (!it)
+        return SL_ENOMEM;
+    pthread_mutex_init(&it->mu, NULL);
+    pthread_cond_init(&it->cv_consumer, NULL);
+    pthread_cond_init(&it->cv_producer, NULL);
+    it->depth = tree->io_depth > 0 ? tree->io_depth : DEFAULT_DEPTH;
+    /* room for a full depth of reads beside a depth of finished files
+     * waiting for the consumer */
+    it->nslots = 2 * it->depth;
+    it->end_rc = SL_EOF;
+    int rc = read_setup(it, epoch);
+    if (rc < 0) {
+        sl__iter_free(&it->base);
+        return rc;
+    }
+    it->producer_started = true;
+    sl__iter_register(&it->base);
+    *out = &it->base;
+    return 0;
+}
+
+static int64_t read_card(const sl_dataset *ds)
+{
+    return sl_dataset_cardinality(ds->inputs[0]);
+}
+
+static sl_dataset *read_rebuild(const sl_dataset *ds, sl_dataset *new_input)
+{
+    sl_dataset *r = sl__read_files(new_input, ((const read_ds *)ds)->path_last);
+    if (r && ds->name) {
+        r->name = sl__strdup(ds->name);
+        if (!r->name) {
+            sl_dataset_free(r);
+            return NULL;
+        }
+    }
+    return r;
+}
+
+static uint64_t read_fp(const sl_dataset *ds, uint64_t h)
+{
+    return sl__hash_u64(h, ((const read_ds *)ds)->path_last);
+}
+
+static const sl__node_ops read_ops = {
+    .kind = "read",
+    .make_iter = read_make,
+    .cardinality = read_card,
+    .fingerprint = read_fp,
+    .rebuild = read_rebuild,
+};
+
+sl_dataset *sl__read_files(sl_dataset *in, bool path_last)
+{
+    read_ds *r = (read_ds *)sl__dataset_new(&read_ops, sizeof *r, in);
+    if (r)
+        r->path_last = path_last;
+    return r ? &r->base : NULL;
+}
+
+SL_API sl_dataset *sl_read_files(sl_dataset *in)
+{
+    return sl__read_files(in, false);
+}

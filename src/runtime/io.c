@@ -1,0 +1,98 @@
+/* The I/O engine's front: which backend a reading node gets. */
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include "../core/error.h"
+#include "../core/log.h"
+#include "io.h"
+
+/* errno of a kernel that refused a ring for good (no io_uring, or a
+ * sandbox forbidding it): later passes go straight to pread instead of
+ * asking again. 0 while not known to be refused. */
+static atomic_int uring_refused;
+static atomic_bool fallback_logged, env_logged;
+
+static bool refusal_is_final(int err)
+{
+    return err == ENOSYS || err == EPERM || err == EACCES || err == EOPNOTSUPP;
+}
+
+/* SLUICE_IO, consulted only when the options leave the choice to us. */
+static int env_backend(void)
+{
+    const char *e = getenv("SLUICE_IO");
+    if (!e || !*e || !strcmp(e, "auto"))
+        return SL_IO_AUTO;
+    if (!strcmp(e, "uring") || !strcmp(e, "io_uring"))
+        return SL_IO_URING;
+    if (!strcmp(e, "pread"))
+        return SL_IO_PREAD;
+    if (!atomic_exchange(&env_logged, true))
+        sl__log(SL_LOG_WARN, "SLUICE_IO=%s is not uring, pread or auto; ignoring it", e);
+    return SL_IO_AUTO;
+}
+
+static int open_pread(int depth, const char *who, sl__io **out)
+{
+    int rc = sl__io_pread_open(depth, out);
+    if (rc < 0)
+        sl__error_prefix(who);
+    return rc;
+}
+
+int sl__io_open(int requested, int depth, const char *who, sl__io **out)
+{
+    *out = NULL;
+    int want = requested;
+    bool by_env = false;
+    if (want == SL_IO_AUTO) {
+        want = env_backend();
+        by_env = want != SL_IO_AUTO;
+    }
+    if (want == SL_IO_PREAD)
+        return open_pread(depth, who, out);
+
+    int err = atomic_load(&uring_refused);
+    if (!err) {
+        int rc = sl__io_uring_open(depth, out, &err);
+        if (rc == 0)
+            return 0;
+        if (rc != SL_EUNSUPPORTED)
+            return sl__set_error(rc, "%s: cannot set up io_uring: %s", who, sl_strerror(rc));
+        if (refusal_is_final(err))
+            atomic_store(&uring_refused, err);
+    }
+    if (want == SL_IO_URING)
+        return sl__set_error(SL_EUNSUPPORTED, "%s: io_uring unavailable (%s)%s", who,
+                             strerror(err), by_env ? ", and SLUICE_IO=uring asks for it" : "");
+    if (!atomic_exchange(&fallback_logged, true))
+        sl__log(SL_LOG_INFO, "io_uring unavailable (%s); reading with pread", strerror(err));
+    return open_pread(depth, who, out);
+}
+
+int sl__io_backend(const sl__io *io)
+{
+    return io->backend;
+}
+
+int sl__io_prep(sl__io *io, int fd, void *buf, size_t len, uint64_t off, void *user)
+{
+    return io->ops->prep(io, fd, buf, len, off, user);
+}
+
+int sl__io_submit(sl__io *io)
+{
+    return io->ops->submit(io);
+}
+
+int sl__io_reap(sl__io *io, sl__io_cqe *out, int max, bool wait)
+{
+    return io->ops->reap(io, out, max, wait);
+}
+
+void sl__io_close(sl__io *io)
+{
+    if (io)
+        io->ops->close(io);
+}

@@ -1,0 +1,78 @@
+/*
+ * The I/O engine: asynchronous file reads for the nodes that read files.
+ *
+ * One engine serves one reading node for one pass, and only that node's
+ * producer thread calls it (after sl__io_open, which may run on another
+ * thread). Reads are prepared, then submitted as a batch, and complete in
+ * any order; the caller matches completions to requests by the user
+ * pointer and keeps at most `depth` reads outstanding (prepared, in flight,
+ * or completed but not reaped).
+ *
+ * Backends: io_uring (liburing), or a few threads of the engine's own doing
+ * pread where io_uring cannot be set up (old kernels, seccomp in
+ * containers). Either way the caller's thread never blocks on one read.
+ */
+#ifndef SL_RUNTIME_IO_H
+#define SL_RUNTIME_IO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct sl__io sl__io;
+
+/* One finished read. */
+typedef struct sl__io_cqe {
+    void *user;
+    int64_t res; /* bytes read (0 at end of file), or -errno */
+} sl__io_cqe;
+
+/* Opens an engine with room for `depth` outstanding reads. `requested` is a
+ * sl_io_backend: AUTO honours SLUICE_IO=uring|pread, else tries io_uring
+ * and falls back to pread (logged once per process). Asking for io_uring,
+ * by option or environment, where it is unavailable fails with
+ * SL_EUNSUPPORTED and the reason. Returns 0 or a code with the message set
+ * (prefixed by `who`). */
+int sl__io_open(int requested, int depth, const char *who, sl__io **out);
+/* SL_IO_URING or SL_IO_PREAD. */
+int sl__io_backend(const sl__io *io);
+/* Queues a read of len bytes (at most SL__IO_MAX_READ) at off into buf;
+ * nothing starts before sl__io_submit. 0, or SL_EBUSY when `depth` reads
+ * are already outstanding. */
+int sl__io_prep(sl__io *io, int fd, void *buf, size_t len, uint64_t off, void *user);
+/* Starts every queued read with one system call (io_uring) or one wake-up
+ * (pread). 0 or a code with the message set. */
+int sl__io_submit(sl__io *io);
+/* Stores up to max finished reads in out and returns their number; with
+ * wait, blocks until there is at least one (the caller must have reads
+ * outstanding). Negative code on an engine failure. */
+int sl__io_reap(sl__io *io, sl__io_cqe *out, int max, bool wait);
+/* Waits for reads in flight (their buffers are written until they end),
+ * drops queued ones, and frees the engine. NULL ok. */
+void sl__io_close(sl__io *io);
+
+/* Longest single read request; bigger files are read in pieces. */
+#define SL__IO_MAX_READ ((size_t)1 << 30)
+
+/* ---- backends (io_uring.c, io_pread.c) ---- */
+
+typedef struct sl__io_ops {
+    int (*prep)(sl__io *io, int fd, void *buf, size_t len, uint64_t off, void *user);
+    int (*submit)(sl__io *io);
+    int (*reap)(sl__io *io, sl__io_cqe *out, int max, bool wait);
+    void (*close)(sl__io *io);
+} sl__io_ops;
+
+struct sl__io {
+    const sl__io_ops *ops;
+    int backend;
+    int depth;
+};
+
+/* 0; SL_EUNSUPPORTED with the kernel's errno in *sys_err when it refuses
+ * a ring; or SL_ENOMEM. No message is set: the caller words it. */
+int sl__io_uring_open(int depth, sl__io **out, int *sys_err);
+/* 0 or a code with the message set. */
+int sl__io_pread_open(int depth, sl__io **out);
+
+#endif

@@ -1,0 +1,163 @@
+/*
+ * io_uring backend: reads are queued as SQEs and go to the kernel in one
+ * io_uring_submit per batch; completions are taken in batches.
+ *
+ * Accounting: every prepared read is, at any moment, in exactly one of
+ * three places: queued in the SQ ring and not yet consumed by the kernel
+ * (io_uring_sq_ready), in the kernel, or finished in the CQ ring
+ * (io_uring_cq_ready). Knowing how many are in the kernel tells whether
+ * waiting for a completion can ever return, and what close must wait for.
+ */
+#include <errno.h>
+#include <liburing.h>
+#include <string.h>
+#include <time.h>
+#include "../core/alloc.h"
+#include "../core/error.h"
+#include "io.h"
+
+#define PEEK_BATCH 64
+
+typedef struct uring_io {
+    sl__io base;
+    struct io_uring ring;
+    int outstanding; /* prepared and not yet reaped */
+} uring_io;
+
+static int in_kernel(uring_io *u)
+{
+    return u->outstanding - (int)io_uring_sq_ready(&u->ring) - (int)io_uring_cq_ready(&u->ring);
+}
+
+static int uring_submit(sl__io *base)
+{
+    uring_io *u = (uring_io *)base;
+    while (io_uring_sq_ready(&u->ring) > 0) {
+        int r = io_uring_submit(&u->ring);
+        if (r > 0 || r == -EINTR)
+            continue;
+        /* the kernel is short of resources (or took nothing): what is left
+         * stays queued and goes with the next submit or reap */
+        if (r == 0 || r == -EAGAIN || r == -EBUSY)
+            return 0;
+        return sl__set_error(SL_EIO, "io_uring_submit: %s", strerror(-r));
+    }
+    return 0;
+}
+
+static int uring_prep(sl__io *base, int fd, void *buf, size_t len, uint64_t off, void *user)
+{
+    uring_io *u = (uring_io *)base;
+    if (len > SL__IO_MAX_READ)
+        return sl__set_error(SL_EINTERNAL, "io_uring: read of %zu bytes is too long", len);
+    if (u->outstanding >= base->depth)
+        return sl__set_error(SL_EBUSY, "io_uring: %d reads already outstanding", base->depth);
+    struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
+    if (!sqe) {
+        int rc = uring_submit(base);
+        if (rc < 0)
+            return rc;
+        sqe = io_uring_get_sqe(&u->ring);
+        if (!sqe)
+            return sl__set_error(SL_EBUSY, "io_uring: submission queue full");
+    }
+    io_uring_prep_read(sqe, fd, buf, (unsigned)len, off);
+    io_uring_sqe_set_data(sqe, user);
+    u->outstanding++;
+    return 0;
+}
+
+static void nap(void)
+{
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+}
+
+/* Blocks until the CQ ring holds at least one completion. */
+static int wait_one(uring_io *u)
+{
+    while (!io_uring_cq_ready(&u->ring)) {
+        if (in_kernel(u) == 0) {
+            if (!io_uring_sq_ready(&u->ring))
+                return sl__set_error(SL_EINTERNAL, "io_uring: waiting with no read outstanding");
+            nap(); /* the kernel refused the queued reads for now */
+            int rc = uring_submit(&u->base);
+            if (rc < 0)
+                return rc;
+            continue;
+        }
+        struct io_uring_cqe *cqe;
+        int r = io_uring_wait_cqe(&u->ring, &cqe);
+        if (r < 0 && r != -EINTR && r != -EAGAIN)
+            return sl__set_error(SL_EIO, "io_uring_wait_cqe: %s", strerror(-r));
+    }
+    return 0;
+}
+
+static int uring_reap(sl__io *base, sl__io_cqe *out, int max, bool wait)
+{
+    uring_io *u = (uring_io *)base;
+    int rc = uring_submit(base);
+    if (rc == 0 && wait)
+        rc = wait_one(u);
+    if (rc < 0)
+        return rc;
+    struct io_uring_cqe *cqes[PEEK_BATCH];
+    int n = 0;
+    while (n < max) {
+        unsigned want = (unsigned)(max - n < PEEK_BATCH ? max - n : PEEK_BATCH);
+        unsigned k = io_uring_peek_batch_cqe(&u->ring, cqes, want);
+        for (unsigned i = 0; i < k; i++) {
+            out[n].user = io_uring_cqe_get_data(cqes[i]);
+            out[n].res = cqes[i]->res;
+            n++;
+        }
+        /* io_uring_cqe_seen for the whole batch at once */
+        io_uring_cq_advance(&u->ring, k);
+        if (k < want)
+            break;
+    }
+    u->outstanding -= n;
+    return n;
+}
+
+static void uring_close(sl__io *base)
+{
+    uring_io *u = (uring_io *)base;
+    /* Queued reads never reach the kernel once the ring is gone, but those
+     * in flight write into the caller's buffers until they end. */
+    for (;;) {
+        unsigned ready = io_uring_cq_ready(&u->ring);
+        io_uring_cq_advance(&u->ring, ready);
+        u->outstanding -= (int)ready;
+        if (in_kernel(u) <= 0)
+            break;
+        struct io_uring_cqe *cqe;
+        int r = io_uring_wait_cqe(&u->ring, &cqe);
+        if (r < 0 && r != -EINTR && r != -EAGAIN)
+            break;
+    }
+    io_uring_queue_exit(&u->ring);
+    sl__free(u, sizeof *u);
+}
+
+static const sl__io_ops uring_ops = {uring_prep, uring_submit, uring_reap, uring_close};
+
+int sl__io_uring_open(int depth, sl__io **out, int *sys_err)
+{
+    *out = NULL;
+    uring_io *u = sl__calloc(1, sizeof *u);
+    if (!u)
+        return SL_ENOMEM;
+    int r = io_uring_queue_init((unsigned)depth, &u->ring, 0);
+    if (r < 0) {
+        sl__free(u, sizeof *u);
+        *sys_err = -r;
+        return SL_EUNSUPPORTED;
+    }
+    u->base.ops = &uring_ops;
+    u->base.backend = SL_IO_URING;
+    u->base.depth = depth;
+    *out = &u->base;
+    return 0;
+}

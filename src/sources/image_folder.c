@@ -1,0 +1,327 @@
+/*
+ * image_folder(root, extensions): torchvision's ImageFolder listing.
+ *
+ * Classes are the sorted names of root's subdirectories (label = index).
+ * Each class is walked as sorted(os.walk(class, followlinks=True)) walks
+ * it: directories in the sorted order of their paths (not depth-first:
+ * "a b" sorts between "a" and "a/x"), files sorted within each directory,
+ * kept when the name ends in ".<ext>" for one of the extensions, compared
+ * without case. Hidden entries (a leading '.') are skipped. Entry types
+ * come from getdents64, so only untyped entries and symlinks cost a stat.
+ *
+ * The result is read_files over the listing node.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include "../core/log.h"
+#include "../ops/read_files.h"
+#include "listing.h"
+
+#define DENTS_BUF (256u << 10)
+#define MAX_EXTS 32
+#define EXT_MAX 32
+#define NO_PARENT ((size_t)-1)
+
+struct dirent64_raw {
+    uint64_t d_ino;
+    int64_t d_off;
+    unsigned short d_reclen;
+    unsigned char d_type;
+    char d_name[];
+};
+
+/* A directory met while walking one class. */
+typedef struct walk_dir {
+    size_t parent;        /* the directory it was found in */
+    size_t files, nfiles; /* its matching files in scan.names */
+    dev_t dev;
+    ino_t ino;
+} walk_dir;
+
+typedef struct scan {
+    const char *root;
+    const char *ext_spec;
+    int rootfd;
+    char exts[MAX_EXTS][EXT_MAX];
+    size_t ext_len[MAX_EXTS];
+    int nexts;
+    char *dents;
+    sl__strs classes;
+    /* the class being walked */
+    sl__strs dirs; /* relative to root: "cls", "cls/sub", ... */
+    walk_dir *dir;
+    size_t dir_cap;
+    size_t cur; /* the directory being read */
+    sl__strs names;
+} scan;
+
+static char lower(char c)
+{
+    return c >= 'A' && c <= 'Z' ? (char)(c + 32) : c;
+}
+
+static int parse_exts(scan *s)
+{
+    const char *p = s->ext_spec;
+    while (*p) {
+        p += strspn(p, ", .");
+        size_t n = strcspn(p, ", ");
+        if (!n)
+            continue;
+        if (s->nexts == MAX_EXTS || n >= EXT_MAX)
+            return sl__set_error(SL_EINVAL, "image_folder: extensions \"%s\": at most %d, each "
+                                 "shorter than %d characters", s->ext_spec, MAX_EXTS, EXT_MAX);
+        for (size_t i = 0; i < n; i++)
+            s->exts[s->nexts][i] = lower(p[i]);
+        s->ext_len[s->nexts++] = n;
+        p += n;
+    }
+    if (!s->nexts)
+        return sl__set_error(SL_EINVAL, "image_folder: no extension in \"%s\"", s->ext_spec);
+    return 0;
+}
+
+static bool ext_matches(const scan *s, const char *name, size_t len)
+{
+    for (int e = 0; e < s->nexts; e++) {
+        size_t n = s->ext_len[e], i = 0;
+        if (len <= n + 1 || name[len - n - 1] != '.')
+            continue;
+        const char *tail = name + len - n;
+        while (i < n && lower(tail[i]) == s->exts[e][i])
+            i++;
+        if (i == n)
+            return true;
+    }
+    return false;
+}
+
+/* Following symlinks, as os.walk(followlinks=True) does; a dangling link
+ * is a file (whose read will fail, naming it). */
+static bool is_dir(int dirfd, const char *name, unsigned char type)
+{
+    if (type != DT_LNK && type != DT_UNKNOWN)
+        return type == DT_DIR;
+    struct stat st;
+    return fstatat(dirfd, name, &st, 0) == 0 && S_ISDIR(st.st_mode);
+}
+
+typedef int (*entry_fn)(scan *s, const char *name, size_t len, bool dir);
+
+/* Calls fn for every visible entry of dirfd: 0, fn's (negative) error, or
+ * a (positive) errno. */
+static int each_entry(scan *s, int dirfd, entry_fn fn)
+{
+    for (;;) {
+        long n = syscall(SYS_getdents64, dirfd, s->dents, DENTS_BUF);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return n < 0 ? errno : 0;
+        for (long off = 0; off < n;) {
+            const struct dirent64_raw *d = (const struct dirent64_raw *)(s->dents + off);
+            off += d->d_reclen;
+            if (d->d_name[0] == '.')
+                continue; /* ".", ".." and hidden entries */
+            size_t len = strlen(d->d_name);
+            int rc = fn(s, d->d_name, len, is_dir(dirfd, d->d_name, d->d_type));
+            if (rc)
+                return rc;
+        }
+    }
+}
+
+static int add_class(scan *s, const char *name, size_t len, bool dir)
+{
+    return dir ? sl__strs_push(&s->classes, name, len, NULL, 0) : 0;
+}
+
+static int add_dir(scan *s, size_t parent, const char *name, size_t len)
+{
+    size_t i = s->dirs.n;
+    if (sl__array_grow((void **)&s->dir, &s->dir_cap, i + 1, sizeof *s->dir))
+        return SL_ENOMEM;
+    int rc = parent == NO_PARENT
+                 ? sl__strs_push(&s->dirs, name, len, NULL, 0)
+                 : sl__strs_push(&s->dirs, sl__strs_get(&s->dirs, parent),
+                                 sl__strs_len(&s->dirs, parent), name, len);
+    if (rc)
+        return rc;
+    s->dir[i] = (walk_dir){.parent = parent};
+    return 0;
+}
+
+static int add_entry(scan *s, const char *name, size_t len, bool dir)
+{
+    if (dir)
+        return add_dir(s, s->cur, name, len);
+    return ext_matches(s, name, len) ? sl__strs_push(&s->names, name, len, NULL, 0) : 0;
+}
+
+/* A symlink back to a directory being walked would loop forever. */
+static bool in_ancestors(const scan *s, size_t i)
+{
+    for (size_t a = s->dir[i].parent; a != NO_PARENT; a = s->dir[a].parent)
+        if (s->dir[a].dev == s->dir[i].dev && s->dir[a].ino == s->dir[i].ino)
+            return true;
+    return false;
+}
+
+static void skip_dir(const scan *s, size_t i, int err)
+{
+    sl__log(SL_LOG_WARN, "image_folder: %s/%s: %s; skipped", s->root,
+            sl__strs_get(&s->dirs, i), strerror(err));
+}
+
+/* Reads directory i of the class: its files into names, its
+ * subdirectories onto the list. */
+static int read_dir(scan *s, size_t i)
+{
+    s->dir[i].files = s->names.n;
+    int fd = openat(s->rootfd, sl__strs_get(&s->dirs, i), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) {
+        skip_dir(s, i, errno);
+        return 0;
+    }
+    struct stat st;
+    int rc = fstat(fd, &st) < 0 ? errno : 0;
+    if (rc == 0) {
+        s->dir[i].dev = st.st_dev;
+        s->dir[i].ino = st.st_ino;
+        s->cur = i;
+        if (!in_ancestors(s, i))
+            rc = each_entry(s, fd, add_entry);
+    }
+    close(fd);
+    if (rc < 0)
+        return rc;
+    if (rc > 0) /* like os.walk, a directory that cannot be read is left out */
+        skip_dir(s, i, rc);
+    s->dir[i].nfiles = s->names.n - s->dir[i].files;
+    return 0;
+}
+
+/* Walks class c and appends its files to the listing. */
+static int walk_class(scan *s, sl__listing_ds *l, size_t c)
+{
+    s->dirs.n = s->dirs.len = 0;
+    s->names.n = s->names.len = 0;
+    int rc = add_dir(s, NO_PARENT, sl__strs_get(&s->classes, c), sl__strs_len(&s->classes, c));
+    for (size_t i = 0; rc == 0 && i < s->dirs.n; i++)
+        rc = read_dir(s, i);
+    size_t *dirs = rc ? NULL : sl__strs_sorted(&s->dirs, 0, s->dirs.n);
+    if (!dirs)
+        return SL_ENOMEM;
+    for (size_t k = 0; rc == 0 && k < s->dirs.n; k++) {
+        const walk_dir *d = &s->dir[dirs[k]];
+        size_t *files = sl__strs_sorted(&s->names, d->files, d->nfiles);
+        if (!files) {
+            rc = SL_ENOMEM;
+            break;
+        }
+        const char *dpath = sl__strs_get(&s->dirs, dirs[k]);
+        size_t dlen = sl__strs_len(&s->dirs, dirs[k]);
+        for (size_t f = 0; rc == 0 && f < d->nfiles; f++)
+            rc = sl__listing_add(l, dpath, dlen, sl__strs_get(&s->names, files[f]),
+                                 sl__strs_len(&s->names, files[f]), (int64_t)c);
+        sl__sorted_free(files, d->nfiles);
+    }
+    sl__sorted_free(dirs, s->dirs.n);
+    return rc;
+}
+
+static int open_root(scan *s)
+{
+    s->rootfd = open(s->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (s->rootfd >= 0)
+        return 0;
+    int e = errno;
+    return sl__set_error(e == ENOENT || e == ENOTDIR ? SL_ENOENT : SL_EIO, "image_folder: %s: %s",
+                         s->root, strerror(e));
+}
+
+/* Sorted class names of root. */
+static int find_classes(scan *s)
+{
+    int rc = each_entry(s, s->rootfd, add_class);
+    if (rc < 0)
+        return rc;
+    if (rc > 0)
+        return sl__set_error(SL_EIO, "image_folder: %s: %s", s->root, strerror(rc));
+    if (!s->classes.n)
+        return sl__set_error(SL_ENOENT, "image_folder: %s: no class folders (subdirectories)",
+                             s->root);
+    size_t *order = sl__strs_sorted(&s->classes, 0, s->classes.n);
+    if (!order)
+        return SL_ENOMEM;
+    sl__strs sorted = {0};
+    for (size_t i = 0; rc == 0 && i < s->classes.n; i++)
+        rc = sl__strs_push(&sorted, sl__strs_get(&s->classes, order[i]),
+                           sl__strs_len(&s->classes, order[i]), NULL, 0);
+    sl__sorted_free(order, s->classes.n);
+    sl__strs_free(&s->classes);
+    s->classes = sorted;
+    return rc;
+}
+
+static int scan_all(scan *s, sl__listing_ds *l)
+{
+    int rc = parse_exts(s);
+    if (rc == 0)
+        rc = open_root(s);
+    if (rc == 0) {
+        s->dents = sl__alloc(DENTS_BUF);
+        rc = s->dents ? find_classes(s) : SL_ENOMEM;
+    }
+    size_t empty = 0, first_empty = 0;
+    for (size_t c = 0; rc == 0 && c < s->classes.n; c++) {
+        size_t before = sl__listing_count(l);
+        rc = walk_class(s, l, c);
+        if (sl__listing_count(l) == before && !empty++)
+            first_empty = c;
+    }
+    if (rc == SL_ENOMEM)
+        return sl__set_error(SL_ENOMEM, "image_folder: %s: out of memory", s->root);
+    if (rc < 0)
+        return rc;
+    if (!sl__listing_count(l))
+        return sl__set_error(SL_ENOENT, "image_folder: %s: no files with extensions \"%s\" in %zu "
+                             "class folders", s->root, s->ext_spec, s->classes.n);
+    if (empty)
+        sl__log(SL_LOG_WARN, "image_folder: %s: %zu of %zu class folders have no files (the "
+                "first is \"%s\")", s->root, empty, s->classes.n,
+                sl__strs_get(&s->classes, first_empty));
+    return 0;
+}
+
+static const sl__node_ops image_folder_ops = SL__LISTING_OPS("image_folder");
+
+SL_API sl_dataset *sl_image_folder(const char *root, const char *extensions)
+{
+    if (!root || !*root) {
+        sl__set_error(SL_EINVAL, "image_folder: no root directory");
+        return NULL;
+    }
+    sl__listing_ds *l = sl__listing_new(&image_folder_ops, root);
+    if (!l)
+        return NULL;
+    scan s = {.root = l->root, .ext_spec = extensions ? extensions : "jpg,jpeg", .rootfd = -1};
+    int rc = scan_all(&s, l);
+    if (s.rootfd >= 0)
+        close(s.rootfd);
+    sl__free(s.dents, DENTS_BUF);
+    sl__strs_free(&s.classes);
+    sl__strs_free(&s.dirs);
+    sl__strs_free(&s.names);
+    sl__free(s.dir, s.dir_cap * sizeof *s.dir);
+    if (rc < 0) {
+        sl_dataset_free(&l->base);
+        return NULL;
+    }
+    return sl__read_files(&l->base, true);
+}
