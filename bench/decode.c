@@ -1,0 +1,388 @@
+/*
+ * JPEG decode speed per libjpeg-turbo setting, on a real folder of JPEGs:
+ *
+ *   bench_decode DIR [--max N] [--runs R]
+ *
+ * Every *.jpg / *.jpeg under DIR is read into memory first, then each mode
+ * decodes all of them on one thread: full size (ISLOW DCT, fancy chroma
+ * upsampling: what PIL, torchvision and src/image/jpeg.c use), full size
+ * with IFAST or without fancy upsampling, the DCT scales 7/8, 3/4, 1/2,
+ * 1/4, 1/8, and the region-of-interest decode of src/image/jpeg.c for the
+ * centre (256 -> 224) and random-resized (to 224) crops: iMCU columns cut
+ * with jpeg_crop_scanline, rows above skipped, rows below never decoded,
+ * at the largest DCT reduction that keeps 224 pixels. Modes are
+ * interleaved across --runs runs and the median is reported, so noise from
+ * other processes lands on all of them alike.
+ *
+ * One JSON object per mode on stdout: images/s, output megapixels/s, and
+ * the speed relative to "full".
+ *
+ * libjpeg is reached through dlopen: this program links only libsluice.so,
+ * which keeps libjpeg a private dependency, and the library's internal
+ * decoder (sl__jpeg_*) is hidden there. The region logic below therefore
+ * mirrors jpeg.c/crop.c rather than calling them.
+ */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L
+#endif
+#include <dirent.h>
+#include <dlfcn.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <jpeglib.h>
+
+#define MAX_RUNS 15
+
+#define JPEG_FUNCS(X)                                                                      \
+    X(jpeg_std_error) X(jpeg_CreateDecompress) X(jpeg_destroy_decompress) X(jpeg_mem_src) \
+    X(jpeg_read_header) X(jpeg_start_decompress) X(jpeg_read_scanlines)                   \
+    X(jpeg_skip_scanlines) X(jpeg_crop_scanline) X(jpeg_abort_decompress)
+#define DECLARE(f) static __typeof__(f) *p_##f;
+JPEG_FUNCS(DECLARE)
+
+static int load_libjpeg(void)
+{
+    void *h = dlopen("libjpeg.so.62", RTLD_NOW);
+    if (!h) {
+        fprintf(stderr, "bench_decode: %s\n", dlerror());
+        return -1;
+    }
+#define RESOLVE(f)                                                            \
+    if (!(p_##f = (__typeof__(f) *)dlsym(h, #f))) {                           \
+        fprintf(stderr, "bench_decode: libjpeg has no %s\n", #f);             \
+        return -1;                                                            \
+    }
+    JPEG_FUNCS(RESOLVE)
+    return 0;
+}
+
+/* ---- the files ---- */
+
+typedef struct file {
+    unsigned char *data;
+    size_t n;
+} file;
+
+typedef struct files {
+    file *v;
+    size_t n, cap, max;
+    size_t bytes;
+} files;
+
+static int has_jpeg_ext(const char *name)
+{
+    const char *dot = strrchr(name, '.');
+    return dot && (strcasecmp(dot, ".jpg") == 0 || strcasecmp(dot, ".jpeg") == 0);
+}
+
+static int read_file(const char *path, files *fs)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return -1;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *p = n > 0 ? malloc((size_t)n) : NULL;
+    if (!p || fread(p, 1, (size_t)n, f) != (size_t)n) {
+        free(p);
+        fclose(f);
+        return -1;
+    }
+    fclose(f);
+    if (fs->n == fs->cap) {
+        fs->cap = fs->cap ? 2 * fs->cap : 256;
+        fs->v = realloc(fs->v, fs->cap * sizeof *fs->v);
+    }
+    fs->v[fs->n++] = (file){p, (size_t)n};
+    fs->bytes += (size_t)n;
+    return 0;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Sorted, so --max picks the same files every time. */
+static void scan(const char *dir, files *fs)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        if (n == cap)
+            names = realloc(names, (cap = cap ? 2 * cap : 64) * sizeof *names);
+        names[n++] = strdup(e->d_name);
+    }
+    closedir(d);
+    qsort(names, n, sizeof *names, cmp_str);
+    for (size_t i = 0; i < n; i++) {
+        char path[4096];
+        struct stat st;
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        if (fs->n < fs->max && stat(path, &st) == 0) {
+            if (S_ISDIR(st.st_mode))
+                scan(path, fs);
+            else if (S_ISREG(st.st_mode) && has_jpeg_ext(names[i]))
+                read_file(path, fs);
+        }
+        free(names[i]);
+    }
+    free(names);
+}
+
+/* ---- decoding ---- */
+
+typedef enum kind { FULL, SCALED, ROI_CENTER, ROI_RANDOM } kind;
+
+typedef struct mode {
+    const char *name;
+    kind kind;
+    int num, denom;
+    J_DCT_METHOD dct;
+    boolean fancy;
+    double s[MAX_RUNS]; /* seconds per run */
+    double mpix;        /* output megapixels of one run */
+    long errors;        /* files libjpeg refused, in one run */
+} mode;
+
+typedef struct decoder {
+    struct jpeg_decompress_struct ci;
+    struct jpeg_error_mgr jerr;
+    jmp_buf jb;
+    unsigned char *buf;
+    size_t cap;
+    uint64_t rng;
+} decoder;
+
+static void on_error(j_common_ptr c)
+{
+    longjmp(((decoder *)c->client_data)->jb, 1);
+}
+
+static void on_message(j_common_ptr c, int level)
+{
+    (void)c, (void)level; /* warnings do not stop a bench */
+}
+
+static double uniform(decoder *d)
+{
+    d->rng = d->rng * 6364136223846793005ull + 1442695040888963407ull;
+    return (double)(d->rng >> 11) * 0x1.0p-53;
+}
+
+/* A window as crop.c plans it: centre (Resize 256 + CenterCrop 224) or
+ * RandomResizedCrop(224, scale 0.08-1, ratio 3/4-4/3), in source pixels. */
+static void plan(decoder *d, kind k, int W, int H, double win[4])
+{
+    if (k == ROI_CENTER) {
+        int rw = W <= H ? 256 : (int)(256.0 * W / H), rh = W <= H ? (int)(256.0 * H / W) : 256;
+        double sx = (double)W / rw, sy = (double)H / rh;
+        win[0] = rw > 224 ? nearbyint((rw - 224) / 2.0) * sx : 0;
+        win[1] = rh > 224 ? nearbyint((rh - 224) / 2.0) * sy : 0;
+        win[2] = rw > 224 ? 224 * sx : W;
+        win[3] = rh > 224 ? 224 * sy : H;
+        return;
+    }
+    for (int i = 0; i < 10; i++) {
+        double area = (double)W * H * (0.08 + 0.92 * uniform(d));
+        double ar = exp(log(0.75) + (log(4 / 3.0) - log(0.75)) * uniform(d));
+        int w = (int)nearbyint(sqrt(area * ar)), h = (int)nearbyint(sqrt(area / ar));
+        if (w > 0 && w <= W && h > 0 && h <= H) {
+            win[0] = floor(uniform(d) * (W - w + 1));
+            win[1] = floor(uniform(d) * (H - h + 1));
+            win[2] = w, win[3] = h;
+            return;
+        }
+    }
+    win[0] = win[1] = 0, win[2] = W, win[3] = H;
+}
+
+static int grow(decoder *d, size_t need)
+{
+    if (need <= d->cap)
+        return 0;
+    free(d->buf);
+    d->cap = need + need / 4;
+    d->buf = malloc(d->cap);
+    return d->buf ? 0 : -1;
+}
+
+/* Decodes rows [y0, y1) of columns [x0, x1) at the current scale. */
+static double decode_rows(decoder *d, JDIMENSION x0, JDIMENSION x1, JDIMENSION y0,
+                          JDIMENSION y1)
+{
+    struct jpeg_decompress_struct *ci = &d->ci;
+    JDIMENSION xoff = x0, width = x1 - x0;
+    if (width < ci->output_width)
+        p_jpeg_crop_scanline(ci, &xoff, &width);
+    size_t stride = (size_t)ci->output_width * (size_t)ci->output_components;
+    if (grow(d, stride * (y1 - y0)))
+        return 0;
+    if (y0)
+        p_jpeg_skip_scanlines(ci, y0);
+    while (ci->output_scanline < y1) {
+        JSAMPROW rows[16];
+        JDIMENSION want = y1 - ci->output_scanline > 16 ? 16 : y1 - ci->output_scanline;
+        for (JDIMENSION k = 0; k < want; k++)
+            rows[k] = d->buf + (ci->output_scanline - y0 + k) * stride;
+        if (p_jpeg_read_scanlines(ci, rows, want) == 0)
+            break;
+    }
+    return (double)ci->output_width * (y1 - y0);
+}
+
+static double decode_one(decoder *d, const file *f, const mode *m)
+{
+    struct jpeg_decompress_struct *ci = &d->ci;
+    if (setjmp(d->jb)) {
+        p_jpeg_abort_decompress(ci);
+        return -1;
+    }
+    p_jpeg_mem_src(ci, f->data, (unsigned long)f->n);
+    p_jpeg_read_header(ci, TRUE);
+    ci->out_color_space = ci->num_components == 4 ? JCS_CMYK : JCS_RGB;
+    ci->dct_method = m->dct;
+    ci->do_fancy_upsampling = m->fancy;
+    double win[4] = {0, 0, ci->image_width, ci->image_height};
+    int dn = 1;
+    if (m->kind == SCALED) {
+        ci->scale_num = (unsigned)m->num;
+        ci->scale_denom = (unsigned)m->denom;
+    } else if (m->kind != FULL) {
+        plan(d, m->kind, (int)ci->image_width, (int)ci->image_height, win);
+        for (dn = 8; dn > 1; dn /= 2)
+            if (floor(win[2] / dn) >= 224 && floor(win[3] / dn) >= 224)
+                break;
+        ci->scale_num = 1;
+        ci->scale_denom = (unsigned)dn;
+    }
+    p_jpeg_start_decompress(ci);
+    JDIMENSION x0 = 0, x1 = ci->output_width, y0 = 0, y1 = ci->output_height;
+    if (m->kind == ROI_CENTER || m->kind == ROI_RANDOM) {
+        double a = floor(win[0] / dn), b = ceil((win[0] + win[2]) / dn);
+        x0 = a > 0 ? (JDIMENSION)a - 1 : 0; /* one column margin, as jpeg.c */
+        x1 = b + 1 < x1 ? (JDIMENSION)b + 1 : x1;
+        y0 = (JDIMENSION)floor(win[1] / dn);
+        b = ceil((win[1] + win[3]) / dn);
+        y1 = b < y1 ? (JDIMENSION)b : y1;
+    }
+    double px = decode_rows(d, x0, x1, y0, y1);
+    p_jpeg_abort_decompress(ci); /* skip the rest, as jpeg.c does */
+    return px;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(const double *v, int n)
+{
+    double t[MAX_RUNS];
+    memcpy(t, v, (size_t)n * sizeof *t);
+    qsort(t, (size_t)n, sizeof *t, cmp_double);
+    return n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
+}
+
+int main(int argc, char **argv)
+{
+    files fs = {0};
+    fs.max = SIZE_MAX;
+    int runs = 3;
+    const char *dir = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--max") == 0 && i + 1 < argc)
+            fs.max = (size_t)atol(argv[++i]);
+        else if (strcmp(argv[i], "--runs") == 0 && i + 1 < argc)
+            runs = atoi(argv[++i]);
+        else
+            dir = argv[i];
+    }
+    if (!dir || runs < 1 || runs > MAX_RUNS) {
+        fprintf(stderr, "usage: bench_decode DIR [--max N] [--runs 1-%d]\n", MAX_RUNS);
+        return 2;
+    }
+    if (load_libjpeg())
+        return 1;
+    scan(dir, &fs);
+    if (fs.n == 0) {
+        fprintf(stderr, "bench_decode: no JPEG files under %s\n", dir);
+        return 1;
+    }
+    mode modes[] = {
+        {"full", FULL, 1, 1, JDCT_ISLOW, TRUE, {0}, 0, 0},
+        {"full_ifast", FULL, 1, 1, JDCT_IFAST, TRUE, {0}, 0, 0},
+        {"full_nofancy", FULL, 1, 1, JDCT_ISLOW, FALSE, {0}, 0, 0},
+        {"scale_7/8", SCALED, 7, 8, JDCT_ISLOW, TRUE, {0}, 0, 0},
+        {"scale_3/4", SCALED, 3, 4, JDCT_ISLOW, TRUE, {0}, 0, 0},
+        {"scale_1/2", SCALED, 1, 2, JDCT_ISLOW, TRUE, {0}, 0, 0},
+        {"scale_1/4", SCALED, 1, 4, JDCT_ISLOW, TRUE, {0}, 0, 0},
+        {"scale_1/8", SCALED, 1, 8, JDCT_ISLOW, TRUE, {0}, 0, 0},
+        {"roi_center_224", ROI_CENTER, 1, 1, JDCT_ISLOW, TRUE, {0}, 0, 0},
+        {"roi_random_224", ROI_RANDOM, 1, 1, JDCT_ISLOW, TRUE, {0}, 0, 0},
+        {"roi_center_224_nofancy", ROI_CENTER, 1, 1, JDCT_ISLOW, FALSE, {0}, 0, 0},
+        {"roi_random_224_nofancy", ROI_RANDOM, 1, 1, JDCT_ISLOW, FALSE, {0}, 0, 0},
+    };
+    int nmodes = (int)(sizeof modes / sizeof modes[0]);
+    decoder *d = calloc(1, sizeof *d);
+    d->ci.err = p_jpeg_std_error(&d->jerr);
+    d->jerr.error_exit = on_error;
+    d->jerr.emit_message = on_message;
+    d->ci.client_data = d;
+    p_jpeg_CreateDecompress(&d->ci, JPEG_LIB_VERSION, sizeof d->ci);
+
+    for (size_t i = 0; i < fs.n && i < 50; i++) /* warm caches and buffers */
+        decode_one(d, &fs.v[i], &modes[0]);
+    for (int r = 0; r < runs; r++)
+        for (int k = 0; k < nmodes; k++) {
+            d->rng = 12345; /* the same random windows in every run */
+            double px = 0, t0 = now_s();
+            long errors = 0;
+            for (size_t i = 0; i < fs.n; i++) {
+                double p = decode_one(d, &fs.v[i], &modes[k]);
+                px += p > 0 ? p : 0;
+                errors += p < 0;
+            }
+            modes[k].s[r] = now_s() - t0;
+            modes[k].mpix = px / 1e6;
+            modes[k].errors = errors;
+        }
+    double full = median(modes[0].s, runs);
+    for (int k = 0; k < nmodes; k++) {
+        double s = median(modes[k].s, runs);
+        printf("{\"bench\":\"decode\",\"dir\":\"%s\",\"mode\":\"%s\",\"images\":%zu,"
+               "\"runs\":%d,\"seconds\":%.4f,\"images_per_s\":%.1f,\"out_mpix_per_s\":%.1f,"
+               "\"speed_vs_full\":%.3f,\"errors\":%ld}\n",
+               dir, modes[k].name, fs.n, runs, s, fs.n / s, modes[k].mpix / s, full / s,
+               modes[k].errors);
+    }
+    p_jpeg_destroy_decompress(&d->ci);
+    free(d->buf);
+    free(d);
+    for (size_t i = 0; i < fs.n; i++)
+        free(fs.v[i].data);
+    free(fs.v);
+    return 0;
+}

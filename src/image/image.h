@@ -1,0 +1,101 @@
+/*
+ * Internal interfaces of the image layer: crop planning, region-of-interest
+ * JPEG decode and the resampler. map_image.c composes them:
+ *
+ *   header -> sl__crop_plan (window in source pixels, flip)
+ *          -> sl__jpeg_decode (only the window, DCT-scaled when the scaled
+ *             window still covers the output)
+ *          -> sl__resize (window -> output, flip, layout, dtype, normalise)
+ */
+#ifndef SL_IMAGE_IMAGE_H
+#define SL_IMAGE_IMAGE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "../core/rng.h"
+#include "sluice.h"
+
+/* ---- crop planning (crop.c) ---- */
+
+typedef struct sl__window {
+    double x, y, w, h; /* in source pixels; inside [0, W] x [0, H] */
+} sl__window;
+
+/* The source window for an image of w x h under spec, and whether to flip.
+ * RandomResizedCrop follows torchvision exactly (10 attempts with area
+ * fraction uniform in [scale_min, scale_max] and log-uniform ratio, integer
+ * sizes rounded as torchvision does, then the centre fallback clamping the
+ * ratio); centre: Resize(shorter -> resize_shorter) + CenterCrop expressed
+ * in source pixels; resize: the whole image. Draws from rng only what the
+ * policy needs, flip last. */
+void sl__crop_plan(const sl_image_spec *spec, int w, int h, sl__rng *rng, sl__window *win,
+                   bool *flip);
+
+/* ---- JPEG decode (jpeg.c) ---- */
+
+typedef struct sl__jpeg sl__jpeg; /* a decoder with reusable scratch; one per thread */
+
+sl__jpeg *sl__jpeg_new(void);
+void sl__jpeg_free(sl__jpeg *dec);
+
+typedef struct sl__jpeg_info {
+    int width, height;
+    int components; /* 1 gray, 3 YCbCr/RGB, 4 CMYK/YCCK */
+    bool progressive;
+} sl__jpeg_info;
+
+/* Reads the header. Returns 0, or a negative code with the thread's error
+ * message set to the reason (no file name: the caller prefixes it):
+ * SL_ECORRUPT for "not a JPEG (...)", truncation, corrupt data;
+ * SL_ERANGE when width*height > max_pixels (checked before any pixel
+ * buffer is allocated). */
+int sl__jpeg_header(sl__jpeg *dec, const uint8_t *data, size_t n, int64_t max_pixels,
+                    sl__jpeg_info *info);
+
+typedef struct sl__decoded {
+    const uint8_t *rgb;   /* interleaved RGB, owned by dec, valid until its next call */
+    int width, height;    /* of the decoded region */
+    size_t stride;        /* bytes per row */
+    sl__window win;       /* the requested window in the region's pixels */
+    int scale_denom;      /* DCT scale used: 1, 2, 4 or 8 */
+} sl__decoded;
+
+/* Decodes the part of the image that covers `win` (source pixels), at the
+ * smallest DCT scale 1/d (d in 1, 2, 4, 8) for which the scaled window is
+ * still at least out_w x out_h; columns limited with jpeg_crop_scanline,
+ * rows above skipped with jpeg_skip_scanlines, rows below never decoded.
+ * Always RGB (gray and CMYK/YCCK converted). Warnings are errors unless
+ * allow_warnings. Must follow a successful sl__jpeg_header on the same data
+ * (it reuses the parsed header). Errors as for sl__jpeg_header. */
+int sl__jpeg_decode(sl__jpeg *dec, const uint8_t *data, size_t n, const sl__window *win,
+                    int out_w, int out_h, bool allow_warnings, sl__decoded *out);
+
+/* Full-size RGB decode (the --ceiling reference and tests). */
+int sl__jpeg_decode_full(sl__jpeg *dec, const uint8_t *data, size_t n, int64_t max_pixels,
+                         bool allow_warnings, sl__decoded *out);
+
+/* ---- resampling (resize.c) ---- */
+
+typedef struct sl__resize_out {
+    void *data;       /* where the image goes (a batch slot) */
+    int width, height;
+    int layout;       /* sl_layout */
+    int dtype;        /* SL_UINT8 or SL_FLOAT32 */
+    bool flip;        /* mirror horizontally */
+    float mean[3], std[3]; /* SL_FLOAT32: out = (v / 255 - mean) / std */
+} sl__resize_out;
+
+typedef struct sl__resizer sl__resizer; /* reusable scratch and weight tables; one per thread */
+
+sl__resizer *sl__resizer_new(void);
+void sl__resizer_free(sl__resizer *r);
+
+/* Resamples window `win` of the RGB image src (w x h, stride) to out:
+ * antialiased (triangle filter widened by the scale factor) when
+ * shrinking, bilinear when growing, separable, fixed-point. Returns 0 or
+ * SL_ENOMEM. */
+int sl__resize(sl__resizer *r, const uint8_t *src, int w, int h, size_t stride,
+               const sl__window *win, const sl__resize_out *out);
+
+#endif

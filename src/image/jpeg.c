@@ -1,0 +1,386 @@
+/*
+ * JPEG decode through libjpeg-turbo's libjpeg API: only the rows and iMCU
+ * columns that cover the window, at the DCT scale 1/d (d in 1, 2, 4, 8) that
+ * still leaves at least the output size. The TurboJPEG API of the 2.1
+ * series (Debian 12) cannot crop, hence the libjpeg API.
+ *
+ * libjpeg reports errors through error_exit, which must not return: it
+ * longjmps back to run(), the one setjmp, which aborts the decompressor so
+ * the same object serves the next image. libjpeg's own working memory comes
+ * from malloc inside libjpeg (its memory manager cannot be redirected
+ * without rebuilding it); our output buffer is ours and is reused.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdio.h> /* before jpeglib.h, which needs FILE and size_t */
+#include <string.h>
+#include <jpeglib.h>
+#include <jerror.h>
+#include "../core/alloc.h"
+#include "../core/error.h"
+#include "image.h"
+
+/* Measured with bench/decode.c (libjpeg-turbo 2.1.5, one core): IFAST is
+ * no faster than ISLOW (SIMD either way), and plain instead of fancy
+ * (triangle) chroma upsampling gains 7-14% on full decodes but only 3-9%
+ * on the cropped, DCT-scaled ones. Both defaults stay: they are what PIL
+ * and torchvision decode with. */
+#define SL__JPEG_DCT JDCT_ISLOW
+#define SL__JPEG_FANCY TRUE
+
+struct sl__jpeg {
+    struct jpeg_decompress_struct cinfo;
+    struct jpeg_error_mgr jerr;
+    jmp_buf jb;
+    bool stop_on_warning;
+    int err_code;                 /* libjpeg's msg_code of the error */
+    char err[JMSG_LENGTH_MAX];
+    char warn[JMSG_LENGTH_MAX];   /* the first warning of this image */
+    const uint8_t *data;          /* the data whose header is parsed, or NULL */
+    size_t n;
+    uint8_t *buf;                 /* decoded rows; grows, never shrinks */
+    size_t cap;
+};
+
+/* libjpeg's messages start with a capital ("Corrupt JPEG data: ...");
+ * ours are lower case, but keep acronyms ("JPEG datastream ..."). */
+static void format_msg(j_common_ptr c, char *dst)
+{
+    c->err->format_message(c, dst);
+    if (dst[0] >= 'A' && dst[0] <= 'Z' && dst[1] >= 'a' && dst[1] <= 'z')
+        dst[0] = (char)(dst[0] - 'A' + 'a');
+}
+
+static void error_exit(j_common_ptr c)
+{
+    sl__jpeg *dec = c->client_data;
+    format_msg(c, dec->err);
+    dec->err_code = c->err->msg_code;
+    longjmp(dec->jb, 1);
+}
+
+static void emit_message(j_common_ptr c, int level)
+{
+    sl__jpeg *dec = c->client_data;
+    if (level >= 0)
+        return; /* trace messages */
+    if (c->err->num_warnings++ == 0)
+        format_msg(c, dec->warn);
+    /* TurboJPEG's TJFLAG_STOPONWARNING does the same: a warning is an
+     * error_exit the caller asked for. */
+    if (dec->stop_on_warning) {
+        snprintf(dec->err, sizeof dec->err, "%s", dec->warn);
+        dec->err_code = c->err->msg_code;
+        longjmp(dec->jb, 1);
+    }
+}
+
+static void output_message(j_common_ptr c)
+{
+    (void)c; /* never print: messages go to the error */
+}
+
+sl__jpeg *sl__jpeg_new(void)
+{
+    sl__jpeg *dec = sl__calloc(1, sizeof *dec);
+    if (!dec)
+        return NULL;
+    dec->cinfo.err = jpeg_std_error(&dec->jerr);
+    dec->jerr.error_exit = error_exit;
+    dec->jerr.emit_message = emit_message;
+    dec->jerr.output_message = output_message;
+    dec->cinfo.client_data = dec; /* kept by jpeg_create_decompress */
+    if (setjmp(dec->jb)) {
+        sl__set_error(SL_ENOMEM, "jpeg: cannot create a decoder: %s", dec->err);
+        sl__free(dec, sizeof *dec);
+        return NULL;
+    }
+    jpeg_create_decompress(&dec->cinfo);
+    return dec;
+}
+
+void sl__jpeg_free(sl__jpeg *dec)
+{
+    if (!dec)
+        return;
+    jpeg_destroy_decompress(&dec->cinfo);
+    sl__free_aligned(dec->buf, dec->cap, SL__ALIGN);
+    sl__free(dec, sizeof *dec);
+}
+
+static int grow(sl__jpeg *dec, size_t need)
+{
+    if (need <= dec->cap)
+        return 0;
+    size_t cap = need + need / 4; /* geometry varies per image: grow ahead */
+    uint8_t *p = sl__alloc_aligned(cap, SL__ALIGN);
+    if (!p)
+        return SL_ENOMEM;
+    sl__free_aligned(dec->buf, dec->cap, SL__ALIGN);
+    dec->buf = p;
+    dec->cap = cap;
+    return 0;
+}
+
+/* ---- errors ---- */
+
+static const char *magic_name(const uint8_t *d, size_t n)
+{
+    if (n >= 4 && d[0] == 0x89 && d[1] == 'P' && d[2] == 'N' && d[3] == 'G')
+        return "a PNG";
+    if (n >= 4 && memcmp(d, "GIF8", 4) == 0)
+        return "a GIF";
+    if (n >= 12 && memcmp(d, "RIFF", 4) == 0 && memcmp(d + 8, "WEBP", 4) == 0)
+        return "a WebP";
+    if (n >= 4 && (memcmp(d, "II*\0", 4) == 0 || memcmp(d, "MM\0*", 4) == 0))
+        return "a TIFF";
+    if (n >= 2 && d[0] == 'B' && d[1] == 'M')
+        return "a BMP";
+    return NULL;
+}
+
+static int check_soi(const uint8_t *d, size_t n)
+{
+    if (n < 4)
+        return sl__set_error(SL_ECORRUPT, "not a JPEG (%zu bytes)", n);
+    if (d[0] == 0xFF && d[1] == 0xD8)
+        return 0;
+    const char *name = magic_name(d, n);
+    return sl__set_error(SL_ECORRUPT, "not a JPEG (starts with %02X %02X %02X %02X%s%s)", d[0],
+                         d[1], d[2], d[3], name ? ", " : "", name ? name : "");
+}
+
+static int jpeg_error(sl__jpeg *dec)
+{
+    int code = dec->err_code == JERR_OUT_OF_MEMORY ? SL_ENOMEM : SL_ECORRUPT;
+    /* An error after a warning (a truncated header ends in "no image"):
+     * the warning says what went wrong first. */
+    if (dec->jerr.num_warnings && strcmp(dec->err, dec->warn) != 0)
+        return sl__set_error(code, "%s (after: %s)", dec->err, dec->warn);
+    return sl__set_error(code, "%s", dec->err);
+}
+
+/* Calls fn under the setjmp that libjpeg's errors return to; fn's own
+ * locals live in a deeper frame, so none can be clobbered. On any failure
+ * the decompressor is reset for the next image. */
+static int run(sl__jpeg *dec, int (*fn)(sl__jpeg *, void *), void *arg)
+{
+    int rc;
+    if (setjmp(dec->jb))
+        rc = jpeg_error(dec);
+    else
+        rc = fn(dec, arg);
+    if (rc) {
+        jpeg_abort_decompress(&dec->cinfo);
+        dec->data = NULL;
+    }
+    return rc;
+}
+
+/* ---- header ---- */
+
+typedef struct header_req {
+    const uint8_t *data;
+    size_t n;
+    int64_t max_pixels;
+    sl__jpeg_info *info;
+} header_req;
+
+static int read_header(sl__jpeg *dec, void *arg)
+{
+    header_req *rq = arg;
+    struct jpeg_decompress_struct *ci = &dec->cinfo;
+    jpeg_mem_src(ci, rq->data, (unsigned long)rq->n);
+    jpeg_read_header(ci, TRUE);
+    int64_t px = (int64_t)ci->image_width * ci->image_height;
+    if (rq->max_pixels > 0 && px > rq->max_pixels)
+        return sl__set_error(SL_ERANGE, "image is %ux%u (%lld pixels), over max_pixels %lld",
+                             ci->image_width, ci->image_height, (long long)px,
+                             (long long)rq->max_pixels);
+    if (ci->num_components != 1 && ci->num_components != 3 && ci->num_components != 4)
+        return sl__set_error(SL_ECORRUPT, "unsupported JPEG with %d components",
+                             ci->num_components);
+    rq->info->width = (int)ci->image_width;
+    rq->info->height = (int)ci->image_height;
+    rq->info->components = ci->num_components;
+    rq->info->progressive = ci->progressive_mode;
+    return 0;
+}
+
+int sl__jpeg_header(sl__jpeg *dec, const uint8_t *data, size_t n, int64_t max_pixels,
+                    sl__jpeg_info *info)
+{
+    jpeg_abort_decompress(&dec->cinfo); /* a header read but never decoded */
+    dec->data = NULL;
+    int rc = check_soi(data, n);
+    if (rc)
+        return rc;
+    dec->stop_on_warning = false; /* the decode decides, with allow_warnings */
+    dec->jerr.num_warnings = 0;
+    dec->warn[0] = '\0';
+    header_req rq = {data, n, max_pixels, info};
+    rc = run(dec, read_header, &rq);
+    if (rc == 0) {
+        dec->data = data;
+        dec->n = n;
+    }
+    return rc;
+}
+
+/* ---- decode ---- */
+
+typedef struct region_req {
+    sl__window win; /* source pixels */
+    int d;          /* DCT scale 1/d */
+    sl__decoded *out;
+} region_req;
+
+/* The largest DCT reduction that still leaves the window at least the
+ * output size. Only 1/2, 1/4, 1/8 have fast IDCTs: 3/4, 7/8 and the like
+ * decode slower than full size (bench/decode.c), so they are never used. */
+static int choose_scale(const sl__window *win, int out_w, int out_h)
+{
+    for (int d = 8; d > 1; d /= 2)
+        if (floor(win->w / d) >= out_w && floor(win->h / d) >= out_h)
+            return d;
+    return 1;
+}
+
+/* [lo, hi) of the scaled pixels that the window touches, at least one. */
+static void span(double pos, double len, int d, JDIMENSION size, JDIMENSION *lo,
+                 JDIMENSION *hi)
+{
+    double a = floor(pos / d), b = ceil((pos + len) / d);
+    if (!(a >= 0)) /* also NaN */
+        a = 0;
+    if (a > size - 1)
+        a = size - 1;
+    if (!(b <= size))
+        b = size;
+    if (b < a + 1)
+        b = a + 1;
+    *lo = (JDIMENSION)a;
+    *hi = (JDIMENSION)b;
+}
+
+static inline uint8_t mul255(unsigned a, unsigned b)
+{
+    unsigned t = a * b + 128;
+    return (uint8_t)((t + (t >> 8)) >> 8);
+}
+
+/* In place, row by row (RGB is shorter than CMYK, so writes trail reads).
+ * Adobe writes CMYK inverted (0 = full ink) and libjpeg hands it over as
+ * stored; everyone else stores ink amounts. */
+static void cmyk_to_rgb(uint8_t *buf, int width, int rows, size_t stride, bool inverted)
+{
+    for (int y = 0; y < rows; y++) {
+        uint8_t *p = buf + (size_t)y * stride;
+        for (int x = 0; x < width; x++) {
+            unsigned c = p[4 * x], m = p[4 * x + 1], ye = p[4 * x + 2], k = p[4 * x + 3];
+            if (!inverted) {
+                c = 255 - c, m = 255 - m, ye = 255 - ye, k = 255 - k;
+            }
+            p[3 * x] = mul255(c, k);
+            p[3 * x + 1] = mul255(m, k);
+            p[3 * x + 2] = mul255(ye, k);
+        }
+    }
+}
+
+static int read_rows(struct jpeg_decompress_struct *ci, uint8_t *buf, size_t stride,
+                     JDIMENSION y0, JDIMENSION y1)
+{
+    while (ci->output_scanline < y1) {
+        JSAMPROW rows[16];
+        JDIMENSION want = y1 - ci->output_scanline;
+        if (want > 16)
+            want = 16;
+        for (JDIMENSION k = 0; k < want; k++)
+            rows[k] = buf + (size_t)(ci->output_scanline - y0 + k) * stride;
+        if (jpeg_read_scanlines(ci, rows, want) == 0)
+            return sl__set_error(SL_EINTERNAL, "jpeg: decoder made no progress");
+    }
+    return 0;
+}
+
+static int decode_region(sl__jpeg *dec, void *arg)
+{
+    region_req *rq = arg;
+    struct jpeg_decompress_struct *ci = &dec->cinfo;
+    bool cmyk = ci->num_components == 4;
+    ci->scale_num = 1;
+    ci->scale_denom = (unsigned)rq->d;
+    ci->out_color_space = cmyk ? JCS_CMYK : JCS_RGB; /* gray -> RGB by libjpeg-turbo */
+    ci->dct_method = SL__JPEG_DCT;
+    ci->do_fancy_upsampling = SL__JPEG_FANCY;
+    jpeg_start_decompress(ci);
+
+    JDIMENSION x0, x1, y0, y1;
+    span(rq->win.x, rq->win.w, rq->d, ci->output_width, &x0, &x1);
+    span(rq->win.y, rq->win.h, rq->d, ci->output_height, &y0, &y1);
+    /* One more column each side: the chroma upsampler treats the edges
+     * of a cropped row as image edges, so the outermost columns differ
+     * from a full decode. Rows need no margin: libjpeg keeps the context
+     * rows across jpeg_skip_scanlines. */
+    JDIMENSION xoff = x0 > 0 ? x0 - 1 : 0;
+    JDIMENSION width = (x1 < ci->output_width ? x1 + 1 : x1) - xoff;
+    jpeg_crop_scanline(ci, &xoff, &width); /* widens left to an iMCU boundary */
+    size_t stride = (size_t)width * (size_t)ci->output_components;
+    int rc = grow(dec, stride * (y1 - y0));
+    if (rc)
+        return rc;
+    if (y0 > 0 && jpeg_skip_scanlines(ci, y0) != y0)
+        return sl__set_error(SL_EINTERNAL, "jpeg: cannot skip to row %u", y0);
+    rc = read_rows(ci, dec->buf, stride, y0, y1);
+    if (rc)
+        return rc;
+    bool inverted = ci->saw_Adobe_marker;
+    jpeg_abort_decompress(ci); /* the rows below are never decoded */
+    dec->data = NULL;
+    if (cmyk)
+        cmyk_to_rgb(dec->buf, (int)width, (int)(y1 - y0), stride, inverted);
+
+    sl__decoded *out = rq->out;
+    double d = rq->d;
+    out->rgb = dec->buf;
+    out->width = (int)width;
+    out->height = (int)(y1 - y0);
+    out->stride = stride;
+    out->win = (sl__window){rq->win.x / d - xoff, rq->win.y / d - y0, rq->win.w / d,
+                            rq->win.h / d};
+    out->scale_denom = rq->d;
+    return 0;
+}
+
+static int decode(sl__jpeg *dec, const uint8_t *data, size_t n, const sl__window *win, int d,
+                  bool allow_warnings, sl__decoded *out)
+{
+    if (!dec->data || dec->data != data || dec->n != n)
+        return sl__set_error(SL_ESTATE, "jpeg: decode without a header for this data");
+    if (dec->jerr.num_warnings && !allow_warnings) {
+        jpeg_abort_decompress(&dec->cinfo);
+        dec->data = NULL;
+        return sl__set_error(SL_ECORRUPT, "%s", dec->warn);
+    }
+    dec->stop_on_warning = !allow_warnings;
+    region_req rq = {*win, d, out};
+    return run(dec, decode_region, &rq);
+}
+
+int sl__jpeg_decode(sl__jpeg *dec, const uint8_t *data, size_t n, const sl__window *win,
+                    int out_w, int out_h, bool allow_warnings, sl__decoded *out)
+{
+    return decode(dec, data, n, win, choose_scale(win, out_w, out_h), allow_warnings, out);
+}
+
+int sl__jpeg_decode_full(sl__jpeg *dec, const uint8_t *data, size_t n, int64_t max_pixels,
+                         bool allow_warnings, sl__decoded *out)
+{
+    sl__jpeg_info info;
+    int rc = sl__jpeg_header(dec, data, n, max_pixels, &info);
+    if (rc)
+        return rc;
+    sl__window all = {0, 0, info.width, info.height};
+    return decode(dec, data, n, &all, 1, allow_warnings, out);
+}

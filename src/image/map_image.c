@@ -1,0 +1,883 @@
+/*
+ * map_image: decode + crop + resize + flip + normalise, one op.
+ *
+ * Alone it is a parallel map (ops/map.c) with a built-in function. Followed
+ * by batch it becomes one fused node that decodes every image straight into
+ * its slot of the batch tensor:
+ *
+ *   - a producer thread pulls encoded inputs, opens a batch buffer of
+ *     `size` image slots and hands the images to the pool in small tasks,
+ *     so a batch is spread over all workers (no straggler at the epoch's
+ *     end) and few encoded files are held at once;
+ *   - the consumer takes finished batches in order. A batch whose slots all
+ *     decoded goes out as it is (zero copy). An element error under a skip
+ *     policy leaves a hole: the batches from there on are assembled by
+ *     copying valid images into a fresh batch, and the producer shortens
+ *     its next batch so that its boundaries line up with the output again
+ *     (it knows how many elements failed so far), after which batches go
+ *     out without copies again. Output is the input order minus failed
+ *     elements, whatever the timing.
+ */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include "../core/clock.h"
+#include "../ops/map.h"
+#include "../ops/stack.h"
+#include "image.h"
+
+#define TASK_MAX 16
+#define TARGET_TASK_NS 1000000
+#define BATCHES_AHEAD 2
+
+/* ---- per-thread decoders ---- */
+
+typedef struct workspace {
+    sl__jpeg *dec;
+    sl__resizer *rs;
+} workspace;
+
+static pthread_key_t ws_key;
+static pthread_once_t ws_once = PTHREAD_ONCE_INIT;
+
+static void ws_destroy(void *p)
+{
+    workspace *ws = p;
+    sl__jpeg_free(ws->dec);
+    sl__resizer_free(ws->rs);
+    sl__free(ws, sizeof *ws);
+}
+
+static void ws_init(void)
+{
+    pthread_key_create(&ws_key, ws_destroy);
+}
+
+/* The calling thread's decoder and resizer, made on first use and freed
+ * when the thread exits. */
+static workspace *ws_get(void)
+{
+    pthread_once(&ws_once, ws_init);
+    workspace *ws = pthread_getspecific(ws_key);
+    if (ws)
+        return ws;
+    ws = sl__calloc(1, sizeof *ws);
+    if (!ws)
+        return NULL;
+    ws->dec = sl__jpeg_new();
+    ws->rs = sl__resizer_new();
+    if (!ws->dec || !ws->rs || pthread_setspecific(ws_key, ws)) {
+        ws_destroy(ws);
+        sl__set_error(SL_ENOMEM, "out of memory (image decoder)");
+        return NULL;
+    }
+    return ws;
+}
+
+/* ---- one image ---- */
+
+static int image_shape(const sl_image_spec *spec, int64_t *shape)
+{
+    if (spec->layout == SL_LAYOUT_CHW) {
+        shape[0] = 3;
+        shape[1] = spec->height;
+        shape[2] = spec->width;
+    } else {
+        shape[0] = spec->height;
+        shape[1] = spec->width;
+        shape[2] = 3;
+    }
+    return 3;
+}
+
+static size_t image_bytes(const sl_image_spec *spec)
+{
+    return (size_t)spec->height * (size_t)spec->width * 3 * sl_dtype_size(spec->dtype);
+}
+
+/* The path of an element from an image source, for messages. */
+static const char *element_path(const sl_element *el)
+{
+    for (int j = 1; j < el->n; j++)
+        if (el->t[j].dtype == SL_STRING && el->t[j].ndim == 0) {
+            size_t len;
+            const char *s = sl_tensor_string(&el->t[j], 0, &len);
+            static _Thread_local char buf[512];
+            snprintf(buf, sizeof buf, "%.*s", (int)len, s);
+            return buf;
+        }
+    return NULL;
+}
+
+static int decode_into(const sl_image_spec *spec, sl__rng *rng, const sl_element *in, void *dst)
+{
+    const struct sl_tensor *t = in->n ? &in->t[0] : NULL;
+    const uint8_t *data;
+    size_t n;
+    int rc;
+    if (t && t->dtype == SL_UINT8 && t->ndim == 1) {
+        data = t->data;
+        n = t->nbytes;
+    } else if (t && t->dtype == SL_STRING && t->ndim == 0) {
+        data = (const uint8_t *)sl_tensor_string(t, 0, &n);
+    } else {
+        return sl__set_error(SL_EDTYPE, "map_image: tensor 0 must be encoded bytes "
+                             "(uint8 [n] or a string)");
+    }
+    workspace *ws = ws_get();
+    if (!ws)
+        return SL_ENOMEM;
+    sl__jpeg_info info;
+    sl__window win;
+    bool flip = false;
+    sl__decoded d;
+    rc = sl__jpeg_header(ws->dec, data, n, spec->max_pixels, &info);
+    if (rc == 0) {
+        sl__crop_plan(spec, info.width, info.height, rng, &win, &flip);
+        rc = sl__jpeg_decode(ws->dec, data, n, &win, spec->width, spec->height,
+                             spec->allow_warnings != 0, &d);
+    }
+    if (rc == 0) {
+        sl__resize_out out = {dst, spec->width, spec->height, spec->layout, spec->dtype, flip,
+                              {spec->mean[0], spec->mean[1], spec->mean[2]},
+                              {spec->std[0], spec->std[1], spec->std[2]}};
+        rc = sl__resize(ws->rs, d.rgb, d.width, d.height, d.stride, &d.win, &out);
+    }
+    if (rc < 0 && rc != SL_ENOMEM) {
+        const char *path = element_path(in);
+        if (path)
+            sl__error_prefix(path);
+    }
+    return rc;
+}
+
+/* A small element for the input's tensors after the encoded bytes (label,
+ * path...), so the bytes can be released right after decoding. */
+static sl_element *rest_of(const sl_element *in, int extra_slots)
+{
+    return sl__element_new(in->n - 1 + extra_slots, 256);
+}
+
+static int add_rest(sl_element *el, const sl_element *in)
+{
+    for (int j = 1; j < in->n; j++) {
+        int rc = sl_element_add_shared(el, in, j);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* ---- the dataset ---- */
+
+typedef struct image_ds {
+    sl_dataset base;
+    sl_image_spec spec;
+    int parallelism;
+    int64_t batch;   /* fused with batch: its size, else 0 */
+    unsigned flags;  /* batch flags */
+} image_ds;
+
+static int map_fn(sl_map_ctx *ctx, const sl_element *in, sl_element **out, void *user)
+{
+    const sl_image_spec *spec = user;
+    if (in->n < 1)
+        return sl__set_error(SL_EINVAL, "map_image: empty element");
+    sl_element *el = rest_of(in, 1);
+    if (!el)
+        return SL_ENOMEM;
+    int64_t shape[3];
+    image_shape(spec, shape);
+    struct sl_tensor *t = sl__element_push(el, spec->dtype, 3, shape, image_bytes(spec));
+    int rc = t ? decode_into(spec, &ctx->rng, in, t->data) : SL_ENOMEM;
+    if (rc == 0)
+        rc = add_rest(el, in);
+    if (rc < 0) {
+        sl_element_release(el);
+        return rc;
+    }
+    *out = el;
+    return 0;
+}
+
+/* ---- the fused node ---- */
+
+typedef struct islot {
+    sl_element *rest;
+    int rc;
+    char *msg;
+} islot;
+
+typedef struct ibatch {
+    struct ibatch *next;
+    int64_t seq;
+    int n;         /* slots assigned */
+    int remaining; /* assigned slots not decoded yet (under mu) */
+    bool closed;   /* the producer assigned its last slot */
+    int64_t held;  /* bytes accounted in the tree */
+    sl__buf *img;
+    islot *slots;  /* batch size entries */
+} ibatch;
+
+struct fused_iter;
+
+typedef struct itask {
+    sl__task task;
+    struct fused_iter *owner;
+    struct itask *next;
+    ibatch *b;
+    int start, count;
+    int64_t first_index;
+    sl_element *in[TASK_MAX];
+} itask;
+
+typedef struct fused_iter {
+    sl__iter base;
+    sl__iter *input;
+    const image_ds *ds;
+    uint64_t seed;
+    int n;            /* batch size */
+    size_t img_bytes;
+    pthread_t producer;
+    bool producer_started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv_consumer, cv_producer, cv_idle;
+    atomic_bool stop;
+    int parallelism, in_flight, outstanding;
+    atomic_int pending;
+    int64_t next_seq, consume_seq;
+    ibatch *window[BATCHES_AHEAD];
+    ibatch *free_batches;
+    itask *free_tasks;
+    bool input_done;
+    int end_rc;
+    char *end_msg;
+    int64_t cost_ns;
+    atomic_llong failed; /* element errors the consumer has seen */
+    /* consumer side */
+    ibatch *cur;
+    int pos;
+    bool cur_last;
+    sl__buf *out_img; /* assembling by copy after a hole */
+    int out_fill;
+    sl__stack out_rest;
+    bool ended;
+    int ended_rc;
+} fused_iter;
+
+static void slot_clear(islot *s)
+{
+    sl_element_release(s->rest);
+    s->rest = NULL;
+    sl__strfree(s->msg);
+    s->msg = NULL;
+    s->rc = 0;
+}
+
+static void run_task(sl__task *task)
+{
+    itask *t = (itask *)task;
+    fused_iter *it = t->owner;
+    ibatch *b = t->b;
+    int64_t t0 = sl__now_ns();
+    for (int i = 0; i < t->count; i++) {
+        islot *s = &b->slots[t->start + i];
+        sl_element *in = t->in[i];
+        t->in[i] = NULL;
+        if (atomic_load_explicit(&it->stop, memory_order_relaxed)) {
+            s->rc = SL_ECANCELED;
+        } else {
+            sl_map_ctx ctx;
+            sl__map_ctx_begin(&ctx, it->seed, it->base.key, it->base.epoch, t->first_index + i);
+            sl_clear_error();
+            s->rc = decode_into(&it->ds->spec, &ctx.rng, in,
+                                b->img->data + (size_t)(t->start + i) * it->img_bytes);
+            sl__map_ctx_end(&ctx);
+            if (s->rc == 0) {
+                s->rest = rest_of(in, 0);
+                s->rc = s->rest ? add_rest(s->rest, in) : SL_ENOMEM;
+            }
+            if (s->rc < 0 && s->rc != SL_ENOMEM) {
+                sl__error_prefix("map_image");
+                s->msg = sl__strdup(sl__error_msg());
+            }
+        }
+        sl_element_release(in);
+    }
+    int64_t per = (sl__now_ns() - t0) / t->count;
+    pthread_mutex_lock(&it->mu);
+    it->cost_ns = it->cost_ns ? (3 * it->cost_ns + per) / 4 : per;
+    b->remaining -= t->count;
+    it->in_flight--;
+    t->next = it->free_tasks;
+    it->free_tasks = t;
+    if (b->closed && b->remaining == 0)
+        pthread_cond_broadcast(&it->cv_consumer);
+    if (it->in_flight == 0)
+        pthread_cond_broadcast(&it->cv_idle);
+    pthread_cond_signal(&it->cv_producer);
+    pthread_mutex_unlock(&it->mu);
+}
+
+static void producer_finish(fused_iter *it, int rc)
+{
+    char *msg = rc < 0 ? sl__strdup(sl__error_msg()) : NULL;
+    pthread_mutex_lock(&it->mu);
+    it->input_done = true;
+    it->end_rc = rc < 0 && !msg ? SL_ENOMEM : rc;
+    it->end_msg = msg;
+    pthread_cond_broadcast(&it->cv_consumer);
+    pthread_mutex_unlock(&it->mu);
+}
+
+/* Under mu. */
+static ibatch *batch_take_free(fused_iter *it)
+{
+    ibatch *b = it->free_batches;
+    if (b) {
+        it->free_batches = b->next;
+        return b;
+    }
+    b = sl__calloc(1, sizeof *b);
+    if (b && !(b->slots = sl__calloc((size_t)it->n, sizeof *b->slots))) {
+        sl__free(b, sizeof *b);
+        b = NULL;
+    }
+    return b;
+}
+
+static void batch_free(fused_iter *it, ibatch *b)
+{
+    for (int i = 0; i < b->n; i++)
+        slot_clear(&b->slots[i]);
+    sl__buf_release(b->img);
+    sl__free(b->slots, (size_t)it->n * sizeof *b->slots);
+    sl__free(b, sizeof *b);
+}
+
+/* Images per task: about TARGET_TASK_NS of work. Under mu. */
+static int task_size(const fused_iter *it)
+{
+    if (it->cost_ns <= 0)
+        return 1;
+    int64_t k = TARGET_TASK_NS / it->cost_ns;
+    return k < 1 ? 1 : k > TASK_MAX ? TASK_MAX : (int)k;
+}
+
+/* Fills batch b with up to `want` images; returns 0, or the input's end
+ * code (SL_EOF or an error) when it ended. */
+static int fill_batch(fused_iter *it, ibatch *b, int want, int64_t *index)
+{
+    while (b->n < want) {
+        pthread_mutex_lock(&it->mu);
+        while (!atomic_load(&it->stop) && it->in_flight >= it->parallelism)
+            pthread_cond_wait(&it->cv_producer, &it->mu);
+        itask *t = NULL;
+        if (!atomic_load(&it->stop)) {
+            t = it->free_tasks;
+            if (t)
+                it->free_tasks = t->next;
+        }
+        int k = task_size(it);
+        pthread_mutex_unlock(&it->mu);
+        if (atomic_load(&it->stop))
+            return SL_ECANCELED;
+        if (!t && !(t = sl__calloc(1, sizeof *t)))
+            return SL_ENOMEM;
+        if (k > want - b->n)
+            k = want - b->n;
+        int rc = 0, got = 0;
+        while (got < k && (rc = sl__iter_next(it->input, &t->in[got])) == 0)
+            got++;
+        if (got) {
+            t->task.run = run_task;
+            t->owner = it;
+            t->b = b;
+            t->start = b->n;
+            t->count = got;
+            t->first_index = *index;
+            *index += got;
+            pthread_mutex_lock(&it->mu);
+            b->n += got;
+            b->remaining += got;
+            it->in_flight++;
+            pthread_mutex_unlock(&it->mu);
+            sl__runtime_submit(it->base.tree->rt, &t->task);
+        } else {
+            pthread_mutex_lock(&it->mu);
+            t->next = it->free_tasks;
+            it->free_tasks = t;
+            pthread_mutex_unlock(&it->mu);
+        }
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+static void *producer_main(void *arg)
+{
+    fused_iter *it = arg;
+    int64_t index = 0; /* input position, for the per-element random streams */
+    int64_t assigned = 0;
+    for (;;) {
+        pthread_mutex_lock(&it->mu);
+        while (!atomic_load(&it->stop) && it->outstanding >= BATCHES_AHEAD)
+            pthread_cond_wait(&it->cv_producer, &it->mu);
+        ibatch *b = atomic_load(&it->stop) ? NULL : batch_take_free(it);
+        pthread_mutex_unlock(&it->mu);
+        if (atomic_load(&it->stop)) {
+            if (b)
+                batch_free(it, b);
+            break;
+        }
+        if (!b) {
+            producer_finish(it, SL_ENOMEM);
+            break;
+        }
+        if (!sl__tree_wait_budget(it->base.tree, &it->pending, &it->stop)) {
+            batch_free(it, b);
+            break;
+        }
+        if (!b->img && !(b->img = sl__buf_get((size_t)it->n * it->img_bytes))) {
+            batch_free(it, b);
+            producer_finish(it, SL_ENOMEM);
+            break;
+        }
+        /* end this batch where an output batch ends, given the failures
+         * seen so far (none: every batch is full size) */
+        int64_t misalign = (assigned - atomic_load(&it->failed)) % it->n;
+        int want = it->n - (int)misalign;
+        b->n = b->remaining = 0;
+        b->closed = false;
+        b->held = (int64_t)want * (int64_t)it->img_bytes;
+        sl__tree_hold(it->base.tree, b->held);
+        pthread_mutex_lock(&it->mu);
+        b->seq = it->next_seq++;
+        it->window[b->seq % BATCHES_AHEAD] = b;
+        it->outstanding++;
+        atomic_fetch_add(&it->pending, 1);
+        pthread_mutex_unlock(&it->mu);
+
+        int rc = fill_batch(it, b, want, &index);
+        assigned += b->n;
+        pthread_mutex_lock(&it->mu);
+        b->closed = true;
+        pthread_cond_broadcast(&it->cv_consumer);
+        pthread_mutex_unlock(&it->mu);
+        if (rc == SL_ECANCELED)
+            break;
+        if (rc) {
+            producer_finish(it, rc);
+            break;
+        }
+    }
+    return NULL;
+}
+
+/* Waits for the next batch in order; NULL at the end (*rc set). */
+static ibatch *batch_next(fused_iter *it, int *rc)
+{
+    ibatch *b = NULL;
+    pthread_mutex_lock(&it->mu);
+    for (;;) {
+        ibatch *w = it->window[it->consume_seq % BATCHES_AHEAD];
+        if (w && w->seq == it->consume_seq && w->closed && w->remaining == 0) {
+            it->window[it->consume_seq % BATCHES_AHEAD] = NULL;
+            it->consume_seq++;
+            it->cur_last = it->input_done && it->outstanding == 1;
+            b = w;
+            break;
+        }
+        if (it->input_done && it->outstanding == 0) {
+            *rc = it->end_rc;
+            if (*rc < 0)
+                sl__set_error_str(*rc, it->end_msg);
+            break;
+        }
+        if (sl__tree_cancelled(it->base.tree) || atomic_load(&it->stop)) {
+            *rc = sl__set_error(SL_ECANCELED, "map_image: canceled");
+            break;
+        }
+        pthread_cond_wait(&it->cv_consumer, &it->mu);
+    }
+    pthread_mutex_unlock(&it->mu);
+    if (b) {
+        atomic_fetch_sub(&it->pending, 1);
+        sl__tree_unhold(it->base.tree, b->held);
+        b->held = 0;
+    }
+    return b;
+}
+
+static void batch_recycle(fused_iter *it, ibatch *b)
+{
+    for (int i = 0; i < b->n; i++)
+        slot_clear(&b->slots[i]);
+    b->n = 0;
+    pthread_mutex_lock(&it->mu);
+    b->next = it->free_batches;
+    it->free_batches = b;
+    it->outstanding--;
+    pthread_cond_signal(&it->cv_producer);
+    pthread_mutex_unlock(&it->mu);
+}
+
+/* An output element from an image buffer (rows images) and stacked rest. */
+static int emit(fused_iter *it, sl__buf *img, int rows, const sl__stack *rest, sl_element **out)
+{
+    const sl_image_spec *spec = &it->ds->spec;
+    sl_element *el = sl__element_new(1 + rest->ncols, 0);
+    if (!el)
+        return SL_ENOMEM;
+    int64_t shape[4] = {rows};
+    image_shape(spec, shape + 1);
+    int rc = sl__element_push_view(el, spec->dtype, 4, shape, img->data,
+                                   (size_t)rows * it->img_bytes, img) ? 0 : SL_ENOMEM;
+    if (rc == 0)
+        rc = sl__stack_emit(rest, el);
+    if (rc < 0) {
+        sl_element_release(el);
+        return rc;
+    }
+    *out = el;
+    return 0;
+}
+
+/* The whole of b as one output batch, without copying images. */
+static int emit_direct(fused_iter *it, ibatch *b, sl_element **out)
+{
+    sl__stack st = {0};
+    int rc = 0;
+    for (int i = 0; i < b->n && rc == 0; i++)
+        rc = sl__stack_add(&st, b->slots[i].rest, b->n, b->n);
+    if (rc == 0)
+        rc = emit(it, b->img, b->n, &st, out);
+    sl__stack_reset(&st);
+    if (rc == 0) {
+        /* the element holds the image buffer now; the batch gets a new one */
+        sl__buf_release(b->img);
+        b->img = NULL;
+        it->base.ok_count += b->n;
+    }
+    return rc;
+}
+
+static int emit_assembled(fused_iter *it, sl_element **out)
+{
+    int rc = emit(it, it->out_img, it->out_fill, &it->out_rest, out);
+    sl__buf_release(it->out_img);
+    it->out_img = NULL;
+    it->out_fill = 0;
+    sl__stack_reset(&it->out_rest);
+    return rc;
+}
+
+static bool all_valid(const ibatch *b)
+{
+    for (int i = 0; i < b->n; i++)
+        if (b->slots[i].rc)
+            return false;
+    return true;
+}
+
+/* Copies the images of cur from pos on into the assembled batch until it is
+ * full (1), cur is used up (0), or an error fails the pass (< 0). */
+static int assemble(fused_iter *it)
+{
+    ibatch *b = it->cur;
+    while (it->pos < b->n) {
+        islot *s = &b->slots[it->pos++];
+        if (s->rc) {
+            sl__set_error_str(s->rc, s->msg);
+            int rc = s->rc == SL_ECANCELED ? SL_ECANCELED : sl__policy(&it->base, s->rc);
+            atomic_fetch_add(&it->failed, 1);
+            if (rc)
+                return rc;
+            continue;
+        }
+        if (!it->out_img && !(it->out_img = sl__buf_get((size_t)it->n * it->img_bytes)))
+            return SL_ENOMEM;
+        memcpy(it->out_img->data + (size_t)it->out_fill * it->img_bytes,
+               b->img->data + (size_t)(it->pos - 1) * it->img_bytes, it->img_bytes);
+        int rc = sl__stack_add(&it->out_rest, s->rest, it->n, it->n);
+        if (rc < 0)
+            return rc;
+        it->base.ok_count++;
+        if (++it->out_fill == it->n)
+            return 1;
+    }
+    return 0;
+}
+
+static int fused_next_inner(fused_iter *it, sl_element **out)
+{
+    bool drop = it->ds->flags & SL_DROP_REMAINDER;
+    for (;;) {
+        if (!it->cur) {
+            int rc = 0;
+            it->cur = batch_next(it, &rc);
+            it->pos = 0;
+            if (!it->cur) {
+                if (rc == SL_EOF && it->out_fill > 0 && !drop)
+                    return emit_assembled(it, out);
+                return rc;
+            }
+        }
+        ibatch *b = it->cur;
+        if (it->out_fill == 0 && it->pos == 0 && b->n > 0 &&
+            (b->n == it->n || (it->cur_last && !drop)) && all_valid(b)) {
+            int rc = emit_direct(it, b, out);
+            it->cur = NULL;
+            batch_recycle(it, b);
+            return rc;
+        }
+        int rc = assemble(it);
+        if (rc < 0)
+            return rc;
+        if (rc == 1)
+            return emit_assembled(it, out);
+        it->cur = NULL;
+        batch_recycle(it, b);
+    }
+}
+
+static int fused_next(sl__iter *base, sl_element **out)
+{
+    fused_iter *it = (fused_iter *)base;
+    if (it->ended)
+        return it->ended_rc;
+    int rc = fused_next_inner(it, out);
+    if (rc) {
+        it->ended = true;
+        it->ended_rc = rc;
+    }
+    return rc;
+}
+
+static void fused_cancel(sl__iter *base)
+{
+    fused_iter *it = (fused_iter *)base;
+    pthread_mutex_lock(&it->mu);
+    atomic_store(&it->stop, true);
+    pthread_cond_broadcast(&it->cv_consumer);
+    pthread_cond_broadcast(&it->cv_producer);
+    pthread_mutex_unlock(&it->mu);
+}
+
+static void fused_destroy(sl__iter *base)
+{
+    fused_iter *it = (fused_iter *)base;
+    sl__iter_unregister(base);
+    fused_cancel(base);
+    sl__tree_wake(base->tree);
+    if (it->producer_started)
+        pthread_join(it->producer, NULL);
+    pthread_mutex_lock(&it->mu);
+    while (it->in_flight > 0)
+        pthread_cond_wait(&it->cv_idle, &it->mu);
+    pthread_mutex_unlock(&it->mu);
+    if (it->cur)
+        batch_free(it, it->cur);
+    for (int i = 0; i < BATCHES_AHEAD; i++)
+        if (it->window[i]) {
+            sl__tree_unhold(base->tree, it->window[i]->held);
+            batch_free(it, it->window[i]);
+        }
+    while (it->free_batches) {
+        ibatch *b = it->free_batches;
+        it->free_batches = b->next;
+        batch_free(it, b);
+    }
+    while (it->free_tasks) {
+        itask *t = it->free_tasks;
+        it->free_tasks = t->next;
+        sl__free(t, sizeof *t);
+    }
+    sl__buf_release(it->out_img);
+    sl__stack_reset(&it->out_rest);
+    sl__strfree(it->end_msg);
+    sl__iter_free(it->input);
+    pthread_cond_destroy(&it->cv_consumer);
+    pthread_cond_destroy(&it->cv_producer);
+    pthread_cond_destroy(&it->cv_idle);
+    pthread_mutex_destroy(&it->mu);
+}
+
+static const sl__iter_ops fused_iter_ops = {fused_next, fused_cancel, fused_destroy};
+
+static int fused_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
+                      sl__iter **out)
+{
+    const image_ds *d = (const image_ds *)ds;
+    fused_iter *it = sl__iter_alloc(&fused_iter_ops, sizeof *it, ds, tree, key, epoch);
+    if (!it)
+        return SL_ENOMEM;
+    it->ds = d;
+    it->seed = sl__node_seed(&it->base, -1);
+    it->n = (int)d->batch;
+    it->img_bytes = image_bytes(&d->spec);
+    int threads = sl_runtime_threads(tree->rt);
+    it->parallelism = d->parallelism == SL_AUTOTUNE ? 2 * threads : d->parallelism;
+    pthread_mutex_init(&it->mu, NULL);
+    pthread_cond_init(&it->cv_consumer, NULL);
+    pthread_cond_init(&it->cv_producer, NULL);
+    pthread_cond_init(&it->cv_idle, NULL);
+    int rc = sl__iter_make_input(&it->base, 0, epoch, &it->input);
+    if (rc == 0)
+        rc = sl__thread_start(&it->producer, producer_main, it);
+    if (rc < 0) {
+        sl__iter_free(&it->base);
+        return rc;
+    }
+    it->producer_started = true;
+    sl__iter_register(&it->base);
+    *out = &it->base;
+    return 0;
+}
+
+static int image_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
+                      sl__iter **out)
+{
+    const image_ds *d = (const image_ds *)ds;
+    return sl__map_iter_make(ds, tree, key, epoch, map_fn, (void *)&d->spec, d->parallelism, 0,
+                             out);
+}
+
+static int64_t image_card(const sl_dataset *ds)
+{
+    const image_ds *d = (const image_ds *)ds;
+    int64_t in = sl_dataset_cardinality(ds->inputs[0]);
+    if (!d->batch || in < 0)
+        return in;
+    return in / d->batch + (!(d->flags & SL_DROP_REMAINDER) && in % d->batch);
+}
+
+static uint64_t image_fp(const sl_dataset *ds, uint64_t h)
+{
+    const image_ds *d = (const image_ds *)ds;
+    const sl_image_spec *s = &d->spec;
+    h = sl__hash_u64(h, (uint64_t)s->crop);
+    h = sl__hash_u64(h, ((uint64_t)s->height << 32) | (uint32_t)s->width);
+    h = sl__hash_u64(h, (uint64_t)s->resize_shorter);
+    float f[] = {s->scale_min, s->scale_max, s->ratio_min, s->ratio_max, s->flip_prob,
+                 s->mean[0], s->mean[1], s->mean[2], s->std[0], s->std[1], s->std[2]};
+    h = sl__hash_bytes(h, f, sizeof f);
+    h = sl__hash_u64(h, ((uint64_t)s->layout << 8) | (uint64_t)s->dtype);
+    h = sl__hash_u64(h, (uint64_t)s->max_pixels ^ ((uint64_t)s->allow_warnings << 63));
+    return sl__hash_u64(sl__hash_u64(h, (uint64_t)d->batch), d->flags);
+}
+
+static sl_dataset *image_fuse_batch(sl_dataset *ds, int64_t size, unsigned flags);
+
+static const sl__node_ops image_ops = {
+    .kind = "map_image",
+    .make_iter = image_make,
+    .cardinality = image_card,
+    .fingerprint = image_fp,
+    .fuse_batch = image_fuse_batch,
+};
+
+static const sl__node_ops fused_ops = {
+    .kind = "map_image_batch",
+    .make_iter = fused_make,
+    .cardinality = image_card,
+    .fingerprint = image_fp,
+};
+
+static sl_dataset *image_fuse_batch(sl_dataset *ds, int64_t size, unsigned flags)
+{
+    const image_ds *d = (const image_ds *)ds;
+    if (size > (1 << 20)) {
+        sl_dataset_free(ds);
+        sl__set_error(SL_EINVAL, "batch: size %lld is too large for images", (long long)size);
+        return NULL;
+    }
+    image_ds *f = (image_ds *)sl__dataset_new(&fused_ops, sizeof *f,
+                                              sl_dataset_retain(ds->inputs[0]));
+    if (f) {
+        f->spec = d->spec;
+        f->parallelism = d->parallelism;
+        f->batch = size;
+        f->flags = flags;
+    }
+    sl_dataset_free(ds);
+    return f ? &f->base : NULL;
+}
+
+/* ---- spec ---- */
+
+SL_API int sl_image_spec_init(sl_image_spec *spec, int crop, int size)
+{
+    if (!spec || crop < SL_CROP_RANDOM_RESIZED || crop > SL_CROP_RESIZE || size < 1 ||
+        size > 65535)
+        return sl__set_error(SL_EINVAL, "sl_image_spec_init: bad policy %d or size %d", crop,
+                             size);
+    memset(spec, 0, sizeof *spec);
+    spec->struct_size = sizeof *spec;
+    spec->crop = crop;
+    spec->height = spec->width = size;
+    spec->resize_shorter = (int)lround(size * 256.0 / 224.0);
+    spec->scale_min = 0.08f;
+    spec->scale_max = 1.0f;
+    spec->ratio_min = 3.0f / 4.0f;
+    spec->ratio_max = 4.0f / 3.0f;
+    spec->flip_prob = crop == SL_CROP_RANDOM_RESIZED ? 0.5f : 0.0f;
+    spec->layout = SL_LAYOUT_HWC;
+    spec->dtype = SL_UINT8;
+    const float mean[3] = {0.485f, 0.456f, 0.406f}, std[3] = {0.229f, 0.224f, 0.225f};
+    memcpy(spec->mean, mean, sizeof mean);
+    memcpy(spec->std, std, sizeof std);
+    spec->max_pixels = 100000000;
+    return 0;
+}
+
+static int spec_check(const sl_image_spec *s)
+{
+    if (s->struct_size != sizeof *s)
+        return sl__set_error(SL_EINVAL, "map_image: spec.struct_size is %zu, expected %zu "
+                             "(initialise it with sl_image_spec_init)", s->struct_size, sizeof *s);
+    if (s->crop < SL_CROP_RANDOM_RESIZED || s->crop > SL_CROP_RESIZE)
+        return sl__set_error(SL_EINVAL, "map_image: bad crop policy %d", s->crop);
+    if (s->height < 1 || s->width < 1 || s->height > 65535 || s->width > 65535)
+        return sl__set_error(SL_EINVAL, "map_image: bad output size %dx%d", s->width, s->height);
+    if (s->crop == SL_CROP_CENTER && s->resize_shorter < 1)
+        return sl__set_error(SL_EINVAL, "map_image: resize_shorter must be >= 1");
+    if (!(s->scale_min > 0 && s->scale_min <= s->scale_max && s->scale_max <= 1) ||
+        !(s->ratio_min > 0 && s->ratio_min <= s->ratio_max))
+        return sl__set_error(SL_EINVAL, "map_image: bad scale [%g, %g] or ratio [%g, %g]",
+                             s->scale_min, s->scale_max, s->ratio_min, s->ratio_max);
+    if (!(s->flip_prob >= 0 && s->flip_prob <= 1))
+        return sl__set_error(SL_EINVAL, "map_image: flip_prob %g is outside [0, 1]", s->flip_prob);
+    if (s->layout != SL_LAYOUT_HWC && s->layout != SL_LAYOUT_CHW)
+        return sl__set_error(SL_EINVAL, "map_image: bad layout %d", s->layout);
+    if (s->dtype != SL_UINT8 && s->dtype != SL_FLOAT32)
+        return sl__set_error(SL_EINVAL, "map_image: dtype must be uint8 or float32");
+    for (int c = 0; c < 3; c++)
+        if (!(s->std[c] > 0))
+            return sl__set_error(SL_EINVAL, "map_image: std[%d] must be > 0", c);
+    if (s->max_pixels < 1)
+        return sl__set_error(SL_EINVAL, "map_image: max_pixels must be >= 1");
+    return 0;
+}
+
+SL_API sl_dataset *sl_map_image(sl_dataset *in, const sl_image_spec *spec, int parallelism)
+{
+    image_ds *d = (image_ds *)sl__dataset_new(&image_ops, sizeof *d, in);
+    if (!d)
+        return NULL;
+    if (!spec)
+        return sl__dataset_fail(&d->base, SL_EINVAL, "map_image: NULL spec");
+    int rc = spec_check(spec);
+    if (rc < 0) {
+        sl_dataset_free(&d->base);
+        return NULL;
+    }
+    if ((parallelism < 1 && parallelism != SL_AUTOTUNE) || parallelism > 4096)
+        return sl__dataset_fail(&d->base, SL_EINVAL, "map_image: bad parallelism %d",
+                                parallelism);
+    d->spec = *spec;
+    d->parallelism = parallelism;
+    return &d->base;
+}

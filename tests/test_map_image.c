@@ -1,0 +1,329 @@
+/* map_image alone and fused with batch: shapes, layouts, dtypes, fusion
+ * equals the unfused result, determinism across thread counts, and element
+ * errors inside batches (holes are filled, boundaries realign). */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <jpeglib.h>
+#include "testutil.h"
+
+/* A JPEG of w x h with smooth gradients, an edge and some texture. */
+static unsigned char *make_jpeg(int w, int h, int seed, unsigned long *size)
+{
+    struct jpeg_compress_struct c;
+    struct jpeg_error_mgr err;
+    c.err = jpeg_std_error(&err);
+    jpeg_create_compress(&c);
+    unsigned char *out = NULL;
+    *size = 0;
+    jpeg_mem_dest(&c, &out, size);
+    c.image_width = (JDIMENSION)w;
+    c.image_height = (JDIMENSION)h;
+    c.input_components = 3;
+    c.in_color_space = JCS_RGB;
+    jpeg_set_defaults(&c);
+    jpeg_set_quality(&c, 90, TRUE);
+    jpeg_start_compress(&c, TRUE);
+    unsigned char *row = malloc((size_t)w * 3);
+    unsigned rnd = (unsigned)seed * 2654435761u + 1;
+    while (c.next_scanline < c.image_height) {
+        int y = (int)c.next_scanline;
+        for (int x = 0; x < w; x++) {
+            rnd = rnd * 1103515245u + 12345u;
+            int tex = (int)(rnd >> 28) - 8;
+            int edge = (x * 3 + y * 2 + seed * 17) % (w + h) < (w + h) / 3 ? 60 : 0;
+            row[3 * x] = (unsigned char)(40 + (150 * x) / w + edge / 2 + tex);
+            row[3 * x + 1] = (unsigned char)(30 + (180 * y) / h + tex);
+            row[3 * x + 2] = (unsigned char)(200 - (100 * (x + y)) / (w + h) + edge + tex);
+        }
+        JSAMPROW r = row;
+        jpeg_write_scanlines(&c, &r, 1);
+    }
+    free(row);
+    jpeg_finish_compress(&c);
+    jpeg_destroy_compress(&c);
+    return out;
+}
+
+/* (bytes, label, path) like sl_image_folder's elements; bad[i] marks files
+ * replaced by junk. */
+static sl_element *image_element(int i, bool bad)
+{
+    unsigned long n;
+    unsigned char *jpg = make_jpeg(120 + (i * 37) % 300, 90 + (i * 53) % 260, i, &n);
+    if (bad) /* a PNG signature: not a JPEG */
+        memcpy(jpg, "\x89PNG\r\n\x1a\n", 8);
+    sl_element *el = sl_element_create(3);
+    int64_t shape[1] = {(int64_t)n};
+    void *p = sl_element_add_tensor(el, SL_UINT8, 1, shape);
+    memcpy(p, jpg, n);
+    free(jpg);
+    assert_int_equal(sl_element_add_int64(el, i), 0);
+    char path[64];
+    snprintf(path, sizeof path, "/data/img%03d.jpg", i);
+    assert_int_equal(sl_element_add_string(el, path, strlen(path)), 0);
+    return el;
+}
+
+static sl_dataset *images(int n, const bool *bad)
+{
+    sl_element **els = malloc((size_t)n * sizeof *els);
+    for (int i = 0; i < n; i++)
+        els[i] = image_element(i, bad && bad[i]);
+    sl_dataset *ds = tu_elements(els, n, -3);
+    free(els);
+    return ds;
+}
+
+/* All output bytes of tensors 0 and 1 of every element, concatenated. */
+typedef struct blob {
+    unsigned char *p;
+    size_t n;
+    int64_t elements, batches;
+} blob;
+
+static void append(blob *b, const void *p, size_t n)
+{
+    b->p = realloc(b->p, b->n + n + 1);
+    memcpy(b->p + b->n, p, n);
+    b->n += n;
+}
+
+static int run(sl_dataset *ds, int threads, int policy, blob *b, char *msg)
+{
+    sl_options *o = tu_opts(threads, 7);
+    assert_int_equal(sl_options_set(o, SL_OPT_ERROR_POLICY, policy), 0);
+    sl_iterator *it = sl_iterator_create(ds, o);
+    assert_non_null(it);
+    memset(b, 0, sizeof *b);
+    sl_element *el;
+    int rc;
+    while ((rc = sl_next(it, &el)) == 0) {
+        for (int j = 0; j < 2; j++) {
+            const sl_tensor *t = sl_element_tensor(el, j);
+            append(b, sl_tensor_data(t), sl_tensor_nbytes(t));
+        }
+        const sl_tensor *labels = sl_element_tensor(el, 1);
+        b->elements += sl_tensor_ndim(labels) ? sl_tensor_shape(labels)[0] : 1;
+        b->batches++;
+        sl_element_release(el);
+    }
+    if (msg)
+        snprintf(msg, 1024, "%s", sl_iterator_errmsg(it));
+    sl_iterator_free(it);
+    sl_options_free(o);
+    return rc;
+}
+
+static sl_image_spec spec_of(int crop, int size)
+{
+    sl_image_spec s;
+    assert_int_equal(sl_image_spec_init(&s, crop, size), 0);
+    return s;
+}
+
+static void test_shapes(void **state)
+{
+    (void)state;
+    for (int layout = 0; layout < 2; layout++)
+        for (int f32 = 0; f32 < 2; f32++) {
+            sl_image_spec s = spec_of(SL_CROP_CENTER, 32);
+            s.layout = layout;
+            s.dtype = f32 ? SL_FLOAT32 : SL_UINT8;
+            s.height = 24;
+            sl_dataset *ds = sl_map_image(images(5, NULL), &s, 2);
+            sl_iterator *it = sl_iterator_create(ds, NULL);
+            sl_element *el;
+            int n = 0;
+            while (sl_next(it, &el) == 0) {
+                const sl_tensor *t = sl_element_tensor(el, 0);
+                assert_int_equal(sl_tensor_ndim(t), 3);
+                const int64_t *sh = sl_tensor_shape(t);
+                if (layout == SL_LAYOUT_HWC)
+                    assert_true(sh[0] == 24 && sh[1] == 32 && sh[2] == 3);
+                else
+                    assert_true(sh[0] == 3 && sh[1] == 24 && sh[2] == 32);
+                assert_int_equal(sl_tensor_dtype(t), f32 ? SL_FLOAT32 : SL_UINT8);
+                assert_int_equal(sl_tensor_int64(sl_element_tensor(el, 1)), n);
+                size_t len;
+                const char *p = sl_tensor_string(sl_element_tensor(el, 2), 0, &len);
+                assert_non_null(p);
+                assert_true(len > 5 && !memcmp(p, "/data/", 6));
+                n++;
+                sl_element_release(el);
+            }
+            assert_int_equal(n, 5);
+            sl_iterator_free(it);
+            sl_dataset_free(ds);
+        }
+}
+
+/* With no randomness (centre crop) the fused batch equals map then batch
+ * done separately (map_image followed by a map that hides it from batch). */
+static int pass(sl_map_ctx *ctx, const sl_element *in, sl_element **out, void *user)
+{
+    (void)ctx, (void)user;
+    *out = sl_element_retain((sl_element *)in);
+    return 0;
+}
+
+static void test_fused_equals_unfused(void **state)
+{
+    (void)state;
+    for (int drop = 0; drop < 2; drop++) {
+        sl_image_spec s = spec_of(SL_CROP_CENTER, 40);
+        sl_dataset *fused = sl_batch(sl_map_image(images(21, NULL), &s, SL_AUTOTUNE), 8,
+                                     drop ? SL_DROP_REMAINDER : 0);
+        sl_dataset *plain = sl_batch(sl_map(sl_map_image(images(21, NULL), &s, 2), "pass",
+                                            pass, NULL, 1, 0),
+                                     8, drop ? SL_DROP_REMAINDER : 0);
+        assert_string_equal(sl_dataset_name(fused), "map_image_batch");
+        assert_int_equal(sl_dataset_cardinality(fused), drop ? 2 : 3);
+        blob a, b;
+        assert_int_equal(run(fused, 2, SL_ERRORS_FAIL, &a, NULL), SL_EOF);
+        assert_int_equal(run(plain, 2, SL_ERRORS_FAIL, &b, NULL), SL_EOF);
+        assert_int_equal(a.batches, drop ? 2 : 3);
+        assert_int_equal(a.elements, drop ? 16 : 21);
+        assert_int_equal(a.n, b.n);
+        assert_memory_equal(a.p, b.p, a.n);
+        free(a.p);
+        free(b.p);
+        sl_dataset_free(fused);
+        sl_dataset_free(plain);
+    }
+}
+
+static void test_train_deterministic(void **state)
+{
+    (void)state;
+    sl_image_spec s = spec_of(SL_CROP_RANDOM_RESIZED, 48);
+    sl_dataset *ds = sl_batch(sl_map_image(images(30, NULL), &s, SL_AUTOTUNE), 4, 0);
+    blob ref;
+    assert_int_equal(run(ds, 1, SL_ERRORS_FAIL, &ref, NULL), SL_EOF);
+    int threads[] = {2, 8, 2};
+    for (int k = 0; k < 3; k++) {
+        blob b;
+        assert_int_equal(run(ds, threads[k], SL_ERRORS_FAIL, &b, NULL), SL_EOF);
+        assert_int_equal(b.n, ref.n);
+        assert_memory_equal(b.p, ref.p, b.n);
+        free(b.p);
+    }
+    free(ref.p);
+    sl_dataset_free(ds);
+}
+
+/* Bad files among good ones, under skip: every batch but the last is full,
+ * and the output is exactly that of the good files alone. */
+static void check_holes(int n, int batch, int every, int offset)
+{
+    bool *bad = calloc((size_t)n, 1);
+    sl_element **good = malloc((size_t)n * sizeof *good);
+    int ngood = 0;
+    for (int i = 0; i < n; i++) {
+        bad[i] = (i % every) == offset;
+        if (!bad[i])
+            good[ngood++] = image_element(i, false);
+    }
+    sl_image_spec s = spec_of(SL_CROP_CENTER, 16);
+    sl_dataset *ds = sl_batch(sl_map_image(images(n, bad), &s, 3), batch, 0);
+    sl_dataset *ref = sl_batch(sl_map_image(tu_elements(good, ngood, -3), &s, 3), batch, 0);
+    blob a, b;
+    assert_int_equal(run(ds, 2, SL_ERRORS_SKIP, &a, NULL), SL_EOF);
+    assert_int_equal(run(ref, 2, SL_ERRORS_FAIL, &b, NULL), SL_EOF);
+    assert_int_equal(a.elements, ngood);
+    assert_int_equal(a.batches, (ngood + batch - 1) / batch);
+    assert_int_equal(a.n, b.n);
+    assert_memory_equal(a.p, b.p, a.n);
+    free(a.p);
+    free(b.p);
+    free(bad);
+    free(good);
+    sl_dataset_free(ds);
+    sl_dataset_free(ref);
+}
+
+static void test_holes_realign(void **state)
+{
+    (void)state;
+    check_holes(40, 8, 7, 3);  /* a hole every 7 images */
+    check_holes(40, 8, 40, 0); /* the very first image */
+    check_holes(33, 4, 2, 1);  /* every other image */
+    check_holes(24, 8, 1, 0);  /* all bad: nothing comes out */
+}
+
+static void test_error_names_file(void **state)
+{
+    (void)state;
+    bool bad[10] = {[6] = true};
+    sl_image_spec s = spec_of(SL_CROP_RANDOM_RESIZED, 16);
+    sl_dataset *ds = sl_batch(sl_map_image(images(10, bad), &s, 2), 4, 0);
+    blob b;
+    char msg[1024];
+    int rc = run(ds, 2, SL_ERRORS_FAIL, &b, msg);
+    assert_true(rc < 0);
+    assert_int_equal(b.batches, 1); /* the batch before the bad file */
+    assert_non_null(strstr(msg, "/data/img006.jpg"));
+    assert_non_null(strstr(msg, "map_image"));
+    free(b.p);
+    sl_dataset_free(ds);
+
+    /* unfused: the same message through the map */
+    ds = sl_map_image(images(10, bad), &s, 2);
+    rc = run(ds, 2, SL_ERRORS_FAIL, &b, msg);
+    assert_true(rc < 0);
+    assert_non_null(strstr(msg, "/data/img006.jpg"));
+    free(b.p);
+    sl_dataset_free(ds);
+}
+
+static void test_bad_spec(void **state)
+{
+    (void)state;
+    sl_image_spec s = spec_of(SL_CROP_CENTER, 16);
+    s.struct_size = 8;
+    assert_null(sl_map_image(sl_range(0, 1, 1), &s, 1));
+    assert_non_null(strstr(sl_last_error(), "struct_size"));
+    s = spec_of(SL_CROP_CENTER, 16);
+    s.dtype = SL_INT32;
+    assert_null(sl_map_image(sl_range(0, 1, 1), &s, 1));
+    s = spec_of(SL_CROP_CENTER, 16);
+    s.scale_min = 2;
+    assert_null(sl_map_image(sl_range(0, 1, 1), &s, 1));
+    assert_int_equal(sl_image_spec_init(&s, 9, 16), SL_EINVAL);
+    assert_int_equal(sl_image_spec_init(&s, SL_CROP_CENTER, 0), SL_EINVAL);
+    assert_null(sl_map_image(NULL, &s, 1));
+}
+
+static void test_cancel_mid_batch(void **state)
+{
+    (void)state;
+    sl_image_spec s = spec_of(SL_CROP_RANDOM_RESIZED, 64);
+    sl_dataset *ds = sl_batch(sl_map_image(sl_repeat(images(12, NULL), -1), &s, 4), 16, 0);
+    for (int k = 0; k < 3; k++) {
+        sl_options *o = tu_opts(2, 0);
+        sl_iterator *it = sl_iterator_create(ds, o);
+        sl_element *el;
+        for (int i = 0; i < k; i++) {
+            assert_int_equal(sl_next(it, &el), 0);
+            sl_element_release(el);
+        }
+        sl_iterator_free(it);
+        sl_options_free(o);
+    }
+    sl_dataset_free(ds);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_shapes),
+        cmocka_unit_test(test_fused_equals_unfused),
+        cmocka_unit_test(test_train_deterministic),
+        cmocka_unit_test(test_holes_realign),
+        cmocka_unit_test(test_error_names_file),
+        cmocka_unit_test(test_bad_spec),
+        cmocka_unit_test(test_cancel_mid_batch),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,464 @@
+/* The resampler against a plain double-precision reference, and the fast
+ * path (ROI decode with DCT scaling + resize) against the slow one (full
+ * decode + reference resize) on the centre preset: within 2 levels. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "image/image.h"
+#include "jpegutil.h"
+#include "testutil.h"
+
+#define MAXPX 100000000
+
+/* ---- the reference: the same filter, written plainly in double ---- */
+
+/* Taps of one axis for output i: triangle of half-width max(1, scale)
+ * around the sample's centre, over the pixels the window touches,
+ * normalised. Returns the tap count; idx/wt hold them. */
+static int ref_taps(double pos, double len, int size, int out, int i, int *idx, double *wt)
+{
+    int lo = (int)floor(pos + 1e-6), hi = (int)ceil(pos + len - 1e-6);
+    if (lo < 0)
+        lo = 0;
+    if (lo > size - 1)
+        lo = size - 1;
+    if (hi > size)
+        hi = size;
+    if (hi < lo + 1)
+        hi = lo + 1;
+    double scale = len / out, fs = scale > 1 ? scale : 1;
+    double c = pos + (i + 0.5) * scale - 0.5, sum = 0;
+    int n = 0;
+    for (int j = lo; j < hi; j++) {
+        double v = 1 - fabs(j - c) / fs;
+        if (v > 0) {
+            idx[n] = j;
+            wt[n++] = v;
+            sum += v;
+        }
+    }
+    if (n == 0) { /* the nearest pixel */
+        int j = (int)lrint(c);
+        idx[0] = j < lo ? lo : j > hi - 1 ? hi - 1 : j;
+        wt[0] = 1;
+        return 1;
+    }
+    for (int k = 0; k < n; k++)
+        wt[k] /= sum;
+    return n;
+}
+
+/* out: oh x ow x 3 doubles. */
+static void ref_resize(const uint8_t *img, int W, int H, size_t stride, sl__window win, int ow,
+                       int oh, double *out)
+{
+    int *ix = malloc((size_t)(W + 2) * sizeof *ix), *iy = malloc((size_t)(H + 2) * sizeof *iy);
+    double *wx = malloc((size_t)(W + 2) * sizeof *wx), *wy = malloc((size_t)(H + 2) * sizeof *wy);
+    for (int y = 0; y < oh; y++) {
+        int ny = ref_taps(win.y, win.h, H, oh, y, iy, wy);
+        for (int x = 0; x < ow; x++) {
+            int nx = ref_taps(win.x, win.w, W, ow, x, ix, wx);
+            for (int c = 0; c < 3; c++) {
+                double s = 0;
+                for (int a = 0; a < ny; a++)
+                    for (int b = 0; b < nx; b++)
+                        s += wy[a] * wx[b] * img[(size_t)iy[a] * stride + 3 * ix[b] + c];
+                out[((size_t)y * ow + x) * 3 + c] = s;
+            }
+        }
+    }
+    free(ix), free(iy), free(wx), free(wy);
+}
+
+static sl__resize_out out_u8(uint8_t *data, int w, int h)
+{
+    sl__resize_out o;
+    memset(&o, 0, sizeof o);
+    o.data = data;
+    o.width = w;
+    o.height = h;
+    o.layout = SL_LAYOUT_HWC;
+    o.dtype = SL_UINT8;
+    return o;
+}
+
+static sl_image_spec spec_of(int crop, int size)
+{
+    sl_image_spec s;
+    memset(&s, 0, sizeof s);
+    s.struct_size = sizeof s;
+    s.crop = crop;
+    s.width = s.height = size;
+    s.resize_shorter = size * 256 / 224;
+    s.scale_min = 0.08f, s.scale_max = 1.0f;
+    s.ratio_min = 3.0f / 4, s.ratio_max = 4.0f / 3;
+    s.flip_prob = 0;
+    return s;
+}
+
+/* ---- fast path vs reference ---- */
+
+/* Mean abs error of fast (ROI + DCT scale + sl__resize) vs slow (full
+ * decode + reference) for one window; *d gets the DCT scale used. */
+static double fast_vs_ref(sl__jpeg *dec, sl__resizer *rz, const uint8_t *jpg, size_t n,
+                          const uint8_t *full, int W, int H, sl__window win, int ow, int oh,
+                          int *d, double *maxerr)
+{
+    sl__jpeg_info info;
+    sl__decoded dd;
+    assert_int_equal(sl__jpeg_header(dec, jpg, n, MAXPX, &info), 0);
+    assert_int_equal(sl__jpeg_decode(dec, jpg, n, &win, ow, oh, false, &dd), 0);
+    uint8_t *fast = malloc((size_t)ow * oh * 3);
+    sl__resize_out o = out_u8(fast, ow, oh);
+    assert_int_equal(sl__resize(rz, dd.rgb, dd.width, dd.height, dd.stride, &dd.win, &o), 0);
+    double *ref = malloc((size_t)ow * oh * 3 * sizeof *ref);
+    ref_resize(full, W, H, (size_t)W * 3, win, ow, oh, ref);
+    double s = 0, mx = 0;
+    for (size_t i = 0; i < (size_t)ow * oh * 3; i++) {
+        double e = fabs(fast[i] - ref[i]);
+        s += e;
+        mx = e > mx ? e : mx;
+    }
+    *d = dd.scale_denom;
+    *maxerr = mx;
+    free(ref);
+    free(fast);
+    return s / ((double)ow * oh * 3);
+}
+
+static void test_center_preset_matches_reference(void **state)
+{
+    (void)state;
+    static const int sizes[][2] = {{500, 375}, {375, 500}, {1024, 768}, {3000, 2000}, {200, 150}};
+    sl_image_spec spec = spec_of(SL_CROP_CENTER, 224);
+    sl__jpeg *dec = sl__jpeg_new();
+    sl__resizer *rz = sl__resizer_new();
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        int W = sizes[k][0], H = sizes[k][1];
+        ju_opts o = {90, 0, 0, 0};
+        size_t n;
+        uint8_t *jpg = ju_make(W, H, (unsigned)k + 40, &o, &n);
+        sl__decoded fd;
+        assert_int_equal(sl__jpeg_decode_full(dec, jpg, n, MAXPX, false, &fd), 0);
+        uint8_t *full = malloc((size_t)W * H * 3);
+        for (int y = 0; y < H; y++)
+            memcpy(full + (size_t)y * W * 3, fd.rgb + y * fd.stride, (size_t)W * 3);
+        sl__rng rng = sl__rng_make(0, 0, 0, 0);
+        sl__window win;
+        bool flip;
+        sl__crop_plan(&spec, W, H, &rng, &win, &flip);
+        int d;
+        double mx, e = fast_vs_ref(dec, rz, jpg, n, full, W, H, win, 224, 224, &d, &mx);
+        print_message("centre %dx%d -> 224x224: DCT 1/%d, MAE %.3f (max %.1f) levels\n", W, H,
+                      d, e, mx);
+        assert_true(e < 2.0);
+        free(full);
+        free(jpg);
+    }
+    sl__resizer_free(rz);
+    sl__jpeg_free(dec);
+}
+
+static void test_random_windows_match_reference(void **state)
+{
+    (void)state;
+    int W = 1024, H = 768;
+    size_t n;
+    ju_opts o = {90, 0, 0, 0};
+    uint8_t *jpg = ju_make(W, H, 50, &o, &n);
+    sl__jpeg *dec = sl__jpeg_new();
+    sl__resizer *rz = sl__resizer_new();
+    sl__decoded fd;
+    assert_int_equal(sl__jpeg_decode_full(dec, jpg, n, MAXPX, false, &fd), 0);
+    uint8_t *full = malloc((size_t)W * H * 3);
+    for (int y = 0; y < H; y++)
+        memcpy(full + (size_t)y * W * 3, fd.rgb + y * fd.stride, (size_t)W * 3);
+    sl_image_spec spec = spec_of(SL_CROP_RANDOM_RESIZED, 224);
+    double worst = 0, sum = 0;
+    int count[9] = {0}, draws = 40;
+    for (int i = 0; i < draws; i++) {
+        sl__rng rng = sl__rng_make(3, 4, 0, i);
+        sl__window win;
+        bool flip;
+        sl__crop_plan(&spec, W, H, &rng, &win, &flip);
+        int d;
+        double mx, e = fast_vs_ref(dec, rz, jpg, n, full, W, H, win, 224, 224, &d, &mx);
+        count[d]++;
+        sum += e;
+        worst = e > worst ? e : worst;
+        if (d == 1)
+            assert_true(mx <= 1.0); /* same pixels: only fixed-point rounding */
+    }
+    print_message("random-resized: MAE mean %.3f, worst %.3f; scales 1:%d 2:%d 4:%d\n",
+                  sum / draws, worst, count[1], count[2], count[4]);
+    assert_true(worst < 2.0);
+    free(full);
+    free(jpg);
+    sl__resizer_free(rz);
+    sl__jpeg_free(dec);
+}
+
+/* ---- the resampler on its own ---- */
+
+static uint8_t *noise(int w, int h, unsigned seed)
+{
+    uint8_t *p = malloc((size_t)w * h * 3);
+    for (size_t i = 0; i < (size_t)w * h * 3; i++)
+        p[i] = (uint8_t)ju_hash((uint32_t)i * 2654435761u + seed);
+    return p;
+}
+
+static void test_fixed_point_vs_reference(void **state)
+{
+    (void)state;
+    sl__resizer *rz = sl__resizer_new();
+    uint32_t r = 99;
+    double worst_mae = 0;
+    int worst_max = 0;
+    for (int t = 0; t < 300; t++) {
+        int W = 1 + (int)((r = ju_hash(r)) % 300), H = 1 + (int)((r = ju_hash(r)) % 300);
+        /* natural content most of the time, noise (worst case) else */
+        uint8_t *img = t % 3 ? ju_synth(W, H, (unsigned)t) : noise(W, H, (unsigned)t);
+        double x = (r = ju_hash(r)) % 1000 / 1000.0 * W * 0.5;
+        double y = (r = ju_hash(r)) % 1000 / 1000.0 * H * 0.5;
+        double w = (W - x) * (0.05 + 0.95 * ((r = ju_hash(r)) % 1000) / 1000.0);
+        double h = (H - y) * (0.05 + 0.95 * ((r = ju_hash(r)) % 1000) / 1000.0);
+        int ow = 1 + (int)((r = ju_hash(r)) % 260), oh = 1 + (int)((r = ju_hash(r)) % 260);
+        sl__window win = {x, y, w, h};
+        uint8_t *got = malloc((size_t)ow * oh * 3);
+        double *ref = malloc((size_t)ow * oh * 3 * sizeof *ref);
+        sl__resize_out o = out_u8(got, ow, oh);
+        assert_int_equal(sl__resize(rz, img, W, H, (size_t)W * 3, &win, &o), 0);
+        ref_resize(img, W, H, (size_t)W * 3, win, ow, oh, ref);
+        double s = 0;
+        int mx = 0;
+        for (size_t i = 0; i < (size_t)ow * oh * 3; i++) {
+            int e = abs(got[i] - (int)lrint(ref[i]));
+            s += fabs(got[i] - ref[i]);
+            mx = e > mx ? e : mx;
+        }
+        s /= (double)ow * oh * 3;
+        worst_mae = s > worst_mae ? s : worst_mae;
+        worst_max = mx > worst_max ? mx : worst_max;
+        if (mx > 1)
+            print_error("%dx%d (%.2f,%.2f %.2fx%.2f) -> %dx%d: max %d\n", W, H, x, y, w, h, ow,
+                        oh, mx);
+        assert_true(mx <= 1);
+        free(ref);
+        free(got);
+        free(img);
+    }
+    print_message("fixed point vs double: worst MAE %.3f, worst max %d level\n", worst_mae,
+                  worst_max);
+    assert_true(worst_mae < 0.6);
+    sl__resizer_free(rz);
+}
+
+static void test_identity_exact(void **state)
+{
+    (void)state;
+    sl__resizer *rz = sl__resizer_new();
+    int W = 131, H = 77;
+    size_t stride = (size_t)W * 3 + 13; /* rows padded */
+    uint8_t *img = malloc(stride * H);
+    uint8_t *nz = noise(W, H, 1);
+    for (int y = 0; y < H; y++)
+        memcpy(img + y * stride, nz + (size_t)y * W * 3, (size_t)W * 3);
+    uint8_t *got = malloc((size_t)W * H * 3);
+    sl__window win = {0, 0, W, H};
+    sl__resize_out o = out_u8(got, W, H);
+    assert_int_equal(sl__resize(rz, img, W, H, stride, &win, &o), 0);
+    assert_memory_equal(got, nz, (size_t)W * H * 3);
+    /* An integer sub-window at its own size: a plain copy too. */
+    sl__window sub = {10, 5, 50, 40};
+    o = out_u8(got, 50, 40);
+    assert_int_equal(sl__resize(rz, img, W, H, stride, &sub, &o), 0);
+    for (int y = 0; y < 40; y++)
+        assert_memory_equal(got + (size_t)y * 150, nz + ((size_t)(y + 5) * W + 10) * 3, 150);
+    free(got);
+    free(nz);
+    free(img);
+    sl__resizer_free(rz);
+}
+
+static void test_constant_exact(void **state)
+{
+    (void)state;
+    /* Weights sum to exactly 1 in fixed point: a flat image stays flat at
+     * every geometry, 0 and 255 included (rounding, no overflow). */
+    sl__resizer *rz = sl__resizer_new();
+    int W = 97, H = 61;
+    uint8_t *img = malloc((size_t)W * H * 3);
+    uint8_t *got = malloc(300 * 300 * 3);
+    const int vals[] = {0, 1, 127, 128, 254, 255};
+    uint32_t r = 5;
+    for (int t = 0; t < 60; t++) {
+        int v = vals[t % 6];
+        memset(img, v, (size_t)W * H * 3);
+        int ow = 1 + (int)((r = ju_hash(r)) % 300), oh = 1 + (int)((r = ju_hash(r)) % 300);
+        sl__window win = {(r = ju_hash(r)) % 40 * 0.37, (r = ju_hash(r)) % 30 * 0.41,
+                          1 + (r = ju_hash(r)) % 50 * 1.13, 1 + (r = ju_hash(r)) % 25 * 1.17};
+        sl__resize_out o = out_u8(got, ow, oh);
+        assert_int_equal(sl__resize(rz, img, W, H, (size_t)W * 3, &win, &o), 0);
+        for (size_t i = 0; i < (size_t)ow * oh * 3; i++)
+            assert_int_equal(got[i], v);
+    }
+    free(got);
+    free(img);
+    sl__resizer_free(rz);
+}
+
+static void test_flip_layout_float(void **state)
+{
+    (void)state;
+    sl__resizer *rz = sl__resizer_new();
+    int W = 320, H = 240, ow = 97, oh = 83;
+    uint8_t *img = ju_synth(W, H, 7);
+    sl__window win = {13.3, 7.9, 250.2, 201.7};
+    uint8_t *a = malloc((size_t)ow * oh * 3), *b = malloc((size_t)ow * oh * 3);
+    uint8_t *chw = malloc((size_t)ow * oh * 3);
+    float *f = malloc((size_t)ow * oh * 3 * sizeof *f), *fc = malloc((size_t)ow * oh * 3 * sizeof *f);
+
+    sl__resize_out o = out_u8(a, ow, oh);
+    assert_int_equal(sl__resize(rz, img, W, H, (size_t)W * 3, &win, &o), 0);
+    o.data = b;
+    o.flip = true;
+    assert_int_equal(sl__resize(rz, img, W, H, (size_t)W * 3, &win, &o), 0);
+    for (int y = 0; y < oh; y++)
+        for (int x = 0; x < ow; x++)
+            assert_memory_equal(b + ((size_t)y * ow + x) * 3,
+                                a + ((size_t)y * ow + ow - 1 - x) * 3, 3);
+
+    o.data = chw;
+    o.flip = false;
+    o.layout = SL_LAYOUT_CHW;
+    assert_int_equal(sl__resize(rz, img, W, H, (size_t)W * 3, &win, &o), 0);
+    for (int c = 0; c < 3; c++)
+        for (size_t i = 0; i < (size_t)ow * oh; i++)
+            assert_int_equal(chw[c * ow * oh + i], a[3 * i + c]);
+
+    const float mean[3] = {0.485f, 0.456f, 0.406f}, std[3] = {0.229f, 0.224f, 0.225f};
+    o.dtype = SL_FLOAT32;
+    memcpy(o.mean, mean, sizeof mean);
+    memcpy(o.std, std, sizeof std);
+    o.layout = SL_LAYOUT_HWC;
+    o.data = f;
+    assert_int_equal(sl__resize(rz, img, W, H, (size_t)W * 3, &win, &o), 0);
+    o.layout = SL_LAYOUT_CHW;
+    o.data = fc;
+    o.flip = true;
+    assert_int_equal(sl__resize(rz, img, W, H, (size_t)W * 3, &win, &o), 0);
+    for (int y = 0; y < oh; y++)
+        for (int x = 0; x < ow; x++)
+            for (int c = 0; c < 3; c++) {
+                size_t i = (size_t)y * ow + x;
+                float want = ((float)a[3 * i + c] / 255.0f - mean[c]) / std[c];
+                assert_true(f[3 * i + c] == want);
+                assert_true(fc[c * ow * oh + (size_t)y * ow + ow - 1 - x] == want);
+            }
+    /* Another normalisation on the same resizer (its table is cached). */
+    o.mean[0] = 0.5f, o.std[0] = 0.5f;
+    o.layout = SL_LAYOUT_HWC;
+    o.data = f;
+    o.flip = false;
+    assert_int_equal(sl__resize(rz, img, W, H, (size_t)W * 3, &win, &o), 0);
+    assert_true(f[0] == ((float)a[0] / 255.0f - 0.5f) / 0.5f);
+    assert_true(f[0] >= -1 && f[0] <= 1);
+
+    free(fc), free(f), free(chw), free(b), free(a), free(img);
+    sl__resizer_free(rz);
+}
+
+static void test_random_windows_in_bounds(void **state)
+{
+    (void)state;
+    /* Exact-size regions as the decoder returns them, random-resized
+     * windows of all shapes, outputs from 1x1 up: ASan checks every read. */
+    sl__jpeg *dec = sl__jpeg_new();
+    sl__resizer *rz = sl__resizer_new();
+    sl_image_spec spec = spec_of(SL_CROP_RANDOM_RESIZED, 224);
+    static const int sizes[][2] = {{640, 480}, {33, 1000}, {1000, 21}, {17, 9}, {1, 1}};
+    static const int outs[] = {224, 1, 7, 64, 500};
+    uint8_t *dst = malloc(500 * 500 * 3);
+    for (size_t k = 0; k < 5; k++) {
+        int W = sizes[k][0], H = sizes[k][1];
+        size_t n;
+        uint8_t *jpg = ju_make(W, H, (unsigned)k, NULL, &n);
+        for (int i = 0; i < 30; i++) {
+            int os = outs[i % 5];
+            spec.width = spec.height = os;
+            sl__rng rng = sl__rng_make(8, k, 0, i);
+            sl__window win;
+            bool flip;
+            sl__crop_plan(&spec, W, H, &rng, &win, &flip);
+            sl__jpeg_info info;
+            sl__decoded d;
+            assert_int_equal(sl__jpeg_header(dec, jpg, n, MAXPX, &info), 0);
+            assert_int_equal(sl__jpeg_decode(dec, jpg, n, &win, os, os, false, &d), 0);
+            uint8_t *region = malloc((size_t)d.width * d.height * 3);
+            for (int y = 0; y < d.height; y++)
+                memcpy(region + (size_t)y * d.width * 3, d.rgb + y * d.stride,
+                       (size_t)d.width * 3);
+            sl__resize_out o = out_u8(dst, os, os);
+            o.flip = flip;
+            assert_int_equal(sl__resize(rz, region, d.width, d.height, (size_t)d.width * 3,
+                                        &d.win, &o),
+                             0);
+            free(region);
+        }
+        free(jpg);
+    }
+    free(dst);
+    sl__resizer_free(rz);
+    sl__jpeg_free(dec);
+}
+
+static void test_steady_state_and_errors(void **state)
+{
+    (void)state;
+    sl__resizer *rz = sl__resizer_new();
+    uint8_t *img = ju_synth(500, 375, 1);
+    uint8_t *dst = malloc(224 * 224 * 3);
+    sl__resize_out o = out_u8(dst, 224, 224);
+    sl__window w1 = {85.04, 23.44, 328.45, 328.13}, w2 = {10, 20, 400, 300};
+    int64_t steady = 0;
+    for (int i = 0; i < 10; i++) {
+        assert_int_equal(sl__resize(rz, img, 500, 375, 1500, i % 2 ? &w1 : &w2, &o), 0);
+        if (i == 1)
+            steady = sl_memory_in_use();
+        if (i > 1)
+            assert_int_equal(sl_memory_in_use(), steady);
+    }
+    o.width = 0;
+    assert_int_equal(sl__resize(rz, img, 500, 375, 1500, &w1, &o), SL_EINVAL);
+    o.width = 224;
+    o.dtype = SL_INT16;
+    assert_int_equal(sl__resize(rz, img, 500, 375, 1500, &w1, &o), SL_EINVAL);
+    o.dtype = SL_UINT8;
+    sl__window nan = {NAN, 0, 10, 10};
+    assert_int_equal(sl__resize(rz, img, 500, 375, 1500, &nan, &o), SL_EINVAL);
+    /* Windows far outside the image or degenerate: clamped to its pixels,
+     * never read outside (ASan) nor overflow (UBSan). */
+    const sl__window odd[] = {{1e12, -1e12, 5, 5}, {-50, -50, 1e15, 1e15}, {10, 10, 0, 0},
+                              {499.9, 374.9, 1e-9, 1e-9}, {20, 20, -5, -5}};
+    for (size_t k = 0; k < sizeof odd / sizeof odd[0]; k++)
+        assert_int_equal(sl__resize(rz, img, 500, 375, 1500, &odd[k], &o), 0);
+    free(dst);
+    free(img);
+    sl__resizer_free(rz);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_center_preset_matches_reference),
+        cmocka_unit_test(test_random_windows_match_reference),
+        cmocka_unit_test(test_fixed_point_vs_reference),
+        cmocka_unit_test(test_identity_exact),
+        cmocka_unit_test(test_constant_exact),
+        cmocka_unit_test(test_flip_layout_float),
+        cmocka_unit_test(test_random_windows_in_bounds),
+        cmocka_unit_test(test_steady_state_and_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
