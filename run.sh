@@ -1,6 +1,11 @@
 #!/bin/bash
 # Quick start: installs what is missing (see scripts/setup.sh), builds sluice
-# into build/ and runs the demo pipeline. Extra arguments go to the demo.
+# into build/, writes a sample image folder to build/sample once, and runs
+# sluice-bench on it: the train pipeline for 2 epochs plus the decode
+# ceiling, printing the summary table. Extra arguments go to sluice-bench
+# (later ones win: ./run.sh --epochs 5 --preset eval); a first argument that
+# is not an option is a folder to use instead of the sample:
+# ./run.sh /data/imagenet/train --limit 5000
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 
@@ -16,9 +21,21 @@ fi
 cmake --build build -j "$(nproc)" > /dev/null ||
     { cmake --build build -j 1; exit 1; } # show the error once, unparallel
 
-demo=build/example_demo
-if [ ! -x "$demo" ]; then
-    echo "run.sh: $demo was not built (is examples/demo.c there?)" >&2
+bench=build/sluice-bench
+if [ ! -x "$bench" ]; then
+    echo "run.sh: $bench was not built (is bench/sluice_bench.c there?)" >&2
     exit 1
 fi
-exec "$demo" "$@"
+
+if [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then
+    dir=$1
+    shift
+else
+    dir=build/sample
+    # files.txt is written last: without it the folder is incomplete
+    if [ ! -f "$dir/files.txt" ]; then
+        echo "run.sh: writing a sample image folder to $dir (once)" >&2
+        "$bench" --make-sample "$dir" || exit 1
+    fi
+fi
+exec "$bench" "$dir" --preset train --epochs 2 --ceiling "$@"

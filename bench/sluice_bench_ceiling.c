@@ -1,0 +1,319 @@
+/*
+ * The decode ceiling: what this machine's cores can do when the only work
+ * is libjpeg-turbo decoding files that are already in memory. A pipeline's
+ * images/s divided by this says how much the library adds or saves on top
+ * of decoding (map_image can beat it: it decodes DCT-scaled and only the
+ * crop).
+ *
+ * It runs in a forked child: the preloaded files would otherwise raise the
+ * benchmark's peak RSS, which is meant to show the pipeline's memory. The
+ * child never calls sluice, so forking a process whose library threads may
+ * hold locks is safe for it.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <jpeglib.h>
+#include "sluice_bench.h"
+
+#define MIN_TIMED_S 1.0
+#define ROWS_PER_READ 8
+
+typedef struct blob {
+    unsigned char *data;
+    size_t size;
+} blob;
+
+typedef struct shared {
+    const blob *files;
+    size_t n;
+    atomic_size_t next;   /* the next file to decode in this pass */
+    atomic_llong decoded; /* successful decodes, all passes */
+    atomic_llong failed;  /* failed decodes in this pass */
+} shared;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ---- one decode ---- */
+
+typedef struct decoder {
+    struct jpeg_decompress_struct cinfo;
+    struct jpeg_error_mgr jerr;
+    jmp_buf on_error;
+    unsigned char *out; /* reused across images */
+    size_t out_size;
+} decoder;
+
+static void error_exit(j_common_ptr cinfo)
+{
+    decoder *d = (decoder *)cinfo->client_data;
+    longjmp(d->on_error, 1);
+}
+
+/* The ceiling counts failures; it does not describe them. */
+static void output_message(j_common_ptr cinfo)
+{
+    (void)cinfo;
+}
+
+static int decoder_init(decoder *d)
+{
+    memset(d, 0, sizeof *d);
+    d->cinfo.err = jpeg_std_error(&d->jerr);
+    d->jerr.error_exit = error_exit;
+    d->jerr.output_message = output_message;
+    d->cinfo.client_data = d;
+    if (setjmp(d->on_error))
+        return -1;
+    jpeg_create_decompress(&d->cinfo);
+    return 0;
+}
+
+static void decoder_fini(decoder *d)
+{
+    jpeg_destroy_decompress(&d->cinfo);
+    free(d->out);
+}
+
+static int grow_output(decoder *d, size_t size)
+{
+    if (size <= d->out_size)
+        return 0;
+    unsigned char *p = realloc(d->out, size);
+    if (!p)
+        return -1;
+    d->out = p;
+    d->out_size = size;
+    return 0;
+}
+
+static void read_rows(decoder *d, size_t stride)
+{
+    struct jpeg_decompress_struct *ci = &d->cinfo;
+    while (ci->output_scanline < ci->output_height) {
+        JSAMPROW rows[ROWS_PER_READ];
+        JDIMENSION want = ci->output_height - ci->output_scanline;
+        if (want > ROWS_PER_READ)
+            want = ROWS_PER_READ;
+        for (JDIMENSION i = 0; i < want; i++)
+            rows[i] = d->out + (size_t)(ci->output_scanline + i) * stride;
+        jpeg_read_scanlines(ci, rows, want);
+    }
+}
+
+/* Full-size RGB with the library defaults (ISLOW IDCT, fancy upsampling):
+ * what a plain "decode, then transform" loader pays per image. */
+static int decode_one(decoder *d, const blob *b)
+{
+    struct jpeg_decompress_struct *ci = &d->cinfo;
+    if (setjmp(d->on_error)) {
+        jpeg_abort_decompress(ci);
+        return -1;
+    }
+    jpeg_mem_src(ci, b->data, (unsigned long)b->size);
+    jpeg_read_header(ci, TRUE);
+    ci->out_color_space = JCS_RGB;
+    jpeg_start_decompress(ci);
+    size_t stride = (size_t)ci->output_width * (size_t)ci->output_components;
+    if (grow_output(d, stride * ci->output_height) < 0) {
+        jpeg_abort_decompress(ci);
+        return -1;
+    }
+    read_rows(d, stride);
+    jpeg_finish_decompress(ci);
+    return 0;
+}
+
+static void *decode_worker(void *arg)
+{
+    shared *sh = arg;
+    decoder d;
+    if (decoder_init(&d) < 0)
+        return NULL;
+    size_t k;
+    while ((k = atomic_fetch_add(&sh->next, 1)) < sh->n) {
+        if (decode_one(&d, &sh->files[k]) == 0)
+            atomic_fetch_add(&sh->decoded, 1);
+        else
+            atomic_fetch_add(&sh->failed, 1);
+    }
+    decoder_fini(&d);
+    return NULL;
+}
+
+/* One pass over all files; files are handed out one at a time, so a thread
+ * that drew big images does not leave the others idle at the end. */
+static int run_pass(shared *sh, int threads)
+{
+    pthread_t tid[threads];
+    int started = 0;
+    atomic_store(&sh->next, 0);
+    atomic_store(&sh->failed, 0);
+    for (; started < threads; started++)
+        if (pthread_create(&tid[started], NULL, decode_worker, sh) != 0)
+            break;
+    for (int i = 0; i < started; i++)
+        pthread_join(tid[i], NULL);
+    return started == threads ? 0 : -1;
+}
+
+/* ---- preload ---- */
+
+static int read_whole(const char *path, blob *b)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    b->size = (size_t)st.st_size;
+    b->data = malloc(b->size ? b->size : 1);
+    size_t got = 0;
+    while (b->data && got < b->size) {
+        ssize_t r = read(fd, b->data + got, b->size - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    close(fd);
+    if (!b->data || got < b->size) {
+        free(b->data);
+        b->data = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+/* Reads the files until CEILING_MAX_BYTES; a file that cannot be read is
+ * left out (the pipeline run reports those). Returns how many were kept. */
+static size_t preload(char *const *paths, size_t n, blob *files, int64_t *bytes)
+{
+    size_t kept = 0;
+    *bytes = 0;
+    for (size_t i = 0; i < n; i++) {
+        blob b;
+        if (read_whole(paths[i], &b) < 0)
+            continue;
+        if (*bytes + (int64_t)b.size > CEILING_MAX_BYTES && kept > 0) {
+            free(b.data);
+            break;
+        }
+        *bytes += (int64_t)b.size;
+        files[kept++] = b;
+    }
+    return kept;
+}
+
+/* ---- the child ---- */
+
+static int measure(char *const *paths, size_t n, int threads, ceiling_result *r)
+{
+    blob *files = calloc(n ? n : 1, sizeof *files);
+    if (!files)
+        return -1;
+    shared sh = {.files = files};
+    sh.n = preload(paths, n, files, &r->bytes);
+    r->files = (int64_t)sh.n;
+    atomic_init(&sh.next, 0);
+    atomic_init(&sh.decoded, 0);
+    atomic_init(&sh.failed, 0);
+    int rc = 0;
+    double t0 = now_s(), t;
+    do {
+        if (run_pass(&sh, threads) < 0) {
+            rc = -1;
+            break;
+        }
+        if (r->passes++ == 0)
+            r->failed = atomic_load(&sh.failed);
+        t = now_s() - t0;
+    } while (t < MIN_TIMED_S && sh.n > 0);
+    r->seconds = now_s() - t0;
+    long long decoded = atomic_load(&sh.decoded);
+    r->images_per_s = r->seconds > 0 ? (double)decoded / r->seconds : 0;
+    for (size_t i = 0; i < sh.n; i++)
+        free(files[i].data);
+    free(files);
+    return rc;
+}
+
+static int write_all(int fd, const void *p, size_t n)
+{
+    const char *c = p;
+    while (n > 0) {
+        ssize_t w = write(fd, c, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        c += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+int ceiling_measure(char *const *paths, size_t n, int threads, ceiling_result *out)
+{
+    memset(out, 0, sizeof *out);
+    int fds[2];
+    if (pipe(fds) < 0) {
+        fprintf(stderr, "sluice-bench: ceiling: pipe: %s\n", strerror(errno));
+        return -1;
+    }
+    fflush(NULL); /* or the child's exit would flush our buffers twice */
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "sluice-bench: ceiling: fork: %s\n", strerror(errno));
+        close(fds[0]);
+        close(fds[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        close(fds[0]);
+        ceiling_result r = {0};
+        int rc = measure(paths, n, threads, &r);
+        if (rc == 0 && write_all(fds[1], &r, sizeof r) < 0)
+            rc = -1;
+        _exit(rc == 0 ? 0 : 1);
+    }
+    close(fds[1]);
+    ceiling_result r;
+    size_t got = 0;
+    while (got < sizeof r) {
+        ssize_t k = read(fds[0], (char *)&r + got, sizeof r - got);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            break;
+        got += (size_t)k;
+    }
+    close(fds[0]);
+    int status;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (got != sizeof r) {
+        fprintf(stderr, "sluice-bench: ceiling: the measuring process failed "
+                "(out of memory or threads?)\n");
+        return -1;
+    }
+    *out = r;
+    return 0;
+}
