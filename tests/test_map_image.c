@@ -215,7 +215,7 @@ static void test_train_deterministic(void **state)
 
 /* Bad files among good ones, under skip: every batch but the last is full,
  * and the output is exactly that of the good files alone. */
-static void check_holes(int n, int batch, int every, int offset)
+static void check_holes(int n, int batch, int every, int offset, unsigned flags)
 {
     bool *bad = calloc((size_t)n, 1);
     sl_element **good = malloc((size_t)n * sizeof *good);
@@ -226,13 +226,14 @@ static void check_holes(int n, int batch, int every, int offset)
             good[ngood++] = image_element(i, false);
     }
     sl_image_spec s = spec_of(SL_CROP_CENTER, 16);
-    sl_dataset *ds = sl_batch(sl_map_image(images(n, bad), &s, 3), batch, 0);
-    sl_dataset *ref = sl_batch(sl_map_image(tu_elements(good, ngood, -3), &s, 3), batch, 0);
+    sl_dataset *ds = sl_batch(sl_map_image(images(n, bad), &s, 3), batch, flags);
+    sl_dataset *ref = sl_batch(sl_map_image(tu_elements(good, ngood, -3), &s, 3), batch, flags);
     blob a, b;
     assert_int_equal(run(ds, 2, SL_ERRORS_SKIP, &a, NULL), SL_EOF);
     assert_int_equal(run(ref, 2, SL_ERRORS_FAIL, &b, NULL), SL_EOF);
-    assert_int_equal(a.elements, ngood);
-    assert_int_equal(a.batches, (ngood + batch - 1) / batch);
+    bool drop = flags & SL_DROP_REMAINDER;
+    assert_int_equal(a.elements, drop ? ngood / batch * batch : ngood);
+    assert_int_equal(a.batches, drop ? ngood / batch : (ngood + batch - 1) / batch);
     assert_int_equal(a.n, b.n);
     assert_memory_equal(a.p, b.p, a.n);
     free(a.p);
@@ -246,10 +247,13 @@ static void check_holes(int n, int batch, int every, int offset)
 static void test_holes_realign(void **state)
 {
     (void)state;
-    check_holes(40, 8, 7, 3);  /* a hole every 7 images */
-    check_holes(40, 8, 40, 0); /* the very first image */
-    check_holes(33, 4, 2, 1);  /* every other image */
-    check_holes(24, 8, 1, 0);  /* all bad: nothing comes out */
+    for (unsigned flags = 0; flags <= SL_DROP_REMAINDER; flags += SL_DROP_REMAINDER) {
+        check_holes(40, 8, 7, 3, flags);  /* a hole every 7 images */
+        check_holes(40, 8, 40, 0, flags); /* the very first image */
+        check_holes(33, 4, 2, 1, flags);  /* every other image */
+        check_holes(24, 8, 1, 0, flags);  /* all bad: nothing comes out */
+        check_holes(37, 8, 9, 8, flags);  /* the tail decides the last batch */
+    }
 }
 
 static void test_error_names_file(void **state)

@@ -255,6 +255,7 @@ typedef struct fused_iter {
     char *end_msg;
     int64_t cost_ns;
     atomic_llong failed; /* element errors the consumer has seen */
+    int64_t drop_card;   /* input size when a final partial batch is dropped, else -1 */
     /* consumer side */
     ibatch *cur;
     int pos;
@@ -416,12 +417,44 @@ static int fill_batch(fused_iter *it, ibatch *b, int want, int64_t *index)
     return 0;
 }
 
+/* Input elements that can still reach a full output batch, when the last
+ * partial one is dropped: decoding more would be wasted. Failures found
+ * later make it grow. */
+static int64_t useful(const fused_iter *it)
+{
+    int64_t f = atomic_load(&it->failed);
+    return (it->drop_card - f) / it->n * it->n + f;
+}
+
+/* With a known input size and drop_remainder: 0 when more images are
+ * useful, 1 when the pass is over (every assigned batch consumed and no
+ * failure asks for more), -1 when stopped. */
+static int wait_useful(fused_iter *it, int64_t assigned)
+{
+    if (it->drop_card < 0 || assigned < useful(it))
+        return 0;
+    pthread_mutex_lock(&it->mu);
+    while (!atomic_load(&it->stop) && it->outstanding > 0 && assigned >= useful(it))
+        pthread_cond_wait(&it->cv_producer, &it->mu);
+    pthread_mutex_unlock(&it->mu);
+    if (atomic_load(&it->stop))
+        return -1;
+    return assigned >= useful(it);
+}
+
 static void *producer_main(void *arg)
 {
     fused_iter *it = arg;
     int64_t index = 0; /* input position, for the per-element random streams */
     int64_t assigned = 0;
     for (;;) {
+        int done = wait_useful(it, assigned);
+        if (done < 0)
+            break;
+        if (done) {
+            producer_finish(it, SL_EOF);
+            break;
+        }
         pthread_mutex_lock(&it->mu);
         while (!atomic_load(&it->stop) && it->outstanding >= BATCHES_AHEAD)
             pthread_cond_wait(&it->cv_producer, &it->mu);
@@ -449,6 +482,8 @@ static void *producer_main(void *arg)
          * seen so far (none: every batch is full size) */
         int64_t misalign = (assigned - atomic_load(&it->failed)) % it->n;
         int want = it->n - (int)misalign;
+        if (it->drop_card >= 0 && want > useful(it) - assigned)
+            want = (int)(useful(it) - assigned);
         b->n = b->remaining = 0;
         b->closed = false;
         b->held = (int64_t)want * (int64_t)it->img_bytes;
@@ -718,6 +753,8 @@ static int fused_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_
     it->seed = sl__node_seed(&it->base, -1);
     it->n = (int)d->batch;
     it->img_bytes = image_bytes(&d->spec);
+    int64_t card = sl_dataset_cardinality(ds->inputs[0]);
+    it->drop_card = (d->flags & SL_DROP_REMAINDER) && card >= 0 ? card : -1;
     int threads = sl_runtime_threads(tree->rt);
     it->parallelism = d->parallelism == SL_AUTOTUNE ? 2 * threads : d->parallelism;
     pthread_mutex_init(&it->mu, NULL);
