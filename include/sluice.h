@@ -26,6 +26,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -242,8 +243,23 @@ typedef enum sl_option {
      * it can be set up, else pread; the environment variable
      * SLUICE_IO=uring|pread overrides AUTO). */
     SL_OPT_IO_BACKEND,
-    /* Reads in flight per reading node (the I/O queue depth); default 32. */
+    /* Reads in flight per reading node (the I/O queue depth); default 32.
+     * With SL_OPT_AUTOTUNE on, this is where the controller starts. */
     SL_OPT_IO_DEPTH,
+    /* 1 (default): a controller moves every knob left at SL_AUTOTUNE (map
+     * parallelism, prefetch depth, I/O depth) from the measured consumer
+     * stall; 0: those knobs keep their documented defaults. */
+    SL_OPT_AUTOTUNE,
+    /* Worker threads the controller may keep busy at once, summed over the
+     * iterators sharing a runtime; 0 = the CPUs in the affinity mask. */
+    SL_OPT_CPU_BUDGET,
+    /* Consumer stall the controller tolerates, in parts per million of wall
+     * time (default 20000 = 2%). */
+    SL_OPT_STALL_TARGET_PPM,
+    /* Events kept for sl_iterator_trace (a ring of this many); 0 = off. */
+    SL_OPT_TRACE_EVENTS,
+    /* 1: log every knob change with its reason (as SLUICE_LOG=autotune). */
+    SL_OPT_AUTOTUNE_LOG,
     SL_OPT_COUNT
 } sl_option;
 
@@ -501,6 +517,74 @@ typedef enum sl_stat {
 } sl_stat;
 /* One counter of the iterator; -1 for an unknown key. Any thread. */
 SL_API int64_t sl_iterator_stat(const sl_iterator *it, sl_stat key);
+
+/* ------------------------------------------------------------------------ */
+/* Statistics, report, trace                                                */
+
+typedef struct sl_stats sl_stats; /* a snapshot; free with sl_stats_free */
+
+typedef enum sl_node_stat {
+    SL_NODE_ELEMENTS = 0,  /* elements the node produced */
+    SL_NODE_BUSY,          /* fraction of wall time its work ran, per unit of
+                            * parallelism (1.0: every worker busy all along) */
+    SL_NODE_INPUT_WAIT,    /* fraction of wall time its producer waited on input */
+    SL_NODE_OCCUPANCY,     /* mean elements in its output buffer, sampled at takes */
+    SL_NODE_EMPTY,         /* fraction of takes that found the buffer empty */
+    SL_NODE_CAPACITY,      /* its output buffer's current capacity (elements) */
+    SL_NODE_BYTES_HELD,    /* bytes in its buffer now */
+    SL_NODE_STAT_COUNT
+} sl_node_stat;
+
+typedef enum sl_global_stat {
+    SL_GLOBAL_WALL_SECONDS = 0, /* since the iterator was created */
+    SL_GLOBAL_STALL_FRACTION,   /* time inside sl_next / wall time */
+    SL_GLOBAL_STEP_SECONDS,     /* mean consumer time between sl_next calls */
+    SL_GLOBAL_ELEMENTS,         /* returned by sl_next */
+    SL_GLOBAL_BUFFERED_BYTES,
+    SL_GLOBAL_PEAK_BUFFERED_BYTES,
+    SL_GLOBAL_RAM_BUDGET,
+    SL_GLOBAL_CPU_BUDGET,
+    SL_GLOBAL_IO_BACKEND,       /* sl_io_backend in use */
+    SL_GLOBAL_IO_IN_FLIGHT,     /* reads in flight now */
+    SL_GLOBAL_IO_BYTES_PER_S,   /* file bytes read per wall second */
+    SL_GLOBAL_ERRORS_SKIPPED,
+    SL_GLOBAL_KNOB_CHANGES,     /* autotune decisions so far */
+    SL_GLOBAL_STAT_COUNT
+} sl_global_stat;
+
+/* A consistent-enough snapshot of the iterator's counters (each counter is
+ * read atomically; the set is not one instant). Any thread. NULL on
+ * allocation failure. */
+SL_API sl_stats *sl_iterator_stats(const sl_iterator *it);
+SL_API void sl_stats_free(sl_stats *s);
+/* Nodes in pipeline order, the source first, the node sl_next reads last. */
+SL_API int sl_stats_nodes(const sl_stats *s);
+/* "map(decode)", "prefetch"...; owned by the snapshot. */
+SL_API const char *sl_stats_node_name(const sl_stats *s, int node);
+/* NaN for an unknown node or key. */
+SL_API double sl_stats_node(const sl_stats *s, int node, sl_node_stat key);
+SL_API double sl_stats_global(const sl_stats *s, sl_global_stat key);
+/* The node's knobs ("parallelism", "depth", "io_depth"): count, name,
+ * current value, and whether the controller moves it (1) or it is fixed. */
+SL_API int sl_stats_knobs(const sl_stats *s, int node);
+SL_API const char *sl_stats_knob_name(const sl_stats *s, int node, int knob);
+SL_API int64_t sl_stats_knob_value(const sl_stats *s, int node, int knob);
+SL_API int sl_stats_knob_autotuned(const sl_stats *s, int node, int knob);
+/* The whole snapshot as one JSON object; owned by the snapshot. */
+SL_API const char *sl_stats_json(sl_stats *s);
+
+/* A readable table of the nodes that names the bottleneck and why, e.g.
+ * "map(image): 2/2 workers busy 97%, output buffer empty in 41% of takes ->
+ * CPU-bound; more cores would help". Returns 0 or a negative code. */
+SL_API int sl_iterator_report(const sl_iterator *it, FILE *out);
+/* The same text into buf (NUL-terminated, truncated to size); returns the
+ * length the full text needs, like snprintf, or a negative code. */
+SL_API int sl_iterator_report_buf(const sl_iterator *it, char *buf, size_t size);
+/* Writes the events recorded so far (SL_OPT_TRACE_EVENTS) as Chrome
+ * trace-event JSON that Perfetto and chrome://tracing open: a track per node
+ * with its work spans, the consumer's stalls, and counter tracks for every
+ * knob, the stall fraction and buffered bytes. SL_ESTATE if tracing is off. */
+SL_API int sl_iterator_trace(const sl_iterator *it, const char *path);
 
 #ifdef __cplusplus
 }

@@ -24,6 +24,11 @@ static const struct {
     [SL_OPT_ERROR_LOG_LIMIT] = {5, 0, INT64_MAX},
     [SL_OPT_IO_BACKEND] = {SL_IO_AUTO, SL_IO_AUTO, SL_IO_PREAD},
     [SL_OPT_IO_DEPTH] = {32, 1, 4096},
+    [SL_OPT_AUTOTUNE] = {1, 0, 1},
+    [SL_OPT_CPU_BUDGET] = {0, 0, 4096},
+    [SL_OPT_STALL_TARGET_PPM] = {20000, 0, 1000000},
+    [SL_OPT_TRACE_EVENTS] = {0, 0, 1 << 26},
+    [SL_OPT_AUTOTUNE_LOG] = {0, 0, 1},
 };
 
 SL_API sl_options *sl_options_create(void)

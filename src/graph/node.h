@@ -24,6 +24,7 @@
 #include "../core/error.h"
 #include "../core/hash.h"
 #include "../core/rng.h"
+#include "stats.h"
 #include "sluice.h"
 
 #define SL__MAX_INPUTS 2
@@ -153,6 +154,20 @@ struct sl__tree {
     atomic_llong peak_held;
     atomic_llong skipped;   /* element errors dropped */
     atomic_llong elements;  /* handed to the consumer */
+
+    /* observation and control (src/graph/stats.h, src/autotune/) */
+    int64_t start_ns;
+    atomic_llong consumer_wait_ns; /* time inside sl_next */
+    atomic_llong consumer_step_ns; /* time between sl_next calls */
+    atomic_llong consumer_calls;
+    sl__node_stats *stats_head;    /* under mu; entries are never removed */
+    bool autotune;                 /* SL_OPT_AUTOTUNE */
+    bool autotune_log;             /* SL_OPT_AUTOTUNE_LOG or SLUICE_LOG=autotune */
+    int cpu_budget;                /* SL_OPT_CPU_BUDGET resolved */
+    int64_t stall_target_ppm;
+    atomic_llong knob_changes;
+    struct sl__trace *trace;       /* NULL when tracing is off */
+    struct sl__autotune *at;       /* the controller, NULL when off */
 
     pthread_mutex_t mu;     /* registry, budget waits, state slots */
     pthread_cond_t budget_cv;
