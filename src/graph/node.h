@@ -25,6 +25,7 @@
 #include "../core/hash.h"
 #include "../core/rng.h"
 #include "stats.h"
+#include "../runtime/runtime.h"
 #include "sluice.h"
 
 #define SL__MAX_INPUTS 2
@@ -217,16 +218,7 @@ void sl__map_ctx_begin(sl_map_ctx *ctx, uint64_t seed, uint64_t key, int64_t epo
                        int64_t index);
 void sl__map_ctx_end(sl_map_ctx *ctx);
 
-/* Runtime internals used by async nodes. */
-typedef struct sl__task {
-    void (*run)(struct sl__task *task);
-    struct sl__task *next;
-} sl__task;
-void sl__runtime_submit(sl_runtime *rt, sl__task *task);
-/* The process default runtime (created on first use), or NULL. */
-sl_runtime *sl__runtime_default(void);
-
-/* Library threads: pthread_create with the pool flush at exit. */
-int sl__thread_start(pthread_t *th, void *(*fn)(void *), void *arg);
+/* The runtime internals async nodes use (sl__task, sl__runtime_submit,
+ * sl__thread_start) are in runtime/runtime.h. */
 
 #endif

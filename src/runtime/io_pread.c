@@ -11,7 +11,7 @@
 #include <unistd.h>
 #include "../core/alloc.h"
 #include "../core/error.h"
-#include "../graph/node.h" /* sl__thread_start */
+#include "runtime.h"
 #include "io.h"
 
 #define MAX_THREADS 4

@@ -6,10 +6,11 @@
  */
 #include <pthread.h>
 #include <sched.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include "../core/alloc.h"
 #include "../core/error.h"
-#include "../graph/node.h"
+#include "runtime.h"
 
 struct sl_runtime {
     pthread_mutex_t mu;
