@@ -420,18 +420,23 @@ SL_API sl_dataset *sl_cache(sl_dataset *in, const char *path);
 /* Files and images                                                         */
 
 /* torchvision ImageFolder: classes are the sorted names of root's
- * subdirectories (label = index), files are sorted within each class, so
- * the order is deterministic. `extensions`: comma-separated, matched
- * case-insensitively ("jpg,jpeg"; NULL means that). Scans at build time
- * (no stat per file where the directory entry has a type). Elements:
- * (bytes: uint8 [n] file contents, label: int64, path: string), read
- * through the runtime's I/O engine (io_uring, or pread where io_uring is
- * unavailable or SLUICE_IO=pread). Per-file errors (missing, unreadable,
- * empty, changed size, a directory) are element errors naming the path. */
+ * subdirectories (label = index), walked recursively like os.walk with
+ * symlinks followed (a directory named x.jpg is walked, not listed); files
+ * are sorted, so the order is deterministic; hidden entries are skipped.
+ * `extensions`: comma-separated, matched case-insensitively ("jpg,jpeg";
+ * NULL means that). Scans at build time (no stat per file where the
+ * directory entry has a type); NULL with SL_ENOENT if root is missing or
+ * holds no matching file. Elements: (bytes: uint8 [n] file contents,
+ * label: int64, path: string), read through the I/O engine (io_uring, or
+ * pread where io_uring is unavailable or SLUICE_IO=pread). Per-file errors
+ * are element errors naming the path: missing (SL_ENOENT), empty
+ * (SL_ECORRUPT), not a regular file, unreadable, changed size (SL_EIO). */
 SL_API sl_dataset *sl_image_folder(const char *root, const char *extensions);
 /* The same elements from a text file of "relative/path label" lines (the
- * format make_dataset.py writes), resolved against root (NULL: the list
- * file's directory). */
+ * format make_dataset.py writes; the label is the last field, so paths may
+ * hold spaces), resolved against root (NULL: the list file's directory);
+ * absolute paths are kept. A bad line gives NULL with SL_ECORRUPT
+ * "file_list: <list>:<line>: ...". */
 SL_API sl_dataset *sl_file_list(const char *list_path, const char *root);
 /* Reads the file named by tensor 0 (a string) of each element: the output
  * is (bytes: uint8 [n], then the input's tensors). */
