@@ -24,9 +24,14 @@
  */
 #include <math.h>
 #include <string.h>
+#include <stdlib.h>
 #if defined(__SSE2__) && !defined(SL__RESIZE_PORTABLE)
 #include <emmintrin.h>
 #define SL__RESIZE_SSE2 1
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+#define SL__RESIZE_AVX2 1
+#endif
 #endif
 #include "../core/alloc.h"
 #include "../core/error.h"
@@ -281,6 +286,118 @@ static void horizontal(const axis *ax, const int16_t *row, uint8_t *line, bool f
     default: horizontal_n(ax, row, line, flip, ax->pitch); break;
     }
 }
+
+#ifdef SL__RESIZE_AVX2
+/* AVX2, chosen at run time where the CPU has it: the same arithmetic as the
+ * SSE2 passes (identical results), twice as wide. Vertical: 16 bytes of two
+ * rows widened in order (vpmovzxbw), interleaved and pmaddwd'ed per pair of
+ * taps; the in-lane pack puts the 16 results back in order. */
+__attribute__((target("avx2"))) static void
+vertical_avx2(const uint8_t *src, size_t stride, const int16_t *w, int taps, int16_t *dst, int n)
+{
+    int x = 0;
+    for (; x + 16 <= n; x += 16) {
+        __m256i lo = _mm256_set1_epi32(1 << (VSHIFT - 1)), hi = lo;
+        for (int k = 0; k < taps; k += 2) {
+            const uint8_t *p = src + (size_t)k * stride + x;
+            bool pair = k + 1 < taps;
+            __m256i r0 = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)p));
+            __m256i r1 = pair ? _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(p + stride)))
+                              : r0;
+            int32_t wp;
+            if (pair)
+                memcpy(&wp, w + k, sizeof wp);
+            else
+                wp = (uint16_t)w[k];
+            __m256i wv = _mm256_set1_epi32(wp);
+            lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_unpacklo_epi16(r0, r1), wv));
+            hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_unpackhi_epi16(r0, r1), wv));
+        }
+        lo = _mm256_srai_epi32(lo, VSHIFT);
+        hi = _mm256_srai_epi32(hi, VSHIFT);
+        _mm256_storeu_si256((__m256i *)(dst + x), _mm256_packs_epi32(lo, hi));
+    }
+    vertical_c(src, stride, w, taps, dst, x, n);
+}
+
+/* Horizontal: two output pixels at once, one per 128-bit lane. */
+__attribute__((target("avx2"))) static inline __attribute__((always_inline)) void
+horizontal_avx2_n(const axis *ax, const int16_t *row, uint8_t *line, bool flip, int pitch)
+{
+    int out = ax->out, o = 0;
+    for (; o + 2 <= out; o += 2) {
+        int i0 = flip ? out - 1 - o : o, i1 = flip ? out - 2 - o : o + 1;
+        const int16_t *p0 = row + 3 * (ax->start[i0] - ax->lo);
+        const int16_t *p1 = row + 3 * (ax->start[i1] - ax->lo);
+        const int16_t *w0 = ax->w + (size_t)i0 * pitch, *w1 = ax->w + (size_t)i1 * pitch;
+        __m256i acc = _mm256_set1_epi32(1 << (HSHIFT - 1));
+        for (int k = 0; k < pitch; k += 2) {
+            __m256i v = _mm256_loadu2_m128i((const __m128i *)(p1 + 3 * k),
+                                            (const __m128i *)(p0 + 3 * k));
+            __m256i pr = _mm256_unpacklo_epi16(v, _mm256_srli_si256(v, 6));
+            int32_t a, b;
+            memcpy(&a, w0 + k, sizeof a);
+            memcpy(&b, w1 + k, sizeof b);
+            __m256i wv = _mm256_setr_epi32(a, a, a, a, b, b, b, b);
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pr, wv));
+        }
+        acc = _mm256_srai_epi32(acc, HSHIFT);
+        acc = _mm256_packus_epi16(_mm256_packs_epi32(acc, acc), acc);
+        uint32_t rgb0 = (uint32_t)_mm256_extract_epi32(acc, 0);
+        uint32_t rgb1 = (uint32_t)_mm256_extract_epi32(acc, 4);
+        uint8_t *d = line + 3 * o;
+        memcpy(d, &rgb0, 4); /* clobbers a byte of pixel o + 1, written next */
+        if (o + 2 < out) {
+            memcpy(d + 3, &rgb1, 4);
+        } else {
+            d[3] = (uint8_t)rgb1, d[4] = (uint8_t)(rgb1 >> 8), d[5] = (uint8_t)(rgb1 >> 16);
+        }
+    }
+    if (o < out) { /* an odd last pixel */
+        int i = flip ? 0 : o;
+        const int16_t *p = row + 3 * (ax->start[i] - ax->lo);
+        const int16_t *w = ax->w + (size_t)i * pitch;
+        __m128i acc = _mm_set1_epi32(1 << (HSHIFT - 1));
+        for (int k = 0; k < pitch; k += 2) {
+            __m128i v = _mm_loadu_si128((const __m128i *)(p + 3 * k));
+            __m128i pr = _mm_unpacklo_epi16(v, _mm_srli_si128(v, 6));
+            acc = _mm_add_epi32(acc, _mm_madd_epi16(pr, weight_pairs(w + k)));
+        }
+        acc = _mm_srai_epi32(acc, HSHIFT);
+        acc = _mm_packus_epi16(_mm_packs_epi32(acc, acc), acc);
+        uint32_t rgb = (uint32_t)_mm_cvtsi128_si32(acc);
+        uint8_t *d = line + 3 * o;
+        d[0] = (uint8_t)rgb, d[1] = (uint8_t)(rgb >> 8), d[2] = (uint8_t)(rgb >> 16);
+    }
+}
+
+__attribute__((target("avx2"))) static void
+horizontal_avx2(const axis *ax, const int16_t *row, uint8_t *line, bool flip)
+{
+    switch (ax->pitch) {
+    case 2: horizontal_avx2_n(ax, row, line, flip, 2); break;
+    case 4: horizontal_avx2_n(ax, row, line, flip, 4); break;
+    case 6: horizontal_avx2_n(ax, row, line, flip, 6); break;
+    case 8: horizontal_avx2_n(ax, row, line, flip, 8); break;
+    default: horizontal_avx2_n(ax, row, line, flip, ax->pitch); break;
+    }
+}
+
+static int avx2_mode = -1; /* -1: not decided yet */
+
+/* AVX2 unless the CPU lacks it, SLUICE_NO_AVX2 is set, or a test turned it
+ * off with sl__resize_simd. */
+static bool use_avx2(void)
+{
+    int v = __atomic_load_n(&avx2_mode, __ATOMIC_RELAXED);
+    if (v < 0) {
+        const char *e = getenv("SLUICE_NO_AVX2");
+        v = __builtin_cpu_supports("avx2") && !(e && *e && *e != '0');
+        __atomic_store_n(&avx2_mode, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
+#endif
 #else
 /* Blocks of a constant 16 bytes, which gcc -O2 vectorises. */
 static void vertical(const uint8_t *src, size_t stride, const int16_t *w, int taps,
@@ -412,13 +529,38 @@ int sl__resize(sl__resizer *r, const uint8_t *src, int w, int h, size_t stride,
         build_lut(r, out);
     memset(r->row + n, 0, ROW_PAD * sizeof *r->row);
     bool direct = out->dtype == SL_UINT8 && out->layout != SL_LAYOUT_CHW;
+#ifdef SL__RESIZE_AVX2
+    bool avx2 = use_avx2();
+#endif
     for (int y = 0; y < out->height; y++) {
         const uint8_t *s = src + (size_t)ay->start[y] * stride + 3 * (size_t)ax->lo;
-        vertical(s, stride, ay->w + (size_t)y * ay->pitch, ay->taps, r->row, n);
+        const int16_t *wy = ay->w + (size_t)y * ay->pitch;
         uint8_t *line = direct ? (uint8_t *)out->data + (size_t)y * out->width * 3 : r->line;
-        horizontal(ax, r->row, line, out->flip);
+#ifdef SL__RESIZE_AVX2
+        if (avx2) {
+            vertical_avx2(s, stride, wy, ay->taps, r->row, n);
+            horizontal_avx2(ax, r->row, line, out->flip);
+        } else
+#endif
+        {
+            vertical(s, stride, wy, ay->taps, r->row, n);
+            horizontal(ax, r->row, line, out->flip);
+        }
         if (!direct)
             store(r, out, y, line);
     }
     return 0;
+}
+
+int sl__resize_simd(int avx2)
+{
+#ifdef SL__RESIZE_AVX2
+    if (avx2 && !__builtin_cpu_supports("avx2"))
+        return 0;
+    __atomic_store_n(&avx2_mode, avx2 ? 1 : 0, __ATOMIC_RELAXED);
+    return avx2 ? 1 : 0;
+#else
+    (void)avx2;
+    return 0;
+#endif
 }
