@@ -244,7 +244,8 @@ typedef enum sl_option {
      * SLUICE_IO=uring|pread overrides AUTO). */
     SL_OPT_IO_BACKEND,
     /* Reads in flight per reading node (the I/O queue depth); default 32.
-     * With SL_OPT_AUTOTUNE on, this is where the controller starts. */
+     * With SL_OPT_AUTOTUNE on, this is where the controller starts (it may
+     * go up to 256, or this value if larger). */
     SL_OPT_IO_DEPTH,
     /* 1 (default): a controller moves every knob left at SL_AUTOTUNE (map
      * parallelism, prefetch depth, I/O depth) from the measured consumer
@@ -294,9 +295,11 @@ typedef struct sl_dataset sl_dataset;
 /* Cardinality: a count >= 0, or one of these. */
 #define SL_INFINITE (-1)
 #define SL_UNKNOWN (-2)
-/* Parallelism / depth chosen by the library (a documented default until the
- * autotune controller drives it: 2 × runtime threads for maps, 2 for
- * prefetch). */
+/* Parallelism / depth chosen by the library. With SL_OPT_AUTOTUNE on (the
+ * default) the controller moves it, starting small (1) and growing as the
+ * consumer's stall asks, up to 4 × runtime threads for maps and 64 for
+ * prefetch; with it off, the documented defaults hold: 2 × runtime threads
+ * for maps, 2 for prefetch. */
 #define SL_AUTOTUNE (-1)
 
 /*
@@ -529,9 +532,14 @@ SL_API int64_t sl_iterator_stat(const sl_iterator *it, sl_stat key);
 typedef struct sl_stats sl_stats; /* a snapshot; free with sl_stats_free */
 
 typedef enum sl_node_stat {
-    SL_NODE_ELEMENTS = 0,  /* elements the node produced */
-    SL_NODE_BUSY,          /* fraction of wall time its work ran, per unit of
-                            * parallelism (1.0: every worker busy all along) */
+    SL_NODE_ELEMENTS = 0,  /* elements the node produced (a fused map_image
+                            * + batch counts images), over all passes */
+    SL_NODE_BUSY,          /* work time / (wall time × units), 0..1. A map:
+                            * callback time summed over workers, units =
+                            * its parallelism capped by the runtime's
+                            * threads (1.0: every worker it can use busy
+                            * all along). A file reader: read time summed
+                            * over reads, units = its io_depth. Others: 0 */
     SL_NODE_INPUT_WAIT,    /* fraction of wall time its producer waited on input */
     SL_NODE_OCCUPANCY,     /* mean elements in its output buffer, sampled at takes */
     SL_NODE_EMPTY,         /* fraction of takes that found the buffer empty */
@@ -541,7 +549,9 @@ typedef enum sl_node_stat {
 } sl_node_stat;
 
 typedef enum sl_global_stat {
-    SL_GLOBAL_WALL_SECONDS = 0, /* since the iterator was created */
+    SL_GLOBAL_WALL_SECONDS = 0, /* since the iterator was created, until
+                                 * sl_next first returned SL_EOF or an error
+                                 * (the fractions are over this time) */
     SL_GLOBAL_STALL_FRACTION,   /* time inside sl_next / wall time */
     SL_GLOBAL_STEP_SECONDS,     /* mean consumer time between sl_next calls */
     SL_GLOBAL_ELEMENTS,         /* returned by sl_next */
@@ -564,23 +574,30 @@ SL_API sl_stats *sl_iterator_stats(const sl_iterator *it);
 SL_API void sl_stats_free(sl_stats *s);
 /* Nodes in pipeline order, the source first, the node sl_next reads last. */
 SL_API int sl_stats_nodes(const sl_stats *s);
-/* "map(decode)", "prefetch"...; owned by the snapshot. */
+/* "map(decode)", "prefetch"...; owned by the snapshot; NULL for an unknown
+ * node. */
 SL_API const char *sl_stats_node_name(const sl_stats *s, int node);
 /* NaN for an unknown node or key. */
 SL_API double sl_stats_node(const sl_stats *s, int node, sl_node_stat key);
 SL_API double sl_stats_global(const sl_stats *s, sl_global_stat key);
 /* The node's knobs ("parallelism", "depth", "io_depth"): count, name,
- * current value, and whether the controller moves it (1) or it is fixed. */
+ * current value, and whether the controller moves it (1) or it is fixed.
+ * For an unknown node or knob: 0 knobs, name NULL, value and autotuned -1. */
 SL_API int sl_stats_knobs(const sl_stats *s, int node);
 SL_API const char *sl_stats_knob_name(const sl_stats *s, int node, int knob);
 SL_API int64_t sl_stats_knob_value(const sl_stats *s, int node, int knob);
 SL_API int sl_stats_knob_autotuned(const sl_stats *s, int node, int knob);
-/* The whole snapshot as one JSON object; owned by the snapshot. */
+/* The whole snapshot as one JSON object (the global figures, then "nodes":
+ * an array in pipeline order, each with its counters and "knobs"); owned by
+ * the snapshot. NULL on allocation failure. */
 SL_API const char *sl_stats_json(sl_stats *s);
 
 /* A readable table of the nodes that names the bottleneck and why, e.g.
  * "map(image): 2/2 workers busy 97%, output buffer empty in 41% of takes ->
- * CPU-bound; more cores would help". Returns 0 or a negative code. */
+ * CPU-bound; more cores would help", or, when the consumer waits less than
+ * SL_OPT_STALL_TARGET_PPM, that the consumer itself sets the pace. Figures
+ * are over SL_GLOBAL_WALL_SECONDS. Any thread. Returns 0 or a negative code
+ * (SL_EIO when writing fails). */
 SL_API int sl_iterator_report(const sl_iterator *it, FILE *out);
 /* The same text into buf (NUL-terminated, truncated to size); returns the
  * length the full text needs, like snprintf, or a negative code. */
@@ -588,7 +605,14 @@ SL_API int sl_iterator_report_buf(const sl_iterator *it, char *buf, size_t size)
 /* Writes the events recorded so far (SL_OPT_TRACE_EVENTS) as Chrome
  * trace-event JSON that Perfetto and chrome://tracing open: a track per node
  * with its work spans, the consumer's stalls, and counter tracks for every
- * knob, the stall fraction and buffered bytes. SL_ESTATE if tracing is off. */
+ * knob, the stall fraction and buffered bytes. The ring keeps the latest
+ * SL_OPT_TRACE_EVENTS events. Node processes: one per node with spans
+ * ("map(decode)"), a track per thread that worked for it; process "sluice"
+ * holds the consumer's "stall" spans (waits over 20 us) and the counters,
+ * sampled each controller tick (or every 100 ms of sl_next calls without
+ * the controller) and once more when the trace is written. Any thread, while
+ * the pipeline runs. SL_ESTATE if tracing is off, SL_EIO if the file cannot
+ * be written. */
 SL_API int sl_iterator_trace(const sl_iterator *it, const char *path);
 
 #ifdef __cplusplus

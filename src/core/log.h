@@ -5,5 +5,10 @@
 
 void sl__log(sl_log_level level, const char *fmt, ...) SL__PRINTF(2, 3);
 int sl__log_enabled(sl_log_level level);
+/* Whether SLUICE_LOG names `category` ("SLUICE_LOG=info,autotune"). */
+int sl__log_category_enabled(const char *category);
+/* Logs whatever the level setting, for messages the user asked for by
+ * category or option (the autotune decision log). */
+void sl__log_always(sl_log_level level, const char *fmt, ...) SL__PRINTF(2, 3);
 
 #endif

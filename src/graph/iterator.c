@@ -2,7 +2,10 @@
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+#include "../core/clock.h"
+#include "../autotune/autotune.h"
 #include "../core/log.h"
+#include "../obs/trace.h"
 #include "node.h"
 
 /* ---- options ---- */
@@ -86,12 +89,23 @@ SL_API int sl_options_set_runtime(sl_options *o, sl_runtime *rt)
 
 /* ---- node iterators ---- */
 
+/* Depth of the node being made on this thread: sl__iter_make_input sets it
+ * around the child's make, so sl__iter_alloc knows it without a parameter
+ * in every op. */
+static _Thread_local int making_depth;
+
 void *sl__iter_alloc(const sl__iter_ops *ops, size_t size, const sl_dataset *ds,
                      sl__tree *tree, uint64_t key, int64_t epoch)
 {
     sl__iter *it = sl__calloc(1, size);
     if (!it)
         return NULL;
+    it->depth = making_depth;
+    it->stats = sl__stats_node(tree, key, sl_dataset_name(ds), SL__NODE_OTHER, it->depth);
+    if (!it->stats) {
+        sl__free(it, size);
+        return NULL;
+    }
     it->ops = ops;
     it->ds = ds;
     it->tree = tree;
@@ -112,7 +126,11 @@ int sl__iter_make_input(sl__iter *parent, int i, int64_t epoch, sl__iter **out)
 {
     const sl_dataset *in = parent->ds->inputs[i];
     uint64_t key = sl__hash_str(sl__hash_u64(parent->key, (uint64_t)i + 1), in->ops->kind);
-    return sl__iter_make(in, parent->tree, key, epoch, out);
+    int saved = making_depth;
+    making_depth = parent->depth + 1;
+    int rc = sl__iter_make(in, parent->tree, key, epoch, out);
+    making_depth = saved;
+    return rc;
 }
 
 void sl__iter_free(sl__iter *it)
@@ -201,6 +219,18 @@ void sl__tree_unhold(sl__tree *t, int64_t bytes)
         pthread_cond_broadcast(&t->budget_cv);
         pthread_mutex_unlock(&t->mu);
     }
+}
+
+void sl__iter_hold(sl__iter *it, int64_t bytes)
+{
+    sl__stat_add(&it->stats->bytes_held, bytes);
+    sl__tree_hold(it->tree, bytes);
+}
+
+void sl__iter_unhold(sl__iter *it, int64_t bytes)
+{
+    sl__stat_add(&it->stats->bytes_held, -bytes);
+    sl__tree_unhold(it->tree, bytes);
 }
 
 bool sl__tree_wait_budget(sl__tree *t, const atomic_int *own_count, const atomic_bool *stop)
@@ -329,8 +359,19 @@ struct sl_iterator {
     sl__iter *root;
     sl_dataset *ds;
     int err;
+    int64_t last_return_ns; /* when sl_next last returned; 0 before the first call */
     char errmsg[SL__ERRMSG_MAX];
 };
+
+/* Consumer waits shorter than this are hand-offs, not stalls: no span. */
+#define STALL_SPAN_NS 20000
+/* Counter samples for the trace when no controller ticks. */
+#define TRACE_SAMPLE_NS 100000000
+
+sl__tree *sl__iterator_tree(const sl_iterator *it)
+{
+    return (sl__tree *)&it->tree;
+}
 
 #define ROOT_KEY 0x726f6f74ull
 
@@ -353,6 +394,8 @@ static void tree_fini(sl__tree *t)
     }
     if (t->own_rt)
         sl_runtime_free(t->rt);
+    sl__stats_fini(t);
+    sl__trace_free(t->trace);
     pthread_cond_destroy(&t->budget_cv);
     pthread_mutex_destroy(&t->mu);
 }
@@ -381,6 +424,20 @@ SL_API sl_iterator *sl_iterator_create(sl_dataset *ds, const sl_options *opts)
     t->deterministic = sl_options_get(opts, SL_OPT_DETERMINISTIC) != 0;
     t->io_backend = (int)sl_options_get(opts, SL_OPT_IO_BACKEND);
     t->io_depth = (int)sl_options_get(opts, SL_OPT_IO_DEPTH);
+    t->start_ns = sl__now_ns();
+    t->autotune = sl_options_get(opts, SL_OPT_AUTOTUNE) != 0;
+    t->autotune_log = sl_options_get(opts, SL_OPT_AUTOTUNE_LOG) != 0 ||
+                      sl__log_category_enabled("autotune");
+    t->cpu_budget = (int)sl_options_get(opts, SL_OPT_CPU_BUDGET);
+    if (t->cpu_budget == 0)
+        t->cpu_budget = sl_cpu_count();
+    t->stall_target_ppm = sl_options_get(opts, SL_OPT_STALL_TARGET_PPM);
+    int64_t events = sl_options_get(opts, SL_OPT_TRACE_EVENTS);
+    if (events > 0 && !(t->trace = sl__trace_new(events))) {
+        tree_fini(t);
+        sl__free(it, sizeof *it);
+        return NULL;
+    }
     if (threads > 0) {
         t->rt = sl_runtime_create((int)threads);
         t->own_rt = true;
@@ -393,7 +450,12 @@ SL_API sl_iterator *sl_iterator_create(sl_dataset *ds, const sl_options *opts)
         return NULL;
     }
     it->ds = sl_dataset_retain(ds);
+    int saved = making_depth;
+    making_depth = 0;
     int rc = sl__iter_make(ds, t, ROOT_KEY, 0, &it->root);
+    making_depth = saved;
+    if (rc == 0)
+        rc = sl__autotune_start(t);
     if (rc < 0) {
         char msg[SL__ERRMSG_MAX];
         snprintf(msg, sizeof msg, "%s", sl__error_msg());
@@ -404,6 +466,17 @@ SL_API sl_iterator *sl_iterator_create(sl_dataset *ds, const sl_options *opts)
     return it;
 }
 
+static void trace_consumer(sl__tree *t, int64_t t0, int64_t t1)
+{
+    sl__trace_consumer(t);
+    if (t1 - t0 >= STALL_SPAN_NS)
+        sl__trace_span_named(t, "stall", t0, t1);
+    /* the controller samples the counters at each tick; without it, the
+     * consumer does, now and then */
+    if (!t->at)
+        sl__trace_sample(t, t1, TRACE_SAMPLE_NS);
+}
+
 SL_API int sl_next(sl_iterator *it, sl_element **out)
 {
     *out = NULL;
@@ -411,7 +484,20 @@ SL_API int sl_next(sl_iterator *it, sl_element **out)
         return sl__set_error(SL_EINVAL, "sl_next: NULL iterator");
     if (it->err)
         return it->err;
+    sl__tree *t = &it->tree;
+    int64_t t0 = sl__now_ns();
+    if (it->last_return_ns)
+        sl__stat_add_single(&t->consumer_step_ns, t0 - it->last_return_ns);
     int rc = sl__iter_next(it->root, out);
+    int64_t t1 = sl__now_ns();
+    it->last_return_ns = t1;
+    /* one thread at a time uses the iterator: single writer */
+    sl__stat_add_single(&t->consumer_wait_ns, t1 - t0);
+    sl__stat_add_single(&t->consumer_calls, 1);
+    if (t->trace)
+        trace_consumer(t, t0, t1);
+    if (rc != 0 && !atomic_load_explicit(&t->end_ns, memory_order_relaxed))
+        atomic_store_explicit(&t->end_ns, t1, memory_order_relaxed);
     if (rc == 0) {
         atomic_fetch_add_explicit(&it->tree.elements, 1, memory_order_relaxed);
     } else if (rc < 0) {
@@ -433,6 +519,7 @@ SL_API void sl_iterator_free(sl_iterator *it)
     if (!it)
         return;
     sl__tree *t = &it->tree;
+    sl__autotune_stop(t); /* before the nodes whose knobs it moves go */
     pthread_mutex_lock(&t->mu);
     atomic_store(&t->cancelled, true);
     pthread_cond_broadcast(&t->budget_cv);

@@ -112,6 +112,12 @@ struct sl__iter {
     int64_t fail_count; /* element errors that originated here */
     sl__iter *async_next, *async_prev; /* tree registry of cancellable nodes */
     bool registered;
+    /* observation (stats.h): the node's entry, shared by all its passes;
+     * its depth below the root; own_count: the node counts its elements
+     * itself (in other units than output elements), sl__iter_next doesn't */
+    sl__node_stats *stats;
+    int depth;
+    bool own_count;
 };
 
 /* Allocates a derived node iterator of `size` bytes (zeroed, base filled). */
@@ -122,9 +128,20 @@ int sl__iter_make_input(sl__iter *parent, int i, int64_t epoch, sl__iter **out);
 /* Makes the iterator of any dataset under a derived key. */
 int sl__iter_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
                   sl__iter **out);
+/* For a counter only one thread writes at a time (handed over under a lock
+ * or a join): a relaxed load and store, no locked instruction. */
+static inline void sl__stat_add_single(atomic_llong *c, int64_t v)
+{
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + v,
+                          memory_order_relaxed);
+}
 static inline int sl__iter_next(sl__iter *it, sl_element **out)
 {
-    return it->ops->next(it, out);
+    int rc = it->ops->next(it, out);
+    /* node iterators are used by one thread at a time: single writer */
+    if (rc == 0 && !it->own_count)
+        sl__stat_add_single(&it->stats->elements, 1);
+    return rc;
 }
 /* Destroys and frees; NULL ok. */
 void sl__iter_free(sl__iter *it);
@@ -158,6 +175,7 @@ struct sl__tree {
 
     /* observation and control (src/graph/stats.h, src/autotune/) */
     int64_t start_ns;
+    atomic_llong end_ns;           /* when sl_next first returned SL_EOF or an error */
     atomic_llong consumer_wait_ns; /* time inside sl_next */
     atomic_llong consumer_step_ns; /* time between sl_next calls */
     atomic_llong consumer_calls;
@@ -190,6 +208,13 @@ uint64_t sl__node_seed(const sl__iter *it, int64_t op_seed);
 /* Byte accounting for buffered elements. */
 void sl__tree_hold(sl__tree *t, int64_t bytes);
 void sl__tree_unhold(sl__tree *t, int64_t bytes);
+/* The same, also counted in the node's bytes_held (its own buffer). */
+void sl__iter_hold(sl__iter *it, int64_t bytes);
+void sl__iter_unhold(sl__iter *it, int64_t bytes);
+/* Frees the tree's statistics entries (src/graph/stats.c). */
+void sl__stats_fini(sl__tree *t);
+/* The tree of an iterator, for src/obs/. */
+sl__tree *sl__iterator_tree(const sl_iterator *it);
 /* Blocks while the budget is exhausted and the caller's own buffer is not
  * empty (*own_count > 0; the caller's consumer must call sl__tree_unhold
  * after taking from that buffer, which wakes the wait). Returns false if the

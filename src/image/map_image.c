@@ -244,7 +244,8 @@ typedef struct fused_iter {
     pthread_mutex_t mu;
     pthread_cond_t cv_consumer, cv_producer, cv_idle;
     atomic_bool stop;
-    int parallelism, in_flight, outstanding;
+    sl__knob *parallelism; /* tasks in flight at most; the controller may move it */
+    int in_flight, outstanding;
     atomic_int pending;
     int64_t next_seq, consume_seq;
     ibatch *window[BATCHES_AHEAD];
@@ -306,11 +307,14 @@ static void run_task(sl__task *task)
         }
         sl_element_release(in);
     }
-    int64_t per = (sl__now_ns() - t0) / t->count;
+    int64_t t1 = sl__now_ns(), per = (t1 - t0) / t->count;
+    sl__stat_add(&it->base.stats->busy_ns, t1 - t0);
+    sl__trace_span(it->base.tree, it->base.stats, t0, t1);
     pthread_mutex_lock(&it->mu);
     it->cost_ns = it->cost_ns ? (3 * it->cost_ns + per) / 4 : per;
     b->remaining -= t->count;
     it->in_flight--;
+    atomic_fetch_sub_explicit(&it->base.stats->in_flight, 1, memory_order_relaxed);
     t->next = it->free_tasks;
     it->free_tasks = t;
     if (b->closed && b->remaining == 0)
@@ -366,13 +370,20 @@ static int task_size(const fused_iter *it)
     return k < 1 ? 1 : k > TASK_MAX ? TASK_MAX : (int)k;
 }
 
+/* The parallelism knob now. */
+static int parallelism(const fused_iter *it)
+{
+    int64_t p = sl__knob_get(it->parallelism);
+    return p < 1 ? 1 : p > INT32_MAX ? INT32_MAX : (int)p;
+}
+
 /* Fills batch b with up to `want` images; returns 0, or the input's end
  * code (SL_EOF or an error) when it ended. */
 static int fill_batch(fused_iter *it, ibatch *b, int want, int64_t *index)
 {
     while (b->n < want) {
         pthread_mutex_lock(&it->mu);
-        while (!atomic_load(&it->stop) && it->in_flight >= it->parallelism)
+        while (!atomic_load(&it->stop) && it->in_flight >= parallelism(it))
             pthread_cond_wait(&it->cv_producer, &it->mu);
         itask *t = NULL;
         if (!atomic_load(&it->stop)) {
@@ -389,8 +400,10 @@ static int fill_batch(fused_iter *it, ibatch *b, int want, int64_t *index)
         if (k > want - b->n)
             k = want - b->n;
         int rc = 0, got = 0;
+        int64_t t0 = sl__now_ns();
         while (got < k && (rc = sl__iter_next(it->input, &t->in[got])) == 0)
             got++;
+        sl__stat_add(&it->base.stats->wait_ns, sl__now_ns() - t0);
         if (got) {
             t->task.run = run_task;
             t->owner = it;
@@ -403,6 +416,7 @@ static int fill_batch(fused_iter *it, ibatch *b, int want, int64_t *index)
             b->n += got;
             b->remaining += got;
             it->in_flight++;
+            atomic_fetch_add_explicit(&it->base.stats->in_flight, 1, memory_order_relaxed);
             pthread_mutex_unlock(&it->mu);
             sl__runtime_submit(it->base.tree->rt, &t->task);
         } else {
@@ -487,7 +501,7 @@ static void *producer_main(void *arg)
         b->n = b->remaining = 0;
         b->closed = false;
         b->held = (int64_t)want * (int64_t)it->img_bytes;
-        sl__tree_hold(it->base.tree, b->held);
+        sl__iter_hold(&it->base, b->held);
         pthread_mutex_lock(&it->mu);
         b->seq = it->next_seq++;
         it->window[b->seq % BATCHES_AHEAD] = b;
@@ -512,13 +526,29 @@ static void *producer_main(void *arg)
 }
 
 /* Waits for the next batch in order; NULL at the end (*rc set). */
+/* Images in finished batches, for the occupancy statistic. Under mu. */
+static int finished_images(const fused_iter *it)
+{
+    int n = 0;
+    for (int i = 0; i < BATCHES_AHEAD; i++) {
+        const ibatch *w = it->window[i];
+        if (w && w->closed && w->remaining == 0)
+            n += w->n;
+    }
+    return n;
+}
+
 static ibatch *batch_next(fused_iter *it, int *rc)
 {
     ibatch *b = NULL;
+    int ready = -1;
     pthread_mutex_lock(&it->mu);
     for (;;) {
         ibatch *w = it->window[it->consume_seq % BATCHES_AHEAD];
-        if (w && w->seq == it->consume_seq && w->closed && w->remaining == 0) {
+        bool done = w && w->seq == it->consume_seq && w->closed && w->remaining == 0;
+        if (ready < 0)
+            ready = done ? finished_images(it) : 0;
+        if (done) {
             it->window[it->consume_seq % BATCHES_AHEAD] = NULL;
             it->consume_seq++;
             it->cur_last = it->input_done && it->outstanding == 1;
@@ -540,8 +570,9 @@ static ibatch *batch_next(fused_iter *it, int *rc)
     pthread_mutex_unlock(&it->mu);
     if (b) {
         atomic_fetch_sub(&it->pending, 1);
-        sl__tree_unhold(it->base.tree, b->held);
+        sl__iter_unhold(&it->base, b->held);
         b->held = 0;
+        sl__stat_take(it->base.stats, ready);
     }
     return b;
 }
@@ -684,6 +715,8 @@ static int fused_next(sl__iter *base, sl_element **out)
     if (it->ended)
         return it->ended_rc;
     int rc = fused_next_inner(it, out);
+    if (rc == 0) /* the node counts images, not batches */
+        sl__stat_add_single(&base->stats->elements, (*out)->t[0].shape[0]);
     if (rc) {
         it->ended = true;
         it->ended_rc = rc;
@@ -717,7 +750,7 @@ static void fused_destroy(sl__iter *base)
         batch_free(it, it->cur);
     for (int i = 0; i < BATCHES_AHEAD; i++)
         if (it->window[i]) {
-            sl__tree_unhold(base->tree, it->window[i]->held);
+            sl__iter_unhold(base, it->window[i]->held);
             batch_free(it, it->window[i]);
         }
     while (it->free_batches) {
@@ -742,6 +775,29 @@ static void fused_destroy(sl__iter *base)
 
 static const sl__iter_ops fused_iter_ops = {fused_next, fused_cancel, fused_destroy};
 
+/* Registers the node as a map with a parallelism knob, as ops/map.c does:
+ * SL_AUTOTUNE under the controller starts at 1 and may grow to 4 tasks per
+ * worker; without it, 2 per worker. Capacity: the batches ahead. */
+static int parallelism_knob(fused_iter *it, int parallelism)
+{
+    sl__tree *tree = it->base.tree;
+    int threads = sl_runtime_threads(tree->rt);
+    bool autotune = parallelism == SL_AUTOTUNE && tree->autotune;
+    int64_t initial = parallelism != SL_AUTOTUNE ? parallelism : autotune ? 1 : 2 * threads;
+    int64_t max = autotune ? 4 * (int64_t)threads : initial;
+    if (max < initial)
+        max = initial;
+    sl__node_stats *ns = sl__stats_node(tree, it->base.key, sl_dataset_name(it->base.ds),
+                                        SL__NODE_MAP, it->base.depth);
+    it->parallelism = ns ? sl__stats_knob(ns, "parallelism", SL__KNOB_PARALLELISM, 1, max,
+                                          initial, autotune)
+                         : NULL;
+    if (!it->parallelism)
+        return sl__set_error(SL_EINTERNAL, "map_image: cannot register its parallelism knob");
+    atomic_store(&ns->capacity, BATCHES_AHEAD * it->n);
+    return 0;
+}
+
 static int fused_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
                       sl__iter **out)
 {
@@ -755,13 +811,14 @@ static int fused_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_
     it->img_bytes = image_bytes(&d->spec);
     int64_t card = sl_dataset_cardinality(ds->inputs[0]);
     it->drop_card = (d->flags & SL_DROP_REMAINDER) && card >= 0 ? card : -1;
-    int threads = sl_runtime_threads(tree->rt);
-    it->parallelism = d->parallelism == SL_AUTOTUNE ? 2 * threads : d->parallelism;
+    it->base.own_count = true;
     pthread_mutex_init(&it->mu, NULL);
     pthread_cond_init(&it->cv_consumer, NULL);
     pthread_cond_init(&it->cv_producer, NULL);
     pthread_cond_init(&it->cv_idle, NULL);
-    int rc = sl__iter_make_input(&it->base, 0, epoch, &it->input);
+    int rc = parallelism_knob(it, d->parallelism);
+    if (rc == 0)
+        rc = sl__iter_make_input(&it->base, 0, epoch, &it->input);
     if (rc == 0)
         rc = sl__thread_start(&it->producer, producer_main, it);
     if (rc < 0) {

@@ -64,10 +64,13 @@ typedef struct map_iter {
     pthread_mutex_t mu;
     pthread_cond_t cv_consumer, cv_producer, cv_idle;
     atomic_bool stop;
-    int parallelism; /* chunks in flight at most */
-    int ahead;       /* chunks submitted and not yet consumed, at most */
+    /* chunks in flight at most; read at each decision, the controller may
+     * move it. Chunks submitted and not yet consumed: at most twice that. */
+    sl__knob *parallelism;
+    int ahead;       /* window slots: room for the knob's maximum */
     int outstanding;
     int in_flight;
+    int ready;       /* elements in finished chunks not yet taken (statistics) */
     atomic_int pending; /* chunks submitted and not yet taken by the consumer */
     int64_t next_seq, consume_seq;
     chunk **window;   /* ordered: by seq % ahead */
@@ -148,14 +151,17 @@ static void run_chunk(sl__task *task)
         slot_clear(&c->s[i]);
         c->s[i].rc = SL_ECANCELED;
     }
-    int64_t per = (sl__now_ns() - t0) / c->n;
+    int64_t t1 = sl__now_ns(), per = (t1 - t0) / c->n;
+    sl__node_stats *ns = it->base.stats;
+    sl__stat_add(&ns->busy_ns, t1 - t0);
+    sl__trace_span(it->base.tree, ns, t0, t1);
     /* trade the estimate for the real size in one step, so the total never
      * counts this chunk twice */
     int64_t delta = c->bytes - c->reserved;
     if (delta >= 0)
-        sl__tree_hold(it->base.tree, delta);
+        sl__iter_hold(&it->base, delta);
     else
-        sl__tree_unhold(it->base.tree, -delta);
+        sl__iter_unhold(&it->base, -delta);
 
     pthread_mutex_lock(&it->mu);
     it->cost_ns = it->cost_ns ? (3 * it->cost_ns + per) / 4 : per;
@@ -163,6 +169,8 @@ static void run_chunk(sl__task *task)
     it->el_bytes = it->el_bytes ? (3 * it->el_bytes + eb) / 4 : eb;
     c->done = true;
     it->in_flight--;
+    it->ready += c->n;
+    atomic_fetch_sub_explicit(&ns->in_flight, 1, memory_order_relaxed);
     if (it->ordered) {
         if (c->seq == it->consume_seq)
             pthread_cond_signal(&it->cv_consumer);
@@ -212,14 +220,22 @@ static void producer_finish(map_iter *it, int rc)
     pthread_mutex_unlock(&it->mu);
 }
 
+/* The parallelism knob now, within what the window holds. */
+static int parallelism(const map_iter *it)
+{
+    int64_t p = sl__knob_get(it->parallelism);
+    return p < 1 ? 1 : p > it->ahead / 2 ? it->ahead / 2 : (int)p;
+}
+
 static void *producer_main(void *arg)
 {
     map_iter *it = arg;
+    sl__node_stats *ns = it->base.stats;
     int64_t index = 0;
     for (;;) {
         pthread_mutex_lock(&it->mu);
-        while (!atomic_load(&it->stop) &&
-               (it->outstanding >= it->ahead || it->in_flight >= it->parallelism))
+        while (!atomic_load(&it->stop) && (it->outstanding >= 2 * parallelism(it) ||
+                                           it->in_flight >= parallelism(it)))
             pthread_cond_wait(&it->cv_producer, &it->mu);
         if (atomic_load(&it->stop)) {
             /* the consumer is gone or cancelled; nothing to report */
@@ -239,6 +255,7 @@ static void *producer_main(void *arg)
         pthread_mutex_lock(&it->mu);
         int k = chunk_target(it);
         int64_t el_bytes = it->el_bytes;
+        atomic_store_explicit(&ns->capacity, 2 * parallelism(it) * k, memory_order_relaxed);
         pthread_mutex_unlock(&it->mu);
         c->owner = it;
         c->task.run = run_chunk;
@@ -248,6 +265,7 @@ static void *producer_main(void *arg)
         c->bytes = 0;
         c->reserved = 0;
         int rc = 0;
+        int64_t t0 = sl__now_ns();
         while (c->n < k) {
             slot *s = &c->s[c->n];
             s->msg = NULL;
@@ -257,6 +275,7 @@ static void *producer_main(void *arg)
                 break;
             c->n++;
         }
+        sl__stat_add(&ns->wait_ns, sl__now_ns() - t0);
         index += c->n;
         pthread_mutex_lock(&it->mu);
         if (c->n) {
@@ -275,7 +294,8 @@ static void *producer_main(void *arg)
             /* count the output to come against the budget now, so the
              * next chunk's size sees it */
             c->reserved = el_bytes * c->n;
-            sl__tree_hold(it->base.tree, c->reserved);
+            sl__iter_hold(&it->base, c->reserved);
+            atomic_fetch_add_explicit(&ns->in_flight, 1, memory_order_relaxed);
             sl__runtime_submit(it->base.tree->rt, &c->task);
         }
         if (rc) {
@@ -303,6 +323,8 @@ static void chunk_recycle(map_iter *it, chunk *c)
 static chunk *chunk_next(map_iter *it, int *rc)
 {
     chunk *c = NULL;
+    bool waited = false;
+    int ready = 0;
     pthread_mutex_lock(&it->mu);
     for (;;) {
         if (it->ordered) {
@@ -330,12 +352,18 @@ static chunk *chunk_next(map_iter *it, int *rc)
             *rc = sl__set_error(SL_ECANCELED, "%s: canceled", sl_dataset_name(it->base.ds));
             break;
         }
+        waited = true;
         pthread_cond_wait(&it->cv_consumer, &it->mu);
+    }
+    if (c) {
+        ready = waited ? 0 : it->ready;
+        it->ready -= c->n;
     }
     pthread_mutex_unlock(&it->mu);
     if (c) {
         atomic_fetch_sub(&it->pending, 1);
-        sl__tree_unhold(it->base.tree, c->bytes);
+        sl__iter_unhold(&it->base, c->bytes);
+        sl__stat_take(it->base.stats, ready);
     }
     return c;
 }
@@ -387,7 +415,7 @@ static void chunk_drop(map_iter *it, chunk *c, bool held)
     for (int i = c->pos; i < c->n; i++)
         slot_clear(&c->s[i]);
     if (held)
-        sl__tree_unhold(it->base.tree, c->bytes);
+        sl__iter_unhold(&it->base, c->bytes);
     sl__obj_put(c, sizeof *c);
 }
 
@@ -428,6 +456,31 @@ static void map_destroy(sl__iter *base)
 
 static const sl__iter_ops map_iter_ops = {map_next, map_cancel, map_destroy};
 
+/* Registers the node as a map and its parallelism knob. SL_AUTOTUNE under
+ * the controller starts at 1 and may grow to 4 tasks per worker; without
+ * it, it is the documented 2 per worker. The window is sized for the
+ * knob's maximum, so the controller can raise it without reallocating. */
+static int parallelism_knob(map_iter *it, int parallelism)
+{
+    sl__tree *tree = it->base.tree;
+    int threads = sl_runtime_threads(tree->rt);
+    bool autotune = parallelism == SL_AUTOTUNE && tree->autotune;
+    int64_t initial = parallelism != SL_AUTOTUNE ? parallelism : autotune ? 1 : 2 * threads;
+    int64_t max = autotune ? 4 * (int64_t)threads : initial;
+    if (max < initial)
+        max = initial;
+    sl__node_stats *ns = sl__stats_node(tree, it->base.key, sl_dataset_name(it->base.ds),
+                                        SL__NODE_MAP, it->base.depth);
+    it->parallelism = ns ? sl__stats_knob(ns, "parallelism", SL__KNOB_PARALLELISM, 1, max,
+                                          initial, autotune)
+                         : NULL;
+    if (!it->parallelism)
+        return sl__set_error(SL_EINTERNAL, "%s: cannot register its parallelism knob",
+                             sl_dataset_name(it->base.ds));
+    it->ahead = (int)(2 * max);
+    return 0;
+}
+
 int sl__map_iter_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
                       sl_map_fn fn, void *user, int parallelism, unsigned flags, sl__iter **out)
 {
@@ -439,14 +492,13 @@ int sl__map_iter_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_
     it->seed = sl__node_seed(&it->base, -1);
     it->ordered = (flags & SL_MAP_ORDERED) ||
                   (!(flags & SL_MAP_UNORDERED) && tree->deterministic);
-    int threads = sl_runtime_threads(tree->rt);
-    it->parallelism = parallelism == SL_AUTOTUNE ? 2 * threads : parallelism;
-    it->ahead = 2 * it->parallelism;
     pthread_mutex_init(&it->mu, NULL);
     pthread_cond_init(&it->cv_consumer, NULL);
     pthread_cond_init(&it->cv_producer, NULL);
     pthread_cond_init(&it->cv_idle, NULL);
-    int rc = sl__iter_make_input(&it->base, 0, epoch, &it->input);
+    int rc = parallelism_knob(it, parallelism);
+    if (rc == 0)
+        rc = sl__iter_make_input(&it->base, 0, epoch, &it->input);
     if (rc == 0) {
         it->window = sl__calloc((size_t)it->ahead, sizeof *it->window);
         rc = it->window ? sl__thread_start(&it->producer, producer_main, it) : SL_ENOMEM;

@@ -2,9 +2,11 @@
  * prefetch(depth): a thread of the node's own keeps up to `depth` elements
  * ready in a ring, so the consumer's step and the pipeline overlap.
  */
+#include "../core/clock.h"
 #include "../graph/node.h"
 
 #define DEFAULT_DEPTH 2
+#define MAX_AUTO_DEPTH 64
 
 typedef struct prefetch_ds {
     sl_dataset base;
@@ -20,7 +22,8 @@ typedef struct prefetch_iter {
     pthread_cond_t cv_consumer, cv_producer;
     atomic_bool stop;
     atomic_int count;
-    int depth, head;
+    sl__knob *depth; /* read at each decision: the controller may move it */
+    int size, head;  /* ring slots: room for the knob's maximum */
     sl_element **ring;
     bool done;
     int end_rc;
@@ -38,26 +41,37 @@ static void producer_finish(prefetch_iter *it, int rc)
     pthread_mutex_unlock(&it->mu);
 }
 
+/* The depth knob now, within the ring. */
+static int depth(const prefetch_iter *it)
+{
+    int64_t d = sl__knob_get(it->depth);
+    return d < 1 ? 1 : d > it->size ? it->size : (int)d;
+}
+
 static void *producer_main(void *arg)
 {
     prefetch_iter *it = arg;
+    sl__node_stats *ns = it->base.stats;
     for (;;) {
         pthread_mutex_lock(&it->mu);
-        while (!atomic_load(&it->stop) && atomic_load(&it->count) >= it->depth)
+        while (!atomic_load(&it->stop) && atomic_load(&it->count) >= depth(it))
             pthread_cond_wait(&it->cv_producer, &it->mu);
+        atomic_store_explicit(&ns->capacity, depth(it), memory_order_relaxed);
         pthread_mutex_unlock(&it->mu);
         if (!sl__tree_wait_budget(it->base.tree, &it->count, &it->stop))
             break;
         sl_element *el;
+        int64_t t0 = sl__now_ns();
         int rc = sl__iter_next(it->input, &el);
+        sl__stat_add(&ns->wait_ns, sl__now_ns() - t0);
         if (rc) {
             producer_finish(it, rc);
             break;
         }
-        sl__tree_hold(it->base.tree, (int64_t)sl__element_bytes(el));
+        sl__iter_hold(&it->base, (int64_t)sl__element_bytes(el));
         pthread_mutex_lock(&it->mu);
         int c = atomic_load(&it->count);
-        it->ring[(it->head + c) % it->depth] = el;
+        it->ring[(it->head + c) % it->size] = el;
         atomic_store(&it->count, c + 1);
         pthread_cond_signal(&it->cv_consumer);
         pthread_mutex_unlock(&it->mu);
@@ -70,13 +84,16 @@ static int prefetch_next(sl__iter *base, sl_element **out)
     prefetch_iter *it = (prefetch_iter *)base;
     int rc = 0;
     sl_element *el = NULL;
+    int seen = -1; /* occupancy at the first look; 0 if it had to wait */
     pthread_mutex_lock(&it->mu);
     for (;;) {
         int c = atomic_load(&it->count);
+        if (seen < 0)
+            seen = c;
         if (c > 0) {
             el = it->ring[it->head];
             it->ring[it->head] = NULL;
-            it->head = (it->head + 1) % it->depth;
+            it->head = (it->head + 1) % it->size;
             atomic_store(&it->count, c - 1);
             pthread_cond_signal(&it->cv_producer);
             break;
@@ -95,7 +112,8 @@ static int prefetch_next(sl__iter *base, sl_element **out)
     }
     pthread_mutex_unlock(&it->mu);
     if (el) {
-        sl__tree_unhold(base->tree, (int64_t)sl__element_bytes(el));
+        sl__iter_unhold(base, (int64_t)sl__element_bytes(el));
+        sl__stat_take(base->stats, seen);
         *out = el;
     }
     return rc;
@@ -121,11 +139,11 @@ static void prefetch_destroy(sl__iter *base)
         pthread_join(it->producer, NULL);
     int c = atomic_load(&it->count);
     for (int i = 0; i < c; i++) {
-        sl_element *el = it->ring[(it->head + i) % it->depth];
-        sl__tree_unhold(base->tree, (int64_t)sl__element_bytes(el));
+        sl_element *el = it->ring[(it->head + i) % it->size];
+        sl__iter_unhold(base, (int64_t)sl__element_bytes(el));
         sl_element_release(el);
     }
-    sl__free(it->ring, (size_t)it->depth * sizeof *it->ring);
+    sl__free(it->ring, (size_t)it->size * sizeof *it->ring);
     sl__strfree(it->end_msg);
     sl__iter_free(it->input);
     pthread_cond_destroy(&it->cv_consumer);
@@ -135,20 +153,39 @@ static void prefetch_destroy(sl__iter *base)
 
 static const sl__iter_ops prefetch_iter_ops = {prefetch_next, prefetch_cancel, prefetch_destroy};
 
+/* Registers the node and its depth knob: SL_AUTOTUNE under the controller
+ * starts at 1 and may grow to MAX_AUTO_DEPTH, without it it is the
+ * documented 2. The ring has room for the maximum. */
+static int depth_knob(prefetch_iter *it, int64_t d)
+{
+    sl__tree *tree = it->base.tree;
+    bool autotune = d == SL_AUTOTUNE && tree->autotune;
+    int64_t initial = d != SL_AUTOTUNE ? d : autotune ? 1 : DEFAULT_DEPTH;
+    int64_t max = autotune ? MAX_AUTO_DEPTH : initial;
+    sl__node_stats *ns = sl__stats_node(tree, it->base.key, sl_dataset_name(it->base.ds),
+                                        SL__NODE_PREFETCH, it->base.depth);
+    it->depth = ns ? sl__stats_knob(ns, "depth", SL__KNOB_DEPTH, 1, max, initial, autotune)
+                   : NULL;
+    if (!it->depth)
+        return sl__set_error(SL_EINTERNAL, "prefetch: cannot register its depth knob");
+    it->size = (int)max;
+    return 0;
+}
+
 static int prefetch_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
                          sl__iter **out)
 {
     prefetch_iter *it = sl__iter_alloc(&prefetch_iter_ops, sizeof *it, ds, tree, key, epoch);
     if (!it)
         return SL_ENOMEM;
-    int64_t d = ((const prefetch_ds *)ds)->depth;
-    it->depth = d == SL_AUTOTUNE ? DEFAULT_DEPTH : (int)d;
     pthread_mutex_init(&it->mu, NULL);
     pthread_cond_init(&it->cv_consumer, NULL);
     pthread_cond_init(&it->cv_producer, NULL);
-    int rc = sl__iter_make_input(&it->base, 0, epoch, &it->input);
+    int rc = depth_knob(it, ((const prefetch_ds *)ds)->depth);
+    if (rc == 0)
+        rc = sl__iter_make_input(&it->base, 0, epoch, &it->input);
     if (rc == 0) {
-        it->ring = sl__calloc((size_t)it->depth, sizeof *it->ring);
+        it->ring = sl__calloc((size_t)it->size, sizeof *it->ring);
         rc = it->ring ? sl__thread_start(&it->producer, producer_main, it) : SL_ENOMEM;
     }
     if (rc < 0) {

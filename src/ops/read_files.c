@@ -20,11 +20,13 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "../core/clock.h"
 #include "../graph/node.h"
 #include "../runtime/io.h"
 #include "read_files.h"
 
 #define DEFAULT_DEPTH 32
+#define MAX_AUTO_DEPTH 256 /* what the controller may raise io_depth to */
 #define PATH_CAP 4096
 
 typedef struct read_ds {
@@ -53,12 +55,16 @@ typedef struct read_iter {
     pthread_cond_t cv_consumer, cv_producer;
     atomic_bool stop;
     atomic_int count; /* occupied slots: being read or ready */
-    int depth, nslots;
+    sl__knob *io_depth; /* reads in flight at most, read at each decision */
+    int depth, nslots;  /* the knob's maximum (the engine's size), 2 × that */
     slot *slots;
+    int ready;    /* under mu: finished slots not yet taken (statistics) */
     int64_t head; /* consumer: next sequence number to hand out */
     /* producer thread only */
     int64_t tail; /* next sequence number to start */
     int inflight;
+    int64_t last_ns;    /* statistics: when inflight last changed hands */
+    int last_inflight;  /* ... and what it was then */
     bool input_done, fd_starved;
     sl_element *pending; /* pulled, waiting for a file descriptor */
     sl__io_cqe *cqes;
@@ -120,7 +126,7 @@ static void slot_clear(read_iter *it, slot *s)
     sl_element_release(s->el);
     s->el = NULL;
     if (s->bytes)
-        sl__tree_unhold(it->base.tree, s->bytes);
+        sl__iter_unhold(&it->base, s->bytes);
     s->bytes = 0;
     sl__strfree(s->msg);
     s->msg = NULL;
@@ -139,6 +145,7 @@ static void publish(read_iter *it, slot **fin, int n)
     pthread_mutex_lock(&it->mu);
     for (int i = 0; i < n; i++)
         fin[i]->done = true;
+    it->ready += n;
     pthread_cond_signal(&it->cv_consumer);
     pthread_mutex_unlock(&it->mu);
 }
@@ -223,7 +230,7 @@ static int make_output(read_iter *it, const sl_element *in, const char *path, sl
     s->el = el;
     s->data = buf->data;
     s->bytes = (int64_t)sl__element_bytes(el);
-    sl__tree_hold(it->base.tree, s->bytes);
+    sl__iter_hold(&it->base, s->bytes);
     return 0;
 }
 
@@ -258,7 +265,9 @@ static void start_one(read_iter *it)
     sl_element *in = it->pending;
     it->pending = NULL;
     if (!in) {
+        int64_t t0 = sl__now_ns();
         int rc = sl__iter_next(it->input, &in);
+        sl__stat_add(&it->base.stats->wait_ns, sl__now_ns() - t0);
         if (rc) {
             input_end(it, rc);
             return;
@@ -335,17 +344,51 @@ static int reap(read_iter *it)
     return 0;
 }
 
+/* Reads in flight allowed now (the knob), within the engine's size. */
+static int depth_now(const read_iter *it)
+{
+    int64_t d = sl__knob_get(it->io_depth);
+    return d < 1 ? 1 : d > it->depth ? it->depth : (int)d;
+}
+
+/* Slots in use allowed now: a depth of reads beside a depth of finished
+ * files waiting for the consumer. */
+static int room(const read_iter *it)
+{
+    return 2 * depth_now(it);
+}
+
 /* Starts reads while the depth, the ring and the RAM budget allow. */
 static void fill(read_iter *it)
 {
     sl__tree *t = it->base.tree;
+    int depth = depth_now(it);
+    atomic_store_explicit(&it->base.stats->capacity, 2 * depth, memory_order_relaxed);
     it->fd_starved = false;
-    while (!it->input_done && !it->fd_starved && it->inflight < it->depth && !stopped(it)) {
+    while (!it->input_done && !it->fd_starved && it->inflight < depth && !stopped(it)) {
         int c = atomic_load(&it->count);
-        if (c >= it->nslots || (c > 0 && atomic_load(&t->held) >= t->ram_budget))
+        if (c >= 2 * depth || (c > 0 && atomic_load(&t->held) >= t->ram_budget))
             break;
         start_one(it);
     }
+}
+
+/* Statistics after the reads in flight changed: their number, and busy
+ * time summed over reads (read-nanoseconds: mean reads in flight is
+ * busy_ns / wall). Called after each fill and each reap, so between two
+ * calls the count is the one of the earlier call (the reap's wait, where
+ * the time goes, changes it only at its end). */
+static void account(read_iter *it)
+{
+    sl__node_stats *ns = it->base.stats;
+    atomic_store_explicit(&ns->in_flight, it->inflight, memory_order_relaxed);
+    if (!it->last_inflight && !it->inflight)
+        return;
+    int64_t now = sl__now_ns();
+    if (it->last_inflight)
+        sl__stat_add(&ns->busy_ns, (int64_t)it->last_inflight * (now - it->last_ns));
+    it->last_ns = now;
+    it->last_inflight = it->inflight;
 }
 
 /* With nothing in flight: waits for the consumer to free a slot, or for
@@ -353,7 +396,7 @@ static void fill(read_iter *it)
 static bool wait_room(read_iter *it)
 {
     pthread_mutex_lock(&it->mu);
-    while (!stopped(it) && atomic_load(&it->count) >= it->nslots)
+    while (!stopped(it) && atomic_load(&it->count) >= room(it))
         pthread_cond_wait(&it->cv_producer, &it->mu);
     pthread_mutex_unlock(&it->mu);
     return sl__tree_wait_budget(it->base.tree, &it->count, &it->stop);
@@ -387,6 +430,7 @@ static void *producer_main(void *arg)
     int rc = 0;
     for (;;) {
         fill(it);
+        account(it);
         rc = sl__io_submit(it->io);
         if (rc < 0)
             break;
@@ -398,6 +442,7 @@ static void *producer_main(void *arg)
             continue;
         }
         rc = reap(it);
+        account(it);
         if (rc < 0)
             break;
         if (stopped(it))
@@ -410,7 +455,7 @@ static void *producer_main(void *arg)
 /* Takes the next slot in input order; 0, or the end code. */
 static int take(read_iter *it, slot *out)
 {
-    int rc = 0;
+    int rc = 0, ready = -1;
     pthread_mutex_lock(&it->mu);
     for (;;) {
         slot *s = &it->slots[it->head % it->nslots];
@@ -421,8 +466,12 @@ static int take(read_iter *it, slot *out)
             it->head++;
             atomic_fetch_sub(&it->count, 1);
             pthread_cond_signal(&it->cv_producer);
+            if (ready < 0)
+                ready = it->ready;
+            it->ready--;
             break;
         }
+        ready = 0; /* waits: found it empty */
         /* every slot is complete at a normal end; after an engine failure
          * the reads left in flight never will be */
         if (it->done) {
@@ -438,6 +487,8 @@ static int take(read_iter *it, slot *out)
         pthread_cond_wait(&it->cv_consumer, &it->mu);
     }
     pthread_mutex_unlock(&it->mu);
+    if (rc == 0)
+        sl__stat_take(it->base.stats, ready);
     return rc;
 }
 
@@ -450,7 +501,7 @@ static int read_next(sl__iter *base, sl_element **out)
         if (rc)
             return rc;
         if (s.bytes)
-            sl__tree_unhold(base->tree, s.bytes);
+            sl__iter_unhold(base, s.bytes);
         if (s.rc == 0) {
             base->ok_count++;
             *out = s.el;
@@ -484,6 +535,7 @@ static void read_destroy(sl__iter *base)
         pthread_join(it->producer, NULL);
     /* reads in flight write into the slots' buffers until they end */
     sl__io_close(it->io);
+    atomic_store(&base->stats->in_flight, 0);
     for (int64_t q = it->head; it->slots && q < it->tail; q++)
         slot_clear(it, &it->slots[q % it->nslots]);
     sl_element_release(it->pending);
@@ -499,6 +551,27 @@ static void read_destroy(sl__iter *base)
 }
 
 static const sl__iter_ops read_iter_ops = {read_next, read_cancel, read_destroy};
+
+/* Registers the node and its io_depth knob: SL_OPT_IO_DEPTH is where it
+ * starts; under the controller it may grow to MAX_AUTO_DEPTH. The engine
+ * and the slots are sized for the maximum. */
+static int depth_knob(read_iter *it)
+{
+    sl__tree *tree = it->base.tree;
+    int64_t initial = tree->io_depth > 0 ? tree->io_depth : DEFAULT_DEPTH;
+    int64_t max = tree->autotune && initial < MAX_AUTO_DEPTH ? MAX_AUTO_DEPTH : initial;
+    sl__node_stats *ns = sl__stats_node(tree, it->base.key, sl_dataset_name(it->base.ds),
+                                        SL__NODE_READ, it->base.depth);
+    it->io_depth = ns ? sl__stats_knob(ns, "io_depth", SL__KNOB_IO_DEPTH, 1, max, initial,
+                                       tree->autotune)
+                      : NULL;
+    if (!it->io_depth)
+        return sl__set_error(SL_EINTERNAL, "%s: cannot register its io_depth knob",
+                             sl_dataset_name(it->base.ds));
+    it->depth = (int)max;
+    it->nslots = 2 * it->depth;
+    return 0;
+}
 
 static int read_setup(read_iter *it, int64_t epoch)
 {
@@ -529,12 +602,10 @@ static int read_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t
     pthread_mutex_init(&it->mu, NULL);
     pthread_cond_init(&it->cv_consumer, NULL);
     pthread_cond_init(&it->cv_producer, NULL);
-    it->depth = tree->io_depth > 0 ? tree->io_depth : DEFAULT_DEPTH;
-    /* room for a full depth of reads beside a depth of finished files
-     * waiting for the consumer */
-    it->nslots = 2 * it->depth;
     it->end_rc = SL_EOF;
-    int rc = read_setup(it, epoch);
+    int rc = depth_knob(it);
+    if (rc == 0)
+        rc = read_setup(it, epoch);
     if (rc < 0) {
         sl__iter_free(&it->base);
         return rc;

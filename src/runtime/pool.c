@@ -18,6 +18,7 @@ struct sl_runtime {
     sl__task *head, *tail;
     bool stopping;
     int nthreads;
+    atomic_int cpu_claimed; /* worker units granted to autotune controllers */
     pthread_t threads[];
 };
 
@@ -93,6 +94,24 @@ void sl__runtime_submit(sl_runtime *rt, sl__task *t)
     rt->tail = t;
     pthread_cond_signal(&rt->cv);
     pthread_mutex_unlock(&rt->mu);
+}
+
+int sl__runtime_cpu_claim(sl_runtime *rt, int want, int budget)
+{
+    int cur = atomic_load(&rt->cpu_claimed);
+    for (;;) {
+        int room = budget - cur;
+        int n = want < room ? want : room;
+        if (n <= 0)
+            return 0;
+        if (atomic_compare_exchange_weak(&rt->cpu_claimed, &cur, cur + n))
+            return n;
+    }
+}
+
+void sl__runtime_cpu_release(sl_runtime *rt, int n)
+{
+    atomic_fetch_sub(&rt->cpu_claimed, n);
 }
 
 static size_t rt_size(int n)

@@ -11,6 +11,12 @@ typedef struct sl__task {
     struct sl__task *next;
 } sl__task;
 void sl__runtime_submit(sl_runtime *rt, sl__task *task);
+/* The CPU budget the autotune controllers of the iterators on rt share:
+ * claims up to `want` worker units, as many as keep the runtime-wide total
+ * at or below `budget` (INT_MAX: all of them, for units already in use),
+ * and returns how many it got. Release gives units back. Any thread. */
+int sl__runtime_cpu_claim(sl_runtime *rt, int want, int budget);
+void sl__runtime_cpu_release(sl_runtime *rt, int n);
 /* The process default runtime (created on first use), or NULL. */
 sl_runtime *sl__runtime_default(void);
 

@@ -1,0 +1,693 @@
+/*
+ * The autotune decision logic (controller.h); the algorithm is described in
+ * docs/design.md, "Autotune".
+ *
+ * In short: snapshots accumulate into a measuring window; once the window
+ * holds enough time and consumer calls, it is judged. If the consumer
+ * stalled more than the target, the bottleneck is found by walking from the
+ * consumer upstream and one knob of it grows. If the consumer has not
+ * stalled for a while, one over-provisioned knob steps down. Every
+ * change restarts the window, so what is judged was measured under the
+ * current knob values.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include "controller.h"
+
+#define MS 1000000LL
+#define SEC 1000000000LL
+
+#define TICK_FAST (50 * MS)     /* while adapting */
+#define TICK_SLOW (500 * MS)    /* when stable */
+#define WINDOW_FAST (100 * MS)  /* shortest window judged while adapting */
+#define WINDOW_SLOW (400 * MS)  /* ... when stable */
+#define WINDOW_MARGINAL (2 * SEC) /* a stall just over the target is judged on this */
+#define WINDOW_MAX (5 * SEC)    /* then judged with fewer calls */
+#define MIN_CALLS 4
+#define SETTLE (50 * MS)        /* after a change, measurements this old are dropped */
+#define STABLE_AFTER (1 * SEC)  /* without a change: stable */
+#define QUIET_SLOW (4 * SEC)    /* no stall for this long before shrinking */
+#define QUIET_FAST (1 * SEC)    /* ... at start and after a detected change */
+#define FAST_PERIOD (15 * SEC)  /* how long "after a detected change" lasts */
+#define SHRINK_GAP (1 * SEC)    /* a knob rests this long between changes before a shrink */
+#define PROBE (3 * SEC)         /* a stall this soon after a shrink blames the shrink */
+#define COOLDOWN_BASE (60 * SEC)
+#define COOLDOWN_MAX (16 * 60 * SEC)
+#define MINUTE (60 * SEC)
+
+#define EMPTY_MIN 0.01  /* output empty in this fraction of takes: it starves its consumer */
+#define BUSY_HI 0.75    /* workers (reads) busy this fraction of the time: saturated */
+#define WAIT_HI 0.6     /* producer waiting on its input this fraction: the input is the cause */
+#define IO_BUSY_MIN 0.5 /* reads in flight at least this fraction: reads limit the reader */
+#define SHRINK_LOAD 0.8 /* after a shrink, the units left are at most this loaded */
+#define RAM_FULL 0.9    /* buffered at this fraction of the budget: grow nothing */
+#define CHANGE 0.3      /* relative change of consumer step or element cost: re-tune */
+
+/* ---- small helpers ---- */
+
+static double frac(int64_t a, int64_t b)
+{
+    return b > 0 ? (double)a / (double)b : 0.0;
+}
+
+static void knob_state_init(sl__at_knob_state *ks)
+{
+    memset(ks, 0, sizeof *ks);
+    ks->last_change_ns = INT64_MIN;
+    ks->last_shrink_ns = INT64_MIN;
+    ks->shrink_cooldown_ns = COOLDOWN_BASE;
+    ks->no_shrink_until_ns = INT64_MIN;
+}
+
+static void node_state_init(sl__at_node_state *ns, uint64_t key)
+{
+    memset(ns, 0, sizeof *ns);
+    ns->key = key;
+    ns->used = true;
+    ns->quiet_since_ns = INT64_MIN;
+    for (int k = 0; k < SL__MAX_KNOBS; k++)
+        knob_state_init(&ns->knobs[k]);
+}
+
+static void window_reset(sl__at_state *s)
+{
+    s->window_ns = s->wait_ns = s->step_ns = s->calls = 0;
+    for (int i = 0; i < s->nnodes; i++) {
+        sl__at_node_state *ns = &s->nodes[i];
+        ns->elements = ns->busy_ns = ns->wait_ns = 0;
+        ns->takes = ns->occupancy_sum = ns->empty_takes = 0;
+    }
+}
+
+static void quiet_reset(sl__at_node_state *ns)
+{
+    ns->quiet_since_ns = INT64_MIN;
+    ns->quiet_empty = 0;
+    ns->quiet_low = 0;
+    ns->quiet_busy = 0;
+}
+
+/* Changes of this knob in the last minute are under the cap. */
+static bool under_cap(const sl__at_knob_state *ks, int64_t now)
+{
+    if (ks->nrecent < SL__AT_PER_MINUTE)
+        return true;
+    return ks->recent[ks->recent_head] <= now - MINUTE; /* the oldest one */
+}
+
+static void note_change(sl__at_knob_state *ks, int64_t now)
+{
+    ks->recent[ks->recent_head] = now;
+    ks->recent_head = (ks->recent_head + 1) % SL__AT_PER_MINUTE;
+    if (ks->nrecent < SL__AT_PER_MINUTE)
+        ks->nrecent++;
+    ks->last_change_ns = now;
+}
+
+/* Index of the node's autotuned knob of `kind`, or -1. */
+static int find_knob(const sl__at_node *n, int kind, bool tuned_only)
+{
+    for (int k = 0; k < n->nknobs; k++)
+        if (n->knobs[k].kind == kind && (n->knobs[k].autotune || !tuned_only))
+            return k;
+    return -1;
+}
+
+/* The worker- or read-units knob of a node (tuned or not), or -1. */
+static int units_knob(const sl__at_node *n)
+{
+    int k = find_knob(n, SL__KNOB_PARALLELISM, false);
+    return k >= 0 ? k : find_knob(n, SL__KNOB_IO_DEPTH, false);
+}
+
+/* Mean number of busy units over the window. A reader that does not
+ * measure read time reports what is in flight now. */
+static double busy_units(const sl__at_node *n, const sl__at_node_state *ns, int64_t window)
+{
+    if (ns->busy_ns > 0 || n->kind != SL__NODE_READ)
+        return frac(ns->busy_ns, window);
+    return n->in_flight;
+}
+
+static int64_t cpu_claimed(const sl__at_snapshot *snap)
+{
+    int64_t sum = 0;
+    for (int i = 0; i < snap->nnodes; i++)
+        for (int k = 0; k < snap->nodes[i].nknobs; k++) {
+            const sl__at_knob *kb = &snap->nodes[i].knobs[k];
+            if (kb->autotune && kb->kind == SL__KNOB_PARALLELISM)
+                sum += kb->value;
+        }
+    return sum;
+}
+
+static sl__at_change *add_change(sl__at_decision *out, int why, int node, int knob,
+                                 int64_t from, int64_t to)
+{
+    if (out->nchanges >= SL__AT_MAX_CHANGES)
+        return NULL;
+    sl__at_change *c = &out->changes[out->nchanges++];
+    c->node = node;
+    c->knob = knob;
+    c->from = from;
+    c->to = to;
+    c->why = why;
+    c->reason[0] = 0;
+    return c;
+}
+
+/* ---- bookkeeping of one snapshot ---- */
+
+static void sync_nodes(sl__at_state *s, const sl__at_snapshot *snap)
+{
+    int n = snap->nnodes < SL__AT_MAX_NODES ? snap->nnodes : SL__AT_MAX_NODES;
+    for (int i = 0; i < n; i++)
+        if (!s->nodes[i].used || s->nodes[i].key != snap->nodes[i].key)
+            node_state_init(&s->nodes[i], snap->nodes[i].key);
+    if (n > s->nnodes)
+        s->nnodes = n;
+}
+
+static void accumulate(sl__at_state *s, const sl__at_snapshot *snap, int64_t dt)
+{
+    s->window_ns += dt;
+    s->wait_ns += snap->consumer_wait_ns;
+    s->step_ns += snap->consumer_step_ns;
+    s->calls += snap->consumer_calls;
+    for (int i = 0; i < snap->nnodes && i < SL__AT_MAX_NODES; i++) {
+        const sl__at_node *n = &snap->nodes[i];
+        sl__at_node_state *ns = &s->nodes[i];
+        ns->elements += n->elements;
+        ns->busy_ns += n->busy_ns;
+        ns->wait_ns += n->wait_ns;
+        ns->takes += n->takes;
+        ns->occupancy_sum += n->occupancy_sum;
+        ns->empty_takes += n->empty_takes;
+    }
+}
+
+static bool window_ready(const sl__at_state *s)
+{
+    int64_t min = s->mode == SL__AT_ADAPTING ? WINDOW_FAST : WINDOW_SLOW;
+    if (s->window_ns < min)
+        return false;
+    return s->calls >= MIN_CALLS || (s->window_ns >= WINDOW_MAX && s->calls > 0);
+}
+
+static void update_el_bytes(sl__at_state *s, const sl__at_snapshot *snap)
+{
+    for (int i = 0; i < s->nnodes && i < snap->nnodes; i++) {
+        const sl__at_node *n = &snap->nodes[i];
+        sl__at_node_state *ns = &s->nodes[i];
+        if (n->bytes_held <= 0 || ns->takes <= 0)
+            continue;
+        double occ = frac(ns->occupancy_sum, ns->takes);
+        double est = (double)n->bytes_held / (occ > 1 ? occ : 1);
+        ns->el_bytes = ns->el_bytes > 0 ? 0.5 * ns->el_bytes + 0.5 * est : est;
+    }
+}
+
+/* ---- budgets ---- */
+
+/* Brings the autotuned parallelism back under the CPU budget (which may
+ * have shrunk: another iterator on the runtime, or a lower option). */
+static void enforce_cpu(sl__at_state *s, const sl__at_snapshot *snap, sl__at_decision *out)
+{
+    int64_t held = cpu_claimed(snap);
+    int64_t excess = held - snap->cpu_budget;
+    while (excess > 0) {
+        int best = -1, bk = -1;
+        double best_load = 0;
+        for (int i = 0; i < snap->nnodes; i++) {
+            int k = find_knob(&snap->nodes[i], SL__KNOB_PARALLELISM, true);
+            if (k < 0)
+                continue;
+            const sl__at_knob *kb = &snap->nodes[i].knobs[k];
+            bool done = false;
+            for (int c = 0; c < out->nchanges; c++)
+                done |= out->changes[c].node == i && out->changes[c].knob == k;
+            if (done || kb->value <= kb->min)
+                continue;
+            double load = frac(s->nodes[i].busy_ns, s->window_ns) / (double)kb->value;
+            if (best < 0 || load < best_load)
+                best = i, bk = k, best_load = load;
+        }
+        if (best < 0)
+            return; /* every knob at its minimum: nothing more to give */
+        const sl__at_knob *kb = &snap->nodes[best].knobs[bk];
+        int64_t to = kb->value - excess < kb->min ? kb->min : kb->value - excess;
+        sl__at_change *c = add_change(out, SL__AT_BUDGET, best, bk, kb->value, to);
+        if (!c)
+            return;
+        snprintf(c->reason, sizeof c->reason,
+                 "CPU budget: %lld worker(s) for this controller, it held %lld",
+                 (long long)snap->cpu_budget, (long long)held);
+        excess -= kb->value - to;
+    }
+}
+
+/* The value a buffer knob of node i may grow to under the RAM budget
+ * (<= want). */
+static int64_t ram_cap(const sl__at_state *s, const sl__at_snapshot *snap, int i, int64_t want)
+{
+    double el = s->nodes[i].el_bytes;
+    if (el <= 0)
+        return want;
+    int64_t others = snap->buffered_bytes - snap->nodes[i].bytes_held;
+    double fit = floor((double)(snap->ram_budget - others) / el);
+    return fit < (double)want ? (int64_t)(fit > 0 ? fit : 0) : want;
+}
+
+static bool ram_full(const sl__at_snapshot *snap)
+{
+    return (double)snap->buffered_bytes >= RAM_FULL * (double)snap->ram_budget;
+}
+
+/* ---- growing: the bottleneck walk ---- */
+
+/* Nodes that take part, ordered from the consumer upstream. */
+static int walk_order(const sl__at_snapshot *snap, int *order)
+{
+    int n = 0;
+    for (int i = 0; i < snap->nnodes && i < SL__AT_MAX_NODES; i++) {
+        if (snap->nodes[i].kind == SL__NODE_OTHER)
+            continue;
+        int j = n++;
+        while (j > 0 && snap->nodes[order[j - 1]].depth > snap->nodes[i].depth) {
+            order[j] = order[j - 1];
+            j--;
+        }
+        order[j] = i;
+    }
+    return n;
+}
+
+typedef struct judged {
+    double empty, wait, busy, units; /* fractions; busy units and their count */
+} judged;
+
+static judged judge(const sl__at_state *s, const sl__at_snapshot *snap, int i)
+{
+    const sl__at_node *n = &snap->nodes[i];
+    const sl__at_node_state *ns = &s->nodes[i];
+    judged j = {frac(ns->empty_takes, ns->takes), frac(ns->wait_ns, s->window_ns), 0, 0};
+    int k = units_knob(n);
+    if (k >= 0) {
+        j.units = (double)n->knobs[k].value;
+        j.busy = busy_units(n, ns, s->window_ns);
+    }
+    return j;
+}
+
+/* Grows a node's workers or reads. saturated: they were all busy (else the
+ * output was bursty, and more units widen the node's window). */
+static bool grow_units(sl__at_state *s, const sl__at_snapshot *snap, int i, int k, judged j,
+                       bool saturated, double stall, sl__at_decision *out)
+{
+    const sl__at_knob *kb = &snap->nodes[i].knobs[k];
+    int64_t v = kb->value, to;
+    if (v >= kb->max || ram_full(snap) || !under_cap(&s->nodes[i].knobs[k], snap->now_ns))
+        return false;
+    if (kb->kind == SL__KNOB_PARALLELISM) {
+        /* throughput scales with workers: aim at the consumer's demand,
+         * which is wall/step times what it gets now, at most doubling */
+        double need = s->step_ns > 0 ? (double)(s->wait_ns + s->step_ns) / (double)s->step_ns
+                                     : 2.0;
+        to = (int64_t)ceil((double)v * (need < 2.0 ? need : 2.0) - 0.1);
+        if (to < v + 1)
+            to = v + 1;
+        int64_t room = snap->cpu_budget - cpu_claimed(snap);
+        if (to > v + room)
+            to = v + room;
+    } else {
+        to = ram_cap(s, snap, i, 2 * v);
+    }
+    if (to > kb->max)
+        to = kb->max;
+    if (to <= v)
+        return false;
+    sl__at_change *c = add_change(out, SL__AT_GROW, i, k, v, to);
+    bool cpu = kb->kind == SL__KNOB_PARALLELISM;
+    snprintf(c->reason, sizeof c->reason,
+             "%s: %.1f of %lld %s busy, output empty in %.0f%% of takes, input wait %.0f%%, "
+             "consumer stall %.1f%%",
+             !saturated ? "bursty, a wider window" : cpu ? "CPU-bound" : "reads dominate",
+             j.busy, (long long)v, cpu ? "workers" : "reads", 100 * j.empty, 100 * j.wait,
+             100 * stall);
+    return true;
+}
+
+static bool grow_depth(sl__at_state *s, const sl__at_snapshot *snap, int i, int k, judged j,
+                       double stall, sl__at_decision *out)
+{
+    const sl__at_knob *kb = &snap->nodes[i].knobs[k];
+    int64_t v = kb->value;
+    double target = (double)snap->stall_target_ppm / 1e6;
+    /* far from the target: double; close: a quarter more */
+    int64_t want = stall > 4 * target ? 2 * v : v + (v / 4 > 1 ? v / 4 : 1);
+    if (want > kb->max)
+        want = kb->max;
+    if (ram_full(snap) || !under_cap(&s->nodes[i].knobs[k], snap->now_ns))
+        return false;
+    int64_t to = ram_cap(s, snap, i, want);
+    if (to <= v)
+        return false;
+    sl__at_change *c = add_change(out, SL__AT_GROW, i, k, v, to);
+    snprintf(c->reason, sizeof c->reason,
+             "bursty: output empty in %.0f%% of takes while its input kept up (input wait "
+             "%.0f%%), consumer stall %.1f%%",
+             100 * j.empty, 100 * j.wait, 100 * stall);
+    return true;
+}
+
+/* Node i's output was empty when taken and its workers (reads) are all
+ * busy: it cannot keep up, whatever the nodes below it do. */
+static bool starving_saturated(const sl__at_state *s, const sl__at_snapshot *snap, int i)
+{
+    const sl__at_node *node = &snap->nodes[i];
+    judged j = judge(s, snap, i);
+    int uk = units_knob(node);
+    if (uk < 0 || s->nodes[i].empty_takes == 0 || j.empty < EMPTY_MIN)
+        return false;
+    return j.busy >= (node->kind == SL__NODE_READ ? IO_BUSY_MIN : BUSY_HI) * j.units;
+}
+
+/* Walks from the consumer upstream to the first node that starves its
+ * consumer for reasons of its own, and grows it. */
+static void grow(sl__at_state *s, const sl__at_snapshot *snap, double stall, sl__at_decision *out)
+{
+    int order[SL__AT_MAX_NODES];
+    int n = walk_order(snap, order);
+    for (int o = 0; o < n; o++) {
+        int i = order[o];
+        const sl__at_node *node = &snap->nodes[i];
+        const sl__at_node_state *ns = &s->nodes[i];
+        judged j = judge(s, snap, i);
+        if (ns->empty_takes == 0 || j.empty < EMPTY_MIN)
+            return; /* it keeps up: the stall is synchronous work below it */
+        int uk = units_knob(node);
+        int tuned_units = uk >= 0 && node->knobs[uk].autotune ? uk : -1;
+        if (starving_saturated(s, snap, i)) {
+            if (tuned_units >= 0)
+                grow_units(s, snap, i, tuned_units, j, true, stall, out);
+            return; /* grown, or blocked by a budget or a fixed knob */
+        }
+        if (j.wait >= WAIT_HI || (o + 1 < n && starving_saturated(s, snap, order[o + 1])))
+            continue; /* its input is the cause */
+        int dk = find_knob(node, SL__KNOB_DEPTH, true);
+        if (dk >= 0)
+            grow_depth(s, snap, i, dk, j, stall, out);
+        else if (tuned_units >= 0)
+            grow_units(s, snap, i, tuned_units, j, false, stall, out);
+        return;
+    }
+}
+
+/* A stall right after a shrink: undo it, and leave that knob alone for a
+ * cooldown that doubles each time. True if something was undone. */
+static bool undo_shrinks(sl__at_state *s, const sl__at_snapshot *snap, double stall,
+                         sl__at_decision *out)
+{
+    bool any = false;
+    for (int i = 0; i < s->nnodes && i < snap->nnodes; i++)
+        for (int k = 0; k < snap->nodes[i].nknobs; k++) {
+            sl__at_knob_state *ks = &s->nodes[i].knobs[k];
+            const sl__at_knob *kb = &snap->nodes[i].knobs[k];
+            if (ks->last_shrink_ns == INT64_MIN || ks->last_shrink_ns < snap->now_ns - PROBE ||
+                ks->last_shrink_ns != ks->last_change_ns)
+                continue;
+            ks->no_shrink_until_ns = snap->now_ns + ks->shrink_cooldown_ns;
+            double cool = (double)ks->shrink_cooldown_ns / SEC;
+            ks->shrink_cooldown_ns = ks->shrink_cooldown_ns * 2 > COOLDOWN_MAX
+                                         ? COOLDOWN_MAX
+                                         : ks->shrink_cooldown_ns * 2;
+            ks->last_shrink_ns = INT64_MIN;
+            int64_t to = ks->shrunk_from < kb->max ? ks->shrunk_from : kb->max;
+            if (kb->kind == SL__KNOB_PARALLELISM) {
+                int64_t room = snap->cpu_budget - cpu_claimed(snap);
+                to = to < kb->value + room ? to : kb->value + room;
+            }
+            if (!kb->autotune || to <= kb->value)
+                continue;
+            sl__at_change *c = add_change(out, SL__AT_UNDO, i, k, kb->value, to);
+            if (!c)
+                return any;
+            snprintf(c->reason, sizeof c->reason,
+                     "undo: consumer stall %.1f%% right after shrinking; no shrinking for %.0f s",
+                     100 * stall, cool);
+            any = true;
+        }
+    return any;
+}
+
+/* ---- shrinking ---- */
+
+static void quiet_update(sl__at_state *s, const sl__at_snapshot *snap)
+{
+    for (int i = 0; i < s->nnodes && i < snap->nnodes; i++) {
+        sl__at_node_state *ns = &s->nodes[i];
+        double busy = busy_units(&snap->nodes[i], ns, s->window_ns);
+        double low = ns->takes > 0 ? frac(ns->occupancy_sum, ns->takes) : -1;
+        if (ns->quiet_since_ns == INT64_MIN) {
+            /* the window just judged counts: it was quiet */
+            ns->quiet_since_ns = snap->now_ns - s->window_ns;
+            ns->quiet_low = low;
+            ns->quiet_busy = busy;
+            ns->quiet_empty = ns->empty_takes;
+            continue;
+        }
+        if (low >= 0 && (ns->quiet_low < 0 || low < ns->quiet_low))
+            ns->quiet_low = low;
+        if (busy > ns->quiet_busy)
+            ns->quiet_busy = busy;
+        ns->quiet_empty += ns->empty_takes;
+    }
+}
+
+/* A score for stepping knob k of node i down (0: it should not): buffers
+ * (memory) before workers. */
+static double shrink_score(const sl__at_state *s, const sl__at_snapshot *snap, int i, int k,
+                           int64_t quiet_needed)
+{
+    const sl__at_node_state *ns = &s->nodes[i];
+    const sl__at_knob_state *ks = &ns->knobs[k];
+    const sl__at_knob *kb = &snap->nodes[i].knobs[k];
+    int64_t now = snap->now_ns;
+    if (!kb->autotune || kb->value <= kb->min || ns->quiet_since_ns == INT64_MIN ||
+        now - ns->quiet_since_ns < quiet_needed || now < ks->no_shrink_until_ns ||
+        (ks->last_change_ns != INT64_MIN && now - ks->last_change_ns < SHRINK_GAP) ||
+        !under_cap(ks, now))
+        return 0;
+    double v = (double)kb->value;
+    switch (kb->kind) {
+    case SL__KNOB_DEPTH:
+        /* a buffer whose level never fell below two elements has one spare */
+        if (ns->quiet_empty == 0 && ns->quiet_low >= 2)
+            return 2 + ns->el_bytes;
+        return 0;
+    case SL__KNOB_IO_DEPTH:
+        if (ns->quiet_empty == 0 && ns->quiet_busy <= SHRINK_LOAD * (v - 1))
+            return 1 + ns->el_bytes;
+        return 0;
+    default:
+        return ns->quiet_busy <= SHRINK_LOAD * (v - 1) ? 1 : 0;
+    }
+}
+
+/* One step down: by one, or by half the measured surplus when that is
+ * more, so a large over-provision comes back in a few steps but never
+ * below what was seen in use. */
+static int64_t shrink_to(const sl__at_node_state *ns, const sl__at_knob *kb)
+{
+    double need = kb->kind == SL__KNOB_DEPTH ? (double)kb->value - (floor(ns->quiet_low) - 1)
+                                             : ceil(ns->quiet_busy / SHRINK_LOAD);
+    int64_t surplus = kb->value - (int64_t)(need > 1 ? need : 1);
+    int64_t step = surplus / 2 > 1 ? surplus / 2 : 1;
+    return kb->value - step < kb->min ? kb->min : kb->value - step;
+}
+
+static void shrink(sl__at_state *s, const sl__at_snapshot *snap, double stall,
+                   sl__at_decision *out)
+{
+    int64_t quiet_needed = snap->now_ns < s->fast_until_ns ? QUIET_FAST : QUIET_SLOW;
+    int bi = -1, bk = -1;
+    double best = 0;
+    for (int i = 0; i < s->nnodes && i < snap->nnodes; i++) {
+        double node_best = 0;
+        for (int k = 0; k < snap->nodes[i].nknobs; k++) {
+            double sc = shrink_score(s, snap, i, k, quiet_needed);
+            if (sc > node_best)
+                node_best = sc;
+            if (sc > best)
+                best = sc, bi = i, bk = k;
+        }
+        /* judged over a full quiet period and found right: judge the next
+         * period afresh, so that an old empty take does not count forever */
+        sl__at_node_state *ns = &s->nodes[i];
+        if (node_best == 0 && ns->quiet_since_ns != INT64_MIN &&
+            snap->now_ns - ns->quiet_since_ns >= quiet_needed)
+            quiet_reset(ns);
+    }
+    if (bi < 0)
+        return;
+    const sl__at_node_state *ns = &s->nodes[bi];
+    const sl__at_knob *kb = &snap->nodes[bi].knobs[bk];
+    sl__at_change *c = add_change(out, SL__AT_SHRINK, bi, bk, kb->value, shrink_to(ns, kb));
+    double quiet = (double)(snap->now_ns - ns->quiet_since_ns) / SEC;
+    if (kb->kind == SL__KNOB_DEPTH)
+        snprintf(c->reason, sizeof c->reason,
+                 "over-provisioned: no consumer stall for %.0f s (%.1f%% now), buffer never "
+                 "below %.1f elements",
+                 quiet, 100 * stall, ns->quiet_low);
+    else
+        snprintf(c->reason, sizeof c->reason,
+                 "idle: at most %.1f of %lld %s busy, no consumer stall for %.0f s (%.1f%% now)",
+                 ns->quiet_busy, (long long)kb->value,
+                 kb->kind == SL__KNOB_PARALLELISM ? "workers" : "reads", quiet, 100 * stall);
+}
+
+/* ---- change detection ---- */
+
+static bool moved(double now, double ref, double floor_abs)
+{
+    double d = fabs(now - ref);
+    return d > floor_abs && d > CHANGE * (now > ref ? now : ref);
+}
+
+static void take_reference(sl__at_state *s, const sl__at_snapshot *snap)
+{
+    s->ref_step_ns = s->cur_step_ns;
+    for (int i = 0; i < s->nnodes && i < snap->nnodes; i++)
+        s->nodes[i].ref_cost_ns = s->nodes[i].cur_cost_ns;
+    s->have_ref = s->cur_step_ns >= 0;
+}
+
+static void track_costs(sl__at_state *s, const sl__at_snapshot *snap)
+{
+    double step = frac(s->step_ns, s->calls);
+    s->cur_step_ns = s->cur_step_ns < 0 ? step : 0.5 * s->cur_step_ns + 0.5 * step;
+    for (int i = 0; i < s->nnodes && i < snap->nnodes; i++) {
+        sl__at_node_state *ns = &s->nodes[i];
+        if (ns->elements < MIN_CALLS || ns->busy_ns <= 0)
+            continue;
+        double cost = frac(ns->busy_ns, ns->elements);
+        ns->cur_cost_ns = ns->cur_cost_ns <= 0 ? cost : 0.5 * ns->cur_cost_ns + 0.5 * cost;
+    }
+}
+
+/* The consumer's step or a node's cost per element moved since the
+ * controller became stable: measure again, and let shrinking happen soon. */
+static bool changed(sl__at_state *s, const sl__at_snapshot *snap)
+{
+    if (!s->have_ref)
+        return false;
+    bool ch = moved(s->cur_step_ns, s->ref_step_ns, 20000);
+    for (int i = 0; !ch && i < s->nnodes && i < snap->nnodes; i++) {
+        const sl__at_node_state *ns = &s->nodes[i];
+        if (ns->ref_cost_ns > 0 && ns->cur_cost_ns > 0)
+            ch = moved(ns->cur_cost_ns, ns->ref_cost_ns, 2000);
+    }
+    return ch;
+}
+
+static void on_change_detected(sl__at_state *s, int64_t now)
+{
+    s->mode = SL__AT_ADAPTING;
+    s->have_ref = false;
+    s->fast_until_ns = now + FAST_PERIOD;
+    s->last_change_ns = now;
+    for (int i = 0; i < s->nnodes; i++) {
+        quiet_reset(&s->nodes[i]);
+        for (int k = 0; k < SL__MAX_KNOBS; k++) {
+            s->nodes[i].knobs[k].shrink_cooldown_ns = COOLDOWN_BASE;
+            s->nodes[i].knobs[k].no_shrink_until_ns = INT64_MIN;
+        }
+    }
+}
+
+/* ---- the decision ---- */
+
+void sl__at_init(sl__at_state *s, int64_t now_ns)
+{
+    memset(s, 0, sizeof *s);
+    s->mode = SL__AT_ADAPTING;
+    s->last_now_ns = now_ns;
+    s->last_change_ns = now_ns;
+    s->settle_until_ns = INT64_MIN;
+    s->fast_until_ns = now_ns + FAST_PERIOD;
+    s->cur_step_ns = -1;
+}
+
+static void record(sl__at_state *s, const sl__at_decision *out, int64_t now)
+{
+    for (int c = 0; c < out->nchanges; c++) {
+        const sl__at_change *ch = &out->changes[c];
+        sl__at_node_state *ns = &s->nodes[ch->node];
+        sl__at_knob_state *ks = &ns->knobs[ch->knob];
+        note_change(ks, now);
+        ks->last_shrink_ns = ch->why == SL__AT_SHRINK ? now : INT64_MIN;
+        ks->shrunk_from = ch->from;
+        quiet_reset(ns);
+    }
+    s->changes += out->nchanges;
+    s->mode = SL__AT_ADAPTING;
+    s->have_ref = false;
+    s->last_change_ns = now;
+    s->settle_until_ns = now + SETTLE;
+}
+
+/* Judges the window; false if it needs more time first. */
+static bool judge_window(sl__at_state *s, const sl__at_snapshot *snap, sl__at_decision *out)
+{
+    int64_t now = snap->now_ns;
+    double stall = frac(s->wait_ns, s->wait_ns + s->step_ns);
+    double target = (double)snap->stall_target_ppm / 1e6;
+    /* a stall just over the target may be noise in a short window: grow
+     * only if a longer one confirms it */
+    if (stall > target && stall <= 2 * target && s->window_ns < WINDOW_MARGINAL)
+        return false;
+    update_el_bytes(s, snap);
+    track_costs(s, snap);
+    if (stall > target) {
+        for (int i = 0; i < s->nnodes; i++)
+            quiet_reset(&s->nodes[i]);
+        if (!undo_shrinks(s, snap, stall, out))
+            grow(s, snap, stall, out);
+        return true;
+    }
+    quiet_update(s, snap);
+    if (s->mode == SL__AT_STABLE && changed(s, snap))
+        on_change_detected(s, now);
+    else
+        shrink(s, snap, stall, out);
+    return true;
+}
+
+void sl__at_decide(sl__at_state *s, const sl__at_snapshot *snap, sl__at_decision *out)
+{
+    int64_t now = snap->now_ns;
+    int64_t dt = now - s->last_now_ns;
+    s->last_now_ns = now;
+    out->nchanges = 0;
+    sync_nodes(s, snap);
+    if (now <= s->settle_until_ns) {
+        window_reset(s); /* measured while the change was taking effect */
+    } else {
+        accumulate(s, snap, dt > 0 ? dt : 0);
+    }
+    enforce_cpu(s, snap, out);
+    if (out->nchanges == 0 && now > s->settle_until_ns && window_ready(s)) {
+        if (judge_window(s, snap, out))
+            window_reset(s);
+    } else if (s->window_ns >= WINDOW_MAX) {
+        window_reset(s); /* the consumer is not pulling: nothing to judge */
+    }
+    if (out->nchanges) {
+        record(s, out, now);
+    } else if (s->mode == SL__AT_ADAPTING && now - s->last_change_ns >= STABLE_AFTER) {
+        s->mode = SL__AT_STABLE;
+        take_reference(s, snap);
+    }
+    out->next_tick_ns = s->mode == SL__AT_ADAPTING ? TICK_FAST : TICK_SLOW;
+}

@@ -1,0 +1,134 @@
+/*
+ * The autotune decision logic: a pure function of counter snapshots.
+ *
+ * The driver (driver.c) reads the tree's counters every tick, turns them
+ * into a snapshot of deltas, and calls sl__at_decide, which returns the knob
+ * changes to make (each with its reason) and when to tick next. Nothing here
+ * reads a clock, takes a lock or touches a node: the same snapshots give the
+ * same decisions, which is what lets tests/test_autotune.c drive it with a
+ * simulated pipeline and a fake clock.
+ *
+ * What the counters mean to the controller, per node kind (stats.h):
+ *   MAP      busy_ns: callback time summed over workers; wait_ns: producer
+ *            time waiting on the input; knob "parallelism".
+ *   READ     busy_ns: time reads were in flight, summed over reads (0 if not
+ *            measured: in_flight stands in); knob "io_depth".
+ *   PREFETCH wait_ns: producer time pulling the input; knob "depth".
+ * takes / occupancy_sum / empty_takes describe the node's output buffer as
+ * its consumer (the next node down, or sl_next) sees it.
+ */
+#ifndef SL_AUTOTUNE_CONTROLLER_H
+#define SL_AUTOTUNE_CONTROLLER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "../graph/stats.h"
+
+#define SL__AT_MAX_NODES 64
+#define SL__AT_MAX_CHANGES 4
+#define SL__AT_REASON 192
+/* Knob changes remembered per knob for the per-minute cap. */
+#define SL__AT_PER_MINUTE 20
+
+typedef struct sl__at_knob {
+    int kind; /* sl__knob_kind */
+    int64_t value, min, max;
+    bool autotune;
+    const char *name; /* for reasons; may be NULL */
+} sl__at_knob;
+
+typedef struct sl__at_node {
+    uint64_t key;
+    int kind;  /* sl__node_kind */
+    int depth; /* 0: the node sl_next reads */
+    /* deltas since the previous snapshot */
+    int64_t elements, busy_ns, wait_ns, takes, occupancy_sum, empty_takes;
+    /* now */
+    int64_t bytes_held;
+    int capacity, in_flight;
+    int nknobs;
+    sl__at_knob knobs[SL__MAX_KNOBS];
+} sl__at_node;
+
+typedef struct sl__at_snapshot {
+    int64_t now_ns; /* any monotonic origin */
+    /* consumer deltas since the previous snapshot */
+    int64_t consumer_wait_ns, consumer_step_ns, consumer_calls;
+    /* CPU units (worker threads) this controller may hold in total: its
+     * autotuned parallelism knobs summed must stay at or below it */
+    int64_t cpu_budget;
+    int64_t ram_budget, buffered_bytes;
+    int64_t stall_target_ppm;
+    int nnodes; /* in a stable order from one snapshot to the next */
+    sl__at_node nodes[SL__AT_MAX_NODES];
+} sl__at_snapshot;
+
+enum { SL__AT_GROW = 0, SL__AT_SHRINK, SL__AT_UNDO, SL__AT_BUDGET };
+
+typedef struct sl__at_change {
+    int node, knob; /* indices into the snapshot */
+    int64_t from, to;
+    int why;        /* SL__AT_GROW... */
+    char reason[SL__AT_REASON];
+} sl__at_change;
+
+typedef struct sl__at_decision {
+    int nchanges;
+    sl__at_change changes[SL__AT_MAX_CHANGES];
+    int64_t next_tick_ns; /* how long to wait before the next snapshot */
+} sl__at_decision;
+
+/* What the controller remembers about one knob. */
+typedef struct sl__at_knob_state {
+    int64_t last_change_ns;  /* INT64_MIN: never */
+    int64_t last_shrink_ns;  /* INT64_MIN: never */
+    int64_t shrunk_from;     /* the value before that shrink */
+    int64_t shrink_cooldown_ns; /* doubles after each shrink that caused a stall */
+    int64_t no_shrink_until_ns;
+    int64_t recent[SL__AT_PER_MINUTE]; /* times of the latest changes, a ring */
+    int nrecent, recent_head;
+} sl__at_knob_state;
+
+/* What it remembers about one node: the current measuring window, the quiet
+ * period used to decide shrinking, and the reference for change detection. */
+typedef struct sl__at_node_state {
+    uint64_t key;
+    bool used;
+    int64_t elements, busy_ns, wait_ns, takes, occupancy_sum, empty_takes;
+    /* over the quiet period (the consumer did not stall) */
+    int64_t quiet_since_ns; /* INT64_MIN: not tracking */
+    double quiet_low;       /* lowest mean occupancy of a window */
+    int64_t quiet_empty;    /* empty takes */
+    double quiet_busy;      /* highest mean number of busy workers/reads */
+    double el_bytes;        /* estimated bytes per buffered element */
+    double cur_cost_ns;     /* busy ns per element, smoothed over windows */
+    double ref_cost_ns;     /* ... when the controller became stable */
+    sl__at_knob_state knobs[SL__MAX_KNOBS];
+} sl__at_node_state;
+
+enum { SL__AT_ADAPTING = 0, SL__AT_STABLE };
+
+typedef struct sl__at_state {
+    int mode;
+    int64_t last_now_ns;
+    int64_t last_change_ns;
+    int64_t settle_until_ns; /* measurements before it are discarded */
+    int64_t window_ns, wait_ns, step_ns, calls;
+    int64_t changes;         /* total, for tests */
+    double cur_step_ns;      /* consumer step per call, smoothed (-1: none yet) */
+    double ref_step_ns;      /* ... when the controller became stable */
+    bool have_ref;
+    int64_t fast_until_ns;   /* at start and after a detected change: shrink sooner */
+    int nnodes;
+    sl__at_node_state nodes[SL__AT_MAX_NODES];
+} sl__at_state;
+
+/* A fresh controller state at time now_ns. */
+void sl__at_init(sl__at_state *s, int64_t now_ns);
+/* Feeds one snapshot and fills *out with the changes to apply (at most one
+ * grow or one shrink per call, plus budget corrections) and the next tick.
+ * The caller applies every change it can; a change it cannot apply (a CPU
+ * claim that another controller won) simply shows in the next snapshot. */
+void sl__at_decide(sl__at_state *s, const sl__at_snapshot *snap, sl__at_decision *out);
+
+#endif

@@ -1,0 +1,265 @@
+/*
+ * The controller thread of one iterator (autotune.h). Every tick it turns
+ * the tree's counters into a snapshot of deltas, asks the decision function
+ * (controller.c) what to change, and applies the answer: an atomic store
+ * per knob, a claim on the runtime's CPU budget for more parallelism, a log
+ * line per change when asked for, counter samples when tracing.
+ *
+ * CPU budget: the controller holds a claim on the runtime equal to its
+ * autotuned parallelism. For a tick it also borrows whatever the runtime
+ * has free under its budget, so that the decision knows how far it may
+ * grow, and gives back what it did not use; two controllers on one runtime
+ * thus never hand out more than the budget between them.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include "../core/clock.h"
+#include "../core/log.h"
+#include "autotune.h"
+#include "controller.h"
+
+typedef struct seen {
+    int64_t elements, busy_ns, wait_ns, takes, occupancy_sum, empty_takes;
+} seen;
+
+typedef struct sl__autotune {
+    sl__tree *t;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv; /* on CLOCK_MONOTONIC */
+    bool stop;
+    int claimed; /* CPU units held on the runtime */
+    int nnodes;
+    sl__node_stats *nodes[SL__AT_MAX_NODES];
+    sl__knob *knobs[SL__AT_MAX_NODES][SL__MAX_KNOBS];
+    seen prev[SL__AT_MAX_NODES];
+    int64_t prev_wait, prev_step, prev_calls;
+    int64_t prev_trace_ns;
+    sl__at_state state;
+    sl__at_snapshot snap;
+    sl__at_decision decision;
+} sl__autotune;
+
+static int64_t load(atomic_llong *c)
+{
+    return atomic_load_explicit(c, memory_order_relaxed);
+}
+
+/* The parts of the entries that registration writes (kind, knobs), read
+ * under the tree lock; the list only ever grows, so the order of the nodes
+ * is the same from one tick to the next. */
+static void read_nodes(sl__autotune *at, sl__at_snapshot *snap)
+{
+    sl__tree *t = at->t;
+    pthread_mutex_lock(&t->mu);
+    int n = 0;
+    for (sl__node_stats *ns = t->stats_head; ns && n < SL__AT_MAX_NODES; ns = ns->next, n++) {
+        sl__at_node *nd = &snap->nodes[n];
+        at->nodes[n] = ns;
+        nd->key = ns->key;
+        nd->kind = ns->kind;
+        nd->depth = ns->depth;
+        nd->nknobs = ns->nknobs;
+        for (int k = 0; k < ns->nknobs; k++) {
+            sl__knob *kb = &ns->knobs[k];
+            at->knobs[n][k] = kb;
+            nd->knobs[k] = (sl__at_knob){kb->kind, sl__knob_get(kb), kb->min, kb->max,
+                                         kb->autotune, kb->name};
+        }
+    }
+    pthread_mutex_unlock(&t->mu);
+    for (int i = at->nnodes; i < n; i++)
+        memset(&at->prev[i], 0, sizeof at->prev[i]); /* a new node: counted from zero */
+    at->nnodes = snap->nnodes = n;
+}
+
+static int64_t delta(int64_t now, int64_t *prev)
+{
+    int64_t d = now - *prev;
+    *prev = now;
+    return d;
+}
+
+static void read_counters(sl__autotune *at, sl__at_snapshot *snap)
+{
+    sl__tree *t = at->t;
+    snap->consumer_wait_ns = delta(load(&t->consumer_wait_ns), &at->prev_wait);
+    snap->consumer_step_ns = delta(load(&t->consumer_step_ns), &at->prev_step);
+    snap->consumer_calls = delta(load(&t->consumer_calls), &at->prev_calls);
+    snap->ram_budget = t->ram_budget;
+    snap->buffered_bytes = load(&t->held);
+    snap->stall_target_ppm = t->stall_target_ppm;
+    for (int i = 0; i < at->nnodes; i++) {
+        sl__node_stats *ns = at->nodes[i];
+        sl__at_node *nd = &snap->nodes[i];
+        seen *p = &at->prev[i];
+        nd->elements = delta(load(&ns->elements), &p->elements);
+        nd->busy_ns = delta(load(&ns->busy_ns), &p->busy_ns);
+        nd->wait_ns = delta(load(&ns->wait_ns), &p->wait_ns);
+        nd->takes = delta(load(&ns->takes), &p->takes);
+        nd->occupancy_sum = delta(load(&ns->occupancy_sum), &p->occupancy_sum);
+        nd->empty_takes = delta(load(&ns->empty_takes), &p->empty_takes);
+        nd->bytes_held = load(&ns->bytes_held);
+        nd->capacity = atomic_load_explicit(&ns->capacity, memory_order_relaxed);
+        nd->in_flight = atomic_load_explicit(&ns->in_flight, memory_order_relaxed);
+    }
+}
+
+/* Autotuned parallelism summed: what the controller's claim must cover. */
+static int cpu_in_use(const sl__at_snapshot *snap)
+{
+    int64_t sum = 0;
+    for (int i = 0; i < snap->nnodes; i++)
+        for (int k = 0; k < snap->nodes[i].nknobs; k++)
+            if (snap->nodes[i].knobs[k].autotune &&
+                snap->nodes[i].knobs[k].kind == SL__KNOB_PARALLELISM)
+                sum += snap->nodes[i].knobs[k].value;
+    return sum > INT_MAX ? INT_MAX : (int)sum;
+}
+
+/* Moves the claim to `units`. Units already in use are claimed whatever
+ * the budget says (knobs at their minimum, registered before the first
+ * tick): the sum then stays over the budget until they can shrink. */
+static void claim_exactly(sl__autotune *at, int units)
+{
+    sl_runtime *rt = at->t->rt;
+    if (units > at->claimed)
+        at->claimed += sl__runtime_cpu_claim(rt, units - at->claimed, INT_MAX);
+    else if (units < at->claimed) {
+        sl__runtime_cpu_release(rt, at->claimed - units);
+        at->claimed = units;
+    }
+}
+
+static void log_change(sl__autotune *at, const sl__at_change *c)
+{
+    const sl__at_knob *k = &at->snap.nodes[c->node].knobs[c->knob];
+    sl__log_always(SL_LOG_INFO, "autotune: %s.%s %lld -> %lld: %s", at->nodes[c->node]->name,
+                   k->name ? k->name : "knob", (long long)c->from, (long long)c->to, c->reason);
+}
+
+static void apply(sl__autotune *at)
+{
+    sl__tree *t = at->t;
+    for (int i = 0; i < at->decision.nchanges; i++) {
+        const sl__at_change *c = &at->decision.changes[i];
+        sl__knob *kb = at->knobs[c->node][c->knob];
+        atomic_store_explicit(&kb->value, c->to, memory_order_relaxed);
+        atomic_fetch_add_explicit(&t->knob_changes, 1, memory_order_relaxed);
+        if (t->autotune_log)
+            log_change(at, c);
+    }
+}
+
+/* Counter samples for the trace, named as src/obs/trace.c names them when
+ * no controller runs: the stall since the last tick, buffered bytes, every
+ * knob. */
+static void trace_tick(sl__autotune *at, int64_t now)
+{
+    sl__tree *t = at->t;
+    const sl__at_snapshot *snap = &at->snap;
+    int64_t dt = now - at->prev_trace_ns;
+    if (at->prev_trace_ns && dt > 0)
+        sl__trace_counter(t, "stall", now, (double)snap->consumer_wait_ns / (double)dt);
+    at->prev_trace_ns = now;
+    sl__trace_counter(t, "buffered bytes", now, (double)load(&t->held));
+    for (int i = 0; i < snap->nnodes; i++)
+        for (int k = 0; k < snap->nodes[i].nknobs; k++) {
+            char name[128];
+            snprintf(name, sizeof name, "knob %s.%s", at->nodes[i]->name,
+                     snap->nodes[i].knobs[k].name);
+            sl__trace_counter(t, name, now, (double)snap->nodes[i].knobs[k].value);
+        }
+}
+
+/* One tick; returns how long to wait for the next. */
+static int64_t tick(sl__autotune *at)
+{
+    sl__tree *t = at->t;
+    sl__at_snapshot *snap = &at->snap;
+    snap->now_ns = sl__now_ns();
+    read_nodes(at, snap);
+    read_counters(at, snap);
+    int in_use = cpu_in_use(snap);
+    claim_exactly(at, in_use);
+    /* borrow what is free, so the decision may grow into it */
+    int budget = t->cpu_budget > 0 ? t->cpu_budget : 1;
+    at->claimed += sl__runtime_cpu_claim(t->rt, budget, budget);
+    snap->cpu_budget = at->claimed < budget ? at->claimed : budget;
+    sl__at_decide(&at->state, snap, &at->decision);
+    apply(at);
+    for (int i = 0; i < at->decision.nchanges; i++) {
+        const sl__at_change *c = &at->decision.changes[i];
+        sl__at_knob *k = &snap->nodes[c->node].knobs[c->knob];
+        k->value = c->to;
+    }
+    claim_exactly(at, cpu_in_use(snap)); /* give back what was not used */
+    if (t->trace)
+        trace_tick(at, snap->now_ns);
+    return at->decision.next_tick_ns;
+}
+
+static void *controller_main(void *arg)
+{
+    sl__autotune *at = arg;
+    pthread_mutex_lock(&at->mu);
+    while (!at->stop) {
+        pthread_mutex_unlock(&at->mu);
+        int64_t wake = sl__now_ns() + tick(at);
+        struct timespec ts = {(time_t)(wake / 1000000000), (long)(wake % 1000000000)};
+        pthread_mutex_lock(&at->mu);
+        while (!at->stop && pthread_cond_timedwait(&at->cv, &at->mu, &ts) != ETIMEDOUT) {
+        }
+    }
+    pthread_mutex_unlock(&at->mu);
+    return NULL;
+}
+
+int sl__autotune_start(sl__tree *t)
+{
+    if (!t->autotune || t->at)
+        return 0;
+    sl__autotune *at = sl__calloc(1, sizeof *at);
+    if (!at)
+        return sl__set_error(SL_ENOMEM, "autotune: out of memory");
+    at->t = t;
+    pthread_mutex_init(&at->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&at->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    int64_t now = sl__now_ns();
+    sl__at_init(&at->state, now);
+    /* the first tick's deltas start at the iterator's creation */
+    at->state.last_now_ns = t->start_ns ? t->start_ns : now;
+    int rc = sl__thread_start(&at->thread, controller_main, at);
+    if (rc < 0) {
+        pthread_cond_destroy(&at->cv);
+        pthread_mutex_destroy(&at->mu);
+        sl__free(at, sizeof *at);
+        return rc;
+    }
+    t->at = at;
+    return 0;
+}
+
+void sl__autotune_stop(sl__tree *t)
+{
+    sl__autotune *at = t ? t->at : NULL;
+    if (!at)
+        return;
+    pthread_mutex_lock(&at->mu);
+    at->stop = true;
+    pthread_cond_signal(&at->cv);
+    pthread_mutex_unlock(&at->mu);
+    pthread_join(at->thread, NULL);
+    claim_exactly(at, 0);
+    pthread_cond_destroy(&at->cv);
+    pthread_mutex_destroy(&at->mu);
+    sl__free(at, sizeof *at);
+    t->at = NULL;
+}

@@ -1,0 +1,98 @@
+/*
+ * The registry of per-node statistics entries and knobs (stats.h).
+ *
+ * Entries are created under the tree lock the first time a node key is
+ * made and live until the tree goes, so counters and learned knob values
+ * carry over from one pass to the next. Readers (the snapshot, the
+ * controller) walk the list and read knob descriptions under the same lock;
+ * the counters themselves are atomics read without it.
+ */
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include "node.h"
+
+/* The entry and what registering knobs on it needs: the lock is the tree's,
+ * and sl__stats_knob gets only the entry. */
+typedef struct entry {
+    sl__node_stats ns;
+    sl__tree *tree;
+} entry;
+
+static entry *entry_of(sl__node_stats *ns)
+{
+    return (entry *)((char *)ns - offsetof(entry, ns));
+}
+
+sl__node_stats *sl__stats_node(sl__tree *t, uint64_t key, const char *name, int kind,
+                               int depth)
+{
+    pthread_mutex_lock(&t->mu);
+    sl__node_stats **at = &t->stats_head, *ns = NULL;
+    for (; *at; at = &(*at)->next)
+        if ((*at)->key == key) {
+            ns = *at;
+            break;
+        }
+    if (ns) {
+        /* every node is registered generically when made; the node's own
+         * call then says what kind it is */
+        if (ns->kind == SL__NODE_OTHER)
+            ns->kind = kind;
+    } else {
+        entry *e = sl__calloc(1, sizeof *e);
+        if (e) {
+            e->tree = t;
+            ns = &e->ns;
+            ns->key = key;
+            ns->kind = kind;
+            ns->depth = depth;
+            snprintf(ns->name, sizeof ns->name, "%s", name ? name : "?");
+            *at = ns; /* appended: registration order */
+        }
+    }
+    pthread_mutex_unlock(&t->mu);
+    return ns;
+}
+
+sl__knob *sl__stats_knob(sl__node_stats *ns, const char *name, int kind, int64_t min,
+                         int64_t max, int64_t initial, bool autotune)
+{
+    sl__tree *t = entry_of(ns)->tree;
+    sl__knob *k = NULL;
+    pthread_mutex_lock(&t->mu);
+    for (int i = 0; i < ns->nknobs && !k; i++)
+        if (!strcmp(ns->knobs[i].name, name))
+            k = &ns->knobs[i];
+    if (k) {
+        /* the learned value stays, within this pass's bounds */
+        k->min = min;
+        k->max = max;
+        k->autotune = autotune;
+        int64_t v = sl__knob_get(k);
+        if (!autotune)
+            v = initial;
+        v = v < min ? min : v > max ? max : v;
+        atomic_store_explicit(&k->value, v, memory_order_relaxed);
+    } else if (ns->nknobs < SL__MAX_KNOBS) {
+        k = &ns->knobs[ns->nknobs];
+        k->name = name;
+        k->kind = kind;
+        k->min = min;
+        k->max = max;
+        k->autotune = autotune;
+        atomic_init(&k->value, initial < min ? min : initial > max ? max : initial);
+        ns->nknobs++;
+    }
+    pthread_mutex_unlock(&t->mu);
+    return k;
+}
+
+void sl__stats_fini(sl__tree *t)
+{
+    while (t->stats_head) {
+        sl__node_stats *ns = t->stats_head;
+        t->stats_head = ns->next;
+        sl__free(entry_of(ns), sizeof(entry));
+    }
+}

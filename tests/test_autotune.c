@@ -1,0 +1,769 @@
+/* The autotune decision logic (src/autotune/controller.c) on a simulated
+ * pipeline with a fake clock: source -> [read] -> map... -> prefetch ->
+ * consumer, stages of known cost, deterministic jitter. The simulator turns
+ * knob values into the counters the real nodes publish; the controller sees
+ * nothing else. Checks convergence, the bottleneck it picks, shrinking,
+ * re-tuning after step changes, the CPU and RAM budgets and the absence of
+ * oscillation. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "autotune/controller.h"
+#include "testutil.h"
+
+#define MS 1000000.0
+#define SEC 1000000000.0
+#define MAX_STAGES 4
+#define MAX_FLY 512
+#define MAX_LOG 4096
+
+enum { ST_READ, ST_MAP, ST_PREFETCH };
+
+typedef struct stage {
+    int type;
+    double cost_ns; /* MAP: CPU time per element; READ: latency of a read */
+    int64_t knob, kmin, kmax;
+    bool tuned;
+    double el_bytes;
+    /* state */
+    int ready, nfly;
+    double rem[MAX_FLY];
+    bool waiting; /* wants input, found none */
+    /* counters, cumulative */
+    int64_t elements, takes, occ, empty;
+    double busy, wait;
+    /* at the previous tick */
+    int64_t p_elements, p_takes, p_occ, p_empty;
+    double p_busy, p_wait;
+} stage;
+
+typedef struct logged {
+    double t;
+    int stage, why;
+    int64_t from, to;
+} logged;
+
+typedef struct sim sim;
+typedef double (*step_fn)(sim *s, int64_t call);
+
+struct sim {
+    int n; /* st[0] reads the source, st[n-1] feeds the consumer */
+    stage st[MAX_STAGES];
+    int cores;
+    double now;
+    uint64_t rng;
+    double jitter; /* each cost times 1 +- jitter, uniformly */
+    /* consumer */
+    step_fn step;
+    double step_ns; /* what the default step function returns */
+    int burst_n;    /* bursty consumer: burst_n quick steps, then a long one */
+    double burst_quick, burst_long;
+    bool stepping, cwaiting;
+    double step_rem, c_wait, c_step;
+    int64_t calls, p_calls;
+    double p_c_wait, p_c_step;
+    /* controller */
+    bool autotune;
+    sl__at_state at;
+    int64_t cpu_budget, ram_budget, stall_ppm;
+    double next_tick;
+    sl__at_snapshot snap;
+    logged log[MAX_LOG];
+    int nlog;
+    double peak_bytes;
+    /* checks made at every tick */
+    bool check_ram;
+};
+
+/* ---- the pipeline ---- */
+
+static double urand(sim *s)
+{
+    s->rng ^= s->rng << 13;
+    s->rng ^= s->rng >> 7;
+    s->rng ^= s->rng << 17;
+    return (double)(s->rng >> 11) / 9007199254740992.0;
+}
+
+static double jittered(sim *s, double v)
+{
+    return v * (1 + s->jitter * (2 * urand(s) - 1));
+}
+
+static double default_step(sim *s, int64_t call)
+{
+    if (s->burst_n > 0)
+        return call % (s->burst_n + 1) == s->burst_n ? s->burst_long : s->burst_quick;
+    return jittered(s, s->step_ns);
+}
+
+static void sim_init(sim *s, int cores)
+{
+    memset(s, 0, sizeof *s);
+    s->cores = cores;
+    s->rng = 0x9e3779b97f4a7c15ull;
+    s->step = default_step;
+    s->cpu_budget = cores;
+    s->ram_budget = (int64_t)1 << 40;
+    s->stall_ppm = 20000;
+    s->autotune = true;
+    sl__at_init(&s->at, 0);
+    s->next_tick = 0;
+}
+
+static stage *add_stage(sim *s, int type, double cost_ns, int64_t knob, bool tuned)
+{
+    assert_true(s->n < MAX_STAGES);
+    stage *st = &s->st[s->n++];
+    st->type = type;
+    st->cost_ns = cost_ns;
+    st->knob = knob;
+    st->kmin = 1;
+    st->kmax = type == ST_MAP ? 64 : 256;
+    st->tuned = tuned;
+    st->el_bytes = 1000;
+    return st;
+}
+
+static bool has_room(const stage *st)
+{
+    switch (st->type) {
+    case ST_MAP: /* parallelism in flight, a window of 2 x parallelism */
+        return st->nfly < st->knob && st->nfly + st->ready < 2 * st->knob;
+    case ST_READ: /* io_depth reads, a ring of 2 x io_depth */
+        return st->nfly < st->knob && st->nfly + st->ready < 2 * st->knob;
+    default:
+        return st->ready < st->knob;
+    }
+}
+
+/* A take from `from` (NULL: the source, always ready). Counts the take the
+ * first time it is tried, as the nodes do: a take that waits is one empty
+ * take. */
+static bool take(stage *from, bool *waiting)
+{
+    if (!from)
+        return true;
+    if (from->ready > 0) {
+        if (!*waiting) {
+            from->takes++;
+            from->occ += from->ready;
+        }
+        *waiting = false;
+        from->ready--;
+        return true;
+    }
+    if (!*waiting) {
+        from->takes++;
+        from->empty++;
+        *waiting = true;
+    }
+    return false;
+}
+
+static bool pull(sim *s, int i)
+{
+    stage *st = &s->st[i];
+    if (!has_room(st)) {
+        st->waiting = false;
+        return false;
+    }
+    if (!take(i > 0 ? &s->st[i - 1] : NULL, &st->waiting))
+        return false;
+    if (st->type == ST_PREFETCH) {
+        st->ready++;
+        st->elements++;
+    } else {
+        st->rem[st->nfly++] = jittered(s, st->cost_ns);
+    }
+    return true;
+}
+
+static bool consume(sim *s)
+{
+    if (s->stepping)
+        return false;
+    if (!take(&s->st[s->n - 1], &s->cwaiting))
+        return false;
+    s->calls++;
+    s->stepping = true;
+    s->step_rem = s->step(s, s->calls);
+    return true;
+}
+
+/* Moves elements until nothing can move at this instant. */
+static void settle(sim *s)
+{
+    bool moved;
+    do {
+        moved = consume(s);
+        for (int i = s->n - 1; i >= 0; i--)
+            while (pull(s, i))
+                moved = true;
+    } while (moved);
+}
+
+static double cpu_rate(const sim *s)
+{
+    int fly = 0;
+    for (int i = 0; i < s->n; i++)
+        if (s->st[i].type == ST_MAP)
+            fly += s->st[i].nfly;
+    return fly > s->cores ? (double)s->cores / fly : 1.0;
+}
+
+static double next_event(const sim *s, double until)
+{
+    double t = until;
+    double rate = cpu_rate(s);
+    if (s->stepping && s->now + s->step_rem < t)
+        t = s->now + s->step_rem;
+    for (int i = 0; i < s->n; i++) {
+        const stage *st = &s->st[i];
+        double r = st->type == ST_MAP ? rate : 1.0;
+        for (int k = 0; k < st->nfly; k++)
+            if (s->now + st->rem[k] / r < t)
+                t = s->now + st->rem[k] / r;
+    }
+    return t;
+}
+
+static void advance(sim *s, double t)
+{
+    double dt = t - s->now, rate = cpu_rate(s);
+    if (s->stepping) {
+        s->c_step += dt;
+        s->step_rem -= dt;
+        if (s->step_rem <= 1e-3)
+            s->stepping = false;
+    } else if (s->cwaiting) {
+        s->c_wait += dt;
+    }
+    for (int i = 0; i < s->n; i++) {
+        stage *st = &s->st[i];
+        double r = st->type == ST_MAP ? rate : 1.0;
+        st->busy += st->nfly * dt;
+        if (st->waiting)
+            st->wait += dt;
+        for (int k = 0; k < st->nfly; k++) {
+            st->rem[k] -= dt * r;
+            if (st->rem[k] <= 1e-3) {
+                st->rem[k--] = st->rem[--st->nfly];
+                st->ready++;
+                st->elements++;
+            }
+        }
+    }
+    s->now = t;
+}
+
+/* ---- the controller's view ---- */
+
+static const int node_kind[] = {SL__NODE_READ, SL__NODE_MAP, SL__NODE_PREFETCH};
+static const int knob_kind[] = {SL__KNOB_IO_DEPTH, SL__KNOB_PARALLELISM, SL__KNOB_DEPTH};
+
+static double bytes_held(const sim *s)
+{
+    double b = 0;
+    for (int i = 0; i < s->n; i++)
+        b += s->st[i].ready * s->st[i].el_bytes;
+    return b;
+}
+
+static void build_snapshot(sim *s)
+{
+    sl__at_snapshot *sn = &s->snap;
+    memset(sn, 0, sizeof *sn);
+    sn->now_ns = (int64_t)s->now;
+    sn->consumer_wait_ns = (int64_t)(s->c_wait - s->p_c_wait);
+    sn->consumer_step_ns = (int64_t)(s->c_step - s->p_c_step);
+    sn->consumer_calls = s->calls - s->p_calls;
+    s->p_c_wait = s->c_wait, s->p_c_step = s->c_step, s->p_calls = s->calls;
+    sn->cpu_budget = s->cpu_budget;
+    sn->ram_budget = s->ram_budget;
+    sn->buffered_bytes = (int64_t)bytes_held(s);
+    sn->stall_target_ppm = s->stall_ppm;
+    sn->nnodes = s->n;
+    for (int i = 0; i < s->n; i++) {
+        stage *st = &s->st[i];
+        sl__at_node *nd = &sn->nodes[i];
+        nd->key = 100 + (uint64_t)i;
+        nd->kind = node_kind[st->type];
+        nd->depth = s->n - 1 - i;
+        nd->elements = st->elements - st->p_elements;
+        nd->busy_ns = (int64_t)(st->busy - st->p_busy);
+        nd->wait_ns = (int64_t)(st->wait - st->p_wait);
+        nd->takes = st->takes - st->p_takes;
+        nd->occupancy_sum = st->occ - st->p_occ;
+        nd->empty_takes = st->empty - st->p_empty;
+        st->p_elements = st->elements, st->p_busy = st->busy, st->p_wait = st->wait;
+        st->p_takes = st->takes, st->p_occ = st->occ, st->p_empty = st->empty;
+        nd->bytes_held = (int64_t)(st->ready * st->el_bytes);
+        nd->in_flight = st->nfly;
+        nd->capacity = (int)(st->type == ST_PREFETCH ? st->knob : 2 * st->knob);
+        nd->nknobs = 1;
+        nd->knobs[0] = (sl__at_knob){knob_kind[st->type], st->knob, st->kmin, st->kmax,
+                                     st->tuned, NULL};
+    }
+}
+
+static int64_t tuned_parallelism(const sim *s)
+{
+    int64_t sum = 0;
+    for (int i = 0; i < s->n; i++)
+        if (s->st[i].type == ST_MAP && s->st[i].tuned)
+            sum += s->st[i].knob;
+    return sum;
+}
+
+static void apply(sim *s, const sl__at_decision *d)
+{
+    for (int c = 0; c < d->nchanges; c++) {
+        const sl__at_change *ch = &d->changes[c];
+        assert_true(ch->node >= 0 && ch->node < s->n && ch->knob == 0);
+        stage *st = &s->st[ch->node];
+        assert_true(st->tuned);
+        assert_int_equal(ch->from, st->knob);
+        assert_true(ch->to != ch->from && ch->to >= st->kmin && ch->to <= st->kmax);
+        assert_true(strlen(ch->reason) > 10); /* every change says why */
+        if (s->check_ram && st->type == ST_PREFETCH && ch->to > ch->from) {
+            /* never grows a buffer past the RAM budget */
+            double others = bytes_held(s) - st->ready * st->el_bytes;
+            assert_true(others + (double)ch->to * st->el_bytes <= (double)s->ram_budget);
+        }
+        st->knob = ch->to;
+        if (s->nlog < MAX_LOG)
+            s->log[s->nlog++] = (logged){s->now, ch->node, ch->why, ch->from, ch->to};
+    }
+    assert_true(tuned_parallelism(s) <= s->cpu_budget || d->nchanges == 0);
+}
+
+static void tick(sim *s)
+{
+    build_snapshot(s);
+    sl__at_decision d;
+    sl__at_decide(&s->at, &s->snap, &d);
+    apply(s, &d);
+    assert_true(d.next_tick_ns >= 10 * MS && d.next_tick_ns <= 2 * SEC);
+    s->next_tick = s->now + (double)d.next_tick_ns;
+}
+
+/* Runs the simulation up to time `until` (ns). */
+static void run_until(sim *s, double until)
+{
+    while (s->now < until) {
+        settle(s);
+        double b = bytes_held(s);
+        if (b > s->peak_bytes)
+            s->peak_bytes = b;
+        double t = next_event(s, until);
+        if (s->autotune && s->next_tick < t)
+            t = s->next_tick > s->now ? s->next_tick : s->now;
+        advance(s, t);
+        if (s->autotune && s->now >= s->next_tick) {
+            settle(s);
+            tick(s);
+        }
+    }
+}
+
+/* Elements per second the consumer got from t0 to t1 (runs to t1). */
+static double rate(sim *s, double t0, double t1)
+{
+    run_until(s, t0);
+    int64_t c0 = s->calls;
+    run_until(s, t1);
+    return (double)(s->calls - c0) / ((t1 - t0) / SEC);
+}
+
+/* Consumer stall fraction from t0 to t1 (runs to t1). */
+static double stall(sim *s, double t0, double t1)
+{
+    run_until(s, t0);
+    double w0 = s->c_wait, st0 = s->c_step;
+    run_until(s, t1);
+    double w = s->c_wait - w0, st = s->c_step - st0;
+    return w / (w + st);
+}
+
+static int changes_between(const sim *s, double t0, double t1)
+{
+    int n = 0;
+    for (int i = 0; i < s->nlog; i++)
+        n += s->log[i].t >= t0 && s->log[i].t < t1;
+    return n;
+}
+
+static void dump_log(const sim *s, const char *what)
+{
+    if (!getenv("AUTOTUNE_SIM_LOG"))
+        return;
+    printf("--- %s\n", what);
+    for (int i = 0; i < s->nlog; i++)
+        printf("%9.3f s  stage %d  %lld -> %lld  (%d)\n", s->log[i].t / SEC, s->log[i].stage,
+               (long long)s->log[i].from, (long long)s->log[i].to, s->log[i].why);
+}
+
+/* ---- scenarios ---- */
+
+/* source -> map(cost, p) -> prefetch(d) -> consumer(step) */
+static void cpu_pipeline(sim *s, int cores, double cost, double step, int64_t p, int64_t d,
+                         bool tuned)
+{
+    sim_init(s, cores);
+    add_stage(s, ST_MAP, cost, p, tuned);
+    add_stage(s, ST_PREFETCH, 0, d, tuned);
+    s->step_ns = step;
+}
+
+/* Best throughput of the static configurations p in 1..cores, d in
+ * {1, 2, 4, 8}; *peak_out: the smallest peak buffered bytes among those
+ * within 1% of it. */
+#define NDEPTHS 4
+static double best_static(void (*make)(sim *, int64_t, int64_t), int max_p, double *peak_out)
+{
+    static const int64_t depths[NDEPTHS] = {1, 2, 4, 8};
+    double best = 0, peak = 0;
+    static sim s;
+    double rates[65][NDEPTHS], peaks[65][NDEPTHS];
+    for (int64_t p = 1; p <= max_p; p++)
+        for (int di = 0; di < NDEPTHS; di++) {
+            make(&s, p, depths[di]);
+            s.autotune = false;
+            rates[p][di] = rate(&s, 3 * SEC, 15 * SEC);
+            peaks[p][di] = s.peak_bytes;
+            if (rates[p][di] > best)
+                best = rates[p][di];
+        }
+    for (int64_t p = 1; p <= max_p; p++)
+        for (int di = 0; di < NDEPTHS; di++)
+            if (rates[p][di] >= 0.99 * best && (peak == 0 || peaks[p][di] < peak))
+                peak = peaks[p][di];
+    if (peak_out)
+        *peak_out = peak;
+    return best;
+}
+
+static void make_fast_consumer(sim *s, int64_t p, int64_t d)
+{
+    cpu_pipeline(s, 8, 2 * MS, 0.02 * MS, p, d, false);
+    s->jitter = 0.2;
+}
+
+/* A CPU-bound map under a consumer as fast as possible: parallelism climbs
+ * to the CPU budget within 2 s, the prefetch depth stays small, and the
+ * throughput matches the best static configuration. */
+static void test_cpu_bound_converges(void **state)
+{
+    (void)state;
+    double best = best_static(make_fast_consumer, 8, NULL);
+    static sim s;
+    make_fast_consumer(&s, 1, 1);
+    s.st[0].tuned = s.st[1].tuned = true;
+    double early = rate(&s, 2 * SEC, 3 * SEC);
+    double steady = rate(&s, 5 * SEC, 30 * SEC);
+    dump_log(&s, "cpu bound");
+    printf("cpu-bound: best static %.0f/s, autotune %.0f/s at 2-3 s, %.0f/s steady; "
+           "p %lld d %lld\n",
+           best, early, steady, (long long)s.st[0].knob, (long long)s.st[1].knob);
+    assert_true(early >= 0.95 * best);
+    assert_true(steady >= 0.97 * best);
+    assert_int_equal(s.st[0].knob, 8); /* the whole CPU budget */
+    assert_true(s.st[1].knob <= 2);    /* more depth would not help: not grown */
+}
+
+static void make_finite_consumer(sim *s, int64_t p, int64_t d)
+{
+    cpu_pipeline(s, 8, 13 * MS, 5 * MS, p, d, false);
+    s->jitter = 0.3;
+}
+
+/* A consumer of finite speed that needs about three workers: throughput of
+ * the best static configuration within 2 s, stall under 2%, peak memory
+ * close to the smallest static configuration that is as fast. */
+static void test_finite_consumer_converges(void **state)
+{
+    (void)state;
+    double peak_static;
+    double best = best_static(make_finite_consumer, 8, &peak_static);
+    static sim s;
+    make_finite_consumer(&s, 1, 1);
+    s.st[0].tuned = s.st[1].tuned = true;
+    double early = rate(&s, 2 * SEC, 4 * SEC);
+    double steady = rate(&s, 10 * SEC, 60 * SEC);
+    double st = stall(&s, 60 * SEC, 120 * SEC);
+    dump_log(&s, "finite consumer");
+    printf("finite consumer: best static %.1f/s, autotune %.1f/s at 2-4 s, %.1f/s steady, "
+           "stall %.2f%%, p %lld d %lld, peak %.0f vs %.0f bytes\n",
+           best, early, steady, 100 * st, (long long)s.st[0].knob, (long long)s.st[1].knob,
+           s.peak_bytes, peak_static);
+    assert_true(early >= 0.95 * best);
+    assert_true(steady >= 0.97 * best);
+    assert_true(st <= 0.02);
+    assert_true(s.st[0].knob >= 3 && s.st[0].knob <= 6);
+    assert_true(s.peak_bytes <= 1.25 * peak_static);
+}
+
+/* A bursty consumer (ten quick steps, then a long one) that a slow-ish map
+ * keeps up with on average: the buffer deepens, the parallelism does not. */
+static void bursty_pipeline(sim *s)
+{
+    cpu_pipeline(s, 8, 1 * MS, 0, 1, 1, true);
+    s->burst_n = 10;
+    s->burst_quick = 0.05 * MS;
+    s->burst_long = 40 * MS;
+    s->jitter = 0.1;
+}
+
+static void test_bursty_grows_depth(void **state)
+{
+    (void)state;
+    static sim s;
+    bursty_pipeline(&s);
+    double st = stall(&s, 10 * SEC, 60 * SEC);
+    dump_log(&s, "bursty");
+    printf("bursty: p %lld d %lld stall %.2f%%\n", (long long)s.st[0].knob,
+           (long long)s.st[1].knob, 100 * st);
+    assert_true(s.st[1].knob >= 8);
+    assert_true(s.st[0].knob <= 2);
+    assert_true(st <= 0.02);
+}
+
+/* Reads of 4 ms each feed a cheap map: the reader's I/O depth grows; map
+ * parallelism and prefetch depth stay small. */
+static void test_io_bound_grows_io_depth(void **state)
+{
+    (void)state;
+    static sim s;
+    sim_init(&s, 8);
+    add_stage(&s, ST_READ, 4 * MS, 2, true);
+    add_stage(&s, ST_MAP, 0.2 * MS, 1, true);
+    add_stage(&s, ST_PREFETCH, 0, 1, true);
+    s.step_ns = 0.5 * MS;
+    s.jitter = 0.2;
+    double early = rate(&s, 2 * SEC, 3 * SEC);
+    double st = stall(&s, 10 * SEC, 40 * SEC);
+    dump_log(&s, "io bound");
+    printf("io-bound: io_depth %lld p %lld d %lld, %.0f/s at 2-3 s, stall %.2f%%\n",
+           (long long)s.st[0].knob, (long long)s.st[1].knob, (long long)s.st[2].knob, early,
+           100 * st);
+    assert_true(s.st[0].knob >= 8);
+    assert_true(s.st[1].knob <= 2);
+    assert_true(s.st[2].knob <= 2);
+    assert_true(early >= 0.95 * 2000);
+    assert_true(st <= 0.02);
+}
+
+/* Everything over-provisioned for a slow consumer: parallelism and depth
+ * come back down and the buffered bytes with them, without stalling it. */
+static void test_shrinks_when_over_provisioned(void **state)
+{
+    (void)state;
+    static sim s;
+    cpu_pipeline(&s, 8, 1 * MS, 5 * MS, 8, 32, true);
+    s.st[1].el_bytes = s.st[0].el_bytes = 1 << 20;
+    s.jitter = 0.2;
+    run_until(&s, 2 * SEC);
+    double full = bytes_held(&s);
+    double st = stall(&s, 2 * SEC, 180 * SEC);
+    dump_log(&s, "shrink");
+    printf("shrink: p %lld d %lld, buffered %.0f -> %.0f bytes, stall %.2f%%\n",
+           (long long)s.st[0].knob, (long long)s.st[1].knob, full, bytes_held(&s), 100 * st);
+    assert_true(s.st[0].knob <= 2);
+    assert_true(s.st[1].knob <= 2);
+    assert_true(bytes_held(&s) <= full / 4);
+    assert_true(st <= 0.02);
+}
+
+/* Step changes: the consumer speeds up, then each element costs twice as
+ * much, then the consumer slows right down. Each time the throughput is
+ * back within 5% of its new steady value within 2 s, and after the slowdown
+ * the workers are given back. */
+static void test_retunes_after_step_changes(void **state)
+{
+    (void)state;
+    static sim s;
+    cpu_pipeline(&s, 16, 2 * MS, 4 * MS, 1, 1, true);
+    s.cpu_budget = 16;
+    s.jitter = 0.2;
+    run_until(&s, 30 * SEC);
+    int64_t p_slow = s.st[0].knob;
+
+    s.step_ns = 0.5 * MS; /* the consumer speeds up */
+    double early1 = rate(&s, 32 * SEC, 33 * SEC);
+    double steady1 = rate(&s, 50 * SEC, 60 * SEC);
+    int64_t p_fast = s.st[0].knob;
+
+    s.st[0].cost_ns = 4 * MS; /* elements get twice as expensive */
+    double early2 = rate(&s, 62 * SEC, 63 * SEC);
+    double steady2 = rate(&s, 80 * SEC, 90 * SEC);
+    int64_t p_costly = s.st[0].knob;
+
+    s.step_ns = 40 * MS; /* the consumer slows right down */
+    run_until(&s, 150 * SEC);
+    dump_log(&s, "step changes");
+    printf("step changes: p %lld -> %lld -> %lld -> %lld; %.0f/%.0f, %.0f/%.0f per s\n",
+           (long long)p_slow, (long long)p_fast, (long long)p_costly, (long long)s.st[0].knob,
+           early1, steady1, early2, steady2);
+    assert_true(p_slow <= 2);
+    assert_true(p_fast >= 4 && p_costly > p_fast);
+    assert_true(early1 >= 0.95 * steady1 && steady1 >= 0.97 * 2000);
+    assert_true(early2 >= 0.95 * steady2 && steady2 >= 0.97 * 2000);
+    assert_true(s.st[0].knob <= 2);
+}
+
+/* Two CPU-bound maps under a budget of 3 workers on 8 cores: the sum of
+ * their parallelism never exceeds it (apply() checks at every tick) and
+ * ends at it; a lower budget is obeyed at the next tick. */
+static void test_cpu_budget(void **state)
+{
+    (void)state;
+    static sim s;
+    sim_init(&s, 8);
+    add_stage(&s, ST_MAP, 1 * MS, 1, true);
+    add_stage(&s, ST_MAP, 2 * MS, 1, true);
+    add_stage(&s, ST_PREFETCH, 0, 1, true);
+    s.step_ns = 0.02 * MS;
+    s.cpu_budget = 3;
+    run_until(&s, 20 * SEC);
+    dump_log(&s, "cpu budget");
+    assert_int_equal(tuned_parallelism(&s), 3);
+    s.cpu_budget = 2;
+    run_until(&s, 20 * SEC + 600 * MS);
+    assert_true(tuned_parallelism(&s) <= 2);
+    run_until(&s, 40 * SEC);
+    assert_true(tuned_parallelism(&s) <= 2);
+}
+
+/* The bursty consumer wants a deep buffer of 1 MiB elements, but the RAM
+ * budget fits six: the depth grows, never past the budget (apply() checks
+ * each growth against what is buffered then). */
+static void test_ram_budget(void **state)
+{
+    (void)state;
+    static sim s;
+    bursty_pipeline(&s);
+    s.st[0].el_bytes = s.st[1].el_bytes = 1 << 20;
+    s.ram_budget = 6 << 20;
+    s.check_ram = true;
+    run_until(&s, 60 * SEC);
+    dump_log(&s, "ram budget");
+    printf("ram budget: d %lld\n", (long long)s.st[1].knob);
+    assert_true(s.st[1].knob > 1 && s.st[1].knob <= 6);
+}
+
+/* Ten simulated minutes of a steady pipeline: after convergence, at most
+ * two knob changes in any minute. */
+static void check_steady(sim *s, const char *what)
+{
+    run_until(s, 600 * SEC);
+    dump_log(s, what);
+    int total = changes_between(s, 60 * SEC, 600 * SEC), worst = 0;
+    for (int m = 1; m < 10; m++) {
+        int n = changes_between(s, m * 60 * SEC, (m + 1) * 60 * SEC);
+        worst = n > worst ? n : worst;
+    }
+    printf("%s: %d changes in the first minute, %d after (at most %d in a minute)\n", what,
+           changes_between(s, 0, 60 * SEC), total, worst);
+    assert_true(worst <= 2);
+    assert_true(total <= 10);
+}
+
+/* 30 quick steps, then 100 of 5 ms. */
+static double rare_bursts(sim *s, int64_t call)
+{
+    (void)s;
+    return call % 130 < 30 ? 0.05 * MS : 5 * MS;
+}
+
+static void test_no_oscillation(void **state)
+{
+    (void)state;
+    static sim s;
+    make_finite_consumer(&s, 1, 1);
+    s.st[0].tuned = s.st[1].tuned = true;
+    check_steady(&s, "steady, finite consumer");
+    bursty_pipeline(&s);
+    check_steady(&s, "steady, bursty consumer");
+    /* rare long bursts: the buffer looks over-provisioned most of the
+     * time, and a shrink makes the next burst stall the consumer: only the
+     * doubling cooldown keeps this from flapping */
+    bursty_pipeline(&s);
+    s.step = rare_bursts;
+    check_steady(&s, "steady, rare bursts");
+    make_fast_consumer(&s, 1, 1);
+    s.st[0].tuned = s.st[1].tuned = true;
+    check_steady(&s, "steady, fast consumer");
+}
+
+/* Same snapshots, same decisions. */
+static void test_deterministic(void **state)
+{
+    (void)state;
+    static sim a, b;
+    make_finite_consumer(&a, 1, 1);
+    a.st[0].tuned = a.st[1].tuned = true;
+    make_finite_consumer(&b, 1, 1);
+    b.st[0].tuned = b.st[1].tuned = true;
+    run_until(&a, 30 * SEC);
+    run_until(&b, 30 * SEC);
+    assert_true(a.nlog > 0);
+    assert_int_equal(a.nlog, b.nlog);
+    assert_memory_equal(a.log, b.log, (size_t)a.nlog * sizeof a.log[0]);
+}
+
+/* Direct checks of the pure function: no consumer calls, no decisions; an
+ * over-budget state is corrected at once, in one call. */
+static void test_direct(void **state)
+{
+    (void)state;
+    static sl__at_state st;
+    static sl__at_snapshot sn;
+    sl__at_decision d;
+    sl__at_init(&st, 0);
+    memset(&sn, 0, sizeof sn);
+    sn.nnodes = 2;
+    sn.cpu_budget = 8;
+    sn.ram_budget = 1 << 30;
+    sn.stall_target_ppm = 20000;
+    for (int i = 0; i < 2; i++) {
+        sn.nodes[i].key = (uint64_t)i + 1;
+        sn.nodes[i].kind = SL__NODE_MAP;
+        sn.nodes[i].depth = 1 - i;
+        sn.nodes[i].nknobs = 1;
+        sn.nodes[i].knobs[0] = (sl__at_knob){SL__KNOB_PARALLELISM, 3, 1, 64, true, NULL};
+    }
+    for (int t = 1; t <= 100; t++) {
+        sn.now_ns = t * 50 * (int64_t)MS;
+        sl__at_decide(&st, &sn, &d);
+        assert_int_equal(d.nchanges, 0);
+    }
+    sn.cpu_budget = 2;
+    sn.now_ns += 50 * (int64_t)MS;
+    sl__at_decide(&st, &sn, &d);
+    int64_t sum = 6;
+    for (int c = 0; c < d.nchanges; c++) {
+        assert_int_equal(d.changes[c].why, SL__AT_BUDGET);
+        sum += d.changes[c].to - d.changes[c].from;
+    }
+    assert_int_equal(sum, 2);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_direct),
+        cmocka_unit_test(test_cpu_bound_converges),
+        cmocka_unit_test(test_finite_consumer_converges),
+        cmocka_unit_test(test_bursty_grows_depth),
+        cmocka_unit_test(test_io_bound_grows_io_depth),
+        cmocka_unit_test(test_shrinks_when_over_provisioned),
+        cmocka_unit_test(test_retunes_after_step_changes),
+        cmocka_unit_test(test_cpu_budget),
+        cmocka_unit_test(test_ram_budget),
+        cmocka_unit_test(test_no_oscillation),
+        cmocka_unit_test(test_deterministic),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
