@@ -174,7 +174,9 @@ static void test_step_when_the_consumer_is_slow(void **state)
     double stall = sl_stats_global(s, SL_GLOBAL_STALL_FRACTION);
     double step = sl_stats_global(s, SL_GLOBAL_STEP_SECONDS);
     print_message("slow consumer: stall %.4f, step %.3f ms\n", stall, 1e3 * step);
-    assert_true(stall >= 0 && stall < 0.2);
+    /* well under the slow-map case's > 0.5; not near 0 on a loaded machine,
+     * where the first elements and late wake-ups count as stall */
+    assert_true(stall >= 0 && stall < 0.35);
     assert_true(step >= 0.0019 && step < 0.5);
     double wall = sl_stats_global(s, SL_GLOBAL_WALL_SECONDS);
     assert_true(wall >= 150 * 0.002);
