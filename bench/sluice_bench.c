@@ -27,8 +27,21 @@
  * count, and reports the better of the two. The files are listed by one
  * untimed read pass through the library, which is also what --cold needs.
  *
+ * A consumer can stand in for a training step: --consumer-ms sleeps that
+ * long after each batch, --consumer-schedule changes the sleep at given
+ * seconds. A sampler thread snapshots the iterator's statistics every
+ * 100 ms (sluice_bench_series.c), so every run also reports the consumer's
+ * stall, peak buffered bytes, every knob over time and how long throughput
+ * took to settle (convergence). --sweep runs a grid of static
+ * configurations (map parallelism x prefetch depth, autotune off) and then
+ * the autotune controller, each for the same time on the dataset repeated,
+ * and compares them (sluice_bench_sweep.c); --sweep-rounds repeats the
+ * whole sequence and keeps each configuration's median run, so that load
+ * from other processes drifting over the minutes lands on all of them
+ * alike. --plot draws that as SVG (sluice_bench_plot.c).
+ *
  * Summary table and one JSON object on stdout (JSON last); --json FILE
- * writes the same object. Exit status: 0, 1 on a pipeline or measurement
+ * writes the same object plus the time series. Exit status: 0, 1 on a pipeline or measurement
  * error, 2 on bad usage. `sluice-bench --make-sample DIR` writes a folder of
  * generated JPEGs to try it on (sluice_bench_sample.c).
  */
@@ -50,6 +63,10 @@
 #define PROGRESS_PERIOD_S 0.25
 #define RATE_WINDOW_S 1.0 /* time constant of the live rates */
 #define MAX_EPOCHS 10000
+#define MAX_SCHEDULE 32
+#define SWEEP_SECONDS 4.0
+#define SWEEP_NEAR_BEST 0.97 /* "as good as the best" for the smallest static config */
+#define TRACE_EVENTS (1 << 20)
 
 typedef enum preset { PRESET_TRAIN, PRESET_EVAL, PRESET_DECODE, PRESET_READ } preset;
 
@@ -64,6 +81,22 @@ typedef struct config {
     int64_t prefetch;
     int io, policy;
     bool cold, ceiling;
+    /* the consumer: a step of consumer_ms, then sched_ms[i] from second
+     * sched_t[i] on */
+    double consumer_ms;
+    double sched_t[MAX_SCHEDULE], sched_ms[MAX_SCHEDULE];
+    int nsched;
+    /* the controller and observation */
+    int autotune; /* SL_OPT_AUTOTUNE */
+    int64_t cpu_budget, ram_budget; /* 0: the library's default */
+    const char *trace_path, *plot_path;
+    bool report;
+    /* --sweep: each run stops after sweep_seconds, or sweep_images if > 0;
+     * the grid and autotune run sweep_rounds times */
+    bool sweep;
+    double sweep_seconds;
+    int64_t sweep_images;
+    int sweep_rounds;
 } config;
 
 static double now_s(void)
@@ -111,7 +144,11 @@ static sl_options *make_options(const config *cfg, int64_t seed)
     if (!opts || sl_options_set(opts, SL_OPT_THREADS, cfg->threads) < 0 ||
         sl_options_set(opts, SL_OPT_SEED, seed) < 0 ||
         sl_options_set(opts, SL_OPT_IO_BACKEND, cfg->io) < 0 ||
-        sl_options_set(opts, SL_OPT_ERROR_POLICY, cfg->policy) < 0) {
+        sl_options_set(opts, SL_OPT_ERROR_POLICY, cfg->policy) < 0 ||
+        sl_options_set(opts, SL_OPT_AUTOTUNE, cfg->autotune) < 0 ||
+        sl_options_set(opts, SL_OPT_CPU_BUDGET, cfg->cpu_budget) < 0 ||
+        sl_options_set(opts, SL_OPT_RAM_BUDGET, cfg->ram_budget) < 0 ||
+        sl_options_set(opts, SL_OPT_TRACE_EVENTS, cfg->trace_path ? TRACE_EVENTS : 0) < 0) {
         fprintf(stderr, "sluice-bench: options: %s\n", sl_last_error());
         sl_options_free(opts);
         return NULL;
@@ -264,7 +301,16 @@ typedef struct run_state {
     double epoch_t0;
     int64_t epoch_images0;
     double cold_resident; /* worst fraction left cached after eviction */
+    /* over time, and the consumer's stall */
+    series series;
+    double stall_s, stall_wall; /* library: inside sl_next, and wall, of finished iterators */
+    stall_clock clock;          /* the same by this program's clock */
+    char *report_text;          /* --report: the last iterator's */
+    /* --sweep: stop after this long or this many images (0: at the end) */
+    double stop_seconds;
+    int64_t stop_images;
     /* live progress */
+    const char *label; /* instead of the epoch */
     bool tty;
     double shown_at, rate_images, rate_bytes;
     int64_t shown_images, shown_bytes;
@@ -310,7 +356,10 @@ static void progress(run_state *st, const sl_iterator *it, double now)
     st->shown_at = now;
     st->shown_images = st->images;
     st->shown_bytes = bytes;
-    fprintf(stderr, "\r  epoch %d/%d", st->epoch + 1, st->cfg->epochs);
+    if (st->label)
+        fprintf(stderr, "\r  %s", st->label);
+    else
+        fprintf(stderr, "\r  epoch %d/%d", st->epoch + 1, st->cfg->epochs);
     if (st->expected > 0)
         fprintf(stderr, "  %5.1f%%", 100.0 * (double)st->images / (double)st->expected);
     fprintf(stderr, "  %9.1f images/s  %8.1f MB/s  RSS %.0f MiB\033[K", st->rate_images,
@@ -376,6 +425,24 @@ static int consume(run_state *st, const sl_element *el)
     return 0;
 }
 
+/* The consumer's stall and peak memory from the iterator's statistics. */
+static void collect_global(run_state *st, const sl_iterator *it)
+{
+    sl_stats *s = sl_iterator_stats(it);
+    if (!s)
+        return;
+    double wall = sl_stats_global(s, SL_GLOBAL_WALL_SECONDS);
+    double stall = sl_stats_global(s, SL_GLOBAL_STALL_FRACTION);
+    double peak = sl_stats_global(s, SL_GLOBAL_PEAK_BUFFERED_BYTES);
+    if (isfinite(wall) && isfinite(stall)) {
+        st->stall_s += stall * wall;
+        st->stall_wall += wall;
+    }
+    if (peak > (double)st->peak_buffered)
+        st->peak_buffered = (int64_t)peak;
+    sl_stats_free(s);
+}
+
 static void collect_stats(run_state *st, const sl_iterator *it)
 {
     int64_t peak = stat_of(it, SL_STAT_PEAK_BUFFERED_BYTES);
@@ -386,6 +453,97 @@ static void collect_stats(run_state *st, const sl_iterator *it)
         st->peak_buffered = peak;
     if (backend != SL_IO_AUTO)
         st->io_backend = (int)backend;
+    collect_global(st, it);
+}
+
+/* sl_iterator_report's text in a malloc'd string (NULL when out of memory). */
+static char *report_text(const sl_iterator *it)
+{
+    size_t size = 16384;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        char *buf = malloc(size);
+        if (!buf)
+            return NULL;
+        int n = sl_iterator_report_buf(it, buf, size);
+        if (n < 0)
+            snprintf(buf, size, "(no report: %s)\n", sl_strerror(n));
+        if (n < 0 || (size_t)n < size)
+            return buf;
+        free(buf);
+        size = (size_t)n + 1;
+    }
+    return NULL;
+}
+
+/* --trace and --report, from the iterator about to be freed (so with
+ * --cold, the last epoch's). 0, or -1 after printing why. */
+static int save_observations(run_state *st, const sl_iterator *it)
+{
+    const config *cfg = st->cfg;
+    int rc = cfg->trace_path ? sl_iterator_trace(it, cfg->trace_path) : 0;
+    if (rc < 0)
+        fprintf(stderr, "sluice-bench: --trace %s: %s\n", cfg->trace_path, sl_strerror(rc));
+    if (cfg->report) {
+        free(st->report_text);
+        st->report_text = report_text(it);
+    }
+    return rc < 0 ? -1 : 0;
+}
+
+/* The consumer's step time at pipeline time t. */
+static double step_ms(const config *cfg, double t)
+{
+    double ms = cfg->consumer_ms;
+    for (int i = 0; i < cfg->nsched && cfg->sched_t[i] <= t; i++)
+        ms = cfg->sched_ms[i];
+    return ms;
+}
+
+/* What a training step would take, slept off so the cores stay free for
+ * the pipeline, as they would be while a GPU trains. */
+static void train_step(double ms)
+{
+    if (ms <= 0)
+        return;
+    struct timespec ts = {.tv_sec = (time_t)(ms / 1000),
+                          .tv_nsec = (long)(fmod(ms, 1000) * 1e6)};
+    while (clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, &ts) == EINTR)
+        ;
+}
+
+static bool time_is_up(const run_state *st, double seconds)
+{
+    return (st->stop_seconds > 0 && seconds >= st->stop_seconds) ||
+           (st->stop_images > 0 && st->images >= st->stop_images);
+}
+
+/* Pulls from an iterator created at t0 until it ends, fails, a batch is
+ * bad (*bad) or a sweep run's time is up (SL_EOF); returns sl_next's code. */
+static int drain(run_state *st, sl_iterator *it, double t0, int last, bool *bad)
+{
+    double t_prev = t0;
+    for (;;) {
+        sl_element *el;
+        stall_clock_enter(&st->clock);
+        int rc = sl_next(it, &el);
+        stall_clock_leave(&st->clock);
+        double now = now_s();
+        if (rc != 0)
+            return rc;
+        int64_t before = st->images;
+        *bad = consume(st, el) < 0;
+        sl_element_release(el);
+        if (*bad)
+            return 0;
+        close_epochs_passed(st, last, t_prev, before, now);
+        double t = st->seconds + (now - t0);
+        series_arrival(&st->series, t, st->images);
+        progress(st, it, now);
+        if (time_is_up(st, now - t0))
+            return SL_EOF;
+        train_step(step_ms(st->cfg, t));
+        t_prev = now;
+    }
 }
 
 /* Drains one iterator running `epochs` epochs. 0, or -1 after printing why. */
@@ -400,19 +558,12 @@ static int run_iterator(run_state *st, sl_dataset *ds, const sl_options *opts, i
     int last = st->epoch + epochs - 1;
     st->epoch_t0 = t0;
     st->epoch_images0 = st->images;
-    sl_element *el;
-    int rc;
+    series_arrival(&st->series, st->seconds, st->images);
+    sampler *sp = sampler_start(it, &st->series, &st->clock, st->seconds, t0, st->stall_s);
+    if (!sp)
+        fprintf(stderr, "sluice-bench: no sampler thread: the run has no time series\n");
     bool bad = false;
-    double t_prev = t0;
-    while (!bad && (rc = sl_next(it, &el)) == 0) {
-        int64_t before = st->images;
-        bad = consume(st, el) < 0;
-        sl_element_release(el);
-        double now = now_s();
-        close_epochs_passed(st, last, t_prev, before, now);
-        progress(st, it, now);
-        t_prev = now;
-    }
+    int rc = drain(st, it, t0, last, &bad);
     double t1 = now_s();
     st->seconds += t1 - t0;
     if (!bad && rc < 0)
@@ -421,9 +572,11 @@ static int run_iterator(run_state *st, sl_dataset *ds, const sl_options *opts, i
     else if (!bad)
         while (st->epoch <= last)
             close_epoch(st, t1, st->images);
+    sampler_stop(sp);
     collect_stats(st, it);
+    int saved = save_observations(st, it);
     sl_iterator_free(it);
-    return bad || rc < 0 ? -1 : 0;
+    return bad || rc < 0 || saved < 0 ? -1 : 0;
 }
 
 static int64_t expected_images(const config *cfg, int64_t files)
@@ -503,7 +656,7 @@ static double rate(double n, double seconds)
     return seconds > 0 ? n / seconds : 0;
 }
 
-static void json_string(FILE *f, const char *s)
+void json_string(FILE *f, const char *s)
 {
     fputc('"', f);
     for (; *s; s++) {
@@ -519,7 +672,7 @@ static void json_string(FILE *f, const char *s)
 }
 
 /* JSON has no NaN or infinity. */
-static void json_number(FILE *f, double v)
+void json_number(FILE *f, double v)
 {
     if (isfinite(v))
         fprintf(f, "%.3f", v);
@@ -556,6 +709,96 @@ static void json_config(FILE *f, const config *cfg)
     json_knob(f, cfg->prefetch);
     fprintf(f, ",\"seed\":%lld,\"cold\":%s,\"on_error\":\"%s\"", (long long)cfg->seed,
             cfg->cold ? "true" : "false", cfg->policy == SL_ERRORS_SKIP ? "skip" : "fail");
+    fprintf(f, ",\"autotune\":%d,\"cpu_budget\":%lld,\"ram_budget_bytes\":%lld,"
+            "\"consumer_ms\":", cfg->autotune, (long long)cfg->cpu_budget,
+            (long long)cfg->ram_budget);
+    json_number(f, cfg->consumer_ms);
+    fputs(",\"consumer_schedule\":[", f);
+    for (int i = 0; i < cfg->nsched; i++)
+        fprintf(f, "%s[%g,%g]", i ? "," : "", cfg->sched_t[i], cfg->sched_ms[i]);
+    fputc(']', f);
+}
+
+static double stall_fraction(const run_state *st)
+{
+    return st->stall_wall > 0 ? st->stall_s / st->stall_wall : NAN;
+}
+
+static convergence run_convergence(const run_state *st)
+{
+    const series *s = &st->series;
+    return series_convergence(s, series_start(s), series_end(s));
+}
+
+/* Where the consumer's step changes within the run, from the start on:
+ * the segments' starts into at[] (at most MAX_SCHEDULE + 1). */
+static int segments(const run_state *st, double *at)
+{
+    const config *cfg = st->cfg;
+    double start = series_start(&st->series), end = series_end(&st->series);
+    int n = 0;
+    at[n++] = start;
+    for (int i = 0; i < cfg->nsched; i++)
+        if (cfg->sched_t[i] > start && cfg->sched_t[i] < end)
+            at[n++] = cfg->sched_t[i];
+    return n;
+}
+
+/* Convergence from the start of segment k of n to the next. */
+static convergence segment_convergence(const run_state *st, const double *at, int n, int k)
+{
+    double to = k + 1 < n ? at[k + 1] : series_end(&st->series);
+    return series_convergence(&st->series, at[k], to);
+}
+
+static void json_schedule_convergence(FILE *f, const run_state *st)
+{
+    double at[MAX_SCHEDULE + 1];
+    int n = segments(st, at);
+    fputs(",\"convergence_after_change\":[", f);
+    for (int k = 0; k < n; k++) {
+        convergence c = segment_convergence(st, at, n, k);
+        fprintf(f, "%s{\"at\":", k ? "," : "");
+        json_number(f, at[k]);
+        fputs(",\"step_ms\":", f);
+        json_number(f, step_ms(st->cfg, at[k]));
+        fputs(",\"seconds\":", f);
+        json_number(f, c.seconds);
+        fputs(",\"steady_images_per_s\":", f);
+        json_number(f, c.steady);
+        fputc('}', f);
+    }
+    fputc(']', f);
+}
+
+/* The knobs' values at the end of the run (the last sample). */
+static void json_final_knobs(FILE *f, const series *s)
+{
+    fputs(",\"final_knobs\":{", f);
+    for (int k = 0; s->n && k < s->nknobs; k++) {
+        fputs(k ? "," : "", f);
+        json_string(f, s->knobs[k].label);
+        fputc(':', f);
+        json_number(f, s->knobs[k].v[s->n - 1]);
+    }
+    fputc('}', f);
+}
+
+static void json_observations(FILE *f, const run_state *st)
+{
+    convergence c = run_convergence(st);
+    fputs(",\"stall_fraction\":", f);
+    json_number(f, stall_fraction(st));
+    fputs(",\"measured_stall_fraction\":", f);
+    json_number(f, st->seconds > 0 ? stall_clock_read(&st->clock) / st->seconds
+                                   : NAN);
+    fputs(",\"steady_images_per_s\":", f);
+    json_number(f, c.steady);
+    fputs(",\"convergence_seconds\":", f);
+    json_number(f, c.seconds);
+    if (st->cfg->nsched)
+        json_schedule_convergence(f, st);
+    json_final_knobs(f, &st->series);
 }
 
 static void json_results(FILE *f, const run_state *st, const path_list *pl)
@@ -584,6 +827,7 @@ static void json_results(FILE *f, const run_state *st, const path_list *pl)
         fprintf(f, ",\"cold_resident_fraction\":");
         json_number(f, st->cold_resident);
     }
+    json_observations(f, st);
 }
 
 static void json_ceiling(FILE *f, const run_state *st, const ceilings *c)
@@ -600,8 +844,10 @@ static void json_ceiling(FILE *f, const run_state *st, const ceilings *c)
             (long long)c->before.files, (long long)c->before.failed);
 }
 
-/* The whole object, in a malloc'd string (NULL when out of memory). */
-static char *make_json(const run_state *st, const path_list *pl, const ceilings *c)
+/* The whole object, in a malloc'd string (NULL when out of memory); with
+ * the time series for the --json file. */
+static char *make_json(const run_state *st, const path_list *pl, const ceilings *c,
+                       bool with_series)
 {
     char *buf = NULL;
     size_t len = 0;
@@ -612,6 +858,8 @@ static char *make_json(const run_state *st, const path_list *pl, const ceilings 
     json_results(f, st, pl);
     if (st->cfg->ceiling)
         json_ceiling(f, st, c);
+    if (with_series)
+        series_json(f, &st->series);
     fputc('}', f);
     if (fclose(f) != 0) {
         free(buf);
@@ -626,6 +874,69 @@ static void print_knob(const char *name, int64_t v)
         printf("  %-20s auto\n", name);
     else
         printf("  %-20s %lld\n", name, (long long)v);
+}
+
+static void print_consumer(const config *cfg)
+{
+    if (cfg->consumer_ms <= 0 && !cfg->nsched) {
+        printf("  %-20s none (batches released at once)\n", "consumer step");
+        return;
+    }
+    printf("  %-20s", "consumer step");
+    if (!cfg->nsched || cfg->sched_t[0] > 0)
+        printf(" %g ms per batch%s", cfg->consumer_ms, cfg->nsched ? "," : "");
+    for (int i = 0; i < cfg->nsched; i++)
+        printf("%s %g ms from %g s", i ? "," : "", cfg->sched_ms[i], cfg->sched_t[i]);
+    printf("\n");
+}
+
+static void print_convergence(const run_state *st)
+{
+    convergence c = run_convergence(st);
+    if (isfinite(c.seconds))
+        printf("  %-20s %.1f s (1-s throughput within 5%% of %.1f images/s from then on)\n",
+               "converged after", c.seconds, c.steady);
+    else
+        printf("  %-20s not within the run (too short, or never within 5%%)\n",
+               "converged after");
+    if (!st->cfg->nsched)
+        return;
+    double at[MAX_SCHEDULE + 1];
+    int n = segments(st, at);
+    for (int k = 1; k < n; k++) {
+        convergence ck = segment_convergence(st, at, n, k);
+        printf("  %-20s ", "");
+        if (isfinite(ck.seconds))
+            printf("%.1f s", ck.seconds);
+        else
+            printf("not settled");
+        printf(" after the change at %.1f s to %g ms", at[k], step_ms(st->cfg, at[k]));
+        if (isfinite(ck.steady))
+            printf(" (steady %.1f images/s)", ck.steady);
+        printf("\n");
+    }
+}
+
+static void print_final_knobs(const series *s)
+{
+    if (!s->n || !s->nknobs)
+        return;
+    printf("  %-20s", "knobs at the end");
+    for (int k = 0; k < s->nknobs; k++)
+        printf("%s %s %.0f%s", k ? "," : "", s->knobs[k].label, s->knobs[k].v[s->n - 1],
+               s->knobs[k].autotuned ? "" : " (fixed)");
+    printf("\n");
+}
+
+static void print_observations(const run_state *st)
+{
+    print_consumer(st->cfg);
+    printf("  %-20s %.1f%% of wall time inside sl_next (%.1f%% by this program's clock)\n",
+           "consumer stall", 100 * stall_fraction(st),
+           st->seconds > 0 ? 100 * stall_clock_read(&st->clock) / st->seconds
+                           : NAN);
+    print_convergence(st);
+    print_final_knobs(&st->series);
 }
 
 static void print_summary(const run_state *st, const path_list *pl, const ceilings *c)
@@ -665,6 +976,7 @@ static void print_summary(const run_state *st, const path_list *pl, const ceilin
     printf("  %-20s %.1f MiB\n", "peak RSS", (double)peak_rss_bytes() / (1 << 20));
     printf("  %-20s %.1f MiB\n", "peak buffered", (double)st->peak_buffered / (1 << 20));
     printf("  %-20s %lld\n", "errors skipped", (long long)st->errors_skipped);
+    print_observations(st);
     if (!cfg->ceiling)
         return;
     printf("  %-20s %.1f (full-size libjpeg decode of %lld preloaded files, %d threads; "
@@ -686,18 +998,49 @@ static int write_file(const char *path, const char *text)
     return 0;
 }
 
+/* The SVG of a single run: its series only. */
+static int plot_run(const run_state *st)
+{
+    const config *cfg = st->cfg;
+    char title[256], subtitle[256];
+    double at[MAX_SCHEDULE + 1], ms[MAX_SCHEDULE + 1];
+    int n = segments(st, at);
+    for (int k = 0; k < n; k++)
+        ms[k] = step_ms(cfg, at[k]);
+    snprintf(title, sizeof title, "sluice-bench %s: %s on %s", sl_version_string(),
+             preset_names[cfg->preset], cfg->list ? cfg->list : cfg->dir);
+    snprintf(subtitle, sizeof subtitle, "%d threads, batch %lld, %.0f images/s, stall %.1f%%, "
+             "peak buffered %.1f MiB", cfg->threads, (long long)cfg->batch,
+             rate((double)st->images, st->seconds), 100 * stall_fraction(st),
+             (double)st->peak_buffered / (1 << 20));
+    plot_input in = {.title = title, .subtitle = subtitle, .best_static = NAN,
+                     .s = &st->series, .run_name = "the run", .changes = at + 1,
+                     .change_ms = ms + 1, .nchanges = n - 1,
+                     .convergence_s = run_convergence(st).seconds};
+    return plot_write(cfg->plot_path, &in);
+}
+
 static int report(const run_state *st, const path_list *pl, const ceilings *c)
 {
-    char *json = make_json(st, pl, c);
-    if (!json) {
+    const config *cfg = st->cfg;
+    char *json = make_json(st, pl, c, false);
+    char *full = cfg->json_path ? make_json(st, pl, c, true) : NULL;
+    if (!json || (cfg->json_path && !full)) {
         fprintf(stderr, "sluice-bench: out of memory\n");
+        free(json);
+        free(full);
         return -1;
     }
+    if (st->report_text)
+        printf("%s\n", st->report_text);
     print_summary(st, pl, c);
     printf("%s\n", json);
     fflush(stdout);
-    int rc = st->cfg->json_path ? write_file(st->cfg->json_path, json) : 0;
+    int rc = full ? write_file(cfg->json_path, full) : 0;
+    if (rc == 0 && cfg->plot_path)
+        rc = plot_run(st);
     free(json);
+    free(full);
     return rc;
 }
 
@@ -713,6 +1056,283 @@ static int measure_ceiling(const config *cfg, const path_list *pl, ceiling_resul
     return rc;
 }
 
+/* ---- the sweep ---- */
+
+static const int64_t sweep_parallelism[] = {1, 2, 3, 4, 6, 8};
+static const int64_t sweep_depth[] = {1, 2, 4, 8};
+#define NPAR (sizeof sweep_parallelism / sizeof *sweep_parallelism)
+#define NDEPTH (sizeof sweep_depth / sizeof *sweep_depth)
+
+typedef struct sweep {
+    sweep_row runs[SWEEP_MAX_ROUNDS][NPAR * NDEPTH + 1]; /* each round's */
+    sweep_row rows[NPAR * NDEPTH + 1];                   /* each one's median run */
+    int n, rounds;
+    config auto_cfg;
+    run_state autotune[SWEEP_MAX_ROUNDS];
+    int auto_median; /* the round whose autotune run is reported and drawn */
+    char label[64];
+} sweep;
+
+static void run_state_free(run_state *st)
+{
+    series_free(&st->series);
+    free(st->epoch_rate);
+    free(st->report_text);
+}
+
+/* One iterator, with the progress line. */
+static int run_live(run_state *st, sl_dataset *ds, const sl_options *opts)
+{
+    st->tty = isatty(STDERR_FILENO);
+    st->shown_at = now_s();
+    int rc = run_iterator(st, ds, opts, 1);
+    if (st->tty)
+        fprintf(stderr, "\r\033[K");
+    return rc;
+}
+
+/* One configuration for the sweep's time (or image count), on the files
+ * repeated for as long as that takes. 0, or -1 after printing why. */
+static int sweep_run(run_state *st, sl_dataset *src, sweep_row *row)
+{
+    const config *cfg = st->cfg;
+    st->files = st->expected = -1;
+    st->stop_seconds = cfg->sweep_images > 0 ? 0 : cfg->sweep_seconds;
+    st->stop_images = cfg->sweep_images;
+    st->epoch_rate = calloc(1, sizeof *st->epoch_rate);
+    sl_dataset *ds = build_pipeline(cfg, src, -1, cfg->seed);
+    sl_options *opts = ds ? make_options(cfg, cfg->seed) : NULL;
+    int rc = -1;
+    if (!ds)
+        fprintf(stderr, "sluice-bench: cannot build the pipeline: %s\n", sl_last_error());
+    else if (opts && !st->epoch_rate)
+        fprintf(stderr, "sluice-bench: out of memory\n");
+    else if (opts)
+        rc = run_live(st, ds, opts);
+    sl_options_free(opts);
+    sl_dataset_free(ds);
+    convergence c = run_convergence(st);
+    *row = (sweep_row){
+        .parallelism = cfg->parallelism, .depth = cfg->prefetch, .images = st->images,
+        .peak_buffered = st->peak_buffered, .seconds = st->seconds,
+        .images_per_s = rate((double)st->images, st->seconds),
+        .stall_fraction = stall_fraction(st), .convergence_s = c.seconds, .steady = c.steady,
+    };
+    return rc;
+}
+
+static int sweep_static(const config *cfg, sl_dataset *src, sweep *sw, int round, int j,
+                        int total, int64_t p, int64_t d)
+{
+    config c = *cfg;
+    c.parallelism = (int)p;
+    c.prefetch = d;
+    c.autotune = 0;
+    c.trace_path = NULL;
+    c.report = false;
+    char label[64];
+    snprintf(label, sizeof label, "[%d/%d] parallelism %lld, depth %lld",
+             round * total + j + 1, sw->rounds * total, (long long)p, (long long)d);
+    run_state st = {.cfg = &c, .label = label};
+    int rc = sweep_run(&st, src, &sw->runs[round][j]);
+    run_state_free(&st);
+    return rc;
+}
+
+/* One round: the static grid, then the autotune run, each for the same
+ * time. */
+static int sweep_round(const config *cfg, sl_dataset *src, sweep *sw, int round)
+{
+    size_t npar = 0;
+    while (npar < NPAR && sweep_parallelism[npar] <= 4 * cfg->threads)
+        npar++;
+    int j = 0, total = (int)(npar * NDEPTH) + 1;
+    for (size_t i = 0; i < npar; i++)
+        for (size_t k = 0; k < NDEPTH; k++, j++)
+            if (sweep_static(cfg, src, sw, round, j, total, sweep_parallelism[i],
+                             sweep_depth[k]) < 0)
+                return -1;
+    snprintf(sw->label, sizeof sw->label, "[%d/%d] autotune", (round + 1) * total,
+             sw->rounds * total);
+    sw->autotune[round] = (run_state){.cfg = &sw->auto_cfg, .label = sw->label};
+    sw->n = total;
+    return sweep_run(&sw->autotune[round], src, &sw->runs[round][j]);
+}
+
+/* The round whose run of configuration j has the median images/s (the
+ * lower one of an even count), so a row stays one real run. */
+static int median_round(const sweep *sw, int j)
+{
+    int best = 0;
+    for (int r = 0; r < sw->rounds; r++) {
+        int below = 0, equal_before = 0;
+        for (int q = 0; q < sw->rounds; q++) {
+            double a = sw->runs[q][j].images_per_s, b = sw->runs[r][j].images_per_s;
+            below += a < b;
+            equal_before += a == b && q < r;
+        }
+        if (below + equal_before == (sw->rounds - 1) / 2)
+            best = r;
+    }
+    return best;
+}
+
+static void sweep_medians(sweep *sw)
+{
+    for (int j = 0; j < sw->n; j++) {
+        int r = median_round(sw, j);
+        sw->rows[j] = sw->runs[r][j];
+        sw->rows[j].rounds = sw->rounds;
+        for (int q = 0; q < sw->rounds; q++)
+            sw->rows[j].round_images_per_s[q] = sw->runs[q][j].images_per_s;
+        if (j == sw->n - 1)
+            sw->auto_median = r;
+    }
+}
+
+static int run_sweep(const config *cfg, sl_dataset *src, sweep *sw)
+{
+    sw->rounds = cfg->sweep_rounds;
+    sw->auto_cfg = *cfg;
+    sw->auto_cfg.parallelism = SL_AUTOTUNE;
+    sw->auto_cfg.prefetch = SL_AUTOTUNE;
+    sw->auto_cfg.autotune = 1;
+    for (int r = 0; r < sw->rounds; r++)
+        if (sweep_round(cfg, src, sw, r) < 0)
+            return -1;
+    sweep_medians(sw);
+    return 0;
+}
+
+/* The autotune run that stands for all rounds. */
+static run_state *auto_run(sweep *sw)
+{
+    return &sw->autotune[sw->auto_median];
+}
+
+static char *make_sweep_json(sweep *sw, const path_list *pl, const sweep_summary *sum,
+                             bool with_series)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        return NULL;
+    json_config(f, &sw->auto_cfg);
+    fputs(",\"mode\":\"sweep\",\"sweep_seconds\":", f);
+    json_number(f, sw->auto_cfg.sweep_images > 0 ? NAN : sw->auto_cfg.sweep_seconds);
+    fprintf(f, ",\"sweep_images\":%lld,\"sweep_rounds\":%d", (long long)sw->auto_cfg.sweep_images,
+            sw->rounds);
+    json_results(f, auto_run(sw), pl);
+    sweep_json(f, sw->rows, sw->n, sum);
+    if (with_series)
+        series_json(f, &auto_run(sw)->series);
+    fputc('}', f);
+    if (fclose(f) != 0) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+static int plot_sweep(sweep *sw, const sweep_summary *sum)
+{
+    const config *cfg = &sw->auto_cfg;
+    char title[256], subtitle[256];
+    const run_state *a = auto_run(sw);
+    double at[MAX_SCHEDULE + 1], ms[MAX_SCHEDULE + 1];
+    int n = segments(a, at);
+    for (int k = 0; k < n; k++)
+        ms[k] = step_ms(cfg, at[k]);
+    snprintf(title, sizeof title, "sluice-bench %s sweep: %s on %s", sl_version_string(),
+             preset_names[cfg->preset], cfg->list ? cfg->list : cfg->dir);
+    char each[32];
+    if (cfg->sweep_images > 0)
+        snprintf(each, sizeof each, "%lld images", (long long)cfg->sweep_images);
+    else
+        snprintf(each, sizeof each, "%g s", cfg->sweep_seconds);
+    snprintf(subtitle, sizeof subtitle, "%dx%d uint8, batch %lld, %d threads, %s per "
+             "configuration, consumer step %g ms; autotune = %.3fx best static, "
+             "%.2fx the leanest near-best config's memory", cfg->size, cfg->size,
+             (long long)cfg->batch, cfg->threads, each, cfg->consumer_ms,
+             sweep_autotune_vs_best(sw->rows, sum), sweep_memory_ratio(sw->rows, sum));
+    plot_input in = {
+        .title = title, .subtitle = subtitle, .rows = sw->rows, .nrows = sw->n,
+        .best_static = sum->best >= 0 ? sw->rows[sum->best].images_per_s : NAN,
+        .s = &a->series, .run_name = "autotune run", .changes = at + 1, .change_ms = ms + 1,
+        .nchanges = n - 1, .convergence_s = run_convergence(a).seconds,
+    };
+    return plot_write(cfg->plot_path, &in);
+}
+
+static void print_sweep(sweep *sw, const path_list *pl, const sweep_summary *sum)
+{
+    const config *cfg = &sw->auto_cfg;
+    if (auto_run(sw)->report_text)
+        printf("%s\n", auto_run(sw)->report_text);
+    printf("sluice-bench %s sweep: %s on %s, %dx%d uint8 HWC, batch %lld, %d threads\n",
+           sl_version_string(), preset_names[cfg->preset], cfg->list ? cfg->list : cfg->dir,
+           cfg->size, cfg->size, (long long)cfg->batch, cfg->threads);
+    if (cfg->sweep_images > 0)
+        printf("  each configuration for %lld images", (long long)cfg->sweep_images);
+    else
+        printf("  each configuration for %g s", cfg->sweep_seconds);
+    printf(" of the %lld files (%.1f MB) repeated; the io backend was %s\n",
+           (long long)pl->n, (double)pl->bytes / 1e6, io_name(auto_run(sw)->io_backend));
+    if (sw->rounds > 1)
+        printf("  %d rounds; each row is its configuration's median run (range: all rounds)\n",
+               sw->rounds);
+    print_consumer(cfg);
+    sweep_print_table(stdout, sw->rows, sw->n, sum);
+    print_final_knobs(&auto_run(sw)->series);
+}
+
+static int report_sweep(sweep *sw, const path_list *pl)
+{
+    const config *cfg = &sw->auto_cfg;
+    sweep_summary sum = sweep_summarize(sw->rows, sw->n, SWEEP_NEAR_BEST);
+    char *json = make_sweep_json(sw, pl, &sum, false);
+    char *full = cfg->json_path ? make_sweep_json(sw, pl, &sum, true) : NULL;
+    if (!json || (cfg->json_path && !full)) {
+        fprintf(stderr, "sluice-bench: out of memory\n");
+        free(json);
+        free(full);
+        return -1;
+    }
+    print_sweep(sw, pl, &sum);
+    printf("%s\n", json);
+    fflush(stdout);
+    int rc = full ? write_file(cfg->json_path, full) : 0;
+    if (rc == 0 && cfg->plot_path)
+        rc = plot_sweep(sw, &sum);
+    free(json);
+    free(full);
+    return rc;
+}
+
+/* The files are read once, untimed, first: the first configuration should
+ * not be the one that pays for a cold page cache. */
+static int bench_sweep(const config *cfg, sl_dataset *src)
+{
+    path_list pl = {0};
+    sweep *sw = calloc(1, sizeof *sw);
+    int rc = sw ? list_files(cfg, src, &pl) : -1;
+    if (!sw)
+        fprintf(stderr, "sluice-bench: out of memory\n");
+    if (rc == 0)
+        rc = run_sweep(cfg, src, sw);
+    if (rc == 0)
+        auto_run(sw)->files = (int64_t)pl.n;
+    if (rc == 0)
+        rc = report_sweep(sw, &pl);
+    for (int r = 0; sw && r < sw->rounds; r++)
+        run_state_free(&sw->autotune[r]);
+    free(sw);
+    path_list_free(&pl);
+    sl_dataset_free(src);
+    return rc < 0 ? 1 : 0;
+}
+
 static int bench(const config *cfg)
 {
     sl_dataset *src = open_source(cfg);
@@ -720,6 +1340,8 @@ static int bench(const config *cfg)
         fprintf(stderr, "sluice-bench: %s\n", sl_last_error());
         return 1;
     }
+    if (cfg->sweep)
+        return bench_sweep(cfg, src);
     run_state st = {.cfg = cfg, .files = sl_dataset_cardinality(src)};
     path_list pl = {0};
     ceilings c = {0};
@@ -744,7 +1366,7 @@ static int bench(const config *cfg)
     if (rc == 0)
         rc = report(&st, &pl, &c);
     path_list_free(&pl);
-    free(st.epoch_rate);
+    run_state_free(&st);
     sl_dataset_free(src);
     return rc < 0 ? 1 : 0;
 }
@@ -775,8 +1397,22 @@ static void usage(FILE *f)
         "  --on-error fail|skip stop at a bad file (default) or skip it\n"
         "  --json FILE          write the result object to FILE\n"
         "  --seed S             shuffle and crop seed (default 0)\n"
-        "  --count N            --make-sample: images to write (default %d)\n",
-        SAMPLE_DEFAULT_COUNT);
+        "  --count N            --make-sample: images to write (default %d)\n"
+        "the consumer (a stand-in for a training step):\n"
+        "  --consumer-ms X      sleep X ms after each batch (default 0)\n"
+        "  --consumer-schedule T:X,T:X...  from second T on, sleep X ms (e.g. 0:40,15:10)\n"
+        "the controller and what it saw:\n"
+        "  --autotune on|off    SL_OPT_AUTOTUNE (default on)\n"
+        "  --cpu-budget N       worker threads the controller may keep busy (default: CPUs)\n"
+        "  --ram-budget MIB     cap on buffered data (default: half of available memory)\n"
+        "  --report             print sl_iterator_report at the end\n"
+        "  --trace FILE         record events and write a Chrome/Perfetto trace to FILE\n"
+        "  --plot FILE.svg      draw the run over time (with --sweep, the sweep too)\n"
+        "  --sweep              static parallelism x prefetch depth grid, then autotune\n"
+        "  --sweep-seconds X    each for X seconds (default %g) of the files repeated\n"
+        "  --sweep-images N     or each for N images\n"
+        "  --sweep-rounds R     run the whole sweep R times, report median runs (default 1)\n",
+        SAMPLE_DEFAULT_COUNT, SWEEP_SECONDS);
 }
 
 static int parse_int(const char *flag, const char *v, int64_t lo, int64_t hi, int64_t *out)
@@ -790,6 +1426,46 @@ static int parse_int(const char *flag, const char *v, int64_t lo, int64_t hi, in
         return -1;
     }
     *out = x;
+    return 0;
+}
+
+static int parse_double(const char *flag, const char *v, double lo, double hi, double *out)
+{
+    char *end;
+    errno = 0;
+    double x = v ? strtod(v, &end) : 0;
+    if (!v || !*v || *end || errno || !(x >= lo && x <= hi)) {
+        fprintf(stderr, "sluice-bench: %s needs a number in [%g, %g]\n", flag, lo, hi);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+/* "T:X,T:X...": seconds increasing, milliseconds >= 0. */
+static int parse_schedule(config *cfg, const char *v)
+{
+    const char *p = v;
+    cfg->nsched = 0;
+    while (p && *p) {
+        char *end;
+        double t = strtod(p, &end), ms = *end == ':' ? strtod(end + 1, &end) : -1;
+        bool ok = cfg->nsched < MAX_SCHEDULE && (*end == ',' || !*end) && t >= 0 && ms >= 0 &&
+                  isfinite(t) && isfinite(ms) &&
+                  (cfg->nsched == 0 || t > cfg->sched_t[cfg->nsched - 1]);
+        if (!ok) {
+            fprintf(stderr, "sluice-bench: --consumer-schedule wants up to %d SECONDS:MS pairs "
+                    "with increasing seconds, like 0:40,15:10: %s\n", MAX_SCHEDULE, v);
+            return -1;
+        }
+        cfg->sched_t[cfg->nsched] = t;
+        cfg->sched_ms[cfg->nsched++] = ms;
+        p = *end ? end + 1 : end;
+    }
+    if (!v || !cfg->nsched) {
+        fprintf(stderr, "sluice-bench: --consumer-schedule: empty\n");
+        return -1;
+    }
     return 0;
 }
 
@@ -817,13 +1493,37 @@ static int parse_option(config *cfg, const char *a, const char *v)
 {
     static const char *const io_names[] = {"uring", "pread"};
     static const char *const policies[] = {"fail", "skip"};
+    static const char *const switches[] = {"off", "on"};
     int64_t x = 0;
     int rc = 0;
-    if (!strcmp(a, "--list") || !strcmp(a, "--json") || !strcmp(a, "--make-sample")) {
-        const char **dst = a[2] == 'l' ? &cfg->list : a[2] == 'j' ? &cfg->json_path
-                                                                  : &cfg->sample_dir;
+    if (!strcmp(a, "--list") || !strcmp(a, "--json") || !strcmp(a, "--make-sample") ||
+        !strcmp(a, "--trace") || !strcmp(a, "--plot")) {
+        const char **dst = a[2] == 'l'   ? &cfg->list
+                         : a[2] == 'j'   ? &cfg->json_path
+                         : a[2] == 'm'   ? &cfg->sample_dir
+                         : a[2] == 't'   ? &cfg->trace_path
+                                         : &cfg->plot_path;
         *dst = v;
         rc = v ? 0 : -1;
+    } else if (!strcmp(a, "--consumer-ms")) {
+        rc = parse_double(a, v, 0, 3.6e6, &cfg->consumer_ms);
+    } else if (!strcmp(a, "--consumer-schedule")) {
+        rc = parse_schedule(cfg, v);
+    } else if (!strcmp(a, "--sweep-seconds")) {
+        rc = parse_double(a, v, 0.5, 86400, &cfg->sweep_seconds);
+    } else if (!strcmp(a, "--sweep-rounds")) {
+        rc = parse_int(a, v, 1, SWEEP_MAX_ROUNDS, &x);
+        cfg->sweep_rounds = (int)x;
+    } else if (!strcmp(a, "--sweep-images")) {
+        rc = parse_int(a, v, 1, INT64_MAX, &cfg->sweep_images);
+    } else if (!strcmp(a, "--autotune")) {
+        rc = parse_choice(a, v, switches, 2);
+        cfg->autotune = rc;
+    } else if (!strcmp(a, "--cpu-budget")) {
+        rc = parse_int(a, v, 1, 4096, &cfg->cpu_budget);
+    } else if (!strcmp(a, "--ram-budget")) {
+        rc = parse_int(a, v, 1, INT64_MAX >> 20, &cfg->ram_budget);
+        cfg->ram_budget <<= 20;
     } else if (!strcmp(a, "--preset")) {
         rc = parse_choice(a, v, preset_names, 4);
         cfg->preset = (preset)rc;
@@ -876,6 +1576,10 @@ static int parse_args(int argc, char **argv, config *cfg)
             cfg->cold = true;
         } else if (!strcmp(a, "--ceiling")) {
             cfg->ceiling = true;
+        } else if (!strcmp(a, "--sweep")) {
+            cfg->sweep = true;
+        } else if (!strcmp(a, "--report")) {
+            cfg->report = true;
         } else if (a[0] == '-' && a[1] == '-') {
             if (parse_option(cfg, a, i + 1 < argc ? argv[i + 1] : NULL) < 0)
                 return -1;
@@ -891,6 +1595,11 @@ static int parse_args(int argc, char **argv, config *cfg)
         fprintf(stderr, "sluice-bench: which folder?\n");
         return -1;
     }
+    if (cfg->sweep && (cfg->cold || cfg->ceiling || cfg->preset == PRESET_READ)) {
+        fprintf(stderr, "sluice-bench: --sweep runs a decoding preset, warm, without "
+                "--cold or --ceiling\n");
+        return -1;
+    }
     return 0;
 }
 
@@ -900,6 +1609,7 @@ int main(int argc, char **argv)
         .preset = PRESET_TRAIN, .size = 224, .batch = 256, .threads = sl_cpu_count(),
         .epochs = 1, .limit = -1, .parallelism = SL_AUTOTUNE, .prefetch = SL_AUTOTUNE,
         .io = SL_IO_AUTO, .policy = SL_ERRORS_FAIL, .sample_count = SAMPLE_DEFAULT_COUNT,
+        .autotune = 1, .sweep_seconds = SWEEP_SECONDS, .sweep_rounds = 1,
     };
     int rc = parse_args(argc, argv, &cfg);
     if (rc != 0) {

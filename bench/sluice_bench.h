@@ -1,13 +1,19 @@
 /*
- * sluice-bench's parts that stand apart from the pipeline run: the sample
- * image folder writer and the decode ceiling. Neither calls sluice, so each
- * measures or makes data independently of the library under test.
+ * sluice-bench's parts besides the pipeline run itself: the sample image
+ * folder writer and the decode ceiling (neither calls sluice, so each
+ * measures or makes data independently of the library under test), the
+ * time series of a run (which reads the iterator's statistics) and the SVG
+ * plot of a sweep.
  */
 #ifndef SLUICE_BENCH_H
 #define SLUICE_BENCH_H
 
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include "sluice.h"
 
 /* ---- sluice_bench_sample.c ---- */
 
@@ -41,5 +47,146 @@ typedef struct ceiling_result {
  * buffers, as many whole passes as take at least a second. 0, or -1 after
  * printing why to stderr. */
 int ceiling_measure(char *const *paths, size_t n, int threads, ceiling_result *out);
+
+/* ---- sluice_bench_series.c ---- */
+
+#define SERIES_PERIOD_S 0.1
+#define SERIES_MAX_KNOBS 16
+
+typedef struct knob_track {
+    char label[96]; /* "map_image.parallelism"; "#2" after a repeated node name */
+    bool autotuned; /* the controller may move it */
+    double *v;      /* per sample; NaN where the node had not registered it */
+} knob_track;
+
+/* Time is pipeline time in seconds: from the first iterator's creation,
+ * not counting what happens between iterators (--cold evicting files). */
+typedef struct series {
+    /* The consumer's arrival curve: images so far at arr_t. */
+    double *arr_t;
+    int64_t *arr_images;
+    size_t narr, arr_cap;
+    /* The sampler's snapshots, one per SERIES_PERIOD_S and one at the end
+     * of each iterator. */
+    double *t;
+    double *stall_s;  /* seconds spent inside sl_next so far (library count) */
+    double *measured_stall_s; /* the same by the consumer's own clock */
+    double *buffered; /* SL_GLOBAL_BUFFERED_BYTES */
+    size_t n, cap;
+    knob_track knobs[SERIES_MAX_KNOBS];
+    int nknobs;
+    /* some points were lost (one flag per writing thread) */
+    bool arrivals_lost, samples_lost;
+} series;
+
+void series_free(series *s);
+/* The consumer has `images` images at time t (non-decreasing). */
+void series_arrival(series *s, double t, int64_t images);
+/* Images by time t, interpolated between arrivals. */
+double series_images_at(const series *s, double t);
+/* Images per second over [a, b]; NaN if b <= a. */
+double series_rate(const series *s, double a, double b);
+/* The first and last arrival times. */
+double series_start(const series *s);
+double series_end(const series *s);
+/* Images/s and stall fraction (library count, and the consumer's clock)
+ * over the interval that ends at sample i. */
+double series_sample_rate(const series *s, size_t i);
+double series_sample_stall(const series *s, size_t i);
+double series_sample_measured_stall(const series *s, size_t i);
+
+typedef struct convergence {
+    double steady;  /* median rate of the whole 1-s windows in the second half */
+    double seconds; /* from `from`: every 1-s window starting then or later
+                     * stays within 5% of steady; NaN if even the last does not */
+} convergence;
+/* Convergence of the throughput over [from, to]; both NaN for less than 2 s. */
+convergence series_convergence(const series *s, double from, double to);
+
+/* The consumer's time inside sl_next, readable from another thread while
+ * a call is in progress (a library counter that moves only when a call
+ * returns shows 0% stall in an interval spent inside one long call).
+ * Non-negative: the total so far, no call in progress; negative: in a call
+ * that started when the total was T, at monotonic time S: -(S - T) - 1. */
+typedef struct stall_clock {
+    atomic_llong v;
+} stall_clock;
+
+void stall_clock_enter(stall_clock *c);
+void stall_clock_leave(stall_clock *c);
+/* Seconds inside sl_next so far, the call in progress included. */
+double stall_clock_read(const stall_clock *c);
+
+typedef struct sampler sampler;
+/* Snapshots `it` into s every SERIES_PERIOD_S on a thread of its own: the
+ * iterator was created at now_s() = t0, which is pipeline time t_base, and
+ * earlier iterators spent stall_base seconds stalled; clock is the
+ * consumer's. NULL if the thread cannot start. Stop it before freeing the
+ * iterator. */
+sampler *sampler_start(const sl_iterator *it, series *s, stall_clock *clock, double t_base,
+                       double t0, double stall_base);
+/* Joins the thread, then takes one last snapshot. NULL ok. */
+void sampler_stop(sampler *sp);
+
+/* ---- sluice_bench.c ---- */
+
+/* A JSON string (quoted, escaped) and number (null for NaN or infinity). */
+void json_string(FILE *f, const char *s);
+void json_number(FILE *f, double v);
+
+/* ---- sluice_bench_sweep.c ---- */
+
+#define SWEEP_MAX_ROUNDS 9
+
+/* One run of a sweep: a static configuration, or the autotune run
+ * (parallelism and depth SL_AUTOTUNE). */
+typedef struct sweep_row {
+    int64_t parallelism, depth;
+    int64_t images, peak_buffered;
+    double seconds, images_per_s, stall_fraction;
+    double convergence_s, steady; /* see series_convergence */
+    /* with several rounds: this is the median run; every round's rate */
+    int rounds;
+    double round_images_per_s[SWEEP_MAX_ROUNDS];
+} sweep_row;
+
+typedef struct sweep_summary {
+    int best;     /* the static row with the most images/s; -1: none */
+    int smallest; /* the static row with the least peak buffered bytes among
+                   * those reaching near x best (ties: less parallelism, then
+                   * less depth); -1: none */
+    int autotune; /* -1: none */
+    double near;
+} sweep_summary;
+
+sweep_summary sweep_summarize(const sweep_row *rows, int n, double near);
+/* Autotune's images/s over the best static's; NaN without either. */
+double sweep_autotune_vs_best(const sweep_row *rows, const sweep_summary *sum);
+/* Autotune's peak buffered bytes over the smallest near-best config's. */
+double sweep_memory_ratio(const sweep_row *rows, const sweep_summary *sum);
+void sweep_print_table(FILE *out, const sweep_row *rows, int n, const sweep_summary *sum);
+/* The sweep's members of the result object (each preceded by a comma). */
+void sweep_json(FILE *f, const sweep_row *rows, int n, const sweep_summary *sum);
+/* ,"series":{...}: the samples' times, images/s, stall, buffered bytes and
+ * knob values. */
+void series_json(FILE *f, const series *s);
+
+/* ---- sluice_bench_plot.c ---- */
+
+typedef struct plot_input {
+    const char *title, *subtitle;
+    const sweep_row *rows; /* the bars; nrows 0 for a single run's series only */
+    int nrows;
+    double best_static;     /* images/s; NaN: no reference line */
+    const series *s;        /* drawn over time */
+    const char *run_name;   /* "autotune run", "run" */
+    const double *changes;   /* consumer schedule: change times (vertical lines) */
+    const double *change_ms; /* and the step time from each on */
+    int nchanges;
+    double convergence_s;   /* NaN: no marker */
+} plot_input;
+
+/* Writes a self-contained SVG; 0, or -1 after printing why to stderr. */
+int plot_write(const char *path, const plot_input *in);
 
 #endif /* SLUICE_BENCH_H */

@@ -9,7 +9,7 @@
 # SLUICE_SKIP_SETUP=1 skips the check (non-Debian systems, custom toolchains).
 
 # One list; extend it here.
-SLUICE_APT_PACKAGES="build-essential cmake pkg-config liburing-dev libjpeg62-turbo-dev zlib1g-dev libcmocka-dev python3 python3-numpy python3-pil python3-pytest"
+SLUICE_APT_PACKAGES="build-essential cmake pkg-config liburing-dev libjpeg62-turbo-dev zlib1g-dev libcmocka-dev python3 python3-numpy python3-pil python3-pytest python3-torch python3-torchvision python3-pip python3-venv"
 
 sluice_setup() {
     local pkg missing=""

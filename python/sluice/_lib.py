@@ -1,0 +1,241 @@
+"""Finds libsluice, checks its version and declares the C functions.
+
+Search order (the first that exists wins):
+
+1. ``SLUICE_LIBRARY``: a path to the shared library. When it is set it is the
+   only candidate, so a wrong value is an error rather than a silent fallback.
+2. Next to the package: ``libsluice.so*`` inside the package directory, then
+   the library that ``cmake --install`` put under the same prefix (its path
+   relative to the package is written into ``_install.py`` at install time).
+3. The system loader: ``libsluice.so.0`` through ``LD_LIBRARY_PATH``, the
+   ld.so cache and the default directories.
+
+Every function is declared with argtypes/restype so that pointers are never
+truncated to int and Python values are checked before they reach C.
+"""
+
+import ctypes
+import os
+
+from ._version import ABI_VERSION, __version__
+
+c_int, c_int64, c_uint64, c_size_t = ctypes.c_int, ctypes.c_int64, ctypes.c_uint64, ctypes.c_size_t
+c_void_p, c_char_p, c_double, c_float = ctypes.c_void_p, ctypes.c_char_p, ctypes.c_double, ctypes.c_float
+c_unsigned = ctypes.c_uint
+P = ctypes.POINTER
+
+SONAME = "libsluice.so.0"
+
+
+class LibraryError(ImportError):
+    """The shared library is missing, unloadable or of another version."""
+
+
+class ImageSpec(ctypes.Structure):
+    """sl_image_spec, field for field (include/sluice.h)."""
+
+    _fields_ = [
+        ("struct_size", c_size_t),
+        ("crop", c_int),
+        ("height", c_int),
+        ("width", c_int),
+        ("resize_shorter", c_int),
+        ("scale_min", c_float),
+        ("scale_max", c_float),
+        ("ratio_min", c_float),
+        ("ratio_max", c_float),
+        ("flip_prob", c_float),
+        ("layout", c_int),
+        ("dtype", c_int),
+        ("mean", c_float * 3),
+        ("std", c_float * 3),
+        ("max_pixels", c_int64),
+        ("allow_warnings", c_int),
+        ("reserved", c_int * 8),
+    ]
+
+
+# Callback types (sl_map_fn, sl_predicate_fn). ctypes takes the GIL around
+# the Python function, whichever library thread calls it.
+MAP_FN = ctypes.CFUNCTYPE(c_int, c_void_p, c_void_p, P(c_void_p), c_void_p)
+PREDICATE_FN = ctypes.CFUNCTYPE(c_int, c_void_p, c_void_p, c_void_p)
+
+# name: (restype, argtypes). Functions that may be absent from an older
+# library are in _OPTIONAL and looked up on first use.
+_PROTOTYPES = {
+    "sl_version_number": (c_unsigned, []),
+    "sl_version_string": (c_char_p, []),
+    "sl_strerror": (c_char_p, [c_int]),
+    "sl_last_error": (c_char_p, []),
+    "sl_last_error_code": (c_int, []),
+    "sl_clear_error": (None, []),
+    "sl_release_memory": (None, []),
+    "sl_memory_in_use": (c_int64, []),
+    "sl_set_log_level": (None, [c_int]),
+    "sl_dtype_size": (c_size_t, [c_int]),
+    "sl_element_create": (c_void_p, [c_int]),
+    "sl_element_retain": (c_void_p, [c_void_p]),
+    "sl_element_release": (None, [c_void_p]),
+    "sl_element_add_tensor": (c_void_p, [c_void_p, c_int, c_int, P(c_int64)]),
+    "sl_element_add_string": (c_int, [c_void_p, c_void_p, c_size_t]),
+    "sl_element_add_int64": (c_int, [c_void_p, c_int64]),
+    "sl_element_add_float32": (c_int, [c_void_p, c_float]),
+    "sl_element_add_shared": (c_int, [c_void_p, c_void_p, c_int]),
+    "sl_element_size": (c_int, [c_void_p]),
+    "sl_element_tensor": (c_void_p, [c_void_p, c_int]),
+    "sl_tensor_dtype": (c_int, [c_void_p]),
+    "sl_tensor_ndim": (c_int, [c_void_p]),
+    "sl_tensor_shape": (P(c_int64), [c_void_p]),
+    "sl_tensor_count": (c_int64, [c_void_p]),
+    "sl_tensor_data": (c_void_p, [c_void_p]),
+    "sl_tensor_nbytes": (c_size_t, [c_void_p]),
+    "sl_cpu_count": (c_int, []),
+    "sl_options_create": (c_void_p, []),
+    "sl_options_free": (None, [c_void_p]),
+    "sl_options_set": (c_int, [c_void_p, c_int, c_int64]),
+    "sl_options_get": (c_int64, [c_void_p, c_int]),
+    "sl_option_bounds": (c_int, [c_int, P(c_int64), P(c_int64)]),
+    "sl_dataset_retain": (c_void_p, [c_void_p]),
+    "sl_dataset_free": (None, [c_void_p]),
+    "sl_dataset_cardinality": (c_int64, [c_void_p]),
+    "sl_dataset_name": (c_char_p, [c_void_p]),
+    "sl_dataset_fingerprint": (c_uint64, [c_void_p]),
+    "sl_range": (c_void_p, [c_int64, c_int64, c_int64]),
+    "sl_from_tensors": (c_void_p, [c_void_p]),
+    "sl_from_files": (c_void_p, [P(c_char_p), P(c_int64), c_size_t]),
+    "sl_map": (c_void_p, [c_void_p, c_char_p, MAP_FN, c_void_p, c_int, c_unsigned]),
+    "sl_map_ctx_random": (c_uint64, [c_void_p]),
+    "sl_map_ctx_uniform": (c_double, [c_void_p]),
+    "sl_map_ctx_index": (c_int64, [c_void_p]),
+    "sl_map_ctx_epoch": (c_int64, [c_void_p]),
+    "sl_map_ctx_error": (c_int, [c_void_p, c_int, c_char_p]),
+    "sl_filter": (c_void_p, [c_void_p, c_char_p, PREDICATE_FN, c_void_p]),
+    "sl_batch": (c_void_p, [c_void_p, c_int64, c_unsigned]),
+    "sl_unbatch": (c_void_p, [c_void_p]),
+    "sl_shuffle": (c_void_p, [c_void_p, c_int64, c_int64, c_unsigned]),
+    "sl_repeat": (c_void_p, [c_void_p, c_int64]),
+    "sl_take": (c_void_p, [c_void_p, c_int64]),
+    "sl_skip": (c_void_p, [c_void_p, c_int64]),
+    "sl_shard": (c_void_p, [c_void_p, c_int64, c_int64]),
+    "sl_prefetch": (c_void_p, [c_void_p, c_int64]),
+    "sl_cache": (c_void_p, [c_void_p, c_char_p]),
+    "sl_image_folder": (c_void_p, [c_char_p, c_char_p]),
+    "sl_file_list": (c_void_p, [c_char_p, c_char_p]),
+    "sl_read_files": (c_void_p, [c_void_p]),
+    "sl_image_spec_init": (c_int, [P(ImageSpec), c_int, c_int]),
+    "sl_map_image": (c_void_p, [c_void_p, P(ImageSpec), c_int]),
+    "sl_iterator_create": (c_void_p, [c_void_p, c_void_p]),
+    "sl_next": (c_int, [c_void_p, P(c_void_p)]),
+    "sl_iterator_errmsg": (c_char_p, [c_void_p]),
+    "sl_iterator_free": (None, [c_void_p]),
+    "sl_iterator_stat": (c_int64, [c_void_p, c_int]),
+}
+
+_OPTIONAL = {
+    "sl_iterator_stats": (c_void_p, [c_void_p]),
+    "sl_stats_free": (None, [c_void_p]),
+    "sl_stats_json": (c_char_p, [c_void_p]),
+    "sl_iterator_report_buf": (c_int, [c_void_p, c_char_p, c_size_t]),
+    "sl_iterator_trace": (c_int, [c_void_p, c_char_p]),
+}
+
+
+def _package_dir():
+    return os.path.dirname(os.path.abspath(__file__))
+
+
+def _candidates():
+    """(path or soname, where it came from), in search order."""
+    env = os.environ.get("SLUICE_LIBRARY")
+    if env:
+        return [(env, "SLUICE_LIBRARY")]
+    found = []
+    pkg = _package_dir()
+    for name in (SONAME, "libsluice.so"):
+        path = os.path.join(pkg, name)
+        if os.path.exists(path):
+            found.append((path, "the package directory"))
+    try:
+        from ._install import LIBRARY  # written by cmake --install
+    except ImportError:
+        LIBRARY = None
+    if LIBRARY:
+        path = os.path.normpath(os.path.join(pkg, LIBRARY))
+        if os.path.exists(path):
+            found.append((path, "the cmake --install prefix"))
+    # dlopen searches LD_LIBRARY_PATH, the ld.so cache and the default
+    # directories for a bare soname (find_library would run compilers).
+    found.append((SONAME, "the system loader"))
+    return found
+
+
+def _version_text(n):
+    return "%d.%d.%d" % (n // 10000, n // 100 % 100, n % 100)
+
+
+def _compatible(n):
+    have, want = (n // 10000, n // 100 % 100), (ABI_VERSION // 10000, ABI_VERSION // 100 % 100)
+    if have[0] != want[0]:
+        return False
+    return have[1] == want[1] if want[0] == 0 else have[1] >= want[1]
+
+
+def _open(path, origin):
+    try:
+        lib = ctypes.CDLL(path)
+    except OSError as e:
+        raise LibraryError(
+            "sluice: cannot load the C library %r (from %s): %s. Build it (cmake) and set "
+            "SLUICE_LIBRARY to the path of libsluice.so, or install it with cmake --install."
+            % (path, origin, e)) from None
+    try:
+        fn = lib.sl_version_number
+    except AttributeError:
+        raise LibraryError("sluice: %r (from %s) is not libsluice: it has no sl_version_number"
+                           % (path, origin)) from None
+    fn.restype, fn.argtypes = c_unsigned, []
+    n = fn()
+    if not _compatible(n):
+        raise LibraryError(
+            "sluice: the C library %r (from %s) is version %s, but this Python package (%s) "
+            "was written for library version %s; use the library and package from the same "
+            "release" % (path, origin, _version_text(n), __version__, _version_text(ABI_VERSION)))
+    return lib
+
+
+def _declare(lib, table, required):
+    for name, (res, args) in table.items():
+        try:
+            fn = getattr(lib, name)
+        except AttributeError:
+            if required:
+                raise LibraryError("sluice: %s lacks %s; it is older than this package"
+                                   % (lib._name, name)) from None
+            continue
+        fn.restype, fn.argtypes = res, args
+
+
+def load():
+    """The loaded library (ctypes.CDLL) with every known function declared.
+
+    Only the first candidate is tried: one that exists but fails to load or
+    has the wrong version is an error, never skipped for the next."""
+    path, origin = _candidates()[0]
+    lib = _open(path, origin)
+    _declare(lib, _PROTOTYPES, True)
+    _declare(lib, _OPTIONAL, False)
+    lib.sluice_path = path
+    return lib
+
+
+def optional(lib, name):
+    """lib.name, or a clear error naming the missing function."""
+    fn = getattr(lib, name, None)
+    if fn is None or fn.argtypes is None and name in _OPTIONAL:
+        from ._errors import Error
+        raise Error(-11, "%s is not in the loaded library (%s); it is older than this "
+                    "package" % (name, lib.sluice_path))
+    return fn
+
+
+lib = load()

@@ -1,0 +1,293 @@
+"""Iterators: one running pass of a dataset (sl_iterator)."""
+
+import _thread
+import atexit
+import ctypes
+import json
+import threading
+import weakref
+
+from . import _tensor
+from ._errors import make_error, pending_interrupt, raise_pending_interrupt
+from ._lib import lib, optional
+
+SL_EOF = 1
+SL_ECALLBACK = -12
+
+_MAIN_THREAD = threading.main_thread().ident
+_live = weakref.WeakSet()  # open iterators, closed at exit
+_abandoned = set()  # pullers finishing an sl_next nobody waits for any more
+
+
+class _Puller:
+    """Runs sl_next on a thread of its own.
+
+    sl_next blocks in C, and Python runs signal handlers only on the main
+    thread between bytecodes, so a main thread blocked in sl_next would not
+    see Ctrl-C until the next element is ready. Instead the main thread waits
+    on a lock, which Ctrl-C interrupts at once. An interrupted wait abandons
+    the puller: it frees the iterator itself when its sl_next returns (the
+    iterator may not be used from two threads at once, so nothing can free it
+    under a running sl_next). The handoff costs two lock operations per
+    element, nothing next to a batch."""
+
+    def __init__(self, it):
+        self.it = it
+        self.req = _thread.allocate_lock()
+        self.req.acquire()
+        self.done = _thread.allocate_lock()
+        self.done.acquire()
+        self.mu = _thread.allocate_lock()
+        self.state = "idle"  # "closing", "abandoned"
+        self.inflight = False  # asked for an element, not delivered yet
+        self.unclaimed = False  # delivered, not taken by next() yet
+        self.rc = 0
+        self.el = ctypes.c_void_p()
+        self.ident = None
+        self.exited = _thread.allocate_lock()  # held until the thread ends
+        self.exited.acquire()
+
+    def start(self):
+        # A bare thread: threading.Thread.start() waits for the thread in an
+        # interruptible way, and Ctrl-C there would lose track of it.
+        _thread.start_new_thread(self._main, ())
+
+    def _main(self):
+        self.ident = _thread.get_ident()
+        try:
+            self._run()
+        finally:
+            self.exited.release()
+
+    def _run(self):
+        sl_next, out = lib.sl_next, ctypes.byref(self.el)
+        while True:
+            self.req.acquire()
+            if self.state != "idle":
+                break
+            rc = sl_next(self.it, out)
+            with self.mu:
+                if self.state == "abandoned":
+                    if rc == 0:
+                        lib.sl_element_release(self.el.value)
+                    break
+                self.rc = rc
+                self.inflight = False
+                self.unclaimed = True
+                self.done.release()
+        if self.state == "abandoned":
+            lib.sl_iterator_free(self.it)
+            _abandoned.discard(self)
+
+    def next(self):
+        self.inflight = True
+        try:
+            self.req.release()
+            self.done.acquire()
+            self.unclaimed = False
+            return self.rc, self.el.value
+        except BaseException:
+            self._interrupted()
+            raise
+
+    def _interrupted(self):
+        # Python raises a pending KeyboardInterrupt after a call returns, so
+        # the flags, not the lock, say whether the element arrived.
+        with self.mu:
+            if self.inflight:
+                self.state = "abandoned"
+                _abandoned.add(self)
+            elif self.unclaimed:
+                self.unclaimed = False
+                self.done.acquire(False)
+                if self.rc == 0:
+                    lib.sl_element_release(self.el.value)
+
+    def stop(self):
+        """Ends an idle puller; the iterator is the caller's again at once
+        (the thread touches it no more), and join() waits for the thread,
+        whose exit returns its allocation caches to the library."""
+        self.state = "closing"
+        self.req.release()
+
+    def join(self):
+        if _thread.get_ident() != self.ident:
+            self.exited.acquire()
+            self.exited.release()
+
+
+class Iterator:
+    """A pass over a Dataset. Iterating yields tuples with one value per
+    tensor (see sluice.Array); ``stats()``, ``report()`` and ``trace()`` tell
+    how the pipeline is doing. One thread at a time; ``close()`` (or the end
+    of a ``with`` block, or garbage collection) cancels in-flight work and
+    frees the pipeline; values already yielded stay valid.
+
+    interruptible (default True): when iterating on the main thread, wait for
+    each element in a way that Ctrl-C interrupts at once (KeyboardInterrupt
+    is raised and the pipeline is freed as soon as its current step ends).
+    False calls sl_next directly, which saves a thread handoff per element:
+    worth it only for very small elements."""
+
+    def __init__(self, dataset, options=None, interruptible=True):
+        opts = dataset.options.merge(options)
+        c_opts = opts.to_c()
+        try:
+            it = lib.sl_iterator_create(dataset._ptr, c_opts)
+        finally:
+            lib.sl_options_free(c_opts)
+        if not it:
+            raise make_error(lib.sl_last_error_code(), lib.sl_last_error().decode())
+        self._it = it
+        self._dataset = dataset  # keeps Python callbacks alive
+        self._interruptible = interruptible
+        self._puller = None
+        _live.add(self)
+
+    def __iter__(self):
+        return self
+
+    def _pull(self):
+        """(rc, element address) from sl_next."""
+        if self._interruptible and _thread.get_ident() == _MAIN_THREAD:
+            if self._puller is None:
+                p = self._puller = _Puller(self._it)
+                p.start()
+            return self._puller.next()
+        el = ctypes.c_void_p()
+        rc = lib.sl_next(self._it, ctypes.byref(el))
+        return rc, el.value
+
+    def next_element(self):
+        """The next element as an ElementRef (for converters such as
+        sluice.torch); StopIteration at the end."""
+        raise_pending_interrupt()
+        if self._it is None:
+            raise StopIteration
+        rc, el = self._pull()
+        _dataset_callbacks_check(self._dataset)
+        if rc == 0:
+            return _tensor.ElementRef(el)
+        if rc == SL_EOF:
+            raise StopIteration
+        raise self._error(rc)
+
+    def __next__(self):
+        return _tensor.element_values(self.next_element())
+
+    def _error(self, rc):
+        msg = lib.sl_iterator_errmsg(self._it).decode("utf-8", "replace")
+        err = make_error(rc, msg or lib.sl_strerror(rc).decode())
+        if rc == SL_ECALLBACK:
+            err.__cause__ = _dataset_callbacks_last_exception(self._dataset)
+        return err
+
+    # ---- statistics ----
+
+    def _live_it(self):
+        if self._it is None:
+            raise make_error(-14, "the iterator is closed")
+        return self._it
+
+    def stat(self, key):
+        """One sl_stat counter by number (sl_iterator_stat)."""
+        return lib.sl_iterator_stat(self._live_it(), key)
+
+    def stats(self):
+        """A snapshot of the pipeline's statistics: a dict parsed from
+        sl_stats_json (per-node elements, busy and wait fractions, buffer
+        occupancy, knobs; global stall fraction, throughput, memory)."""
+        it = self._live_it()
+        s = optional(lib, "sl_iterator_stats")(it)
+        if not s:
+            raise make_error(lib.sl_last_error_code() or -1, "sl_iterator_stats failed: %s"
+                             % lib.sl_last_error().decode())
+        try:
+            text = optional(lib, "sl_stats_json")(s)
+            if text is None:
+                raise make_error(-1, "sl_stats_json failed")
+            return json.loads(text.decode("utf-8", "replace"))
+        finally:
+            optional(lib, "sl_stats_free")(s)
+
+    def report(self):
+        """The readable table of nodes that names the bottleneck
+        (sl_iterator_report), as a str."""
+        it = self._live_it()
+        fn = optional(lib, "sl_iterator_report_buf")
+        size = 4096
+        while True:
+            buf = ctypes.create_string_buffer(size)
+            n = fn(it, buf, size)
+            if n < 0:
+                raise make_error(n, "report: %s" % lib.sl_strerror(n).decode())
+            if n < size:
+                return buf.value.decode("utf-8", "replace")
+            size = n + 1
+
+    def trace(self, path):
+        """Writes the recorded events (Options(trace_events=N)) as Chrome
+        trace-event JSON for Perfetto / chrome://tracing."""
+        import os
+        rc = optional(lib, "sl_iterator_trace")(self._live_it(), os.fsencode(path))
+        if rc < 0:
+            raise make_error(rc, "trace %s: %s" % (path, lib.sl_strerror(rc).decode()))
+
+    # ---- lifetime ----
+
+    def close(self):
+        """Cancels and frees the pipeline (idempotent)."""
+        it, self._it = self._it, None
+        if not it:
+            return
+        _live.discard(self)
+        puller, self._puller = self._puller, None
+        if puller is not None:
+            if puller.state == "abandoned":
+                return  # the puller frees it
+            puller.stop()
+        lib.sl_iterator_free(it)
+        if puller is not None:
+            puller.join()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except KeyboardInterrupt:  # see sluice._errors.pending_interrupt
+            pending_interrupt[0] = True
+        except Exception:
+            pass
+
+
+def _dataset_callbacks_check(dataset):
+    """Re-raises a KeyboardInterrupt that hit a callback run on this thread
+    (a filter without an async node above it runs on the thread calling
+    sl_next), rather than letting it pass for an element error."""
+    for cb in dataset._callbacks:
+        if cb.interrupt is not None:
+            exc, cb.interrupt = cb.interrupt, None
+            raise exc
+
+
+def _dataset_callbacks_last_exception(dataset):
+    latest = None
+    for cb in dataset._callbacks:
+        if cb.last_exception is not None and (latest is None or cb.last_seq > latest.last_seq):
+            latest = cb
+    return latest.last_exception if latest else None
+
+
+@atexit.register
+def _close_all():
+    # Worker threads must not call into Python callbacks once the interpreter
+    # is being torn down: free every pipeline while it still runs.
+    for it in list(_live):
+        it.close()
+    for p in list(_abandoned):
+        p.join()

@@ -1,0 +1,141 @@
+"""PyTorch: batches as torch tensors, without copies, where a
+torch.utils.data.DataLoader was.
+
+    import sluice, sluice.torch
+    ds = (sluice.Dataset.image_folder(root).shuffle(sluice.ALL, seed=0)
+          .map_image(preset="train", size=224)
+          .batch(256, drop_remainder=True).prefetch(sluice.AUTOTUNE))
+    loader = sluice.torch.DataLoader(ds, dtype=torch.float32)
+    for epoch in range(epochs):
+        for images, labels, paths in loader:     # float32 [256, 3, 224, 224], int64 [256]
+            ...
+        print(loader.report())
+
+Each numeric tensor reaches torch through DLPack over the library's memory
+(no copy); the memory is released when the last torch tensor using it dies.
+Strings (paths) stay Python lists. Treat the tensors as read-only: the
+library may hand the same memory out again (cache).
+"""
+
+import torch as _torch
+from torch.utils.dlpack import from_dlpack as _from_dlpack
+
+from . import _tensor
+from ._lib import lib
+
+__all__ = ["DataLoader", "to_torch"]
+
+
+def to_torch(owner):
+    """The tensors of an element (an ElementRef) as a tuple: torch tensors
+    for numeric tensors (zero-copy), str / lists of str for strings."""
+    el = owner.ptr
+    out = []
+    for i in range(lib.sl_element_size(el)):
+        t = lib.sl_element_tensor(el, i)
+        cap = _tensor.tensor_capsule(t, owner)
+        out.append(_tensor.tensor_value(t, owner) if cap is None else _from_dlpack(cap))
+    return tuple(out)
+
+
+class DataLoader:
+    """Iterable over a sluice Dataset that yields tuples of torch tensors,
+    one pass per ``iter()`` (an epoch), like torch.utils.data.DataLoader.
+
+    layout "NCHW" (default): batches of images from map_image(layout="HWC")
+        come out as [N, C, H, W] views (torch.channels_last memory format,
+        which convolutions take as is); None leaves them NHWC. Pipelines
+        built with map_image(layout="CHW") are NCHW already.
+    dtype: None keeps the pipeline's dtype (uint8 from the default
+        map_image); torch.float32 converts uint8 images to [0, 1] floats,
+        then subtracts `mean` and divides by `std` when given (per channel).
+        map_image(dtype="float32") does the same in C, on the workers.
+    device: moves every tensor there (non_blocking) after conversion.
+    options: sluice.Options for each pass, on top of the dataset's.
+
+    ``stats()``, ``report()`` and ``iterator`` refer to the current (last
+    started) pass."""
+
+    def __init__(self, dataset, layout="NCHW", dtype=None, mean=None, std=None, device=None,
+                 options=None):
+        if layout not in ("NCHW", None):
+            raise ValueError("layout must be 'NCHW' or None")
+        self.dataset = dataset
+        self.layout = layout
+        self.dtype = dtype
+        self.device = device
+        self.options = options
+        self._mean = _torch.tensor(mean, dtype=_torch.float32) if mean is not None else None
+        self._std = _torch.tensor(std, dtype=_torch.float32) if std is not None else None
+        self.iterator = None
+
+    def __len__(self):
+        return len(self.dataset)
+
+    def _image(self, x):
+        if x.dim() != 4:
+            return x
+        nchw = self.dataset.image_layout == "CHW"
+        if self.layout == "NCHW" and not nchw:
+            x = x.permute(0, 3, 1, 2)
+            nchw = True
+        if self.dtype is not None and x.dtype != self.dtype:
+            if x.dtype == _torch.uint8 and self.dtype.is_floating_point:
+                x = x.to(self.dtype).div_(255)
+            else:
+                x = x.to(self.dtype)
+        if x.is_floating_point() and (self._mean is not None or self._std is not None):
+            shape = (1, -1, 1, 1) if nchw else (1, 1, 1, -1)
+            if self._mean is not None:
+                x = x.sub(self._mean.view(shape))
+            if self._std is not None:
+                x = x.div(self._std.view(shape))
+        return x
+
+    def _convert(self, values):
+        out = list(values)
+        if out and isinstance(out[0], _torch.Tensor) and self.dataset.image_layout:
+            out[0] = self._image(out[0])
+        if self.device is not None:
+            out = [v.to(self.device, non_blocking=True) if isinstance(v, _torch.Tensor) else v
+                   for v in out]
+        return tuple(out)
+
+    def __iter__(self):
+        if self.iterator is not None:
+            self.iterator.close()
+        it = self.dataset.iterator(self.options)
+        self.iterator = it
+        # The pass stays open after its end (or a break) so that stats() and
+        # report() can describe it; the next pass or close() frees it. An
+        # error or Ctrl-C frees it at once.
+        try:
+            while True:
+                try:
+                    owner = it.next_element()
+                except StopIteration:
+                    return
+                yield self._convert(to_torch(owner))
+        except GeneratorExit:
+            raise
+        except BaseException:
+            it.close()
+            raise
+
+    def stats(self):
+        """Statistics of the current pass (see sluice.Iterator.stats)."""
+        return self._current().stats()
+
+    def report(self):
+        """The bottleneck report of the current pass (sluice.Iterator.report)."""
+        return self._current().report()
+
+    def _current(self):
+        if self.iterator is None:
+            raise RuntimeError("no pass has started yet: iterate first")
+        return self.iterator
+
+    def close(self):
+        if self.iterator is not None:
+            self.iterator.close()
+            self.iterator = None

@@ -1,0 +1,241 @@
+"""C errors become Python exceptions with the C message; a bad library is a
+clear ImportError; Ctrl-C stops iteration cleanly."""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+import sluice
+from conftest import run_python, settle
+from sluice import Dataset
+
+
+@pytest.fixture
+def broken_dir(image_dir, tmp_path):
+    """A copy of the image folder with one file that is not a JPEG."""
+    root = tmp_path / "broken"
+    shutil.copytree(image_dir, root)
+    bad = root / sorted(os.listdir(root))[0] / "00_bad.jpg"
+    bad.write_bytes(b"this is not a JPEG file at all" * 10)
+    return str(root), str(bad)
+
+
+def test_corrupt_image_names_the_file(broken_dir):
+    root, bad = broken_dir
+    ds = Dataset.image_folder(root).map_image(preset="eval", size=16).batch(4).prefetch(2)
+    with pytest.raises(sluice.CorruptDataError) as e:
+        for _ in ds:
+            pass
+    assert bad in str(e.value) and e.value.code == -5
+    assert isinstance(e.value, sluice.Error)
+    # the iterator keeps returning the error
+    it = ds.iterator()
+    with pytest.raises(sluice.CorruptDataError):
+        list(it)
+    with pytest.raises(sluice.CorruptDataError):
+        next(it)
+    it.close()
+
+
+def test_skip_policy_skips_the_bad_file(broken_dir, image_files):
+    root, bad = broken_dir
+    ds = (Dataset.image_folder(root).map_image(preset="eval", size=16).batch(100)
+          .with_options(error_policy="skip", error_log_limit=0))
+    it = ds.iterator()
+    (x, labels, paths), = list(it)
+    assert len(paths) == len(image_files) and bad not in paths
+    it.close()
+
+
+def test_missing_file_names_the_path(tmp_path):
+    missing = str(tmp_path / "no" / "such.jpg")
+    with pytest.raises(sluice.NotFoundError, match=missing):
+        list(Dataset.from_files([missing]).read_files())
+
+
+def test_builder_errors():
+    with pytest.raises(sluice.NotFoundError, match="/definitely/not/here"):
+        Dataset.image_folder("/definitely/not/here")
+    with pytest.raises(sluice.InvalidArgumentError):
+        Dataset.range(10).batch(0)
+    with pytest.raises(sluice.UnsupportedError):
+        Dataset.range(10).filter(lambda x: True).shuffle(sluice.ALL, seed=0)
+    with pytest.raises(sluice.Error) as e:
+        Dataset.file_list("/definitely/not/here.txt")
+    assert "/definitely/not/here.txt" in str(e.value)
+
+
+def test_error_classes():
+    assert issubclass(sluice.CallbackError, sluice.Error)
+    assert sluice.CallbackError.code == -12
+    e = sluice._errors.make_error(-99, "odd")
+    assert type(e) is sluice.Error and e.code == -99 and str(e) == "odd"
+
+
+# ---- the library itself ----
+
+def test_bad_library_path():
+    r = run_python("import sluice", env={"SLUICE_LIBRARY": "/nonexistent/libsluice.so.0"})
+    assert r.returncode != 0
+    assert "LibraryError" in r.stderr and "/nonexistent/libsluice.so.0" in r.stderr
+    assert "SLUICE_LIBRARY" in r.stderr
+
+
+def test_not_a_sluice_library():
+    import ctypes.util
+    libz = ctypes.util.find_library("z")
+    if not libz:
+        pytest.skip("no libz to stand in for a foreign library")
+    r = run_python("import sluice", env={"SLUICE_LIBRARY": libz})
+    assert r.returncode != 0 and "not libsluice" in r.stderr, r.stderr
+
+
+def test_library_of_another_version():
+    fake = os.environ.get("SLUICE_FAKE_LIBRARY")
+    if not fake:
+        pytest.skip("SLUICE_FAKE_LIBRARY not set (CTest sets it)")
+    r = run_python("import sluice", env={"SLUICE_LIBRARY": fake})
+    assert r.returncode != 0
+    assert "99.0.0" in r.stderr and "0.1.0" in r.stderr and fake in r.stderr, r.stderr
+
+
+def test_version_rule():
+    from sluice._lib import _compatible
+    assert _compatible(100) and _compatible(101)
+    assert not _compatible(200) and not _compatible(10100) and not _compatible(0)
+
+
+def test_library_found_through_the_loader():
+    lib = os.environ.get("SLUICE_LIBRARY")
+    if not lib:
+        pytest.skip("SLUICE_LIBRARY not set")
+    env = {"SLUICE_LIBRARY": "", "LD_LIBRARY_PATH": os.path.dirname(os.path.abspath(lib))}
+    r = run_python("import sluice; print(sluice.library_path, sluice.library_version)", env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split()[1] == sluice.library_version
+
+
+# ---- Ctrl-C ----
+
+SLOW = r"""
+import sys, time, sluice
+from sluice import Dataset
+def slow(x):
+    time.sleep(0.5)
+    return x
+ds = Dataset.range(1000).map(slow, parallelism=1).batch(8).prefetch(1)
+print("start", flush=True)
+try:
+    for b in ds:
+        print("batch", flush=True)
+except KeyboardInterrupt:
+    print("interrupted %.2f" % time.monotonic(), flush=True)
+    raise
+"""
+
+
+def test_ctrl_c_stops_iteration_quickly():
+    p = subprocess.Popen([sys.executable, "-c", SLOW], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=dict(os.environ))
+    try:
+        assert p.stdout.readline().strip() == "start"
+        time.sleep(1.0)  # inside sl_next, a batch takes 4 s
+        sent = time.monotonic()
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    done = time.monotonic()
+    assert "KeyboardInterrupt" in err, err
+    # an uncaught KeyboardInterrupt ends Python with SIGINT (not SIGSEGV/SIGABRT)
+    assert p.returncode in (-signal.SIGINT, 128 + signal.SIGINT), (p.returncode, err)
+    line = [l for l in out.splitlines() if l.startswith("interrupted")]
+    assert line, out
+    assert float(line[0].split()[1]) - sent < 1.0  # raised at once
+    assert done - sent < 10.0  # and the process ended (after the step in flight)
+    assert "Segmentation" not in err and "Fatal" not in err
+
+
+def test_keyboard_interrupt_in_callback_is_not_an_element_error():
+    calls = []
+
+    def pred(x):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return True
+    ds = Dataset.range(10).filter(pred).with_options(error_policy="skip", error_log_limit=0)
+    with pytest.raises(KeyboardInterrupt):
+        list(ds.iterator(interruptible=False))
+    settle()
+
+
+def test_exit_with_open_iterators():
+    # Iterators left open at exit, one of them mid-way through Python map
+    # calls on worker threads: the process must end cleanly.
+    code = r"""
+import sluice, time
+from sluice import Dataset
+def slow(x):
+    time.sleep(0.01)
+    return x
+a = Dataset.range(10**6).map(slow, parallelism=2).prefetch(4).iterator()
+next(a)
+b = iter(Dataset.range(10**6).map(lambda x: x).batch(10).prefetch(2))
+next(b)
+print("done", flush=True)
+"""
+    r = run_python(code, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "done" and r.stderr == ""
+
+
+STRESS = r"""
+import gc, os, random, signal, threading, time
+import sluice
+from sluice import Dataset
+random.seed(1)
+def settle():
+    for _ in range(3):
+        gc.collect()
+    sluice.release_memory()
+    return sluice.memory_in_use()
+a = Dataset.range(10**7).map(lambda x: x, parallelism=2).batch(64).prefetch(2)
+b = Dataset.range(10**7).batch(64).prefetch(2)
+base, interrupted = settle(), 0
+for i in range(60):
+    it = (a if i % 2 else b).with_options(threads=2).iterator()
+    timer = threading.Timer(random.uniform(0, 0.02), os.kill, (os.getpid(), signal.SIGINT))
+    try:
+        timer.start()
+        for x in it:
+            pass
+    except KeyboardInterrupt:
+        interrupted += 1
+    timer.join()
+    time.sleep(0.002)  # a late signal lands here, not in close()
+    it.close()
+    del it
+    x = None
+for p in list(sluice.iterator._abandoned):
+    p.join()
+time.sleep(0.2)
+print(interrupted, len(os.listdir("/proc/self/task")), settle() - base)
+"""
+
+
+def test_ctrl_c_at_random_moments_leaks_nothing():
+    # SIGINT anywhere in the iteration machinery: never a crash, a leaked
+    # element or a leftover thread.
+    r = run_python(STRESS, timeout=120)
+    assert r.returncode == 0, r.stderr
+    interrupted, threads, leaked = map(int, r.stdout.split())
+    assert interrupted >= 50 and threads == 1 and leaked == 0, r.stdout
+    assert "Segmentation" not in r.stderr and "Fatal" not in r.stderr

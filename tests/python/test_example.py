@@ -1,0 +1,39 @@
+"""A short training run of examples/pytorch_train.py."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import SOURCE_DIR
+
+EXAMPLE = os.path.join(SOURCE_DIR, "examples", "pytorch_train.py")
+
+
+def test_pytorch_train_example(image_dir):
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        pytest.skip("torch is not installed (apt install python3-torch)")
+    r = subprocess.run([sys.executable, EXAMPLE, image_dir, "--steps", "6", "--batch", "8",
+                        "--size", "32", "--threads", "2", "--log-every", "3"],
+                       capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = r.stdout
+    assert "step    6" in out and "images/s" in out
+    assert "trained 6 steps, 48 images" in out
+    assert "pipeline report" in out
+    losses = [float(l.split()[3]) for l in out.splitlines() if l.startswith("step")]
+    assert len(losses) == 2 and all(l == l and l < 100 for l in losses)
+
+
+def test_pytorch_train_example_bad_folder(tmp_path):
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        pytest.skip("torch is not installed (apt install python3-torch)")
+    os.makedirs(tmp_path / "empty" / "class0")
+    r = subprocess.run([sys.executable, EXAMPLE, str(tmp_path / "empty"), "--steps", "1"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and str(tmp_path / "empty") in r.stderr, r.stderr
