@@ -24,6 +24,7 @@
 #include "../core/error.h"
 #include "../core/hash.h"
 #include "../core/rng.h"
+#include "async.h"
 #include "stats.h"
 #include "../runtime/runtime.h"
 #include "sluice.h"

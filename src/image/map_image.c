@@ -239,11 +239,8 @@ typedef struct fused_iter {
     uint64_t seed;
     int n;            /* batch size */
     size_t img_bytes;
-    pthread_t producer;
-    bool producer_started;
-    pthread_mutex_t mu;
-    pthread_cond_t cv_consumer, cv_producer, cv_idle;
-    atomic_bool stop;
+    sl__async a;
+    pthread_cond_t cv_idle; /* no task in flight */
     sl__knob *parallelism; /* tasks in flight at most; the controller may move it */
     int in_flight, outstanding;
     atomic_int pending;
@@ -251,9 +248,6 @@ typedef struct fused_iter {
     ibatch *window[BATCHES_AHEAD];
     ibatch *free_batches;
     itask *free_tasks;
-    bool input_done;
-    int end_rc;
-    char *end_msg;
     int64_t cost_ns;
     atomic_llong failed; /* element errors the consumer has seen */
     int64_t drop_card;   /* input size when a final partial batch is dropped, else -1 */
@@ -287,7 +281,7 @@ static void run_task(sl__task *task)
         islot *s = &b->slots[t->start + i];
         sl_element *in = t->in[i];
         t->in[i] = NULL;
-        if (atomic_load_explicit(&it->stop, memory_order_relaxed)) {
+        if (atomic_load_explicit(&it->a.stop, memory_order_relaxed)) {
             s->rc = SL_ECANCELED;
         } else {
             sl_map_ctx ctx;
@@ -310,7 +304,7 @@ static void run_task(sl__task *task)
     int64_t t1 = sl__now_ns(), per = (t1 - t0) / t->count;
     sl__stat_add(&it->base.stats->busy_ns, t1 - t0);
     sl__trace_span(it->base.tree, it->base.stats, t0, t1);
-    pthread_mutex_lock(&it->mu);
+    pthread_mutex_lock(&it->a.mu);
     it->cost_ns = it->cost_ns ? (3 * it->cost_ns + per) / 4 : per;
     b->remaining -= t->count;
     it->in_flight--;
@@ -318,22 +312,11 @@ static void run_task(sl__task *task)
     t->next = it->free_tasks;
     it->free_tasks = t;
     if (b->closed && b->remaining == 0)
-        pthread_cond_broadcast(&it->cv_consumer);
+        pthread_cond_broadcast(&it->a.cv_consumer);
     if (it->in_flight == 0)
         pthread_cond_broadcast(&it->cv_idle);
-    pthread_cond_signal(&it->cv_producer);
-    pthread_mutex_unlock(&it->mu);
-}
-
-static void producer_finish(fused_iter *it, int rc)
-{
-    char *msg = rc < 0 ? sl__strdup(sl__error_msg()) : NULL;
-    pthread_mutex_lock(&it->mu);
-    it->input_done = true;
-    it->end_rc = rc < 0 && !msg ? SL_ENOMEM : rc;
-    it->end_msg = msg;
-    pthread_cond_broadcast(&it->cv_consumer);
-    pthread_mutex_unlock(&it->mu);
+    pthread_cond_signal(&it->a.cv_producer);
+    pthread_mutex_unlock(&it->a.mu);
 }
 
 /* Under mu. */
@@ -382,18 +365,18 @@ static int parallelism(const fused_iter *it)
 static int fill_batch(fused_iter *it, ibatch *b, int want, int64_t *index)
 {
     while (b->n < want) {
-        pthread_mutex_lock(&it->mu);
-        while (!atomic_load(&it->stop) && it->in_flight >= parallelism(it))
-            pthread_cond_wait(&it->cv_producer, &it->mu);
+        pthread_mutex_lock(&it->a.mu);
+        while (!atomic_load(&it->a.stop) && it->in_flight >= parallelism(it))
+            pthread_cond_wait(&it->a.cv_producer, &it->a.mu);
         itask *t = NULL;
-        if (!atomic_load(&it->stop)) {
+        if (!atomic_load(&it->a.stop)) {
             t = it->free_tasks;
             if (t)
                 it->free_tasks = t->next;
         }
         int k = task_size(it);
-        pthread_mutex_unlock(&it->mu);
-        if (atomic_load(&it->stop))
+        pthread_mutex_unlock(&it->a.mu);
+        if (atomic_load(&it->a.stop))
             return SL_ECANCELED;
         if (!t && !(t = sl__calloc(1, sizeof *t)))
             return SL_ENOMEM;
@@ -412,18 +395,18 @@ static int fill_batch(fused_iter *it, ibatch *b, int want, int64_t *index)
             t->count = got;
             t->first_index = *index;
             *index += got;
-            pthread_mutex_lock(&it->mu);
+            pthread_mutex_lock(&it->a.mu);
             b->n += got;
             b->remaining += got;
             it->in_flight++;
             atomic_fetch_add_explicit(&it->base.stats->in_flight, 1, memory_order_relaxed);
-            pthread_mutex_unlock(&it->mu);
+            pthread_mutex_unlock(&it->a.mu);
             sl__runtime_submit(it->base.tree->rt, &t->task);
         } else {
-            pthread_mutex_lock(&it->mu);
+            pthread_mutex_lock(&it->a.mu);
             t->next = it->free_tasks;
             it->free_tasks = t;
-            pthread_mutex_unlock(&it->mu);
+            pthread_mutex_unlock(&it->a.mu);
         }
         if (rc)
             return rc;
@@ -447,11 +430,11 @@ static int wait_useful(fused_iter *it, int64_t assigned)
 {
     if (it->drop_card < 0 || assigned < useful(it))
         return 0;
-    pthread_mutex_lock(&it->mu);
-    while (!atomic_load(&it->stop) && it->outstanding > 0 && assigned >= useful(it))
-        pthread_cond_wait(&it->cv_producer, &it->mu);
-    pthread_mutex_unlock(&it->mu);
-    if (atomic_load(&it->stop))
+    pthread_mutex_lock(&it->a.mu);
+    while (!atomic_load(&it->a.stop) && it->outstanding > 0 && assigned >= useful(it))
+        pthread_cond_wait(&it->a.cv_producer, &it->a.mu);
+    pthread_mutex_unlock(&it->a.mu);
+    if (atomic_load(&it->a.stop))
         return -1;
     return assigned >= useful(it);
 }
@@ -466,30 +449,30 @@ static void *producer_main(void *arg)
         if (done < 0)
             break;
         if (done) {
-            producer_finish(it, SL_EOF);
+            sl__async_finish(&it->a, SL_EOF, NULL);
             break;
         }
-        pthread_mutex_lock(&it->mu);
-        while (!atomic_load(&it->stop) && it->outstanding >= BATCHES_AHEAD)
-            pthread_cond_wait(&it->cv_producer, &it->mu);
-        ibatch *b = atomic_load(&it->stop) ? NULL : batch_take_free(it);
-        pthread_mutex_unlock(&it->mu);
-        if (atomic_load(&it->stop)) {
+        pthread_mutex_lock(&it->a.mu);
+        while (!atomic_load(&it->a.stop) && it->outstanding >= BATCHES_AHEAD)
+            pthread_cond_wait(&it->a.cv_producer, &it->a.mu);
+        ibatch *b = atomic_load(&it->a.stop) ? NULL : batch_take_free(it);
+        pthread_mutex_unlock(&it->a.mu);
+        if (atomic_load(&it->a.stop)) {
             if (b)
                 batch_free(it, b);
             break;
         }
         if (!b) {
-            producer_finish(it, SL_ENOMEM);
+            sl__async_finish(&it->a, SL_ENOMEM, NULL);
             break;
         }
-        if (!sl__tree_wait_budget(it->base.tree, &it->pending, &it->stop)) {
+        if (!sl__tree_wait_budget(it->base.tree, &it->pending, &it->a.stop)) {
             batch_free(it, b);
             break;
         }
         if (!b->img && !(b->img = sl__buf_get((size_t)it->n * it->img_bytes))) {
             batch_free(it, b);
-            producer_finish(it, SL_ENOMEM);
+            sl__async_finish(&it->a, SL_ENOMEM, NULL);
             break;
         }
         /* end this batch where an output batch ends, given the failures
@@ -502,23 +485,23 @@ static void *producer_main(void *arg)
         b->closed = false;
         b->held = (int64_t)want * (int64_t)it->img_bytes;
         sl__iter_hold(&it->base, b->held);
-        pthread_mutex_lock(&it->mu);
+        pthread_mutex_lock(&it->a.mu);
         b->seq = it->next_seq++;
         it->window[b->seq % BATCHES_AHEAD] = b;
         it->outstanding++;
         atomic_fetch_add(&it->pending, 1);
-        pthread_mutex_unlock(&it->mu);
+        pthread_mutex_unlock(&it->a.mu);
 
         int rc = fill_batch(it, b, want, &index);
         assigned += b->n;
-        pthread_mutex_lock(&it->mu);
+        pthread_mutex_lock(&it->a.mu);
         b->closed = true;
-        pthread_cond_broadcast(&it->cv_consumer);
-        pthread_mutex_unlock(&it->mu);
+        pthread_cond_broadcast(&it->a.cv_consumer);
+        pthread_mutex_unlock(&it->a.mu);
         if (rc == SL_ECANCELED)
             break;
         if (rc) {
-            producer_finish(it, rc);
+            sl__async_finish(&it->a, rc, NULL);
             break;
         }
     }
@@ -542,7 +525,7 @@ static ibatch *batch_next(fused_iter *it, int *rc)
 {
     ibatch *b = NULL;
     int ready = -1;
-    pthread_mutex_lock(&it->mu);
+    pthread_mutex_lock(&it->a.mu);
     for (;;) {
         ibatch *w = it->window[it->consume_seq % BATCHES_AHEAD];
         bool done = w && w->seq == it->consume_seq && w->closed && w->remaining == 0;
@@ -551,23 +534,21 @@ static ibatch *batch_next(fused_iter *it, int *rc)
         if (done) {
             it->window[it->consume_seq % BATCHES_AHEAD] = NULL;
             it->consume_seq++;
-            it->cur_last = it->input_done && it->outstanding == 1;
+            it->cur_last = it->a.ended && it->outstanding == 1;
             b = w;
             break;
         }
-        if (it->input_done && it->outstanding == 0) {
-            *rc = it->end_rc;
-            if (*rc < 0)
-                sl__set_error_str(*rc, it->end_msg);
+        if (it->a.ended && it->outstanding == 0) {
+            *rc = sl__async_end(&it->a);
             break;
         }
-        if (sl__tree_cancelled(it->base.tree) || atomic_load(&it->stop)) {
+        if (sl__tree_cancelled(it->base.tree) || atomic_load(&it->a.stop)) {
             *rc = sl__set_error(SL_ECANCELED, "map_image: canceled");
             break;
         }
-        pthread_cond_wait(&it->cv_consumer, &it->mu);
+        pthread_cond_wait(&it->a.cv_consumer, &it->a.mu);
     }
-    pthread_mutex_unlock(&it->mu);
+    pthread_mutex_unlock(&it->a.mu);
     if (b) {
         atomic_fetch_sub(&it->pending, 1);
         sl__iter_unhold(&it->base, b->held);
@@ -582,12 +563,12 @@ static void batch_recycle(fused_iter *it, ibatch *b)
     for (int i = 0; i < b->n; i++)
         slot_clear(&b->slots[i]);
     b->n = 0;
-    pthread_mutex_lock(&it->mu);
+    pthread_mutex_lock(&it->a.mu);
     b->next = it->free_batches;
     it->free_batches = b;
     it->outstanding--;
-    pthread_cond_signal(&it->cv_producer);
-    pthread_mutex_unlock(&it->mu);
+    pthread_cond_signal(&it->a.cv_producer);
+    pthread_mutex_unlock(&it->a.mu);
 }
 
 /* An output element from an image buffer (rows images) and stacked rest. */
@@ -726,26 +707,18 @@ static int fused_next(sl__iter *base, sl_element **out)
 
 static void fused_cancel(sl__iter *base)
 {
-    fused_iter *it = (fused_iter *)base;
-    pthread_mutex_lock(&it->mu);
-    atomic_store(&it->stop, true);
-    pthread_cond_broadcast(&it->cv_consumer);
-    pthread_cond_broadcast(&it->cv_producer);
-    pthread_mutex_unlock(&it->mu);
+    sl__async_cancel(&((fused_iter *)base)->a);
 }
 
 static void fused_destroy(sl__iter *base)
 {
     fused_iter *it = (fused_iter *)base;
     sl__iter_unregister(base);
-    fused_cancel(base);
-    sl__tree_wake(base->tree);
-    if (it->producer_started)
-        pthread_join(it->producer, NULL);
-    pthread_mutex_lock(&it->mu);
+    sl__async_join(&it->a, base->tree);
+    pthread_mutex_lock(&it->a.mu);
     while (it->in_flight > 0)
-        pthread_cond_wait(&it->cv_idle, &it->mu);
-    pthread_mutex_unlock(&it->mu);
+        pthread_cond_wait(&it->cv_idle, &it->a.mu);
+    pthread_mutex_unlock(&it->a.mu);
     if (it->cur)
         batch_free(it, it->cur);
     for (int i = 0; i < BATCHES_AHEAD; i++)
@@ -765,12 +738,9 @@ static void fused_destroy(sl__iter *base)
     }
     sl__buf_release(it->out_img);
     sl__stack_reset(&it->out_rest);
-    sl__strfree(it->end_msg);
     sl__iter_free(it->input);
-    pthread_cond_destroy(&it->cv_consumer);
-    pthread_cond_destroy(&it->cv_producer);
     pthread_cond_destroy(&it->cv_idle);
-    pthread_mutex_destroy(&it->mu);
+    sl__async_fini(&it->a);
 }
 
 static const sl__iter_ops fused_iter_ops = {fused_next, fused_cancel, fused_destroy};
@@ -812,20 +782,17 @@ static int fused_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_
     int64_t card = sl_dataset_cardinality(ds->inputs[0]);
     it->drop_card = (d->flags & SL_DROP_REMAINDER) && card >= 0 ? card : -1;
     it->base.own_count = true;
-    pthread_mutex_init(&it->mu, NULL);
-    pthread_cond_init(&it->cv_consumer, NULL);
-    pthread_cond_init(&it->cv_producer, NULL);
+    sl__async_init(&it->a);
     pthread_cond_init(&it->cv_idle, NULL);
     int rc = parallelism_knob(it, d->parallelism);
     if (rc == 0)
         rc = sl__iter_make_input(&it->base, 0, epoch, &it->input);
     if (rc == 0)
-        rc = sl__thread_start(&it->producer, producer_main, it);
+        rc = sl__async_start(&it->a, producer_main, it);
     if (rc < 0) {
         sl__iter_free(&it->base);
         return rc;
     }
-    it->producer_started = true;
     sl__iter_register(&it->base);
     *out = &it->base;
     return 0;

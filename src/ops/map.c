@@ -59,11 +59,8 @@ typedef struct map_iter {
     uint64_t seed;
     bool ordered;
 
-    pthread_t producer;
-    bool producer_started;
-    pthread_mutex_t mu;
-    pthread_cond_t cv_consumer, cv_producer, cv_idle;
-    atomic_bool stop;
+    sl__async a;
+    pthread_cond_t cv_idle; /* no task in flight */
     /* chunks in flight at most; read at each decision, the controller may
      * move it. Chunks submitted and not yet consumed: at most twice that. */
     sl__knob *parallelism;
@@ -77,9 +74,6 @@ typedef struct map_iter {
     chunk *done_head, *done_tail; /* unordered */
     chunk *free_chunks;
     chunk *cur;       /* being drained by the consumer, no lock needed */
-    bool input_done;
-    int end_rc;
-    char *end_msg;
     int64_t cost_ns;  /* per-element callback cost, smoothed */
     int64_t el_bytes; /* output bytes per element, smoothed */
 } map_iter;
@@ -93,7 +87,7 @@ static void slot_clear(slot *s)
 }
 
 /* Elements for the next task: enough work to amortise the hand-off, but
- * no more output than the RAM budget has room for. Under it->mu. */
+ * no more output than the RAM budget has room for. Under it->a.mu. */
 static int chunk_target(map_iter *it)
 {
     int64_t c = it->cost_ns;
@@ -145,7 +139,7 @@ static void run_chunk(sl__task *task)
     sl_map_ctx ctx;
     int64_t t0 = sl__now_ns();
     int i = 0;
-    for (; i < c->n && !atomic_load_explicit(&it->stop, memory_order_relaxed); i++)
+    for (; i < c->n && !atomic_load_explicit(&it->a.stop, memory_order_relaxed); i++)
         run_one(it, c, i, &ctx);
     for (; i < c->n; i++) {
         slot_clear(&c->s[i]);
@@ -163,7 +157,7 @@ static void run_chunk(sl__task *task)
     else
         sl__iter_unhold(&it->base, -delta);
 
-    pthread_mutex_lock(&it->mu);
+    pthread_mutex_lock(&it->a.mu);
     it->cost_ns = it->cost_ns ? (3 * it->cost_ns + per) / 4 : per;
     int64_t eb = c->bytes / c->n;
     it->el_bytes = it->el_bytes ? (3 * it->el_bytes + eb) / 4 : eb;
@@ -173,7 +167,7 @@ static void run_chunk(sl__task *task)
     atomic_fetch_sub_explicit(&ns->in_flight, 1, memory_order_relaxed);
     if (it->ordered) {
         if (c->seq == it->consume_seq)
-            pthread_cond_signal(&it->cv_consumer);
+            pthread_cond_signal(&it->a.cv_consumer);
     } else {
         c->next = NULL;
         if (it->done_tail)
@@ -181,15 +175,15 @@ static void run_chunk(sl__task *task)
         else
             it->done_head = c;
         it->done_tail = c;
-        pthread_cond_signal(&it->cv_consumer);
+        pthread_cond_signal(&it->a.cv_consumer);
     }
     if (it->in_flight == 0)
         pthread_cond_broadcast(&it->cv_idle);
-    pthread_cond_signal(&it->cv_producer);
-    pthread_mutex_unlock(&it->mu);
+    pthread_cond_signal(&it->a.cv_producer);
+    pthread_mutex_unlock(&it->a.mu);
 }
 
-/* Under it->mu. */
+/* Under it->a.mu. */
 static chunk *chunk_take_free(map_iter *it)
 {
     chunk *c = it->free_chunks;
@@ -201,23 +195,10 @@ static chunk *chunk_take_free(map_iter *it)
 
 static void chunk_give_back(map_iter *it, chunk *c)
 {
-    pthread_mutex_lock(&it->mu);
+    pthread_mutex_lock(&it->a.mu);
     c->next = it->free_chunks;
     it->free_chunks = c;
-    pthread_mutex_unlock(&it->mu);
-}
-
-static void producer_finish(map_iter *it, int rc)
-{
-    char *msg = rc < 0 ? sl__strdup(sl__error_msg()) : NULL;
-    if (rc < 0 && !msg)
-        rc = SL_ENOMEM;
-    pthread_mutex_lock(&it->mu);
-    it->input_done = true;
-    it->end_rc = rc;
-    it->end_msg = msg;
-    pthread_cond_broadcast(&it->cv_consumer);
-    pthread_mutex_unlock(&it->mu);
+    pthread_mutex_unlock(&it->a.mu);
 }
 
 /* The parallelism knob now, within what the window holds. */
@@ -233,30 +214,30 @@ static void *producer_main(void *arg)
     sl__node_stats *ns = it->base.stats;
     int64_t index = 0;
     for (;;) {
-        pthread_mutex_lock(&it->mu);
-        while (!atomic_load(&it->stop) && (it->outstanding >= 2 * parallelism(it) ||
+        pthread_mutex_lock(&it->a.mu);
+        while (!atomic_load(&it->a.stop) && (it->outstanding >= 2 * parallelism(it) ||
                                            it->in_flight >= parallelism(it)))
-            pthread_cond_wait(&it->cv_producer, &it->mu);
-        if (atomic_load(&it->stop)) {
+            pthread_cond_wait(&it->a.cv_producer, &it->a.mu);
+        if (atomic_load(&it->a.stop)) {
             /* the consumer is gone or cancelled; nothing to report */
-            pthread_mutex_unlock(&it->mu);
+            pthread_mutex_unlock(&it->a.mu);
             break;
         }
         chunk *c = chunk_take_free(it);
-        pthread_mutex_unlock(&it->mu);
+        pthread_mutex_unlock(&it->a.mu);
         if (!c) {
-            producer_finish(it, SL_ENOMEM);
+            sl__async_finish(&it->a, SL_ENOMEM, NULL);
             break;
         }
-        if (!sl__tree_wait_budget(it->base.tree, &it->pending, &it->stop)) {
+        if (!sl__tree_wait_budget(it->base.tree, &it->pending, &it->a.stop)) {
             chunk_give_back(it, c);
             break;
         }
-        pthread_mutex_lock(&it->mu);
+        pthread_mutex_lock(&it->a.mu);
         int k = chunk_target(it);
         int64_t el_bytes = it->el_bytes;
         atomic_store_explicit(&ns->capacity, 2 * parallelism(it) * k, memory_order_relaxed);
-        pthread_mutex_unlock(&it->mu);
+        pthread_mutex_unlock(&it->a.mu);
         c->owner = it;
         c->task.run = run_chunk;
         c->first_index = index;
@@ -277,7 +258,7 @@ static void *producer_main(void *arg)
         }
         sl__stat_add(&ns->wait_ns, sl__now_ns() - t0);
         index += c->n;
-        pthread_mutex_lock(&it->mu);
+        pthread_mutex_lock(&it->a.mu);
         if (c->n) {
             c->seq = it->next_seq++;
             if (it->ordered)
@@ -289,7 +270,7 @@ static void *producer_main(void *arg)
             c->next = it->free_chunks;
             it->free_chunks = c;
         }
-        pthread_mutex_unlock(&it->mu);
+        pthread_mutex_unlock(&it->a.mu);
         if (c->n) {
             /* count the output to come against the budget now, so the
              * next chunk's size sees it */
@@ -299,7 +280,7 @@ static void *producer_main(void *arg)
             sl__runtime_submit(it->base.tree->rt, &c->task);
         }
         if (rc) {
-            producer_finish(it, rc);
+            sl__async_finish(&it->a, rc, NULL);
             break;
         }
     }
@@ -311,12 +292,12 @@ static void chunk_recycle(map_iter *it, chunk *c)
 {
     for (int i = c->pos; i < c->n; i++)
         slot_clear(&c->s[i]);
-    pthread_mutex_lock(&it->mu);
+    pthread_mutex_lock(&it->a.mu);
     c->next = it->free_chunks;
     it->free_chunks = c;
     it->outstanding--;
-    pthread_cond_signal(&it->cv_producer);
-    pthread_mutex_unlock(&it->mu);
+    pthread_cond_signal(&it->a.cv_producer);
+    pthread_mutex_unlock(&it->a.mu);
 }
 
 /* Waits for the next chunk; NULL at the end (with *rc set). */
@@ -325,7 +306,7 @@ static chunk *chunk_next(map_iter *it, int *rc)
     chunk *c = NULL;
     bool waited = false;
     int ready = 0;
-    pthread_mutex_lock(&it->mu);
+    pthread_mutex_lock(&it->a.mu);
     for (;;) {
         if (it->ordered) {
             chunk *w = it->window[it->consume_seq % it->ahead];
@@ -342,24 +323,22 @@ static chunk *chunk_next(map_iter *it, int *rc)
                 it->done_tail = NULL;
             break;
         }
-        if (it->input_done && it->outstanding == 0) {
-            *rc = it->end_rc;
-            if (*rc < 0)
-                sl__set_error_str(*rc, it->end_msg);
+        if (it->a.ended && it->outstanding == 0) {
+            *rc = sl__async_end(&it->a);
             break;
         }
-        if (sl__tree_cancelled(it->base.tree) || atomic_load(&it->stop)) {
+        if (sl__tree_cancelled(it->base.tree) || atomic_load(&it->a.stop)) {
             *rc = sl__set_error(SL_ECANCELED, "%s: canceled", sl_dataset_name(it->base.ds));
             break;
         }
         waited = true;
-        pthread_cond_wait(&it->cv_consumer, &it->mu);
+        pthread_cond_wait(&it->a.cv_consumer, &it->a.mu);
     }
     if (c) {
         ready = waited ? 0 : it->ready;
         it->ready -= c->n;
     }
-    pthread_mutex_unlock(&it->mu);
+    pthread_mutex_unlock(&it->a.mu);
     if (c) {
         atomic_fetch_sub(&it->pending, 1);
         sl__iter_unhold(&it->base, c->bytes);
@@ -400,12 +379,7 @@ static int map_next(sl__iter *base, sl_element **out)
 
 static void map_cancel(sl__iter *base)
 {
-    map_iter *it = (map_iter *)base;
-    pthread_mutex_lock(&it->mu);
-    atomic_store(&it->stop, true);
-    pthread_cond_broadcast(&it->cv_consumer);
-    pthread_cond_broadcast(&it->cv_producer);
-    pthread_mutex_unlock(&it->mu);
+    sl__async_cancel(&((map_iter *)base)->a);
 }
 
 static void chunk_drop(map_iter *it, chunk *c, bool held)
@@ -423,14 +397,11 @@ static void map_destroy(sl__iter *base)
 {
     map_iter *it = (map_iter *)base;
     sl__iter_unregister(base);
-    map_cancel(base);
-    sl__tree_wake(base->tree);
-    if (it->producer_started)
-        pthread_join(it->producer, NULL);
-    pthread_mutex_lock(&it->mu);
+    sl__async_join(&it->a, base->tree);
+    pthread_mutex_lock(&it->a.mu);
     while (it->in_flight > 0)
-        pthread_cond_wait(&it->cv_idle, &it->mu);
-    pthread_mutex_unlock(&it->mu);
+        pthread_cond_wait(&it->cv_idle, &it->a.mu);
+    pthread_mutex_unlock(&it->a.mu);
 
     chunk_drop(it, it->cur, false);
     for (int i = 0; it->window && i < it->ahead; i++)
@@ -446,12 +417,9 @@ static void map_destroy(sl__iter *base)
         sl__obj_put(c, sizeof *c);
     }
     sl__free(it->window, (size_t)it->ahead * sizeof *it->window);
-    sl__strfree(it->end_msg);
     sl__iter_free(it->input);
-    pthread_cond_destroy(&it->cv_consumer);
-    pthread_cond_destroy(&it->cv_producer);
     pthread_cond_destroy(&it->cv_idle);
-    pthread_mutex_destroy(&it->mu);
+    sl__async_fini(&it->a);
 }
 
 static const sl__iter_ops map_iter_ops = {map_next, map_cancel, map_destroy};
@@ -492,22 +460,19 @@ int sl__map_iter_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_
     it->seed = sl__node_seed(&it->base, -1);
     it->ordered = (flags & SL_MAP_ORDERED) ||
                   (!(flags & SL_MAP_UNORDERED) && tree->deterministic);
-    pthread_mutex_init(&it->mu, NULL);
-    pthread_cond_init(&it->cv_consumer, NULL);
-    pthread_cond_init(&it->cv_producer, NULL);
+    sl__async_init(&it->a);
     pthread_cond_init(&it->cv_idle, NULL);
     int rc = parallelism_knob(it, parallelism);
     if (rc == 0)
         rc = sl__iter_make_input(&it->base, 0, epoch, &it->input);
     if (rc == 0) {
         it->window = sl__calloc((size_t)it->ahead, sizeof *it->window);
-        rc = it->window ? sl__thread_start(&it->producer, producer_main, it) : SL_ENOMEM;
+        rc = it->window ? sl__async_start(&it->a, producer_main, it) : SL_ENOMEM;
     }
     if (rc < 0) {
         sl__iter_free(&it->base);
         return rc;
     }
-    it->producer_started = true;
     sl__iter_register(&it->base);
     *out = &it->base;
     return 0;

@@ -16,30 +16,12 @@ typedef struct prefetch_ds {
 typedef struct prefetch_iter {
     sl__iter base;
     sl__iter *input;
-    pthread_t producer;
-    bool producer_started;
-    pthread_mutex_t mu;
-    pthread_cond_t cv_consumer, cv_producer;
-    atomic_bool stop;
+    sl__async a;
     atomic_int count;
     sl__knob *depth; /* read at each decision: the controller may move it */
     int size, head;  /* ring slots: room for the knob's maximum */
     sl_element **ring;
-    bool done;
-    int end_rc;
-    char *end_msg;
 } prefetch_iter;
-
-static void producer_finish(prefetch_iter *it, int rc)
-{
-    char *msg = rc < 0 ? sl__strdup(sl__error_msg()) : NULL;
-    pthread_mutex_lock(&it->mu);
-    it->done = true;
-    it->end_rc = rc < 0 && !msg ? SL_ENOMEM : rc;
-    it->end_msg = msg;
-    pthread_cond_signal(&it->cv_consumer);
-    pthread_mutex_unlock(&it->mu);
-}
 
 /* The depth knob now, within the ring. */
 static int depth(const prefetch_iter *it)
@@ -53,28 +35,28 @@ static void *producer_main(void *arg)
     prefetch_iter *it = arg;
     sl__node_stats *ns = it->base.stats;
     for (;;) {
-        pthread_mutex_lock(&it->mu);
-        while (!atomic_load(&it->stop) && atomic_load(&it->count) >= depth(it))
-            pthread_cond_wait(&it->cv_producer, &it->mu);
+        pthread_mutex_lock(&it->a.mu);
+        while (!atomic_load(&it->a.stop) && atomic_load(&it->count) >= depth(it))
+            pthread_cond_wait(&it->a.cv_producer, &it->a.mu);
         atomic_store_explicit(&ns->capacity, depth(it), memory_order_relaxed);
-        pthread_mutex_unlock(&it->mu);
-        if (!sl__tree_wait_budget(it->base.tree, &it->count, &it->stop))
+        pthread_mutex_unlock(&it->a.mu);
+        if (!sl__tree_wait_budget(it->base.tree, &it->count, &it->a.stop))
             break;
         sl_element *el;
         int64_t t0 = sl__now_ns();
         int rc = sl__iter_next(it->input, &el);
         sl__stat_add(&ns->wait_ns, sl__now_ns() - t0);
         if (rc) {
-            producer_finish(it, rc);
+            sl__async_finish(&it->a, rc, NULL);
             break;
         }
         sl__iter_hold(&it->base, (int64_t)sl__element_bytes(el));
-        pthread_mutex_lock(&it->mu);
+        pthread_mutex_lock(&it->a.mu);
         int c = atomic_load(&it->count);
         it->ring[(it->head + c) % it->size] = el;
         atomic_store(&it->count, c + 1);
-        pthread_cond_signal(&it->cv_consumer);
-        pthread_mutex_unlock(&it->mu);
+        pthread_cond_signal(&it->a.cv_consumer);
+        pthread_mutex_unlock(&it->a.mu);
     }
     return NULL;
 }
@@ -85,7 +67,7 @@ static int prefetch_next(sl__iter *base, sl_element **out)
     int rc = 0;
     sl_element *el = NULL;
     int seen = -1; /* occupancy at the first look; 0 if it had to wait */
-    pthread_mutex_lock(&it->mu);
+    pthread_mutex_lock(&it->a.mu);
     for (;;) {
         int c = atomic_load(&it->count);
         if (seen < 0)
@@ -95,22 +77,20 @@ static int prefetch_next(sl__iter *base, sl_element **out)
             it->ring[it->head] = NULL;
             it->head = (it->head + 1) % it->size;
             atomic_store(&it->count, c - 1);
-            pthread_cond_signal(&it->cv_producer);
+            pthread_cond_signal(&it->a.cv_producer);
             break;
         }
-        if (it->done) {
-            rc = it->end_rc;
-            if (rc < 0)
-                sl__set_error_str(rc, it->end_msg);
+        if (it->a.ended) {
+            rc = sl__async_end(&it->a);
             break;
         }
-        if (sl__tree_cancelled(base->tree) || atomic_load(&it->stop)) {
+        if (sl__tree_cancelled(base->tree) || atomic_load(&it->a.stop)) {
             rc = sl__set_error(SL_ECANCELED, "prefetch: canceled");
             break;
         }
-        pthread_cond_wait(&it->cv_consumer, &it->mu);
+        pthread_cond_wait(&it->a.cv_consumer, &it->a.mu);
     }
-    pthread_mutex_unlock(&it->mu);
+    pthread_mutex_unlock(&it->a.mu);
     if (el) {
         sl__iter_unhold(base, (int64_t)sl__element_bytes(el));
         sl__stat_take(base->stats, seen);
@@ -121,22 +101,14 @@ static int prefetch_next(sl__iter *base, sl_element **out)
 
 static void prefetch_cancel(sl__iter *base)
 {
-    prefetch_iter *it = (prefetch_iter *)base;
-    pthread_mutex_lock(&it->mu);
-    atomic_store(&it->stop, true);
-    pthread_cond_broadcast(&it->cv_consumer);
-    pthread_cond_broadcast(&it->cv_producer);
-    pthread_mutex_unlock(&it->mu);
+    sl__async_cancel(&((prefetch_iter *)base)->a);
 }
 
 static void prefetch_destroy(sl__iter *base)
 {
     prefetch_iter *it = (prefetch_iter *)base;
     sl__iter_unregister(base);
-    prefetch_cancel(base);
-    sl__tree_wake(base->tree);
-    if (it->producer_started)
-        pthread_join(it->producer, NULL);
+    sl__async_join(&it->a, base->tree);
     int c = atomic_load(&it->count);
     for (int i = 0; i < c; i++) {
         sl_element *el = it->ring[(it->head + i) % it->size];
@@ -144,11 +116,8 @@ static void prefetch_destroy(sl__iter *base)
         sl_element_release(el);
     }
     sl__free(it->ring, (size_t)it->size * sizeof *it->ring);
-    sl__strfree(it->end_msg);
     sl__iter_free(it->input);
-    pthread_cond_destroy(&it->cv_consumer);
-    pthread_cond_destroy(&it->cv_producer);
-    pthread_mutex_destroy(&it->mu);
+    sl__async_fini(&it->a);
 }
 
 static const sl__iter_ops prefetch_iter_ops = {prefetch_next, prefetch_cancel, prefetch_destroy};
@@ -178,21 +147,18 @@ static int prefetch_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int
     prefetch_iter *it = sl__iter_alloc(&prefetch_iter_ops, sizeof *it, ds, tree, key, epoch);
     if (!it)
         return SL_ENOMEM;
-    pthread_mutex_init(&it->mu, NULL);
-    pthread_cond_init(&it->cv_consumer, NULL);
-    pthread_cond_init(&it->cv_producer, NULL);
+    sl__async_init(&it->a);
     int rc = depth_knob(it, ((const prefetch_ds *)ds)->depth);
     if (rc == 0)
         rc = sl__iter_make_input(&it->base, 0, epoch, &it->input);
     if (rc == 0) {
         it->ring = sl__calloc((size_t)it->size, sizeof *it->ring);
-        rc = it->ring ? sl__thread_start(&it->producer, producer_main, it) : SL_ENOMEM;
+        rc = it->ring ? sl__async_start(&it->a, producer_main, it) : SL_ENOMEM;
     }
     if (rc < 0) {
         sl__iter_free(&it->base);
         return rc;
     }
-    it->producer_started = true;
     sl__iter_register(&it->base);
     *out = &it->base;
     return 0;

@@ -49,11 +49,7 @@ typedef struct read_iter {
     sl__iter base;
     sl__iter *input;
     sl__io *io;
-    pthread_t producer;
-    bool producer_started;
-    pthread_mutex_t mu;
-    pthread_cond_t cv_consumer, cv_producer;
-    atomic_bool stop;
+    sl__async a;
     atomic_int count; /* occupied slots: being read or ready */
     sl__knob *io_depth; /* reads in flight at most, read at each decision */
     int depth, nslots;  /* the knob's maximum (the engine's size), 2 × that */
@@ -71,15 +67,11 @@ typedef struct read_iter {
     slot **finished;
     int input_rc;
     char *input_msg;
-    /* under mu, once done */
-    bool done;
-    int end_rc;
-    char *end_msg;
 } read_iter;
 
 static bool stopped(read_iter *it)
 {
-    return atomic_load(&it->stop) || sl__tree_cancelled(it->base.tree);
+    return atomic_load(&it->a.stop) || sl__tree_cancelled(it->base.tree);
 }
 
 static int errno_code(int e)
@@ -142,12 +134,12 @@ static void slot_fail(read_iter *it, slot *s, int rc)
 
 static void publish(read_iter *it, slot **fin, int n)
 {
-    pthread_mutex_lock(&it->mu);
+    pthread_mutex_lock(&it->a.mu);
     for (int i = 0; i < n; i++)
         fin[i]->done = true;
     it->ready += n;
-    pthread_cond_signal(&it->cv_consumer);
-    pthread_mutex_unlock(&it->mu);
+    pthread_cond_signal(&it->a.cv_consumer);
+    pthread_mutex_unlock(&it->a.mu);
 }
 
 /* Copies tensor 0 of `in` into buf as a C string: the path. */
@@ -395,18 +387,18 @@ static void account(read_iter *it)
  * the budget. False when stopping. */
 static bool wait_room(read_iter *it)
 {
-    pthread_mutex_lock(&it->mu);
+    pthread_mutex_lock(&it->a.mu);
     while (!stopped(it) && atomic_load(&it->count) >= room(it))
-        pthread_cond_wait(&it->cv_producer, &it->mu);
-    pthread_mutex_unlock(&it->mu);
-    return sl__tree_wait_budget(it->base.tree, &it->count, &it->stop);
+        pthread_cond_wait(&it->a.cv_producer, &it->a.mu);
+    pthread_mutex_unlock(&it->a.mu);
+    return sl__tree_wait_budget(it->base.tree, &it->count, &it->a.stop);
 }
 
 static void producer_finish(read_iter *it, int rc)
 {
     char *msg = NULL;
     if (rc < 0) {
-        msg = sl__strdup(sl__error_msg()); /* the engine failed: reads may be in flight */
+        msg = NULL; /* the engine failed (reads may be in flight): this thread's message */
     } else {
         rc = it->input_rc < 0 ? it->input_rc : SL_EOF;
         msg = it->input_msg;
@@ -416,12 +408,7 @@ static void producer_finish(read_iter *it, int rc)
         sl__io_close(it->io);
         it->io = NULL;
     }
-    pthread_mutex_lock(&it->mu);
-    it->done = true;
-    it->end_rc = rc;
-    it->end_msg = msg;
-    pthread_cond_signal(&it->cv_consumer);
-    pthread_mutex_unlock(&it->mu);
+    sl__async_finish(&it->a, rc, msg);
 }
 
 static void *producer_main(void *arg)
@@ -456,7 +443,7 @@ static void *producer_main(void *arg)
 static int take(read_iter *it, slot *out)
 {
     int rc = 0, ready = -1;
-    pthread_mutex_lock(&it->mu);
+    pthread_mutex_lock(&it->a.mu);
     for (;;) {
         slot *s = &it->slots[it->head % it->nslots];
         bool any = atomic_load(&it->count) > 0;
@@ -465,7 +452,7 @@ static int take(read_iter *it, slot *out)
             *s = (slot){.fd = -1};
             it->head++;
             atomic_fetch_sub(&it->count, 1);
-            pthread_cond_signal(&it->cv_producer);
+            pthread_cond_signal(&it->a.cv_producer);
             if (ready < 0)
                 ready = it->ready;
             it->ready--;
@@ -474,19 +461,17 @@ static int take(read_iter *it, slot *out)
         ready = 0; /* waits: found it empty */
         /* every slot is complete at a normal end; after an engine failure
          * the reads left in flight never will be */
-        if (it->done) {
-            rc = it->end_rc;
-            if (rc < 0)
-                sl__set_error_str(rc, it->end_msg);
+        if (it->a.ended) {
+            rc = sl__async_end(&it->a);
             break;
         }
         if (stopped(it)) {
             rc = sl__set_error(SL_ECANCELED, "%s: canceled", sl_dataset_name(it->base.ds));
             break;
         }
-        pthread_cond_wait(&it->cv_consumer, &it->mu);
+        pthread_cond_wait(&it->a.cv_consumer, &it->a.mu);
     }
-    pthread_mutex_unlock(&it->mu);
+    pthread_mutex_unlock(&it->a.mu);
     if (rc == 0)
         sl__stat_take(it->base.stats, ready);
     return rc;
@@ -517,22 +502,14 @@ static int read_next(sl__iter *base, sl_element **out)
 
 static void read_cancel(sl__iter *base)
 {
-    read_iter *it = (read_iter *)base;
-    pthread_mutex_lock(&it->mu);
-    atomic_store(&it->stop, true);
-    pthread_cond_broadcast(&it->cv_consumer);
-    pthread_cond_broadcast(&it->cv_producer);
-    pthread_mutex_unlock(&it->mu);
+    sl__async_cancel(&((read_iter *)base)->a);
 }
 
 static void read_destroy(sl__iter *base)
 {
     read_iter *it = (read_iter *)base;
     sl__iter_unregister(base);
-    read_cancel(base);
-    sl__tree_wake(base->tree);
-    if (it->producer_started)
-        pthread_join(it->producer, NULL);
+    sl__async_join(&it->a, base->tree);
     /* reads in flight write into the slots' buffers until they end */
     sl__io_close(it->io);
     atomic_store(&base->stats->in_flight, 0);
@@ -543,11 +520,8 @@ static void read_destroy(sl__iter *base)
     sl__free(it->cqes, (size_t)it->depth * sizeof *it->cqes);
     sl__free(it->finished, (size_t)it->depth * sizeof *it->finished);
     sl__strfree(it->input_msg);
-    sl__strfree(it->end_msg);
     sl__iter_free(it->input);
-    pthread_cond_destroy(&it->cv_consumer);
-    pthread_cond_destroy(&it->cv_producer);
-    pthread_mutex_destroy(&it->mu);
+    sl__async_fini(&it->a);
 }
 
 static const sl__iter_ops read_iter_ops = {read_next, read_cancel, read_destroy};
@@ -590,7 +564,7 @@ static int read_setup(read_iter *it, int64_t epoch)
         return SL_ENOMEM;
     for (int i = 0; i < it->nslots; i++)
         it->slots[i].fd = -1;
-    return sl__thread_start(&it->producer, producer_main, it);
+    return sl__async_start(&it->a, producer_main, it);
 }
 
 static int read_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
@@ -599,10 +573,7 @@ static int read_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t
     read_iter *it = sl__iter_alloc(&read_iter_ops, sizeof *it, ds, tree, key, epoch);
     if (!it)
         return SL_ENOMEM;
-    pthread_mutex_init(&it->mu, NULL);
-    pthread_cond_init(&it->cv_consumer, NULL);
-    pthread_cond_init(&it->cv_producer, NULL);
-    it->end_rc = SL_EOF;
+    sl__async_init(&it->a);
     int rc = depth_knob(it);
     if (rc == 0)
         rc = read_setup(it, epoch);
@@ -610,7 +581,6 @@ static int read_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t
         sl__iter_free(&it->base);
         return rc;
     }
-    it->producer_started = true;
     sl__iter_register(&it->base);
     *out = &it->base;
     return 0;

@@ -1,0 +1,63 @@
+#include "async.h"
+#include "node.h"
+
+void sl__async_init(sl__async *a)
+{
+    pthread_mutex_init(&a->mu, NULL);
+    pthread_cond_init(&a->cv_consumer, NULL);
+    pthread_cond_init(&a->cv_producer, NULL);
+    atomic_init(&a->stop, false);
+}
+
+int sl__async_start(sl__async *a, void *(*fn)(void *), void *arg)
+{
+    int rc = sl__thread_start(&a->thread, fn, arg);
+    a->started = rc == 0;
+    return rc;
+}
+
+void sl__async_cancel(sl__async *a)
+{
+    pthread_mutex_lock(&a->mu);
+    atomic_store(&a->stop, true);
+    pthread_cond_broadcast(&a->cv_consumer);
+    pthread_cond_broadcast(&a->cv_producer);
+    pthread_mutex_unlock(&a->mu);
+}
+
+void sl__async_join(sl__async *a, sl__tree *t)
+{
+    sl__async_cancel(a);
+    sl__tree_wake(t);
+    if (a->started)
+        pthread_join(a->thread, NULL);
+    a->started = false;
+}
+
+void sl__async_finish(sl__async *a, int rc, char *msg)
+{
+    if (rc < 0 && !msg && !(msg = sl__strdup(sl__error_msg())))
+        rc = SL_ENOMEM;
+    pthread_mutex_lock(&a->mu);
+    a->ended = true;
+    a->end_rc = rc;
+    a->end_msg = msg;
+    pthread_cond_broadcast(&a->cv_consumer);
+    pthread_mutex_unlock(&a->mu);
+}
+
+int sl__async_end(const sl__async *a)
+{
+    if (a->end_rc < 0)
+        sl__set_error_str(a->end_rc, a->end_msg);
+    return a->end_rc;
+}
+
+void sl__async_fini(sl__async *a)
+{
+    sl__strfree(a->end_msg);
+    a->end_msg = NULL;
+    pthread_cond_destroy(&a->cv_consumer);
+    pthread_cond_destroy(&a->cv_producer);
+    pthread_mutex_destroy(&a->mu);
+}
