@@ -86,7 +86,7 @@ static int64_t delta(int64_t now, int64_t *prev)
 static void read_counters(sl__autotune *at, sl__at_snapshot *snap)
 {
     sl__tree *t = at->t;
-    snap->consumer_wait_ns = delta(load(&t->consumer_wait_ns), &at->prev_wait);
+    snap->consumer_wait_ns = delta(sl__consumer_wait(t, sl__now_ns()), &at->prev_wait);
     snap->consumer_step_ns = delta(load(&t->consumer_step_ns), &at->prev_step);
     snap->consumer_calls = delta(load(&t->consumer_calls), &at->prev_calls);
     snap->ram_budget = t->ram_budget;

@@ -477,6 +477,18 @@ static void trace_consumer(sl__tree *t, int64_t t0, int64_t t1)
         sl__trace_sample(t, t1, TRACE_SAMPLE_NS);
 }
 
+int64_t sl__consumer_wait(sl__tree *t, int64_t now)
+{
+    for (;;) {
+        int64_t since = atomic_load_explicit(&t->consumer_since_ns, memory_order_acquire);
+        int64_t wait = atomic_load_explicit(&t->consumer_wait_ns, memory_order_acquire);
+        /* a call that ended (or began) between the two loads: read again */
+        if (atomic_load_explicit(&t->consumer_since_ns, memory_order_acquire) != since)
+            continue;
+        return wait + (since && now > since ? now - since : 0);
+    }
+}
+
 SL_API int sl_next(sl_iterator *it, sl_element **out)
 {
     *out = NULL;
@@ -486,6 +498,7 @@ SL_API int sl_next(sl_iterator *it, sl_element **out)
         return it->err;
     sl__tree *t = &it->tree;
     int64_t t0 = sl__now_ns();
+    atomic_store_explicit(&t->consumer_since_ns, t0, memory_order_release);
     if (it->last_return_ns)
         sl__stat_add_single(&t->consumer_step_ns, t0 - it->last_return_ns);
     int rc = sl__iter_next(it->root, out);
@@ -493,6 +506,7 @@ SL_API int sl_next(sl_iterator *it, sl_element **out)
     it->last_return_ns = t1;
     /* one thread at a time uses the iterator: single writer */
     sl__stat_add_single(&t->consumer_wait_ns, t1 - t0);
+    atomic_store_explicit(&t->consumer_since_ns, 0, memory_order_release);
     sl__stat_add_single(&t->consumer_calls, 1);
     if (t->trace)
         trace_consumer(t, t0, t1);

@@ -177,7 +177,8 @@ struct sl__tree {
     /* observation and control (src/graph/stats.h, src/autotune/) */
     int64_t start_ns;
     atomic_llong end_ns;           /* when sl_next first returned SL_EOF or an error */
-    atomic_llong consumer_wait_ns; /* time inside sl_next */
+    atomic_llong consumer_wait_ns; /* time inside sl_next, calls that returned */
+    atomic_llong consumer_since_ns; /* when the call in progress began, 0: none */
     atomic_llong consumer_step_ns; /* time between sl_next calls */
     atomic_llong consumer_calls;
     sl__node_stats *stats_head;    /* under mu; entries are never removed */
@@ -205,6 +206,10 @@ int sl__policy(sl__iter *it, int code);
 /* Seed for a node: an explicit op seed wins, else the global seed; both are
  * mixed with the node key so twin nodes differ. */
 uint64_t sl__node_seed(const sl__iter *it, int64_t op_seed);
+
+/* consumer_wait_ns plus the call to sl_next in progress, as of `now`: so a
+ * long wait shows while it lasts, not only when it ends. Any thread. */
+int64_t sl__consumer_wait(sl__tree *t, int64_t now);
 
 /* Byte accounting for buffered elements. */
 void sl__tree_hold(sl__tree *t, int64_t bytes);

@@ -200,7 +200,7 @@ static void copy_node(obs_node *o, const sl__node_stats *ns, int threads, double
 static void globals(sl_stats *s, sl__tree *t, double wall_ns)
 {
     double *g = s->g;
-    int64_t wait = atomic_load(&t->consumer_wait_ns), step = atomic_load(&t->consumer_step_ns);
+    int64_t wait = sl__consumer_wait(t, sl__now_ns()), step = atomic_load(&t->consumer_step_ns);
     s->calls = atomic_load(&t->consumer_calls);
     g[SL_GLOBAL_WALL_SECONDS] = wall_ns / 1e9;
     g[SL_GLOBAL_STALL_FRACTION] = clamp01(ratio((double)wait, wall_ns));

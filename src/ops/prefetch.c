@@ -123,13 +123,13 @@ static void prefetch_destroy(sl__iter *base)
 static const sl__iter_ops prefetch_iter_ops = {prefetch_next, prefetch_cancel, prefetch_destroy};
 
 /* Registers the node and its depth knob: SL_AUTOTUNE under the controller
- * starts at 1 and may grow to MAX_AUTO_DEPTH, without it it is the
+ * starts at 2 and may grow to MAX_AUTO_DEPTH, without it it is the
  * documented 2. The ring has room for the maximum. */
 static int depth_knob(prefetch_iter *it, int64_t d)
 {
     sl__tree *tree = it->base.tree;
     bool autotune = d == SL_AUTOTUNE && tree->autotune;
-    int64_t initial = d != SL_AUTOTUNE ? d : autotune ? 1 : DEFAULT_DEPTH;
+    int64_t initial = d != SL_AUTOTUNE ? d : autotune ? 2 : DEFAULT_DEPTH;
     int64_t max = autotune ? MAX_AUTO_DEPTH : initial;
     sl__node_stats *ns = sl__stats_node(tree, it->base.key, sl_dataset_name(it->base.ds),
                                         SL__NODE_PREFETCH, it->base.depth);
