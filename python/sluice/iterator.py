@@ -57,6 +57,9 @@ class _Puller:
         try:
             self._run()
         finally:
+            # Hand this thread's allocation caches back now: the thread's
+            # own exit would do it too, but only after join() has returned.
+            lib.sl_release_memory()
             self.exited.release()
 
     def _run(self):
