@@ -745,26 +745,14 @@ static void fused_destroy(sl__iter *base)
 
 static const sl__iter_ops fused_iter_ops = {fused_next, fused_cancel, fused_destroy};
 
-/* Registers the node as a map with a parallelism knob, as ops/map.c does:
- * SL_AUTOTUNE under the controller starts at 1 and may grow to 4 tasks per
- * worker; without it, 2 per worker. Capacity: the batches ahead. */
+/* Registers the node and its parallelism knob as a map does. Capacity:
+ * the batches ahead. */
 static int parallelism_knob(fused_iter *it, int parallelism)
 {
-    sl__tree *tree = it->base.tree;
-    int threads = sl_runtime_threads(tree->rt);
-    bool autotune = parallelism == SL_AUTOTUNE && tree->autotune;
-    int64_t initial = parallelism != SL_AUTOTUNE ? parallelism : autotune ? 1 : 2 * threads;
-    int64_t max = autotune ? 4 * (int64_t)threads : initial;
-    if (max < initial)
-        max = initial;
-    sl__node_stats *ns = sl__stats_node(tree, it->base.key, sl_dataset_name(it->base.ds),
-                                        SL__NODE_MAP, it->base.depth);
-    it->parallelism = ns ? sl__stats_knob(ns, "parallelism", SL__KNOB_PARALLELISM, 1, max,
-                                          initial, autotune)
-                         : NULL;
+    it->parallelism = sl__map_parallelism_knob(&it->base, parallelism);
     if (!it->parallelism)
-        return sl__set_error(SL_EINTERNAL, "map_image: cannot register its parallelism knob");
-    atomic_store(&ns->capacity, BATCHES_AHEAD * it->n);
+        return SL_EINTERNAL;
+    atomic_store(&it->base.stats->capacity, BATCHES_AHEAD * it->n);
     return 0;
 }
 

@@ -424,27 +424,34 @@ static void map_destroy(sl__iter *base)
 
 static const sl__iter_ops map_iter_ops = {map_next, map_cancel, map_destroy};
 
-/* Registers the node as a map and its parallelism knob. SL_AUTOTUNE under
- * the controller starts at 1 and may grow to 4 tasks per worker; without
- * it, it is the documented 2 per worker. The window is sized for the
- * knob's maximum, so the controller can raise it without reallocating. */
-static int parallelism_knob(map_iter *it, int parallelism)
+sl__knob *sl__map_parallelism_knob(sl__iter *it, int parallelism)
 {
-    sl__tree *tree = it->base.tree;
+    sl__tree *tree = it->tree;
     int threads = sl_runtime_threads(tree->rt);
     bool autotune = parallelism == SL_AUTOTUNE && tree->autotune;
     int64_t initial = parallelism != SL_AUTOTUNE ? parallelism : autotune ? 1 : 2 * threads;
     int64_t max = autotune ? 4 * (int64_t)threads : initial;
     if (max < initial)
         max = initial;
-    sl__node_stats *ns = sl__stats_node(tree, it->base.key, sl_dataset_name(it->base.ds),
-                                        SL__NODE_MAP, it->base.depth);
-    it->parallelism = ns ? sl__stats_knob(ns, "parallelism", SL__KNOB_PARALLELISM, 1, max,
-                                          initial, autotune)
-                         : NULL;
+    sl__node_stats *ns = sl__stats_node(tree, it->key, sl_dataset_name(it->ds), SL__NODE_MAP,
+                                        it->depth);
+    sl__knob *k = ns ? sl__stats_knob(ns, "parallelism", SL__KNOB_PARALLELISM, 1, max, initial,
+                                      autotune)
+                     : NULL;
+    if (!k)
+        sl__set_error(SL_EINTERNAL, "%s: cannot register its parallelism knob",
+                      sl_dataset_name(it->ds));
+    return k;
+}
+
+/* The window is sized for the knob's maximum, so the controller can raise
+ * it without reallocating. */
+static int parallelism_knob(map_iter *it, int parallelism)
+{
+    it->parallelism = sl__map_parallelism_knob(&it->base, parallelism);
     if (!it->parallelism)
-        return sl__set_error(SL_EINTERNAL, "%s: cannot register its parallelism knob",
-                             sl_dataset_name(it->base.ds));
+        return SL_EINTERNAL;
+    int64_t max = it->parallelism->max;
     it->ahead = (int)(2 * max);
     return 0;
 }
