@@ -192,7 +192,11 @@ static bool window_ready(const sl__at_state *s)
     int64_t min = s->mode == SL__AT_ADAPTING ? WINDOW_FAST : WINDOW_SLOW;
     if (s->window_ns < min)
         return false;
-    return s->calls >= MIN_CALLS || (s->window_ns >= WINDOW_MAX && s->calls > 0);
+    /* a consumer that spent most of the window waiting needs no more
+     * calls to show the pipeline is short: slow batches (large images)
+     * would otherwise hold the first decision back for seconds */
+    bool starved = s->calls > 0 && 2 * s->wait_ns >= s->window_ns;
+    return s->calls >= MIN_CALLS || starved || (s->window_ns >= WINDOW_MAX && s->calls > 0);
 }
 
 static void update_el_bytes(sl__at_state *s, const sl__at_snapshot *snap)
