@@ -192,10 +192,11 @@ static bool window_ready(const sl__at_state *s)
     int64_t min = s->mode == SL__AT_ADAPTING ? WINDOW_FAST : WINDOW_SLOW;
     if (s->window_ns < min)
         return false;
-    /* a consumer that spent most of the window waiting needs no more
-     * calls to show the pipeline is short: slow batches (large images)
-     * would otherwise hold the first decision back for seconds */
-    bool starved = s->calls > 0 && 2 * s->wait_ns >= s->window_ns;
+    /* a consumer that spent most of the window waiting (the call in
+     * progress included) needs no more calls to show the pipeline is
+     * short: slow batches (large images, a cold start) would otherwise hold
+     * the first decision back for seconds */
+    bool starved = 2 * s->wait_ns >= s->window_ns;
     return s->calls >= MIN_CALLS || starved || (s->window_ns >= WINDOW_MAX && s->calls > 0);
 }
 

@@ -529,7 +529,7 @@ static ibatch *batch_next(fused_iter *it, int *rc)
     for (;;) {
         ibatch *w = it->window[it->consume_seq % BATCHES_AHEAD];
         bool done = w && w->seq == it->consume_seq && w->closed && w->remaining == 0;
-        if (ready < 0)
+        if (ready == -1)
             ready = done ? finished_images(it) : 0;
         if (done) {
             it->window[it->consume_seq % BATCHES_AHEAD] = NULL;
@@ -546,6 +546,10 @@ static ibatch *batch_next(fused_iter *it, int *rc)
             *rc = sl__set_error(SL_ECANCELED, "map_image: canceled");
             break;
         }
+        if (ready == 0) { /* an empty take counts when the wait starts */
+            sl__stat_take(it->base.stats, 0);
+            ready = -2;
+        }
         pthread_cond_wait(&it->a.cv_consumer, &it->a.mu);
     }
     pthread_mutex_unlock(&it->a.mu);
@@ -553,7 +557,8 @@ static ibatch *batch_next(fused_iter *it, int *rc)
         atomic_fetch_sub(&it->pending, 1);
         sl__iter_unhold(&it->base, b->held);
         b->held = 0;
-        sl__stat_take(it->base.stats, ready);
+        if (ready >= 0)
+            sl__stat_take(it->base.stats, ready);
     }
     return b;
 }

@@ -331,18 +331,22 @@ static chunk *chunk_next(map_iter *it, int *rc)
             *rc = sl__set_error(SL_ECANCELED, "%s: canceled", sl_dataset_name(it->base.ds));
             break;
         }
+        if (!waited) /* an empty take counts when the wait starts, so the
+                      * controller sees a long one while it lasts */
+            sl__stat_take(it->base.stats, 0);
         waited = true;
         pthread_cond_wait(&it->a.cv_consumer, &it->a.mu);
     }
     if (c) {
-        ready = waited ? 0 : it->ready;
+        ready = it->ready;
         it->ready -= c->n;
     }
     pthread_mutex_unlock(&it->a.mu);
     if (c) {
         atomic_fetch_sub(&it->pending, 1);
         sl__iter_unhold(&it->base, c->bytes);
-        sl__stat_take(it->base.stats, ready);
+        if (!waited)
+            sl__stat_take(it->base.stats, ready);
     }
     return c;
 }

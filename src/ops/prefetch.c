@@ -70,7 +70,7 @@ static int prefetch_next(sl__iter *base, sl_element **out)
     pthread_mutex_lock(&it->a.mu);
     for (;;) {
         int c = atomic_load(&it->count);
-        if (seen < 0)
+        if (seen == -1)
             seen = c;
         if (c > 0) {
             el = it->ring[it->head];
@@ -88,12 +88,17 @@ static int prefetch_next(sl__iter *base, sl_element **out)
             rc = sl__set_error(SL_ECANCELED, "prefetch: canceled");
             break;
         }
+        if (seen == 0) { /* an empty take counts when the wait starts */
+            sl__stat_take(base->stats, 0);
+            seen = -2;
+        }
         pthread_cond_wait(&it->a.cv_consumer, &it->a.mu);
     }
     pthread_mutex_unlock(&it->a.mu);
     if (el) {
         sl__iter_unhold(base, (int64_t)sl__element_bytes(el));
-        sl__stat_take(base->stats, seen);
+        if (seen >= 0)
+            sl__stat_take(base->stats, seen);
         *out = el;
     }
     return rc;
