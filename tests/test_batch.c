@@ -5,56 +5,6 @@
 #include "graph/node.h"
 #include "testutil.h"
 
-/* Appends a string tensor of the given shape holding strs (row-major). */
-static void add_strings(sl_element *el, int ndim, const int64_t *shape, const char *const *strs)
-{
-    int64_t n = sl__shape_count(ndim, shape);
-    size_t len = 0;
-    for (int64_t i = 0; i < n; i++)
-        len += strlen(strs[i]);
-    struct sl_tensor *t = sl__element_push(el, SL_STRING, ndim, shape,
-                                           (size_t)(n + 1) * sizeof(uint64_t) + len);
-    assert_non_null(t);
-    uint64_t *off = t->data;
-    char *bytes = (char *)(off + n + 1);
-    off[0] = 0;
-    for (int64_t i = 0; i < n; i++) {
-        size_t l = strlen(strs[i]);
-        memcpy(bytes + off[i], strs[i], l);
-        off[i + 1] = off[i] + l;
-    }
-}
-
-static sl_element *el_i64(int64_t v)
-{
-    sl_element *el = sl_element_create(1);
-    assert_int_equal(sl_element_add_int64(el, v), 0);
-    return el;
-}
-
-static sl_element *el_str(const char *s)
-{
-    sl_element *el = sl_element_create(1);
-    assert_int_equal(sl_element_add_string(el, s, strlen(s)), 0);
-    return el;
-}
-
-static void check_string(const sl_tensor *t, int64_t i, const char *want)
-{
-    size_t len;
-    const char *s = sl_tensor_string(t, i, &len);
-    assert_non_null(s);
-    assert_int_equal(len, strlen(want));
-    assert_memory_equal(s, want, len);
-}
-
-static void check_shape(const sl_tensor *t, int ndim, const int64_t *shape)
-{
-    assert_int_equal(sl_tensor_ndim(t), ndim);
-    for (int i = 0; i < ndim; i++)
-        assert_int_equal(sl_tensor_shape(t)[i], shape[i]);
-}
-/* ---- end of the test-local source ---- */
 
 static int keep_all(sl_map_ctx *ctx, const sl_element *el, void *user)
 {
@@ -164,7 +114,7 @@ static void test_batch_of_batches(void **state)
     for (int b = 0; b < 2; b++) {
         assert_int_equal(sl_next(it, &el), 0);
         const sl_tensor *t = sl_element_tensor(el, 0);
-        check_shape(t, 2, (int64_t[]){3, 2});
+        tu_check_shape(t, 2, (int64_t[]){3, 2});
         const int64_t *d = sl_tensor_data(t);
         for (int i = 0; i < 6; i++)
             assert_int_equal(d[i], b * 6 + i);
@@ -197,7 +147,7 @@ static void test_shape_mismatch(void **state)
 static void test_dtype_and_count_mismatch(void **state)
 {
     (void)state;
-    sl_element *a = el_i64(1), *b = sl_element_create(1);
+    sl_element *a = tu_el_i64(1), *b = sl_element_create(1);
     assert_int_equal(sl_element_add_float32(b, 2.0f), 0);
     sl_dataset *ds = sl_batch(tu_elements((sl_element *[]){a, b}, 2, -3), 2, 0);
     int64_t *got;
@@ -209,7 +159,7 @@ static void test_dtype_and_count_mismatch(void **state)
     assert_non_null(strstr(msg, "int64"));
     sl_dataset_free(ds);
 
-    a = el_i64(1);
+    a = tu_el_i64(1);
     b = sl_element_create(2);
     assert_int_equal(sl_element_add_int64(b, 2), 0);
     assert_int_equal(sl_element_add_int64(b, 3), 0);
@@ -220,7 +170,7 @@ static void test_dtype_and_count_mismatch(void **state)
     sl_dataset_free(ds);
 
     /* the first batch is fine; the mismatch is only within the second */
-    sl_element *e[4] = {el_i64(0), el_i64(1), el_i64(2), el_str("x")};
+    sl_element *e[4] = {tu_el_i64(0), tu_el_i64(1), tu_el_i64(2), tu_el_str("x")};
     ds = sl_batch(tu_elements(e, 4, -3), 2, 0);
     assert_int_equal(tu_collect(ds, NULL, &got, &n, msg), SL_EDTYPE);
     assert_int_equal(n, 2);
@@ -250,23 +200,23 @@ static void test_strings(void **state)
     const char *words[] = {"a", "bc", "", "def", "ghij"};
     sl_element *e[5];
     for (int i = 0; i < 5; i++)
-        e[i] = el_str(words[i]);
+        e[i] = tu_el_str(words[i]);
     sl_dataset *ds = sl_batch(tu_elements(e, 5, -3), 3, 0);
     sl_iterator *it = sl_iterator_create(ds, NULL);
     sl_element *el;
     assert_int_equal(sl_next(it, &el), 0);
     const sl_tensor *t = sl_element_tensor(el, 0);
     assert_int_equal(sl_tensor_dtype(t), SL_STRING);
-    check_shape(t, 1, (int64_t[]){3});
+    tu_check_shape(t, 1, (int64_t[]){3});
     for (int i = 0; i < 3; i++)
-        check_string(t, i, words[i]);
+        tu_check_string(t, i, words[i]);
     assert_int_equal(sl_tensor_nbytes(t), 4 * 8 + 3);
     sl_element_release(el);
     assert_int_equal(sl_next(it, &el), 0);
     t = sl_element_tensor(el, 0);
-    check_shape(t, 1, (int64_t[]){2});
-    check_string(t, 0, "def");
-    check_string(t, 1, "ghij");
+    tu_check_shape(t, 1, (int64_t[]){2});
+    tu_check_string(t, 0, "def");
+    tu_check_string(t, 1, "ghij");
     sl_element_release(el);
     assert_int_equal(sl_next(it, &el), SL_EOF);
     sl_iterator_free(it);
@@ -282,7 +232,7 @@ static void test_mixed_columns(void **state)
     for (int i = 0; i < 3; i++) {
         e[i] = sl_element_create(2);
         assert_int_equal(sl_element_add_int64(e[i], 10 + i), 0);
-        add_strings(e[i], 1, (int64_t[]){2}, strs[i]);
+        tu_add_strings(e[i], 1, (int64_t[]){2}, strs[i]);
     }
     sl_dataset *ds = sl_batch(tu_elements(e, 3, -3), 4, 0);
     sl_iterator *it = sl_iterator_create(ds, NULL);
@@ -290,12 +240,12 @@ static void test_mixed_columns(void **state)
     assert_int_equal(sl_next(it, &el), 0);
     assert_int_equal(sl_element_size(el), 2);
     const sl_tensor *nums = sl_element_tensor(el, 0), *s = sl_element_tensor(el, 1);
-    check_shape(nums, 1, (int64_t[]){3});
+    tu_check_shape(nums, 1, (int64_t[]){3});
     for (int i = 0; i < 3; i++)
         assert_int_equal(((const int64_t *)sl_tensor_data(nums))[i], 10 + i);
-    check_shape(s, 2, (int64_t[]){3, 2});
+    tu_check_shape(s, 2, (int64_t[]){3, 2});
     for (int i = 0; i < 6; i++)
-        check_string(s, i, strs[i / 2][i % 2]);
+        tu_check_string(s, i, strs[i / 2][i % 2]);
     sl_element_release(el);
     assert_int_equal(sl_next(it, &el), SL_EOF);
     sl_iterator_free(it);
@@ -303,8 +253,8 @@ static void test_mixed_columns(void **state)
 
     /* a different string shape in the same batch */
     sl_element *a = sl_element_create(1), *b = sl_element_create(1);
-    add_strings(a, 1, (int64_t[]){2}, strs[0]);
-    add_strings(b, 1, (int64_t[]){1}, strs[1]);
+    tu_add_strings(a, 1, (int64_t[]){2}, strs[0]);
+    tu_add_strings(b, 1, (int64_t[]){1}, strs[1]);
     ds = sl_batch(tu_elements((sl_element *[]){a, b}, 2, -3), 2, 0);
     it = sl_iterator_create(ds, NULL);
     assert_int_equal(sl_next(it, &el), SL_ESHAPE);
@@ -338,7 +288,7 @@ static void test_inputs_released(void **state)
     (void)state;
     sl_element *e[4];
     for (int i = 0; i < 4; i++)
-        e[i] = el_i64(i);
+        e[i] = tu_el_i64(i);
     sl_dataset *ds = sl_batch(tu_elements(e, 4, -3), 4, 0);
     sl_iterator *it = sl_iterator_create(ds, NULL);
     sl_element *el;
@@ -376,7 +326,7 @@ static void test_degenerate_tensors(void **state)
     ds = sl_batch(tu_elements(z, 3, 1), 3, 0);
     it = sl_iterator_create(ds, NULL);
     assert_int_equal(sl_next(it, &el), 0);
-    check_shape(sl_element_tensor(el, 0), 2, (int64_t[]){3, 0});
+    tu_check_shape(sl_element_tensor(el, 0), 2, (int64_t[]){3, 0});
     assert_int_equal(sl_tensor_nbytes(sl_element_tensor(el, 0)), 0);
     sl_element_release(el);
     assert_int_equal(sl_next(it, &el), SL_EOF);

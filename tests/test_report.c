@@ -12,43 +12,12 @@
 #include <time.h>
 #include "testutil.h"
 
-static void sleep_us(long us)
-{
-    struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
-    nanosleep(&ts, NULL);
-}
-
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static int identity(sl_map_ctx *ctx, const sl_element *in, sl_element **out, void *user)
-{
-    (void)ctx, (void)user;
-    *out = sl_element_retain((sl_element *)in);
-    return 0;
-}
-
-/* Keeps the CPU busy for *user microseconds. */
-static int spin(sl_map_ctx *ctx, const sl_element *in, sl_element **out, void *user)
-{
-    (void)ctx;
-    int64_t end = mono_ns() + 1000 * *(const int *)user;
-    while (mono_ns() < end) {
-    }
-    *out = sl_element_retain((sl_element *)in);
-    return 0;
-}
-
 /* A predicate that takes *user microseconds (sleeping: synchronous work
  * that is not CPU). */
 static int slow_keep(sl_map_ctx *ctx, const sl_element *el, void *user)
 {
     (void)ctx, (void)el;
-    sleep_us(*(const int *)user);
+    tu_sleep_us(*(const int *)user);
     return 1;
 }
 
@@ -69,7 +38,7 @@ static char *report_of(sl_dataset *ds, long step_us, int64_t stall_target_ppm)
     while ((rc = sl_next(it, &el)) == 0) {
         sl_element_release(el);
         if (step_us)
-            sleep_us(step_us);
+            tu_sleep_us(step_us);
     }
     assert_int_equal(rc, SL_EOF);
     int n = sl_iterator_report_buf(it, NULL, 0);
@@ -102,7 +71,7 @@ static void test_slow_map_is_cpu_bound(void **state)
 {
     (void)state;
     int us = 2000;
-    char *r = report_of(sl_map(sl_range(0, 150, 1), "slow", spin, &us, 2, 0), 0, 0);
+    char *r = report_of(sl_map(sl_range(0, 150, 1), "slow", tu_spin, &us, 2, 0), 0, 0);
     const char *v = verdict(r);
     expect_in(v, "bottleneck: map(slow): 2/2 workers busy");
     expect_in(v, "CPU-bound; more cores would help");
@@ -117,7 +86,7 @@ static void test_slow_map_below_budget(void **state)
 {
     (void)state;
     int us = 2000;
-    sl_dataset *ds = sl_prefetch(sl_map(sl_range(0, 100, 1), "slow", spin, &us, 1, 0), 2);
+    sl_dataset *ds = sl_prefetch(sl_map(sl_range(0, 100, 1), "slow", tu_spin, &us, 1, 0), 2);
     char *r = report_of(ds, 0, 0);
     const char *v = verdict(r);
     expect_in(v, "bottleneck: map(slow): 1/2 workers busy");
@@ -128,7 +97,7 @@ static void test_slow_map_below_budget(void **state)
 static void test_slow_consumer(void **state)
 {
     (void)state;
-    sl_dataset *ds = sl_prefetch(sl_map(sl_range(0, 150, 1), "id", identity, NULL, 2, 0), 4);
+    sl_dataset *ds = sl_prefetch(sl_map(sl_range(0, 150, 1), "id", tu_identity, NULL, 2, 0), 4);
     /* a generous target: sanitizers slow sl_next down */
     char *r = report_of(ds, 2000, 100000);
     const char *v = verdict(r);
@@ -142,7 +111,7 @@ static void test_slow_synchronous_input(void **state)
     (void)state;
     int us = 1000;
     sl_dataset *ds = sl_filter(sl_range(0, 150, 1), "slow", slow_keep, &us);
-    ds = sl_prefetch(sl_map(ds, "id", identity, NULL, 2, 0), 2);
+    ds = sl_prefetch(sl_map(ds, "id", tu_identity, NULL, 2, 0), 2);
     char *r = report_of(ds, 0, 0);
     const char *v = verdict(r);
     expect_in(v, "bottleneck: map(id): its producer waits on its input");
@@ -153,7 +122,7 @@ static void test_slow_synchronous_input(void **state)
 static void test_text(void **state)
 {
     (void)state;
-    sl_dataset *ds = sl_prefetch(sl_map(sl_range(0, 10, 1), "id", identity, NULL, 2, 0), 2);
+    sl_dataset *ds = sl_prefetch(sl_map(sl_range(0, 10, 1), "id", tu_identity, NULL, 2, 0), 2);
     sl_options *o = tu_opts(2, 0);
     sl_iterator *it = sl_iterator_create(ds, o);
     assert_non_null(it);

@@ -18,37 +18,6 @@
 #include "jsoncheck.h"
 #include "testutil.h"
 
-static void sleep_us(long us)
-{
-    struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
-    nanosleep(&ts, NULL);
-}
-
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static int identity(sl_map_ctx *ctx, const sl_element *in, sl_element **out, void *user)
-{
-    (void)ctx, (void)user;
-    *out = sl_element_retain((sl_element *)in);
-    return 0;
-}
-
-/* Keeps the CPU busy for *user microseconds. */
-static int spin(sl_map_ctx *ctx, const sl_element *in, sl_element **out, void *user)
-{
-    (void)ctx;
-    int64_t end = mono_ns() + 1000 * *(const int *)user;
-    while (mono_ns() < end) {
-    }
-    *out = sl_element_retain((sl_element *)in);
-    return 0;
-}
-
 /* A 64 KiB element. */
 static int big(sl_map_ctx *ctx, const sl_element *in, sl_element **out, void *user)
 {
@@ -79,7 +48,7 @@ static int64_t drain(sl_iterator *it, long sleep_per_element_us)
         sl_element_release(el);
         n++;
         if (sleep_per_element_us)
-            sleep_us(sleep_per_element_us);
+            tu_sleep_us(sleep_per_element_us);
     }
     assert_int_equal(rc, SL_EOF);
     return n;
@@ -100,7 +69,7 @@ static int find(const sl_stats *s, const char *name)
 static void test_elements_once_across_passes(void **state)
 {
     (void)state;
-    sl_dataset *ds = sl_map(sl_range(0, 100, 1), "id", identity, NULL, 2, 0);
+    sl_dataset *ds = sl_map(sl_range(0, 100, 1), "id", tu_identity, NULL, 2, 0);
     ds = sl_repeat(sl_prefetch(ds, 2), 3);
     assert_non_null(ds);
     sl_options *o = opts(2, 0);
@@ -135,7 +104,7 @@ static void test_stall_when_the_pipeline_is_slow(void **state)
 {
     (void)state;
     int us = 2000;
-    sl_dataset *ds = sl_map(sl_range(0, 100, 1), "slow", spin, &us, 2, 0);
+    sl_dataset *ds = sl_map(sl_range(0, 100, 1), "slow", tu_spin, &us, 2, 0);
     sl_options *o = opts(2, 0);
     sl_iterator *it = sl_iterator_create(ds, o);
     assert_non_null(it);
@@ -147,7 +116,7 @@ static void test_stall_when_the_pipeline_is_slow(void **state)
     print_message("slow map: stall %.3f, map busy %.3f, empty %.3f\n", stall, busy,
                   sl_stats_node(s, m, SL_NODE_EMPTY));
     assert_true(stall > 0.5 && stall <= 1.0);
-    /* both workers spin most of the time (not all of it: each task waits
+    /* both workers tu_spin most of the time (not all of it: each task waits
      * for the producer's wake-up, which a loaded machine delays) */
     assert_true(busy > 0.25 && busy <= 1.0);
     /* the two workers finish about together: the consumer waits for one
@@ -164,7 +133,7 @@ static void test_stall_when_the_pipeline_is_slow(void **state)
 static void test_step_when_the_consumer_is_slow(void **state)
 {
     (void)state;
-    sl_dataset *ds = sl_map(sl_range(0, 150, 1), "id", identity, NULL, 2, 0);
+    sl_dataset *ds = sl_map(sl_range(0, 150, 1), "id", tu_identity, NULL, 2, 0);
     ds = sl_prefetch(ds, 4);
     sl_options *o = opts(2, 0);
     sl_iterator *it = sl_iterator_create(ds, o);
@@ -214,7 +183,7 @@ static void test_bytes_held_add_up(void **state)
      * the nodes hold is what the iterator holds */
     bool equal = false;
     for (int tries = 0; tries < 400 && !equal; tries++) {
-        sleep_us(5000);
+        tu_sleep_us(5000);
         sl_stats *s = sl_iterator_stats(it);
         double held = sl_stats_global(s, SL_GLOBAL_BUFFERED_BYTES);
         equal = held > 0 && node_bytes(s) == held;
@@ -264,8 +233,8 @@ static sl_stats *stats_of(sl_dataset *ds, const sl_options *o)
 static void test_knobs(void **state)
 {
     (void)state;
-    sl_dataset *ds = sl_map(sl_range(0, 50, 1), "auto", identity, NULL, SL_AUTOTUNE, 0);
-    ds = sl_map(ds, "three", identity, NULL, 3, 0);
+    sl_dataset *ds = sl_map(sl_range(0, 50, 1), "auto", tu_identity, NULL, SL_AUTOTUNE, 0);
+    ds = sl_map(ds, "three", tu_identity, NULL, 3, 0);
     ds = sl_prefetch(ds, SL_AUTOTUNE);
     assert_non_null(ds);
 
@@ -383,7 +352,7 @@ static void test_json(void **state)
 {
     (void)state;
     sl_dataset *ds =
-        sl_map(sl_range(0, 100, 1), "we\"ird\\name\t", identity, NULL, SL_AUTOTUNE, 0);
+        sl_map(sl_range(0, 100, 1), "we\"ird\\name\t", tu_identity, NULL, SL_AUTOTUNE, 0);
     ds = sl_prefetch(ds, SL_AUTOTUNE);
     sl_options *o = opts(2, 1);
     sl_iterator *it = sl_iterator_create(ds, o);
@@ -426,7 +395,7 @@ static void *watch(void *arg)
         if (sl_iterator_report_buf(w->it, buf, sizeof buf) <= 0)
             w->bad = "report";
         w->snapshots++;
-        sleep_us(1000);
+        tu_sleep_us(1000);
     }
     return NULL;
 }
@@ -436,7 +405,7 @@ static void test_snapshots_while_running(void **state)
 {
     (void)state;
     int us = 100;
-    sl_dataset *ds = sl_map(sl_range(0, 2000, 1), "work", spin, &us, 2, 0);
+    sl_dataset *ds = sl_map(sl_range(0, 2000, 1), "work", tu_spin, &us, 2, 0);
     ds = sl_repeat(sl_prefetch(sl_batch(ds, 8, 0), 2), 2);
     sl_options *o = opts(2, 1);
     sl_iterator *it = sl_iterator_create(ds, o);
@@ -483,7 +452,7 @@ static void *move_knobs(void *arg)
             }
         pthread_mutex_unlock(&m->t->mu);
         m->moves++;
-        sleep_us(300);
+        tu_sleep_us(300);
     }
     return NULL;
 }
@@ -508,7 +477,7 @@ static void test_knobs_move_while_running(void **state)
         paths[i] = strdup(p);
     }
     sl_dataset *ds = sl_read_files(sl_from_files((const char *const *)paths, NULL, N));
-    ds = sl_prefetch(sl_map(ds, "id", identity, NULL, SL_AUTOTUNE, 0), SL_AUTOTUNE);
+    ds = sl_prefetch(sl_map(ds, "id", tu_identity, NULL, SL_AUTOTUNE, 0), SL_AUTOTUNE);
     ds = sl_repeat(ds, 3);
     sl_options *o = opts(2, 1);
     assert_int_equal(sl_options_set(o, SL_OPT_IO_DEPTH, 4), 0);

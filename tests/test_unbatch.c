@@ -4,49 +4,6 @@
 #include "graph/node.h"
 #include "testutil.h"
 
-/* Appends a string tensor of the given shape holding strs (row-major). */
-static void add_strings(sl_element *el, int ndim, const int64_t *shape, const char *const *strs)
-{
-    int64_t n = sl__shape_count(ndim, shape);
-    size_t len = 0;
-    for (int64_t i = 0; i < n; i++)
-        len += strlen(strs[i]);
-    struct sl_tensor *t = sl__element_push(el, SL_STRING, ndim, shape,
-                                           (size_t)(n + 1) * sizeof(uint64_t) + len);
-    assert_non_null(t);
-    uint64_t *off = t->data;
-    char *bytes = (char *)(off + n + 1);
-    off[0] = 0;
-    for (int64_t i = 0; i < n; i++) {
-        size_t l = strlen(strs[i]);
-        memcpy(bytes + off[i], strs[i], l);
-        off[i + 1] = off[i] + l;
-    }
-}
-
-static sl_element *el_str(const char *s)
-{
-    sl_element *el = sl_element_create(1);
-    assert_int_equal(sl_element_add_string(el, s, strlen(s)), 0);
-    return el;
-}
-
-static void check_string(const sl_tensor *t, int64_t i, const char *want)
-{
-    size_t len;
-    const char *s = sl_tensor_string(t, i, &len);
-    assert_non_null(s);
-    assert_int_equal(len, strlen(want));
-    assert_memory_equal(s, want, len);
-}
-
-static void check_shape(const sl_tensor *t, int ndim, const int64_t *shape)
-{
-    assert_int_equal(sl_tensor_ndim(t), ndim);
-    for (int i = 0; i < ndim; i++)
-        assert_int_equal(sl_tensor_shape(t)[i], shape[i]);
-}
-/* ---- end of the test-local source ---- */
 
 static void expect_iota(sl_dataset *ds, int64_t n)
 {
@@ -148,7 +105,7 @@ static void test_views(void **state)
     for (int i = 0; i < 4; i++) {
         assert_int_equal(sl_next(it, &slices[i]), 0);
         const sl_tensor *a = sl_element_tensor(slices[i], 0), *b = sl_element_tensor(slices[i], 1);
-        check_shape(a, 1, (int64_t[]){100});
+        tu_check_shape(a, 1, (int64_t[]){100});
         assert_int_equal(sl_tensor_nbytes(a), 400);
         assert_ptr_equal(sl_tensor_data(a), big + 100 * i);
         assert_int_equal(sl_tensor_ndim(b), 0);
@@ -174,8 +131,8 @@ static void test_strings(void **state)
     (void)state;
     const char *words[] = {"alpha", "", "gamma", "de"};
     sl_element *a = sl_element_create(1), *b = sl_element_create(1);
-    add_strings(a, 1, (int64_t[]){4}, words);         /* 4 scalars */
-    add_strings(b, 2, (int64_t[]){2, 2}, words);      /* 2 rows of 2 */
+    tu_add_strings(a, 1, (int64_t[]){4}, words);         /* 4 scalars */
+    tu_add_strings(b, 2, (int64_t[]){2, 2}, words);      /* 2 rows of 2 */
     sl_dataset *ds = sl_unbatch(tu_elements((sl_element *[]){a, b}, 2, -3));
     sl_iterator *it = sl_iterator_create(ds, NULL);
     sl_element *el;
@@ -184,16 +141,16 @@ static void test_strings(void **state)
         const sl_tensor *t = sl_element_tensor(el, 0);
         assert_int_equal(sl_tensor_dtype(t), SL_STRING);
         assert_int_equal(sl_tensor_ndim(t), 0);
-        check_string(t, 0, words[i]);
+        tu_check_string(t, 0, words[i]);
         assert_int_equal(sl_tensor_nbytes(t), 16 + strlen(words[i]));
         sl_element_release(el);
     }
     for (int r = 0; r < 2; r++) {
         assert_int_equal(sl_next(it, &el), 0);
         const sl_tensor *t = sl_element_tensor(el, 0);
-        check_shape(t, 1, (int64_t[]){2});
-        check_string(t, 0, words[2 * r]);
-        check_string(t, 1, words[2 * r + 1]);
+        tu_check_shape(t, 1, (int64_t[]){2});
+        tu_check_string(t, 0, words[2 * r]);
+        tu_check_string(t, 1, words[2 * r + 1]);
         sl_element_release(el);
     }
     assert_int_equal(sl_next(it, &el), SL_EOF);
@@ -207,13 +164,13 @@ static void test_strings_round_trip(void **state)
     const char *words[] = {"x", "yy", "", "zzz", "a long string that is not inline at all"};
     sl_element *e[5];
     for (int i = 0; i < 5; i++)
-        e[i] = el_str(words[i]);
+        e[i] = tu_el_str(words[i]);
     sl_dataset *ds = sl_unbatch(sl_batch(tu_elements(e, 5, -3), 2, 0));
     sl_iterator *it = sl_iterator_create(ds, NULL);
     sl_element *el;
     for (int i = 0; i < 5; i++) {
         assert_int_equal(sl_next(it, &el), 0);
-        check_string(sl_element_tensor(el, 0), 0, words[i]);
+        tu_check_string(sl_element_tensor(el, 0), 0, words[i]);
         sl_element_release(el);
     }
     assert_int_equal(sl_next(it, &el), SL_EOF);

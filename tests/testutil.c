@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include "graph/node.h"
 #include "testutil.h"
@@ -243,3 +244,89 @@ sl_dataset *tu_elements(sl_element **els, int n, int64_t card)
     return &e->base;
 }
 
+
+/* ---- tensor helpers ---- */
+
+/* Appends a string tensor of the given shape holding strs (row-major). */
+void tu_add_strings(sl_element *el, int ndim, const int64_t *shape, const char *const *strs)
+{
+    int64_t n = sl__shape_count(ndim, shape);
+    size_t len = 0;
+    for (int64_t i = 0; i < n; i++)
+        len += strlen(strs[i]);
+    struct sl_tensor *t = sl__element_push(el, SL_STRING, ndim, shape,
+                                           (size_t)(n + 1) * sizeof(uint64_t) + len);
+    assert_non_null(t);
+    uint64_t *off = t->data;
+    char *bytes = (char *)(off + n + 1);
+    off[0] = 0;
+    for (int64_t i = 0; i < n; i++) {
+        size_t l = strlen(strs[i]);
+        memcpy(bytes + off[i], strs[i], l);
+        off[i + 1] = off[i] + l;
+    }
+}
+
+sl_element *tu_el_i64(int64_t v)
+{
+    sl_element *el = sl_element_create(1);
+    assert_int_equal(sl_element_add_int64(el, v), 0);
+    return el;
+}
+
+sl_element *tu_el_str(const char *s)
+{
+    sl_element *el = sl_element_create(1);
+    assert_int_equal(sl_element_add_string(el, s, strlen(s)), 0);
+    return el;
+}
+
+void tu_check_string(const sl_tensor *t, int64_t i, const char *want)
+{
+    size_t len;
+    const char *s = sl_tensor_string(t, i, &len);
+    assert_non_null(s);
+    assert_int_equal(len, strlen(want));
+    assert_memory_equal(s, want, len);
+}
+
+void tu_check_shape(const sl_tensor *t, int ndim, const int64_t *shape)
+{
+    assert_int_equal(sl_tensor_ndim(t), ndim);
+    for (int i = 0; i < ndim; i++)
+        assert_int_equal(sl_tensor_shape(t)[i], shape[i]);
+}
+
+
+/* ---- timing and callbacks ---- */
+
+void tu_sleep_us(long us)
+{
+    struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
+    nanosleep(&ts, NULL);
+}
+
+int64_t tu_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int tu_identity(sl_map_ctx *ctx, const sl_element *in, sl_element **out, void *user)
+{
+    (void)ctx, (void)user;
+    *out = sl_element_retain((sl_element *)in);
+    return 0;
+}
+
+/* Keeps the CPU busy for *user microseconds. */
+int tu_spin(sl_map_ctx *ctx, const sl_element *in, sl_element **out, void *user)
+{
+    (void)ctx;
+    int64_t end = tu_now_ns() + 1000 * *(const int *)user;
+    while (tu_now_ns() < end) {
+    }
+    *out = sl_element_retain((sl_element *)in);
+    return 0;
+}

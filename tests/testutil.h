@@ -33,6 +33,22 @@ int64_t tu_count(sl_dataset *ds, const sl_options *opts);
  * "n"; another value declares a (possibly wrong) cardinality. */
 sl_dataset *tu_elements(sl_element **els, int n, int64_t card);
 
+/* Tensor helpers: a string tensor of the given shape holding strs
+ * (row-major); one-tensor elements; asserts on a string item and a shape. */
+void tu_add_strings(sl_element *el, int ndim, const int64_t *shape, const char *const *strs);
+sl_element *tu_el_i64(int64_t v);
+sl_element *tu_el_str(const char *s);
+void tu_check_string(const sl_tensor *t, int64_t i, const char *want);
+void tu_check_shape(const sl_tensor *t, int ndim, const int64_t *shape);
+
+/* Timing and callbacks many tests share: a sleep, the monotonic clock, a
+ * map that passes elements through, and one that keeps the CPU busy for
+ * *(const int *)user microseconds before passing them through. */
+void tu_sleep_us(long us);
+int64_t tu_now_ns(void);
+int tu_identity(sl_map_ctx *ctx, const sl_element *in, sl_element **out, void *user);
+int tu_spin(sl_map_ctx *ctx, const sl_element *in, sl_element **out, void *user);
+
 /* A counting allocator that can fail the k-th allocation (k >= 1; 0 = never).
  * tu_alloc_install() installs it (asserts sl_set_allocator succeeds). */
 void tu_alloc_install(void);
