@@ -413,36 +413,42 @@ static void test_random_windows_in_bounds(void **state)
     sl__jpeg_free(dec);
 }
 
-/* The AVX2 and SSE2 passes compute the same integers: bit-identical output
- * over random geometries, both flips, odd and even widths. */
-static void test_avx2_matches_sse2(void **state)
+/* The AVX-512, AVX2 and SSE2 passes compute the same integers: bit-identical
+ * output over random geometries (narrow and wide scale factors, so the
+ * AVX-512 pass also falls back where a group of pixels spans too far),
+ * both flips, odd and even widths. Levels the CPU lacks are skipped. */
+static void test_simd_levels_match(void **state)
 {
     (void)state;
-    if (!sl__resize_simd(1)) {
+    if (sl__resize_simd(1) < 0) {
         sl__resize_simd(0);
         skip();
     }
     sl__resizer *rz = sl__resizer_new();
-    static const int outs[] = {224, 1, 7, 64, 131, 2};
+    static const int outs[] = {224, 1, 7, 64, 131, 2, 225, 30};
     uint8_t *a = malloc(300 * 300 * 3), *b = malloc(300 * 300 * 3);
     int W = 357, H = 263;
     uint8_t *src = ju_synth(W, H, 5);
-    for (int i = 0; i < 60; i++) {
-        int os = outs[i % 6];
-        sl__rng rng = sl__rng_make(3, 4, 0, i);
-        double x = sl__rng_uniform(&rng) * W * 0.5, y = sl__rng_uniform(&rng) * H * 0.5;
-        sl__window win = {x, y, 1 + sl__rng_uniform(&rng) * (W - x - 1),
-                          1 + sl__rng_uniform(&rng) * (H - y - 1)};
-        sl__resize_out o = out_u8(a, os, os + i % 3);
-        o.flip = i % 2;
-        sl__resize_simd(1);
-        assert_int_equal(sl__resize(rz, src, W, H, (size_t)W * 3, &win, &o), 0);
-        o.data = b;
-        sl__resize_simd(0);
-        assert_int_equal(sl__resize(rz, src, W, H, (size_t)W * 3, &win, &o), 0);
-        assert_memory_equal(a, b, (size_t)os * (os + i % 3) * 3);
+    for (int level = 1; level <= 2; level++) {
+        if (sl__resize_simd(level) < 0)
+            continue;
+        for (int i = 0; i < 80; i++) {
+            int os = outs[i % 8];
+            sl__rng rng = sl__rng_make(3, 4, 0, i);
+            double x = sl__rng_uniform(&rng) * W * 0.5, y = sl__rng_uniform(&rng) * H * 0.5;
+            sl__window win = {x, y, 1 + sl__rng_uniform(&rng) * (W - x - 1),
+                              1 + sl__rng_uniform(&rng) * (H - y - 1)};
+            sl__resize_out o = out_u8(a, os, os + i % 3);
+            o.flip = i % 2;
+            assert_int_equal(sl__resize_simd(level), level);
+            assert_int_equal(sl__resize(rz, src, W, H, (size_t)W * 3, &win, &o), 0);
+            o.data = b;
+            sl__resize_simd(0);
+            assert_int_equal(sl__resize(rz, src, W, H, (size_t)W * 3, &win, &o), 0);
+            assert_memory_equal(a, b, (size_t)os * (os + i % 3) * 3);
+        }
     }
-    sl__resize_simd(1);
+    sl__resize_simd(sl__resize_simd(2) < 0 ? 1 : 2);
     free(src);
     free(a);
     free(b);
@@ -494,7 +500,7 @@ int main(void)
         cmocka_unit_test(test_constant_exact),
         cmocka_unit_test(test_flip_layout_float),
         cmocka_unit_test(test_random_windows_in_bounds),
-        cmocka_unit_test(test_avx2_matches_sse2),
+        cmocka_unit_test(test_simd_levels_match),
         cmocka_unit_test(test_steady_state_and_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -97,8 +97,8 @@ void sl__resizer_free(sl__resizer *r);
  * SL_ENOMEM. */
 int sl__resize(sl__resizer *r, const uint8_t *src, int w, int h, size_t stride,
                const sl__window *win, const sl__resize_out *out);
-/* Tests: 1 selects the AVX2 passes (returns 0 if the CPU lacks AVX2), 0
- * the SSE2 ones. Both compute the same integers. */
-int sl__resize_simd(int avx2);
+/* Tests: selects the SSE2 (0), AVX2 (1) or AVX-512 (2) passes; returns
+ * the level, or -1 if the CPU lacks it. All compute the same integers. */
+int sl__resize_simd(int level);
 
 #endif

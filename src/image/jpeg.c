@@ -26,7 +26,9 @@
  * on the cropped, DCT-scaled ones. Both defaults stay: they are what PIL
  * and torchvision decode with. */
 #define SL__JPEG_DCT JDCT_ISLOW
+#ifndef SL__JPEG_FANCY
 #define SL__JPEG_FANCY TRUE
+#endif
 
 struct sl__jpeg {
     struct jpeg_decompress_struct cinfo;

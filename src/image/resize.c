@@ -41,7 +41,7 @@
 #define IBITS 6  /* fraction bits of the intermediate row (255 << 6 fits int16) */
 #define VSHIFT (WBITS - IBITS)
 #define HSHIFT (WBITS + IBITS)
-#define ROW_PAD 16 /* int16 after the intermediate row that SIMD reads may touch */
+#define ROW_PAD 64 /* int16 after the intermediate row that SIMD reads may touch */
 
 /* Filter taps of one axis; rebuilt only when the geometry changes. */
 typedef struct axis {
@@ -54,6 +54,13 @@ typedef struct axis {
     int32_t *start;  /* first source pixel of each output sample */
     int16_t *w;      /* out x pitch, zero-padded */
     size_t start_cap, w_cap; /* bytes */
+    /* AVX-512 horizontal pass, built on first use after the taps change:
+     * per group of 4 samples, its first pixel and per pair of taps a word
+     * permutation and the matching weights (see horizontal_avx512). */
+    int g_state;     /* 0: not built, 1: built, -1: a group spans too far */
+    int32_t *g_base;
+    int16_t *g_tab;  /* groups x pitch/2 x (32 indices, 32 weights) */
+    size_t g_base_cap, g_tab_cap;
 } axis;
 
 struct sl__resizer {
@@ -89,6 +96,8 @@ static void axis_free(axis *a)
 {
     sl__free_aligned(a->start, a->start_cap, SL__ALIGN);
     sl__free_aligned(a->w, a->w_cap, SL__ALIGN);
+    sl__free_aligned(a->g_base, a->g_base_cap, SL__ALIGN);
+    sl__free_aligned(a->g_tab, a->g_tab_cap, SL__ALIGN);
 }
 
 void sl__resizer_free(sl__resizer *r)
@@ -111,6 +120,20 @@ static int clampd(double v, int lo, int hi)
     return v < lo ? lo : v > hi ? hi : (int)v;
 }
 
+/* floor and ceil without libm calls (x86-64's baseline has no roundsd);
+ * the clamp keeps the conversion defined for any finite window. */
+static inline int ifloor(double v)
+{
+    v = v < -1e9 ? -1e9 : v > 1e9 ? 1e9 : v;
+    int i = (int)v;
+    return i - (i > v);
+}
+
+static inline int iceil(double v)
+{
+    return -ifloor(-v);
+}
+
 /* The taps of output sample i: pixels strictly inside the triangle's
  * support around its centre c, clipped to [lo, hi). */
 static void tap_range(const axis *a, int i, double *c, double *fs, int *first, int *last)
@@ -118,9 +141,9 @@ static void tap_range(const axis *a, int i, double *c, double *fs, int *first, i
     double scale = a->len / a->out;
     *fs = scale > 1 ? scale : 1;
     *c = a->pos + (i + 0.5) * scale - 0.5;
-    double f = floor(*c - *fs) + 1, l = ceil(*c + *fs) - 1;
-    *first = f < a->lo ? a->lo : f > a->hi - 1 ? a->hi - 1 : (int)f;
-    *last = l > a->hi - 1 ? a->hi - 1 : l < a->lo ? a->lo : (int)l;
+    int f = ifloor(*c - *fs) + 1, l = iceil(*c + *fs) - 1;
+    *first = f < a->lo ? a->lo : f > a->hi - 1 ? a->hi - 1 : f;
+    *last = l > a->hi - 1 ? a->hi - 1 : l < a->lo ? a->lo : l;
     if (*first > *last) /* centre outside the pixels (a degenerate window) */
         *first = *last = clampd(nearbyint(*c), a->lo, a->hi - 1);
 }
@@ -165,6 +188,7 @@ static int axis_build(axis *a, double pos, double len, int size, int out)
     if (a->valid && a->pos == pos && a->len == len && a->size == size && a->out == out)
         return 0;
     a->valid = false;
+    a->g_state = 0;
     a->pos = pos, a->len = len, a->size = size, a->out = out;
     /* The pixels the window touches; the slack absorbs the rounding of
      * window coordinates that were divided by the DCT scale. */
@@ -247,14 +271,15 @@ static void vertical(const uint8_t *src, size_t stride, const int16_t *w, int ta
  * they become R0 R1 G0 G1 B0 B1 .., and pmaddwd with (w[k], w[k+1]) gives
  * R, G, B sums in lanes 0-2. Reads up to 2 int16 past the pair: the row has
  * ROW_PAD zeros at its end. Inlined per pair count so the tap loop
- * unrolls. Columns are written in ascending output order so that each
- * 4-byte store only clobbers a pixel still to be written; the last one is
- * stored bytewise. */
+ * unrolls. Output columns [o0, o1) are written in ascending order so that
+ * each 4-byte store only clobbers a pixel still to be written; the last
+ * one is stored bytewise. */
 static inline __attribute__((always_inline)) void
-horizontal_n(const axis *ax, const int16_t *row, uint8_t *line, bool flip, int pitch)
+horizontal_n(const axis *ax, const int16_t *row, uint8_t *line, bool flip, int pitch, int o0,
+             int o1)
 {
     int out = ax->out;
-    for (int o = 0; o < out; o++) {
+    for (int o = o0; o < o1; o++) {
         int i = flip ? out - 1 - o : o;
         const int16_t *p = row + 3 * (ax->start[i] - ax->lo);
         const int16_t *w = ax->w + (size_t)i * pitch;
@@ -268,7 +293,7 @@ horizontal_n(const axis *ax, const int16_t *row, uint8_t *line, bool flip, int p
         acc = _mm_packus_epi16(_mm_packs_epi32(acc, acc), acc);
         uint32_t rgb = (uint32_t)_mm_cvtsi128_si32(acc);
         uint8_t *d = line + 3 * o;
-        if (o + 1 < out) {
+        if (o + 1 < o1) {
             memcpy(d, &rgb, 4);
         } else {
             d[0] = (uint8_t)rgb, d[1] = (uint8_t)(rgb >> 8), d[2] = (uint8_t)(rgb >> 16);
@@ -276,15 +301,21 @@ horizontal_n(const axis *ax, const int16_t *row, uint8_t *line, bool flip, int p
     }
 }
 
-static void horizontal(const axis *ax, const int16_t *row, uint8_t *line, bool flip)
+static void horizontal_range(const axis *ax, const int16_t *row, uint8_t *line, bool flip,
+                             int o0, int o1)
 {
     switch (ax->pitch) {
-    case 2: horizontal_n(ax, row, line, flip, 2); break;
-    case 4: horizontal_n(ax, row, line, flip, 4); break;
-    case 6: horizontal_n(ax, row, line, flip, 6); break;
-    case 8: horizontal_n(ax, row, line, flip, 8); break;
-    default: horizontal_n(ax, row, line, flip, ax->pitch); break;
+    case 2: horizontal_n(ax, row, line, flip, 2, o0, o1); break;
+    case 4: horizontal_n(ax, row, line, flip, 4, o0, o1); break;
+    case 6: horizontal_n(ax, row, line, flip, 6, o0, o1); break;
+    case 8: horizontal_n(ax, row, line, flip, 8, o0, o1); break;
+    default: horizontal_n(ax, row, line, flip, ax->pitch, o0, o1); break;
     }
+}
+
+static void horizontal(const axis *ax, const int16_t *row, uint8_t *line, bool flip)
+{
+    horizontal_range(ax, row, line, flip, 0, ax->out);
 }
 
 #ifdef SL__RESIZE_AVX2
@@ -383,17 +414,144 @@ horizontal_avx2(const axis *ax, const int16_t *row, uint8_t *line, bool flip)
     }
 }
 
-static int avx2_mode = -1; /* -1: not decided yet */
+#define AVX512 "avx512f,avx512bw,avx512vl,avx512vnni"
 
-/* AVX2 unless the CPU lacks it, SLUICE_NO_AVX2 is set, or a test turned it
- * off with sl__resize_simd. */
-static bool use_avx2(void)
+/* AVX-512 (BW, VL, VNNI), chosen at run time where the CPU has it; again
+ * the same integers. Vertical: the AVX2 pass at 32 bytes a step, with
+ * vpdpwssd doing the multiply and the add. */
+__attribute__((target(AVX512))) static void
+vertical_avx512(const uint8_t *src, size_t stride, const int16_t *w, int taps, int16_t *dst,
+                int n)
 {
-    int v = __atomic_load_n(&avx2_mode, __ATOMIC_RELAXED);
+    int x = 0;
+    for (; x + 32 <= n; x += 32) {
+        __m512i lo = _mm512_set1_epi32(1 << (VSHIFT - 1)), hi = lo;
+        for (int k = 0; k < taps; k += 2) {
+            const uint8_t *p = src + (size_t)k * stride + x;
+            bool pair = k + 1 < taps;
+            __m512i r0 = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)p));
+            __m512i r1 = pair ? _mm512_cvtepu8_epi16(
+                                    _mm256_loadu_si256((const __m256i *)(p + stride)))
+                              : r0;
+            int32_t wp;
+            if (pair)
+                memcpy(&wp, w + k, sizeof wp);
+            else
+                wp = (uint16_t)w[k];
+            __m512i wv = _mm512_set1_epi32(wp);
+            lo = _mm512_dpwssd_epi32(lo, _mm512_unpacklo_epi16(r0, r1), wv);
+            hi = _mm512_dpwssd_epi32(hi, _mm512_unpackhi_epi16(r0, r1), wv);
+        }
+        lo = _mm512_srai_epi32(lo, VSHIFT);
+        hi = _mm512_srai_epi32(hi, VSHIFT);
+        _mm512_storeu_si512(dst + x, _mm512_packs_epi32(lo, hi));
+    }
+    if (x < n)
+        vertical_avx2(src + x, stride, w, taps, dst + x, n - x);
+}
+
+/* Horizontal: four output pixels per step, one per 128-bit lane. The
+ * group's source pixels lie within 21 pixels (63 words) of its first one,
+ * so two loads of 32 words hold them all; per pair of taps one vpermt2w
+ * gathers R_k R_k+1 G_k G_k+1 B_k B_k+1 - - in every lane and one vpdpwssd
+ * adds them times (w_k, w_k+1) to the lane's R, G, B sums. The table of
+ * word indices and weights is built once per geometry. */
+#define GROUP 4
+#define GROUP_SPAN 21 /* pixels: 3 * 21 = 63 words */
+
+static int groups_build(axis *a)
+{
+    int groups = a->out / GROUP, pairs = a->pitch / 2;
+    for (int g = 0; g < groups; g++)
+        if (a->start[g * GROUP + GROUP - 1] - a->start[g * GROUP] + a->pitch > GROUP_SPAN)
+        {
+            a->g_state = -1; /* the AVX2 pass does this geometry */
+            return 0;
+        }
+    if (reserve((void **)&a->g_base, &a->g_base_cap, (size_t)(groups + 1) * sizeof(int32_t)) ||
+        reserve((void **)&a->g_tab, &a->g_tab_cap,
+                (size_t)(groups * pairs + 1) * 64 * sizeof(int16_t)))
+        return SL_ENOMEM;
+    for (int g = 0; g < groups; g++) {
+        int base = a->start[g * GROUP];
+        a->g_base[g] = 3 * (base - a->lo);
+        for (int k = 0; k < a->pitch; k += 2) {
+            int16_t *idx = a->g_tab + ((size_t)g * pairs + k / 2) * 64, *wt = idx + 32;
+            for (int j = 0; j < GROUP; j++) {
+                int i = g * GROUP + j, rel = a->start[i] - base + k;
+                const int16_t *w = a->w + (size_t)i * a->pitch + k;
+                for (int c = 0; c < 3; c++) {
+                    idx[8 * j + 2 * c] = (int16_t)(3 * rel + c);
+                    idx[8 * j + 2 * c + 1] = (int16_t)(3 * (rel + 1) + c);
+                    wt[8 * j + 2 * c] = w[0];
+                    wt[8 * j + 2 * c + 1] = w[1];
+                }
+                idx[8 * j + 6] = idx[8 * j + 7] = 0;
+                wt[8 * j + 6] = wt[8 * j + 7] = 0;
+            }
+        }
+    }
+    a->g_state = 1;
+    return 0;
+}
+
+__attribute__((target(AVX512))) static void
+horizontal_avx512(const axis *ax, const int16_t *row, uint8_t *line, bool flip)
+{
+    int out = ax->out, groups = out / GROUP, pairs = ax->pitch / 2;
+    /* dword results R G B - per pixel: bytes 0-2 of each, in order or with
+     * the pixels reversed for a flip */
+    const __m128i keep = _mm_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1);
+    const __m128i rev = _mm_setr_epi8(12, 13, 14, 8, 9, 10, 4, 5, 6, 0, 1, 2, -1, -1, -1, -1);
+    const __m128i order = flip ? rev : keep;
+    const int16_t *tab = ax->g_tab;
+    for (int g = 0; g < groups; g++) {
+        const int16_t *p = row + ax->g_base[g];
+        __m512i a = _mm512_loadu_si512(p), b = _mm512_loadu_si512(p + 32);
+        __m512i acc = _mm512_set1_epi32(1 << (HSHIFT - 1));
+        for (int k = 0; k < pairs; k++, tab += 64) {
+            __m512i v = _mm512_permutex2var_epi16(a, _mm512_load_si512(tab), b);
+            acc = _mm512_dpwssd_epi32(acc, v, _mm512_load_si512(tab + 32));
+        }
+        acc = _mm512_srai_epi32(acc, HSHIFT);
+        __m128i px = _mm_shuffle_epi8(_mm512_cvtusepi32_epi8(acc), order);
+        int o = flip ? out - GROUP * (g + 1) : GROUP * g;
+        _mm_mask_storeu_epi8(line + 3 * o, 0x0fff, px);
+    }
+    if (groups * GROUP < out) { /* the last out % 4 pixels */
+        int lo = groups * GROUP;
+        if (flip)
+            horizontal_range(ax, row, line, flip, 0, out - lo);
+        else
+            horizontal_range(ax, row, line, flip, lo, out);
+    }
+}
+
+/* 0: SSE2, 1: AVX2, 2: AVX-512 (BW, VL, VNNI); -1 until decided. */
+static int simd_mode = -1;
+
+static bool env_off(const char *name)
+{
+    const char *e = getenv(name);
+    return e && *e && *e != '0';
+}
+
+static bool has_avx512(void)
+{
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+}
+
+/* The widest the CPU has, less what SLUICE_NO_AVX512 / SLUICE_NO_AVX2 turn
+ * off or a test chose with sl__resize_simd. */
+static int simd_level(void)
+{
+    int v = __atomic_load_n(&simd_mode, __ATOMIC_RELAXED);
     if (v < 0) {
-        const char *e = getenv("SLUICE_NO_AVX2");
-        v = __builtin_cpu_supports("avx2") && !(e && *e && *e != '0');
-        __atomic_store_n(&avx2_mode, v, __ATOMIC_RELAXED);
+        v = 0;
+        if (__builtin_cpu_supports("avx2") && !env_off("SLUICE_NO_AVX2"))
+            v = has_avx512() && !env_off("SLUICE_NO_AVX512") ? 2 : 1;
+        __atomic_store_n(&simd_mode, v, __ATOMIC_RELAXED);
     }
     return v;
 }
@@ -530,14 +688,23 @@ int sl__resize(sl__resizer *r, const uint8_t *src, int w, int h, size_t stride,
     memset(r->row + n, 0, ROW_PAD * sizeof *r->row);
     bool direct = out->dtype == SL_UINT8 && out->layout != SL_LAYOUT_CHW;
 #ifdef SL__RESIZE_AVX2
-    bool avx2 = use_avx2();
+    int level = simd_level();
+    if (level == 2 && ax->g_state == 0 && groups_build(&r->ax))
+        return SL_ENOMEM;
+    bool h512 = level == 2 && ax->g_state == 1;
 #endif
     for (int y = 0; y < out->height; y++) {
         const uint8_t *s = src + (size_t)ay->start[y] * stride + 3 * (size_t)ax->lo;
         const int16_t *wy = ay->w + (size_t)y * ay->pitch;
         uint8_t *line = direct ? (uint8_t *)out->data + (size_t)y * out->width * 3 : r->line;
 #ifdef SL__RESIZE_AVX2
-        if (avx2) {
+        if (level == 2) {
+            vertical_avx512(s, stride, wy, ay->taps, r->row, n);
+            if (h512)
+                horizontal_avx512(ax, r->row, line, out->flip);
+            else
+                horizontal_avx2(ax, r->row, line, out->flip);
+        } else if (level == 1) {
             vertical_avx2(s, stride, wy, ay->taps, r->row, n);
             horizontal_avx2(ax, r->row, line, out->flip);
         } else
@@ -552,15 +719,14 @@ int sl__resize(sl__resizer *r, const uint8_t *src, int w, int h, size_t stride,
     return 0;
 }
 
-int sl__resize_simd(int avx2)
+int sl__resize_simd(int level)
 {
 #ifdef SL__RESIZE_AVX2
-    if (avx2 && !__builtin_cpu_supports("avx2"))
-        return 0;
-    __atomic_store_n(&avx2_mode, avx2 ? 1 : 0, __ATOMIC_RELAXED);
-    return avx2 ? 1 : 0;
+    if ((level >= 1 && !__builtin_cpu_supports("avx2")) || (level >= 2 && !has_avx512()))
+        return -1;
+    __atomic_store_n(&simd_mode, level, __ATOMIC_RELAXED);
+    return level;
 #else
-    (void)avx2;
-    return 0;
+    return level == 0 ? 0 : -1;
 #endif
 }
