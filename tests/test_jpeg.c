@@ -23,7 +23,7 @@ static double mae(const uint8_t *a, const uint8_t *b, size_t n)
 static uint8_t *full(sl__jpeg *dec, const uint8_t *jpg, size_t n, int w, int h)
 {
     sl__decoded d;
-    int rc = sl__jpeg_decode_full(dec, jpg, n, MAXPX, false, &d);
+    int rc = sl__jpeg_decode_full(dec, jpg, n, MAXPX, 0, &d);
     if (rc)
         print_error("decode_full: %s\n", sl_last_error());
     assert_int_equal(rc, 0);
@@ -116,7 +116,7 @@ static void test_gray(void **state)
     sl__window win = {40, 30, 200, 150};
     sl__decoded d;
     assert_int_equal(sl__jpeg_header(dec, jpg, n, MAXPX, &info), 0);
-    assert_int_equal(sl__jpeg_decode(dec, jpg, n, &win, 100, 75, false, &d), 0);
+    assert_int_equal(sl__jpeg_decode(dec, jpg, n, &win, 100, 75, 0, &d), 0);
     assert_int_equal(d.scale_denom, 2);
     assert_int_equal(d.rgb[0], d.rgb[1]);
     free(got);
@@ -146,7 +146,7 @@ static void test_cmyk(void **state)
     sl__window win = {33, 17, 180, 120};
     sl__decoded d;
     assert_int_equal(sl__jpeg_header(dec, jpg, n, MAXPX, &info), 0);
-    assert_int_equal(sl__jpeg_decode(dec, jpg, n, &win, 90, 60, false, &d), 0);
+    assert_int_equal(sl__jpeg_decode(dec, jpg, n, &win, 90, 60, 0, &d), 0);
     assert_int_equal(d.scale_denom, 2);
     int x0 = (int)lrint(33 / 2.0 - d.win.x), y0 = (int)lrint(17 / 2.0 - d.win.y);
     double s = 0;
@@ -178,7 +178,7 @@ static void check_roi(sl__jpeg *dec, const uint8_t *jpg, size_t n, const uint8_t
     sl__jpeg_info info;
     sl__decoded d;
     assert_int_equal(sl__jpeg_header(dec, jpg, n, MAXPX, &info), 0);
-    assert_int_equal(sl__jpeg_decode(dec, jpg, n, &win, out_w, out_h, false, &d), 0);
+    assert_int_equal(sl__jpeg_decode(dec, jpg, n, &win, out_w, out_h, 0, &d), 0);
     assert_int_equal(d.scale_denom, want_d);
     /* The region holds the window. */
     assert_true(d.win.x >= -1e-9 && d.win.y >= -1e-9);
@@ -216,6 +216,55 @@ static void check_roi(sl__jpeg *dec, const uint8_t *jpg, size_t n, const uint8_t
      * the low frequencies of each block) and chroma is upsampled before
      * averaging in the reference, so about 1-2 levels apart on average. */
     assert_true(e < 3.0);
+}
+
+/* SL__JPEG_FAST_UPSAMPLE: a region decoded with merged (replicating)
+ * upsampling holds exactly the pixels of a full decode with it, rows
+ * skipped above and columns cropped or not, also at odd image sizes; and
+ * it stays close to the fancy decode. */
+static void test_fast_upsample(void **state)
+{
+    (void)state;
+    static const int sizes[][2] = {{1024, 768}, {1023, 767}};
+    for (int k = 0; k < 2; k++) {
+        int W = sizes[k][0], H = sizes[k][1];
+        size_t n;
+        uint8_t *jpg = ju_make(W, H, 13 + k, NULL, &n);
+        sl__jpeg *dec = sl__jpeg_new();
+        uint8_t *fancy = full(dec, jpg, n, W, H);
+        sl__decoded d;
+        assert_int_equal(sl__jpeg_decode_full(dec, jpg, n, MAXPX, SL__JPEG_FAST_UPSAMPLE, &d), 0);
+        assert_int_equal(d.width, W);
+        assert_int_equal(d.height, H);
+        uint8_t *fast = malloc((size_t)W * H * 3);
+        for (int y = 0; y < H; y++)
+            memcpy(fast + (size_t)y * W * 3, d.rgb + y * d.stride, (size_t)W * 3);
+        double e = mae(fast, fancy, (size_t)W * H * 3);
+        print_message("fast vs fancy upsampling, %dx%d: mae %.3f\n", W, H, e);
+        assert_true(e > 0 && e < 2.0);
+        const sl__window wins[] = {{85.04, 23.44, 328.45, 328.13},
+                                   {W - 300.5, H - 200.25, 300.5, 200.25},
+                                   {96, 48, 320, 160},
+                                   {1, 1, 17, 9}};
+        for (int i = 0; i < 4; i++) {
+            sl__jpeg_info info;
+            sl__window w = wins[i];
+            assert_int_equal(sl__jpeg_header(dec, jpg, n, MAXPX, &info), 0);
+            assert_int_equal(sl__jpeg_decode(dec, jpg, n, &w, (int)w.w, (int)w.h,
+                                             SL__JPEG_FAST_UPSAMPLE, &d),
+                             0);
+            assert_int_equal(d.scale_denom, 1);
+            int x0 = (int)lrint(w.x - d.win.x), y0 = (int)lrint(w.y - d.win.y);
+            assert_true(x0 >= 0 && y0 >= 0 && x0 + d.width <= W && y0 + d.height <= H);
+            for (int y = 0; y < d.height; y++)
+                assert_memory_equal(d.rgb + y * d.stride,
+                                    fast + ((size_t)(y0 + y) * W + x0) * 3, (size_t)d.width * 3);
+        }
+        free(fast);
+        free(fancy);
+        free(jpg);
+        sl__jpeg_free(dec);
+    }
 }
 
 static void test_roi_scales(void **state)
@@ -404,7 +453,7 @@ static void test_not_jpeg(void **state)
     /* Decoding without a header for the data is a usage error. */
     sl__window win = {0, 0, 1, 1};
     sl__decoded d;
-    assert_int_equal(sl__jpeg_decode(dec, junk, sizeof junk, &win, 1, 1, false, &d), SL_ESTATE);
+    assert_int_equal(sl__jpeg_decode(dec, junk, sizeof junk, &win, 1, 1, 0, &d), SL_ESTATE);
     sl__jpeg_free(dec);
 }
 
@@ -430,7 +479,7 @@ static void test_huge_dimensions(void **state)
     assert_string_equal(sl_last_error(),
                         "image is 60000x60000 (3600000000 pixels), over max_pixels 100000000");
     sl__decoded d;
-    assert_int_equal(sl__jpeg_decode_full(dec, jpg, n, MAXPX, false, &d), SL_ERANGE);
+    assert_int_equal(sl__jpeg_decode_full(dec, jpg, n, MAXPX, 0, &d), SL_ERANGE);
     assert_true(sl_memory_in_use() - before < 1 << 20);
     /* Under the limit the header is fine (and the data then runs out). */
     assert_int_equal(sl__jpeg_header(dec, jpg, n, 4000000000LL, &info), 0);
@@ -452,9 +501,9 @@ static void test_reuse_allocates_nothing(void **state)
     int64_t steady = 0;
     for (int i = 0; i < 20; i++) {
         assert_int_equal(sl__jpeg_header(dec, a, n1, MAXPX, &info), 0);
-        assert_int_equal(sl__jpeg_decode(dec, a, n1, &wa, 224, 224, false, &d), 0);
+        assert_int_equal(sl__jpeg_decode(dec, a, n1, &wa, 224, 224, 0, &d), 0);
         assert_int_equal(sl__jpeg_header(dec, b, n2, MAXPX, &info), 0);
-        assert_int_equal(sl__jpeg_decode(dec, b, n2, &wb, 224, 224, false, &d), 0);
+        assert_int_equal(sl__jpeg_decode(dec, b, n2, &wb, 224, 224, 0, &d), 0);
         if (i == 1)
             steady = sl_memory_in_use();
         if (i > 1)
@@ -462,7 +511,7 @@ static void test_reuse_allocates_nothing(void **state)
     }
     /* A header that is never decoded, then another image: fine. */
     assert_int_equal(sl__jpeg_header(dec, a, n1, MAXPX, &info), 0);
-    assert_int_equal(sl__jpeg_decode_full(dec, b, n2, MAXPX, false, &d), 0);
+    assert_int_equal(sl__jpeg_decode_full(dec, b, n2, MAXPX, 0, &d), 0);
     assert_int_equal(d.width, 375);
     sl__jpeg_free(dec);
     free(a);
@@ -483,7 +532,7 @@ static void test_odd_windows(void **state)
         sl__jpeg_info info;
         sl__decoded d;
         assert_int_equal(sl__jpeg_header(dec, jpg, n, MAXPX, &info), 0);
-        assert_int_equal(sl__jpeg_decode(dec, jpg, n, &odd[k], 8, 8, false, &d), 0);
+        assert_int_equal(sl__jpeg_decode(dec, jpg, n, &odd[k], 8, 8, 0, &d), 0);
         assert_true(d.width >= 1 && d.width <= 200 && d.height >= 1 && d.height <= 100);
     }
     free(jpg);
@@ -509,7 +558,7 @@ static void *decode_worker(void *arg)
         sl__window win = {i * 7.5, i * 3.25, 200, 150};
         wk->rc = sl__jpeg_header(dec, wk->jpg, wk->n, MAXPX, &info);
         if (!wk->rc)
-            wk->rc = sl__jpeg_decode(dec, wk->jpg, wk->n, &win, 100 - i, 75, false, &d);
+            wk->rc = sl__jpeg_decode(dec, wk->jpg, wk->n, &win, 100 - i, 75, 0, &d);
         for (int y = 0; !wk->rc && y < d.height; y++)
             for (int x = 0; x < d.width * 3; x++)
                 wk->sum += d.rgb[y * d.stride + x];
@@ -548,6 +597,7 @@ int main(void)
         cmocka_unit_test(test_gray),
         cmocka_unit_test(test_cmyk),
         cmocka_unit_test(test_roi_scales),
+        cmocka_unit_test(test_fast_upsample),
         cmocka_unit_test(test_truncated),
         cmocka_unit_test(test_bitflips),
         cmocka_unit_test(test_not_jpeg),

@@ -107,7 +107,7 @@ static double fast_vs_ref(sl__jpeg *dec, sl__resizer *rz, const uint8_t *jpg, si
     sl__jpeg_info info;
     sl__decoded dd;
     assert_int_equal(sl__jpeg_header(dec, jpg, n, MAXPX, &info), 0);
-    assert_int_equal(sl__jpeg_decode(dec, jpg, n, &win, ow, oh, false, &dd), 0);
+    assert_int_equal(sl__jpeg_decode(dec, jpg, n, &win, ow, oh, 0, &dd), 0);
     uint8_t *fast = malloc((size_t)ow * oh * 3);
     sl__resize_out o = out_u8(fast, ow, oh);
     assert_int_equal(sl__resize(rz, dd.rgb, dd.width, dd.height, dd.stride, &dd.win, &o), 0);
@@ -139,7 +139,7 @@ static void test_center_preset_matches_reference(void **state)
         size_t n;
         uint8_t *jpg = ju_make(W, H, (unsigned)k + 40, &o, &n);
         sl__decoded fd;
-        assert_int_equal(sl__jpeg_decode_full(dec, jpg, n, MAXPX, false, &fd), 0);
+        assert_int_equal(sl__jpeg_decode_full(dec, jpg, n, MAXPX, 0, &fd), 0);
         uint8_t *full = malloc((size_t)W * H * 3);
         for (int y = 0; y < H; y++)
             memcpy(full + (size_t)y * W * 3, fd.rgb + y * fd.stride, (size_t)W * 3);
@@ -169,7 +169,7 @@ static void test_random_windows_match_reference(void **state)
     sl__jpeg *dec = sl__jpeg_new();
     sl__resizer *rz = sl__resizer_new();
     sl__decoded fd;
-    assert_int_equal(sl__jpeg_decode_full(dec, jpg, n, MAXPX, false, &fd), 0);
+    assert_int_equal(sl__jpeg_decode_full(dec, jpg, n, MAXPX, 0, &fd), 0);
     uint8_t *full = malloc((size_t)W * H * 3);
     for (int y = 0; y < H; y++)
         memcpy(full + (size_t)y * W * 3, fd.rgb + y * fd.stride, (size_t)W * 3);
@@ -394,7 +394,7 @@ static void test_random_windows_in_bounds(void **state)
             sl__jpeg_info info;
             sl__decoded d;
             assert_int_equal(sl__jpeg_header(dec, jpg, n, MAXPX, &info), 0);
-            assert_int_equal(sl__jpeg_decode(dec, jpg, n, &win, os, os, false, &d), 0);
+            assert_int_equal(sl__jpeg_decode(dec, jpg, n, &win, os, os, 0, &d), 0);
             uint8_t *region = malloc((size_t)d.width * d.height * 3);
             for (int y = 0; y < d.height; y++)
                 memcpy(region + (size_t)y * d.width * 3, d.rgb + y * d.stride,

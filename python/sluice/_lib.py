@@ -51,7 +51,8 @@ class ImageSpec(ctypes.Structure):
         ("std", c_float * 3),
         ("max_pixels", c_int64),
         ("allow_warnings", c_int),
-        ("reserved", c_int * 8),
+        ("fast_upsample", c_int),
+        ("reserved", c_int * 7),
     ]
 
 

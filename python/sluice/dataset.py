@@ -229,11 +229,13 @@ class Dataset:
     def map_image(self, preset="train", size=224, *, layout="HWC", dtype="uint8", height=None,
                   width=None, scale=None, ratio=None, flip_prob=None, resize_shorter=None,
                   mean=None, std=None, max_pixels=None, allow_warnings=None,
-                  parallelism=AUTOTUNE):
+                  fast_upsample=None, parallelism=AUTOTUNE):
         """Decodes the JPEG in tensor 0 and transforms it (in C, in
         parallel): preset "train" (random-resized crop, flip), "eval"
         (resize shorter side, centre crop) or "resize"; output uint8 (or
-        float32 normalised with mean/std) in layout "HWC" or "CHW"."""
+        float32 normalised with mean/std) in layout "HWC" or "CHW".
+        fast_upsample=1 replicates subsampled chroma instead of
+        interpolating it: faster, pixels differ slightly from PIL's."""
         if preset not in _CROPS:
             raise ValueError("map_image: preset must be one of %s" % ", ".join(_CROPS))
         spec = ImageSpec()
@@ -253,7 +255,8 @@ class Dataset:
         if ratio is not None:
             spec.ratio_min, spec.ratio_max = ratio
         for field, value in (("flip_prob", flip_prob), ("resize_shorter", resize_shorter),
-                             ("max_pixels", max_pixels), ("allow_warnings", allow_warnings)):
+                             ("max_pixels", max_pixels), ("allow_warnings", allow_warnings),
+                             ("fast_upsample", fast_upsample)):
             if value is not None:
                 setattr(spec, field, value)
         if mean is not None:

@@ -65,15 +65,17 @@ typedef struct sl__decoded {
  * smallest DCT scale 1/d (d in 1, 2, 4, 8) for which the scaled window is
  * still at least out_w x out_h; columns limited with jpeg_crop_scanline,
  * rows above skipped with jpeg_skip_scanlines, rows below never decoded.
- * Always RGB (gray and CMYK/YCCK converted). Warnings are errors unless
- * allow_warnings. Must follow a successful sl__jpeg_header on the same data
+ * Always RGB (gray and CMYK/YCCK converted). flags: SL__JPEG_ALLOW_WARNINGS
+ * (otherwise warnings are errors), SL__JPEG_FAST_UPSAMPLE (plain chroma
+ * upsampling, merged with colour conversion). Must follow a successful sl__jpeg_header on the same data
  * (it reuses the parsed header). Errors as for sl__jpeg_header. */
+enum { SL__JPEG_ALLOW_WARNINGS = 1, SL__JPEG_FAST_UPSAMPLE = 2 };
 int sl__jpeg_decode(sl__jpeg *dec, const uint8_t *data, size_t n, const sl__window *win,
-                    int out_w, int out_h, bool allow_warnings, sl__decoded *out);
+                    int out_w, int out_h, unsigned flags, sl__decoded *out);
 
 /* Full-size RGB decode (the --ceiling reference and tests). */
 int sl__jpeg_decode_full(sl__jpeg *dec, const uint8_t *data, size_t n, int64_t max_pixels,
-                         bool allow_warnings, sl__decoded *out);
+                         unsigned flags, sl__decoded *out);
 
 /* ---- resampling (resize.c) ---- */
 

@@ -21,14 +21,11 @@
 #include "image.h"
 
 /* Measured with bench/decode.c (libjpeg-turbo 2.1.5, one core): IFAST is
- * no faster than ISLOW (SIMD either way), and plain instead of fancy
- * (triangle) chroma upsampling gains 7-14% on full decodes but only 3-9%
- * on the cropped, DCT-scaled ones. Both defaults stay: they are what PIL
- * and torchvision decode with. */
+ * no faster than ISLOW (SIMD either way), so ISLOW, what PIL and
+ * torchvision decode with. Plain instead of fancy (triangle) chroma
+ * upsampling gains 7-14% on full decodes and 3-9% on the cropped, DCT-
+ * scaled ones: SL__JPEG_FAST_UPSAMPLE, off by default. */
 #define SL__JPEG_DCT JDCT_ISLOW
-#ifndef SL__JPEG_FANCY
-#define SL__JPEG_FANCY TRUE
-#endif
 
 struct sl__jpeg {
     struct jpeg_decompress_struct cinfo;
@@ -232,8 +229,9 @@ int sl__jpeg_header(sl__jpeg *dec, const uint8_t *data, size_t n, int64_t max_pi
 /* ---- decode ---- */
 
 typedef struct region_req {
-    sl__window win; /* source pixels */
-    int d;          /* DCT scale 1/d */
+    sl__window win;     /* source pixels */
+    int d;              /* DCT scale 1/d */
+    bool fast_upsample; /* merged (plain) chroma upsampling */
     sl__decoded *out;
 } region_req;
 
@@ -315,7 +313,7 @@ static int decode_region(sl__jpeg *dec, void *arg)
     ci->scale_denom = (unsigned)rq->d;
     ci->out_color_space = cmyk ? JCS_CMYK : JCS_RGB; /* gray -> RGB by libjpeg-turbo */
     ci->dct_method = SL__JPEG_DCT;
-    ci->do_fancy_upsampling = SL__JPEG_FANCY;
+    ci->do_fancy_upsampling = !rq->fast_upsample;
     jpeg_start_decompress(ci);
 
     JDIMENSION x0, x1, y0, y1;
@@ -356,8 +354,9 @@ static int decode_region(sl__jpeg *dec, void *arg)
 }
 
 static int decode(sl__jpeg *dec, const uint8_t *data, size_t n, const sl__window *win, int d,
-                  bool allow_warnings, sl__decoded *out)
+                  unsigned flags, sl__decoded *out)
 {
+    bool allow_warnings = flags & SL__JPEG_ALLOW_WARNINGS;
     if (!dec->data || dec->data != data || dec->n != n)
         return sl__set_error(SL_ESTATE, "jpeg: decode without a header for this data");
     if (dec->jerr.num_warnings && !allow_warnings) {
@@ -366,23 +365,23 @@ static int decode(sl__jpeg *dec, const uint8_t *data, size_t n, const sl__window
         return sl__set_error(SL_ECORRUPT, "%s", dec->warn);
     }
     dec->stop_on_warning = !allow_warnings;
-    region_req rq = {*win, d, out};
+    region_req rq = {*win, d, (flags & SL__JPEG_FAST_UPSAMPLE) != 0, out};
     return run(dec, decode_region, &rq);
 }
 
 int sl__jpeg_decode(sl__jpeg *dec, const uint8_t *data, size_t n, const sl__window *win,
-                    int out_w, int out_h, bool allow_warnings, sl__decoded *out)
+                    int out_w, int out_h, unsigned flags, sl__decoded *out)
 {
-    return decode(dec, data, n, win, choose_scale(win, out_w, out_h), allow_warnings, out);
+    return decode(dec, data, n, win, choose_scale(win, out_w, out_h), flags, out);
 }
 
 int sl__jpeg_decode_full(sl__jpeg *dec, const uint8_t *data, size_t n, int64_t max_pixels,
-                         bool allow_warnings, sl__decoded *out)
+                         unsigned flags, sl__decoded *out)
 {
     sl__jpeg_info info;
     int rc = sl__jpeg_header(dec, data, n, max_pixels, &info);
     if (rc)
         return rc;
     sl__window all = {0, 0, info.width, info.height};
-    return decode(dec, data, n, &all, 1, allow_warnings, out);
+    return decode(dec, data, n, &all, 1, flags, out);
 }

@@ -135,8 +135,9 @@ static int decode_into(const sl_image_spec *spec, sl__rng *rng, const sl_element
     rc = sl__jpeg_header(ws->dec, data, n, spec->max_pixels, &info);
     if (rc == 0) {
         sl__crop_plan(spec, info.width, info.height, rng, &win, &flip);
-        rc = sl__jpeg_decode(ws->dec, data, n, &win, spec->width, spec->height,
-                             spec->allow_warnings != 0, &d);
+        unsigned flags = (spec->allow_warnings ? SL__JPEG_ALLOW_WARNINGS : 0) |
+                         (spec->fast_upsample ? SL__JPEG_FAST_UPSAMPLE : 0);
+        rc = sl__jpeg_decode(ws->dec, data, n, &win, spec->width, spec->height, flags, &d);
     }
     if (rc == 0) {
         sl__resize_out out = {dst, spec->width, spec->height, spec->layout, spec->dtype, flip,
@@ -820,6 +821,7 @@ static uint64_t image_fp(const sl_dataset *ds, uint64_t h)
     h = sl__hash_bytes(h, f, sizeof f);
     h = sl__hash_u64(h, ((uint64_t)s->layout << 8) | (uint64_t)s->dtype);
     h = sl__hash_u64(h, (uint64_t)s->max_pixels ^ ((uint64_t)s->allow_warnings << 63));
+    h = sl__hash_u64(h, (uint64_t)(s->fast_upsample != 0));
     return sl__hash_u64(sl__hash_u64(h, (uint64_t)d->batch), d->flags);
 }
 
