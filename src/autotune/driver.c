@@ -236,7 +236,7 @@ int sl__autotune_start(sl__tree *t)
     sl__at_init(&at->state, now);
     /* the first tick's deltas start at the iterator's creation */
     at->state.last_now_ns = t->start_ns ? t->start_ns : now;
-    int rc = sl__thread_start(&at->thread, controller_main, at);
+    int rc = sl__thread_start(&at->thread, controller_main, at, "autotune");
     if (rc < 0) {
         pthread_cond_destroy(&at->cv);
         pthread_mutex_destroy(&at->mu);

@@ -9,9 +9,9 @@ void sl__async_init(sl__async *a)
     atomic_init(&a->stop, false);
 }
 
-int sl__async_start(sl__async *a, void *(*fn)(void *), void *arg)
+int sl__async_start(sl__async *a, void *(*fn)(void *), void *arg, const char *kind)
 {
-    int rc = sl__thread_start(&a->thread, fn, arg);
+    int rc = sl__thread_start(&a->thread, fn, arg, kind);
     a->started = rc == 0;
     return rc;
 }

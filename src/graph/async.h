@@ -25,8 +25,9 @@ typedef struct sl__async {
 } sl__async;
 
 void sl__async_init(sl__async *a);
-/* Starts the producer; 0 or a negative code. */
-int sl__async_start(sl__async *a, void *(*fn)(void *), void *arg);
+/* Starts the producer thread, named after the node kind; 0 or a negative
+ * code. */
+int sl__async_start(sl__async *a, void *(*fn)(void *), void *arg, const char *kind);
 /* Sets stop and wakes both sides; any thread (the node's cancel op). */
 void sl__async_cancel(sl__async *a);
 /* Cancels, wakes the tree's budget waits and joins the producer. */

@@ -28,7 +28,7 @@
 #include "image.h"
 
 #define TASK_MAX 16
-#define TARGET_TASK_NS 1000000
+#define TARGET_TASK_NS 2000000
 #define BATCHES_AHEAD 2
 
 /* ---- per-thread decoders ---- */
@@ -272,6 +272,23 @@ static void slot_clear(islot *s)
     s->rc = 0;
 }
 
+/* The parallelism knob now. */
+static int parallelism(const fused_iter *it)
+{
+    int64_t p = sl__knob_get(it->parallelism);
+    return p < 1 ? 1 : p > INT32_MAX ? INT32_MAX : (int)p;
+}
+
+/* Tasks in flight at or below which the producer, once it had to wait for
+ * one to finish, is woken: half the parallelism free again (at least one
+ * task), so that it wakes once per few tasks and tops them up together
+ * while the rest keep the workers busy. Under mu. */
+static int refill_mark(const fused_iter *it)
+{
+    int p = parallelism(it);
+    return p - (p / 2 > 1 ? p / 2 : 1);
+}
+
 static void run_task(sl__task *task)
 {
     itask *t = (itask *)task;
@@ -316,7 +333,8 @@ static void run_task(sl__task *task)
         pthread_cond_broadcast(&it->a.cv_consumer);
     if (it->in_flight == 0)
         pthread_cond_broadcast(&it->cv_idle);
-    pthread_cond_signal(&it->a.cv_producer);
+    if (it->in_flight <= refill_mark(it))
+        pthread_cond_signal(&it->a.cv_producer);
     pthread_mutex_unlock(&it->a.mu);
 }
 
@@ -354,21 +372,15 @@ static int task_size(const fused_iter *it)
     return k < 1 ? 1 : k > TASK_MAX ? TASK_MAX : (int)k;
 }
 
-/* The parallelism knob now. */
-static int parallelism(const fused_iter *it)
-{
-    int64_t p = sl__knob_get(it->parallelism);
-    return p < 1 ? 1 : p > INT32_MAX ? INT32_MAX : (int)p;
-}
-
 /* Fills batch b with up to `want` images; returns 0, or the input's end
  * code (SL_EOF or an error) when it ended. */
 static int fill_batch(fused_iter *it, ibatch *b, int want, int64_t *index)
 {
     while (b->n < want) {
         pthread_mutex_lock(&it->a.mu);
-        while (!atomic_load(&it->a.stop) && it->in_flight >= parallelism(it))
-            pthread_cond_wait(&it->a.cv_producer, &it->a.mu);
+        if (it->in_flight >= parallelism(it))
+            while (!atomic_load(&it->a.stop) && it->in_flight > refill_mark(it))
+                pthread_cond_wait(&it->a.cv_producer, &it->a.mu);
         itask *t = NULL;
         if (!atomic_load(&it->a.stop)) {
             t = it->free_tasks;
@@ -782,7 +794,7 @@ static int fused_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_
     if (rc == 0)
         rc = sl__iter_make_input(&it->base, 0, epoch, &it->input);
     if (rc == 0)
-        rc = sl__async_start(&it->a, producer_main, it);
+        rc = sl__async_start(&it->a, producer_main, it, "map_image");
     if (rc < 0) {
         sl__iter_free(&it->base);
         return rc;

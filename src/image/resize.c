@@ -148,9 +148,9 @@ static void tap_range(const axis *a, int i, double *c, double *fs, int *first, i
         *first = *last = clampd(nearbyint(*c), a->lo, a->hi - 1);
 }
 
-static double triangle(double d, double fs)
+static double triangle(double d, double inv_fs)
 {
-    double v = 1 - fabs(d) / fs;
+    double v = 1 - fabs(d) * inv_fs;
     return v > 0 ? v : 0;
 }
 
@@ -163,21 +163,22 @@ static void sample_weights(axis *a, int i)
     double c, fs, sum = 0;
     int first, last;
     tap_range(a, i, &c, &fs, &first, &last);
+    double inv_fs = 1 / fs;
     int s = first < a->hi - a->taps ? first : a->hi - a->taps;
     int16_t *q = a->w + (size_t)i * a->pitch;
     memset(q, 0, (size_t)a->pitch * sizeof *q);
     a->start[i] = s;
     for (int j = first; j <= last; j++)
-        sum += triangle(j - c, fs);
+        sum += triangle(j - c, inv_fs);
     if (!(sum > 0)) {
         q[clampd(nearbyint(c), a->lo, a->hi - 1) - s] = 1 << WBITS;
         return;
     }
-    double run = 0; /* the same additions as sum: ends at exactly sum */
+    double run = 0, norm = (1 << WBITS) / sum; /* the same additions as sum */
     int prev = 0;
     for (int j = first; j <= last; j++) {
-        run += triangle(j - c, fs);
-        int cur = (int)lrint(run / sum * (1 << WBITS));
+        run += triangle(j - c, inv_fs);
+        int cur = j == last ? 1 << WBITS : ifloor(run * norm + 0.5);
         q[j - s] = (int16_t)(cur - prev);
         prev = cur;
     }

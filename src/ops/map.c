@@ -478,7 +478,7 @@ int sl__map_iter_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_
         rc = sl__iter_make_input(&it->base, 0, epoch, &it->input);
     if (rc == 0) {
         it->window = sl__calloc((size_t)it->ahead, sizeof *it->window);
-        rc = it->window ? sl__async_start(&it->a, producer_main, it) : SL_ENOMEM;
+        rc = it->window ? sl__async_start(&it->a, producer_main, it, "map") : SL_ENOMEM;
     }
     if (rc < 0) {
         sl__iter_free(&it->base);

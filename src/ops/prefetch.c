@@ -158,7 +158,7 @@ static int prefetch_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int
         rc = sl__iter_make_input(&it->base, 0, epoch, &it->input);
     if (rc == 0) {
         it->ring = sl__calloc((size_t)it->size, sizeof *it->ring);
-        rc = it->ring ? sl__async_start(&it->a, producer_main, it) : SL_ENOMEM;
+        rc = it->ring ? sl__async_start(&it->a, producer_main, it, "prefetch") : SL_ENOMEM;
     }
     if (rc < 0) {
         sl__iter_free(&it->base);

@@ -383,13 +383,22 @@ static void account(read_iter *it)
     it->last_inflight = it->inflight;
 }
 
-/* With nothing in flight: waits for the consumer to free a slot, or for
- * the budget. False when stopping. */
+/* Slots in use at or below which a producer waiting for room is woken:
+ * half the ring free, so that it wakes once per many files and starts
+ * their reads in one submission. */
+static int refill_mark(const read_iter *it)
+{
+    return room(it) / 2;
+}
+
+/* With nothing in flight: waits for the consumer to free half the ring,
+ * or for the budget. False when stopping. */
 static bool wait_room(read_iter *it)
 {
     pthread_mutex_lock(&it->a.mu);
-    while (!stopped(it) && atomic_load(&it->count) >= room(it))
-        pthread_cond_wait(&it->a.cv_producer, &it->a.mu);
+    if (atomic_load(&it->count) >= room(it))
+        while (!stopped(it) && atomic_load(&it->count) > refill_mark(it))
+            pthread_cond_wait(&it->a.cv_producer, &it->a.mu);
     pthread_mutex_unlock(&it->a.mu);
     return sl__tree_wait_budget(it->base.tree, &it->count, &it->a.stop);
 }
@@ -451,8 +460,8 @@ static int take(read_iter *it, slot *out)
             *out = *s;
             *s = (slot){.fd = -1};
             it->head++;
-            atomic_fetch_sub(&it->count, 1);
-            pthread_cond_signal(&it->a.cv_producer);
+            if (atomic_fetch_sub(&it->count, 1) - 1 <= refill_mark(it))
+                pthread_cond_signal(&it->a.cv_producer);
             if (ready < 0)
                 ready = it->ready;
             it->ready--;
@@ -564,7 +573,7 @@ static int read_setup(read_iter *it, int64_t epoch)
         return SL_ENOMEM;
     for (int i = 0; i < it->nslots; i++)
         it->slots[i].fd = -1;
-    return sl__async_start(&it->a, producer_main, it);
+    return sl__async_start(&it->a, producer_main, it, "read");
 }
 
 static int read_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,

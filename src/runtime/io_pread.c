@@ -182,7 +182,7 @@ int sl__io_pread_open(int depth, sl__io **out)
     p->done = sl__calloc((size_t)depth, sizeof *p->done);
     int rc = p->staged && p->queue && p->done ? 0 : SL_ENOMEM;
     while (rc == 0 && p->nthreads < nthreads) {
-        rc = sl__thread_start(&p->threads[p->nthreads], worker_main, p);
+        rc = sl__thread_start(&p->threads[p->nthreads], worker_main, p, "pread");
         if (rc == 0)
             p->nthreads++;
     }

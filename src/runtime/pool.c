@@ -6,6 +6,7 @@
  */
 #include <pthread.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include "../core/alloc.h"
@@ -36,7 +37,8 @@ static void *thread_main(void *p)
     return r;
 }
 
-int sl__thread_start(pthread_t *th, void *(*fn)(void *), void *arg)
+/* name: what top -H, perf and gdb show, "sl-" + up to 12 characters. */
+int sl__thread_start(pthread_t *th, void *(*fn)(void *), void *arg, const char *name)
 {
     thread_start *ts = sl__alloc(sizeof *ts);
     if (!ts)
@@ -48,6 +50,9 @@ int sl__thread_start(pthread_t *th, void *(*fn)(void *), void *arg)
         sl__free(ts, sizeof *ts);
         return sl__set_error(SL_ENOMEM, "cannot start a thread (error %d)", rc);
     }
+    char buf[16];
+    snprintf(buf, sizeof buf, "sl-%s", name);
+    pthread_setname_np(*th, buf); /* best effort */
     return 0;
 }
 
@@ -147,7 +152,7 @@ SL_API sl_runtime *sl_runtime_create(int threads)
     pthread_mutex_init(&rt->mu, NULL);
     pthread_cond_init(&rt->cv, NULL);
     for (int i = 0; i < threads; i++)
-        if (sl__thread_start(&rt->threads[i], worker, rt)) {
+        if (sl__thread_start(&rt->threads[i], worker, rt, "worker")) {
             rt_stop(rt, i);
             return NULL;
         }

@@ -21,6 +21,6 @@ void sl__runtime_cpu_release(sl_runtime *rt, int n);
 sl_runtime *sl__runtime_default(void);
 
 /* Library threads: pthread_create with the pool flush at exit. */
-int sl__thread_start(pthread_t *th, void *(*fn)(void *), void *arg);
+int sl__thread_start(pthread_t *th, void *(*fn)(void *), void *arg, const char *name);
 
 #endif
