@@ -136,7 +136,7 @@ static inline int iceil(double v)
 
 /* The taps of output sample i: pixels strictly inside the triangle's
  * support around its centre c, clipped to [lo, hi). */
-static void tap_range(const axis *a, int i, double *c, double *fs, int *first, int *last)
+static inline void tap_range(const axis *a, int i, double *c, double *fs, int *first, int *last)
 {
     double scale = a->len / a->out;
     *fs = scale > 1 ? scale : 1;
@@ -195,14 +195,14 @@ static int axis_build(axis *a, double pos, double len, int size, int out)
      * window coordinates that were divided by the DCT scale. */
     a->lo = clampd(floor(pos + 1e-6), 0, size - 1);
     a->hi = clampd(ceil(pos + len - 1e-6), a->lo + 1, size);
-    a->taps = 1;
-    for (int i = 0; i < out; i++) {
-        double c, fs;
-        int first, last;
-        tap_range(a, i, &c, &fs, &first, &last);
-        if (last - first + 1 > a->taps)
-            a->taps = last - first + 1;
-    }
+    /* At most ceil(2 fs) pixels lie strictly inside a support of width
+     * 2 fs, and no more than the window has. */
+    double scale = len / out, fs = scale > 1 ? scale : 1;
+    a->taps = iceil(2 * fs);
+    if (a->taps > a->hi - a->lo)
+        a->taps = a->hi - a->lo;
+    if (a->taps < 1)
+        a->taps = 1;
     a->pitch = (a->taps + 1) & ~1;
     if (reserve((void **)&a->start, &a->start_cap, (size_t)out * sizeof *a->start) ||
         reserve((void **)&a->w, &a->w_cap, (size_t)out * a->pitch * sizeof *a->w))
