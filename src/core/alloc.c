@@ -12,6 +12,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include "alloc.h"
 #include "error.h"
 
@@ -22,9 +23,26 @@
 
 /* ---- hooks and accounting ---- */
 
+/* Buffers from this size on (batches of images: 38 MiB for 256 x 224 x
+ * 224 x 3) are placed on 2 MiB boundaries and offered to transparent huge
+ * pages: first touch then costs one fault per 2 MiB instead of one per
+ * 4 KiB (11-15 us each here), which was most of a first epoch's extra
+ * time. Where THP is off the advice is ignored. */
+#define HUGE_ALLOC_MIN ((size_t)8 << 20)
+#define HUGE_PAGE ((size_t)2 << 20)
+
 static void *default_alloc(void *user, size_t size, size_t align)
 {
     (void)user;
+    if (size >= HUGE_ALLOC_MIN && align <= HUGE_PAGE) {
+        size_t rounded = (size + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+        void *p = aligned_alloc(HUGE_PAGE, rounded);
+#ifdef MADV_HUGEPAGE
+        if (p)
+            madvise(p, rounded, MADV_HUGEPAGE);
+#endif
+        return p;
+    }
     size_t rounded = (size + align - 1) & ~(align - 1);
     return aligned_alloc(align, rounded ? rounded : align);
 }
