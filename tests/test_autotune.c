@@ -473,6 +473,24 @@ static void test_cpu_bound_converges(void **state)
     assert_true(s.st[1].knob <= 2);    /* more depth would not help: not grown */
 }
 
+/* A cold start with a consumer that only waits: the first grow comes
+ * after a short window (about 40 ms), not after the adapting window. */
+static void test_cold_start_decides_early(void **state)
+{
+    (void)state;
+    static sim s;
+    make_fast_consumer(&s, 1, 1);
+    s.st[0].tuned = s.st[1].tuned = true;
+    run_until(&s, 200 * MS);
+    dump_log(&s, "cold start");
+    assert_true(s.nlog > 0);
+    printf("cold start: first change at %.0f ms (stage %d, %lld -> %lld)\n", s.log[0].t / MS,
+           s.log[0].stage, (long long)s.log[0].from, (long long)s.log[0].to);
+    assert_int_equal(s.log[0].stage, 0); /* the map, the bottleneck */
+    assert_true(s.log[0].t <= 70 * MS);
+    assert_false(s.at.cold);
+}
+
 static void make_finite_consumer(sim *s, int64_t p, int64_t d)
 {
     cpu_pipeline(s, 8, 13 * MS, 5 * MS, p, d, false);
@@ -755,6 +773,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_direct),
         cmocka_unit_test(test_cpu_bound_converges),
+        cmocka_unit_test(test_cold_start_decides_early),
         cmocka_unit_test(test_finite_consumer_converges),
         cmocka_unit_test(test_bursty_grows_depth),
         cmocka_unit_test(test_io_bound_grows_io_depth),

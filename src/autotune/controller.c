@@ -18,8 +18,10 @@
 #define MS 1000000LL
 #define SEC 1000000000LL
 
+#define TICK_COLD (20 * MS)     /* from the start to the first change */
 #define TICK_FAST (50 * MS)     /* while adapting */
 #define TICK_SLOW (500 * MS)    /* when stable */
+#define WINDOW_COLD (40 * MS)   /* ... at a cold start with a starved consumer */
 #define WINDOW_FAST (100 * MS)  /* shortest window judged while adapting */
 #define WINDOW_SLOW (400 * MS)  /* ... when stable */
 #define WINDOW_MARGINAL (2 * SEC) /* a stall just over the target is judged on this */
@@ -189,14 +191,18 @@ static void accumulate(sl__at_state *s, const sl__at_snapshot *snap, int64_t dt)
 
 static bool window_ready(const sl__at_state *s)
 {
-    int64_t min = s->mode == SL__AT_ADAPTING ? WINDOW_FAST : WINDOW_SLOW;
-    if (s->window_ns < min)
-        return false;
     /* a consumer that spent most of the window waiting (the call in
      * progress included) needs no more calls to show the pipeline is
      * short: slow batches (large images, a cold start) would otherwise hold
      * the first decision back for seconds */
     bool starved = 2 * s->wait_ns >= s->window_ns;
+    /* at a cold start, a consumer that did nothing but wait is judged
+     * sooner: the knobs start at their minimum, so every tick spent
+     * watching it wait runs the pipeline at a fraction of its speed */
+    bool cold = s->cold && 10 * s->wait_ns >= 9 * s->window_ns;
+    int64_t min = cold ? WINDOW_COLD : s->mode == SL__AT_ADAPTING ? WINDOW_FAST : WINDOW_SLOW;
+    if (s->window_ns < min)
+        return false;
     return s->calls >= MIN_CALLS || starved || (s->window_ns >= WINDOW_MAX && s->calls > 0);
 }
 
@@ -622,10 +628,12 @@ void sl__at_init(sl__at_state *s, int64_t now_ns)
     s->settle_until_ns = INT64_MIN;
     s->fast_until_ns = now_ns + FAST_PERIOD;
     s->cur_step_ns = -1;
+    s->cold = true;
 }
 
 static void record(sl__at_state *s, const sl__at_decision *out, int64_t now)
 {
+    s->cold = false;
     for (int c = 0; c < out->nchanges; c++) {
         const sl__at_change *ch = &out->changes[c];
         sl__at_node_state *ns = &s->nodes[ch->node];
@@ -694,5 +702,5 @@ void sl__at_decide(sl__at_state *s, const sl__at_snapshot *snap, sl__at_decision
         s->mode = SL__AT_STABLE;
         take_reference(s, snap);
     }
-    out->next_tick_ns = s->mode == SL__AT_ADAPTING ? TICK_FAST : TICK_SLOW;
+    out->next_tick_ns = s->cold ? TICK_COLD : s->mode == SL__AT_ADAPTING ? TICK_FAST : TICK_SLOW;
 }

@@ -115,6 +115,8 @@ typedef struct sl__at_state {
     int64_t settle_until_ns; /* measurements before it are discarded */
     int64_t window_ns, wait_ns, step_ns, calls;
     int64_t changes;         /* total, for tests */
+    bool cold;               /* no change made yet: a starved consumer is
+                              * judged on a shorter window */
     double cur_step_ns;      /* consumer step per call, smoothed (-1: none yet) */
     double ref_step_ns;      /* ... when the controller became stable */
     bool have_ref;
