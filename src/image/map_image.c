@@ -249,6 +249,8 @@ typedef struct fused_iter {
     ibatch *window[BATCHES_AHEAD];
     ibatch *free_batches;
     itask *free_tasks;
+    itask *staged;    /* inputs pulled, waiting for a free unit of parallelism:
+                       * the worker that frees one runs it next, no wake-up */
     int64_t cost_ns;
     atomic_llong failed; /* element errors the consumer has seen */
     int64_t drop_card;   /* input size when a final partial batch is dropped, else -1 */
@@ -279,20 +281,9 @@ static int parallelism(const fused_iter *it)
     return p < 1 ? 1 : p > INT32_MAX ? INT32_MAX : (int)p;
 }
 
-/* Tasks in flight at or below which the producer, once it had to wait for
- * one to finish, is woken: half the parallelism free again (at least one
- * task), so that it wakes once per few tasks and tops them up together
- * while the rest keep the workers busy. Under mu. */
-static int refill_mark(const fused_iter *it)
+/* Decodes a task's images into their slots. */
+static void run_images(fused_iter *it, itask *t)
 {
-    int p = parallelism(it);
-    return p - (p / 2 > 1 ? p / 2 : 1);
-}
-
-static void run_task(sl__task *task)
-{
-    itask *t = (itask *)task;
-    fused_iter *it = t->owner;
     ibatch *b = t->b;
     int64_t t0 = sl__now_ns();
     for (int i = 0; i < t->count; i++) {
@@ -325,17 +316,42 @@ static void run_task(sl__task *task)
     pthread_mutex_lock(&it->a.mu);
     it->cost_ns = it->cost_ns ? (3 * it->cost_ns + per) / 4 : per;
     b->remaining -= t->count;
-    it->in_flight--;
-    atomic_fetch_sub_explicit(&it->base.stats->in_flight, 1, memory_order_relaxed);
-    t->next = it->free_tasks;
-    it->free_tasks = t;
     if (b->closed && b->remaining == 0)
         pthread_cond_broadcast(&it->a.cv_consumer);
-    if (it->in_flight == 0)
-        pthread_cond_broadcast(&it->cv_idle);
-    if (it->in_flight <= refill_mark(it))
-        pthread_cond_signal(&it->a.cv_producer);
     pthread_mutex_unlock(&it->a.mu);
+}
+
+/* Under mu: a task starts (counts against the parallelism). */
+static void task_begin(fused_iter *it)
+{
+    it->in_flight++;
+    atomic_fetch_add_explicit(&it->base.stats->in_flight, 1, memory_order_relaxed);
+}
+
+/* A pool task; runs the staged task next when there is one. */
+static void run_task(sl__task *task)
+{
+    itask *t = (itask *)task;
+    fused_iter *it = t->owner;
+    while (t) {
+        run_images(it, t);
+        pthread_mutex_lock(&it->a.mu);
+        it->in_flight--;
+        atomic_fetch_sub_explicit(&it->base.stats->in_flight, 1, memory_order_relaxed);
+        t->next = it->free_tasks;
+        it->free_tasks = t;
+        t = NULL;
+        if (it->staged && it->in_flight < parallelism(it) &&
+            !atomic_load_explicit(&it->a.stop, memory_order_relaxed)) {
+            t = it->staged; /* the producer stages the next meanwhile */
+            it->staged = NULL;
+            task_begin(it);
+            pthread_cond_signal(&it->a.cv_producer);
+        }
+        if (it->in_flight == 0)
+            pthread_cond_broadcast(&it->cv_idle);
+        pthread_mutex_unlock(&it->a.mu);
+    }
 }
 
 /* Under mu. */
@@ -378,9 +394,10 @@ static int fill_batch(fused_iter *it, ibatch *b, int want, int64_t *index)
 {
     while (b->n < want) {
         pthread_mutex_lock(&it->a.mu);
-        if (it->in_flight >= parallelism(it))
-            while (!atomic_load(&it->a.stop) && it->in_flight > refill_mark(it))
-                pthread_cond_wait(&it->a.cv_producer, &it->a.mu);
+        /* one task staged at a time: the next is prepared once a worker
+         * has taken it */
+        while (!atomic_load(&it->a.stop) && it->staged)
+            pthread_cond_wait(&it->a.cv_producer, &it->a.mu);
         itask *t = NULL;
         if (!atomic_load(&it->a.stop)) {
             t = it->free_tasks;
@@ -411,10 +428,16 @@ static int fill_batch(fused_iter *it, ibatch *b, int want, int64_t *index)
             pthread_mutex_lock(&it->a.mu);
             b->n += got;
             b->remaining += got;
-            it->in_flight++;
-            atomic_fetch_add_explicit(&it->base.stats->in_flight, 1, memory_order_relaxed);
+            /* start it if the parallelism allows, else stage it for the
+             * worker that finishes first */
+            bool start = it->in_flight < parallelism(it);
+            if (start)
+                task_begin(it);
+            else
+                it->staged = t;
             pthread_mutex_unlock(&it->a.mu);
-            sl__runtime_submit(it->base.tree->rt, &t->task);
+            if (start)
+                sl__runtime_submit(it->base.tree->rt, &t->task);
         } else {
             pthread_mutex_lock(&it->a.mu);
             t->next = it->free_tasks;
@@ -736,7 +759,14 @@ static void fused_destroy(sl__iter *base)
     pthread_mutex_lock(&it->a.mu);
     while (it->in_flight > 0)
         pthread_cond_wait(&it->cv_idle, &it->a.mu);
+    itask *staged = it->staged; /* left when the pass was cancelled */
+    it->staged = NULL;
     pthread_mutex_unlock(&it->a.mu);
+    if (staged) {
+        for (int i = 0; i < staged->count; i++)
+            sl_element_release(staged->in[i]);
+        sl__free(staged, sizeof *staged);
+    }
     if (it->cur)
         batch_free(it, it->cur);
     for (int i = 0; i < BATCHES_AHEAD; i++)
