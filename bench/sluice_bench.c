@@ -306,6 +306,7 @@ typedef struct run_state {
     series series;
     double stall_s, stall_wall; /* library: inside sl_next, and wall, of finished iterators */
     stall_clock clock;          /* the same by this program's clock */
+    double first_wait_s;        /* ... when the first batch arrived (-1: not yet) */
     char *report_text;          /* --report: the last iterator's */
     /* --sweep: stop after this long or this many images (0: at the end) */
     double stop_seconds;
@@ -531,6 +532,8 @@ static int drain(run_state *st, sl_iterator *it, double t0, int last, bool *bad)
         double now = now_s();
         if (rc != 0)
             return rc;
+        if (st->first_wait_s < 0)
+            st->first_wait_s = stall_clock_read(&st->clock);
         int64_t before = st->images;
         *bad = consume(st, el) < 0;
         sl_element_release(el);
@@ -726,6 +729,16 @@ static double stall_fraction(const run_state *st)
     return st->stall_wall > 0 ? st->stall_s / st->stall_wall : NAN;
 }
 
+/* The consumer's stall from the first batch on (by its own clock): the
+ * wait for the first batch is the pipeline filling, the same for any
+ * configuration that starts its workers at once. */
+static double stall_after_first(const run_state *st)
+{
+    double w = stall_clock_read(&st->clock) - st->first_wait_s;
+    double wall = st->seconds - st->first_wait_s;
+    return st->first_wait_s >= 0 && wall > 0 ? w / wall : NAN;
+}
+
 static convergence run_convergence(const run_state *st)
 {
     const series *s = &st->series;
@@ -794,6 +807,10 @@ static void json_observations(FILE *f, const run_state *st)
     fputs(",\"measured_stall_fraction\":", f);
     json_number(f, st->seconds > 0 ? stall_clock_read(&st->clock) / st->seconds
                                    : NAN);
+    fputs(",\"stall_fraction_after_first_batch\":", f);
+    json_number(f, stall_after_first(st));
+    fputs(",\"first_batch_seconds\":", f);
+    json_number(f, st->first_wait_s >= 0 ? st->first_wait_s : NAN);
     fputs(",\"steady_images_per_s\":", f);
     json_number(f, c.steady);
     fputs(",\"convergence_seconds\":", f);
@@ -1118,7 +1135,8 @@ static int sweep_run(run_state *st, sl_dataset *src, sweep_row *row)
         .parallelism = cfg->parallelism, .depth = cfg->prefetch, .images = st->images,
         .peak_buffered = st->peak_buffered, .seconds = st->seconds,
         .images_per_s = rate((double)st->images, st->seconds),
-        .stall_fraction = stall_fraction(st), .convergence_s = c.seconds, .steady = c.steady,
+        .stall_fraction = stall_fraction(st), .stall_after_first = stall_after_first(st),
+        .convergence_s = c.seconds, .steady = c.steady,
     };
     return rc;
 }
@@ -1135,7 +1153,7 @@ static int sweep_static(const config *cfg, sl_dataset *src, sweep *sw, int round
     char label[64];
     snprintf(label, sizeof label, "[%d/%d] parallelism %lld, depth %lld",
              round * total + j + 1, sw->rounds * total, (long long)p, (long long)d);
-    run_state st = {.cfg = &c, .label = label};
+    run_state st = {.cfg = &c, .label = label, .first_wait_s = -1};
     int rc = sweep_run(&st, src, &sw->runs[round][j]);
     run_state_free(&st);
     return rc;
@@ -1156,7 +1174,7 @@ static int sweep_round(const config *cfg, sl_dataset *src, sweep *sw, int round)
                 return -1;
     snprintf(sw->label, sizeof sw->label, "[%d/%d] autotune", (round + 1) * total,
              sw->rounds * total);
-    sw->autotune[round] = (run_state){.cfg = &sw->auto_cfg, .label = sw->label};
+    sw->autotune[round] = (run_state){.cfg = &sw->auto_cfg, .label = sw->label, .first_wait_s = -1};
     sw->n = total;
     return sweep_run(&sw->autotune[round], src, &sw->runs[round][j]);
 }
@@ -1344,7 +1362,7 @@ static int bench(const config *cfg)
     }
     if (cfg->sweep)
         return bench_sweep(cfg, src);
-    run_state st = {.cfg = cfg, .files = sl_dataset_cardinality(src)};
+    run_state st = {.cfg = cfg, .files = sl_dataset_cardinality(src), .first_wait_s = -1};
     path_list pl = {0};
     ceilings c = {0};
     st.epoch_rate = calloc((size_t)cfg->epochs, sizeof *st.epoch_rate);

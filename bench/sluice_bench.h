@@ -144,6 +144,7 @@ typedef struct sweep_row {
     int64_t parallelism, depth;
     int64_t images, peak_buffered;
     double seconds, images_per_s, stall_fraction;
+    double stall_after_first; /* the consumer's stall from the first batch on */
     double convergence_s, steady; /* see series_convergence */
     /* with several rounds: this is the median run; every round's rate */
     int rounds;

@@ -96,7 +96,7 @@ static void row_line(FILE *out, const sweep_row *r, const char *mark)
         rounds_range(r, &lo, &hi);
         fprintf(out, "  %6.0f-%-6.0f", lo, hi);
     }
-    fprintf(out, "  %7.1f  %9.1f", 100 * r->stall_fraction,
+    fprintf(out, "  %7.1f  %9.1f  %9.1f", 100 * r->stall_fraction, 100 * r->stall_after_first,
             (double)r->peak_buffered / (1 << 20));
     if (isfinite(r->convergence_s))
         fprintf(out, "  %11.1f", r->convergence_s);
@@ -116,7 +116,7 @@ void sweep_print_table(FILE *out, const sweep_row *rows, int n, const sweep_summ
     fprintf(out, "  %11s  %11s  %10s", "parallelism", "depth", "images/s");
     if (n > 0 && rows[0].rounds > 1)
         fprintf(out, "  %13s", "range");
-    fprintf(out, "  %7s  %9s  %11s\n", "stall %", "peak MiB", "converged s");
+    fprintf(out, "  %7s  %9s  %9s  %11s\n", "stall %", "after 1st", "peak MiB", "converged s");
     for (int i = 0; i < n; i++)
         row_line(out, &rows[i], i == sum->best       ? "<- best static"
                                 : i == sum->smallest ? "<- leanest near best"
@@ -126,8 +126,9 @@ void sweep_print_table(FILE *out, const sweep_row *rows, int n, const sweep_summ
     char name[64];
     const sweep_row *b = &rows[sum->best];
     config_name(name, sizeof name, b);
-    fprintf(out, "  %-22s %s: %.1f images/s, stall %.1f%%, peak buffered %.1f MiB\n",
-            "best static", name, b->images_per_s, 100 * b->stall_fraction,
+    fprintf(out, "  %-22s %s: %.1f images/s, stall %.1f%% (%.1f%% after the first batch), "
+            "peak buffered %.1f MiB\n", "best static", name, b->images_per_s,
+            100 * b->stall_fraction, 100 * b->stall_after_first,
             (double)b->peak_buffered / (1 << 20));
     if (sum->smallest >= 0) {
         const sweep_row *s = &rows[sum->smallest];
@@ -138,10 +139,11 @@ void sweep_print_table(FILE *out, const sweep_row *rows, int n, const sweep_summ
     if (sum->autotune < 0)
         return;
     const sweep_row *a = &rows[sum->autotune];
-    fprintf(out, "  %-22s %.1f images/s = %.3fx best static, stall %.1f%%, peak buffered "
-            "%.1f MiB = %.2fx the leanest\n", "autotune", a->images_per_s,
-            sweep_autotune_vs_best(rows, sum), 100 * a->stall_fraction,
-            (double)a->peak_buffered / (1 << 20), sweep_memory_ratio(rows, sum));
+    fprintf(out, "  %-22s %.1f images/s = %.3fx best static, stall %.1f%% (%.1f%% after the "
+            "first batch), peak buffered %.1f MiB = %.2fx the leanest\n", "autotune",
+            a->images_per_s, sweep_autotune_vs_best(rows, sum), 100 * a->stall_fraction,
+            100 * a->stall_after_first, (double)a->peak_buffered / (1 << 20),
+            sweep_memory_ratio(rows, sum));
     if (isfinite(a->convergence_s))
         fprintf(out, "  %-22s %.1f s (1-s throughput within 5%% of %.1f images/s from then on)\n",
                 "autotune converged", a->convergence_s, a->steady);
@@ -170,6 +172,8 @@ static void json_row(FILE *f, const sweep_row *r)
     json_number(f, r->images_per_s);
     fputs(",\"stall_fraction\":", f);
     json_number(f, r->stall_fraction);
+    fputs(",\"stall_fraction_after_first_batch\":", f);
+    json_number(f, r->stall_after_first);
     fprintf(f, ",\"peak_buffered_bytes\":%lld,\"convergence_seconds\":",
             (long long)r->peak_buffered);
     json_number(f, r->convergence_s);

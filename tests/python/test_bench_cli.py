@@ -1,0 +1,83 @@
+"""sluice-bench end to end: the sample folder it writes, the JSON of a
+preset run with the ceiling, and of a sweep (small sizes: these check the
+fields and their consistency, not speed)."""
+
+import json
+import os
+import subprocess
+
+import pytest
+
+BENCH = os.environ.get("SLUICE_BENCH")
+pytestmark = pytest.mark.skipif(not BENCH, reason="SLUICE_BENCH (the sluice-bench binary) unset")
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory):
+    root = str(tmp_path_factory.mktemp("bench") / "sample")
+    subprocess.run([BENCH, "--make-sample", root, "--count", "48"], check=True,
+                   stdout=subprocess.DEVNULL)
+    return root
+
+
+def run_json(tmp_path, *args):
+    out = tmp_path / "out.json"
+    subprocess.run([BENCH, *args, "--json", str(out)], check=True, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
+    return json.loads(out.read_text())
+
+
+def test_sample_is_an_image_folder(sample):
+    classes = sorted(c for c in os.listdir(sample) if os.path.isdir(os.path.join(sample, c)))
+    assert len(classes) >= 2
+    files = [f for c in classes for f in os.listdir(os.path.join(sample, c))]
+    assert len(files) == 48
+    assert all(f.endswith(".jpg") for f in files)
+    # and the list make_dataset.py would write, one "class/file label" line each
+    with open(os.path.join(sample, "files.txt")) as f:
+        lines = f.read().split("\n")
+    assert len([ln for ln in lines if ln]) == 48
+
+
+@pytest.mark.parametrize("preset", ["train", "eval"])
+def test_preset_with_ceiling(sample, tmp_path, preset):
+    d = run_json(tmp_path, sample, "--preset", preset, "--batch", "16", "--epochs", "2",
+                 "--threads", "2", "--ceiling")
+    # train drops the last partial batch of the (repeated) input, eval keeps it
+    assert d["images"] == (96 // 16 * 16 if preset == "train" else 96)
+    assert d["preset"] == preset and d["threads"] == 2
+    assert d["errors_skipped"] == 0
+    assert d["io_backend"] in ("io_uring", "pread")
+    assert d["images_per_s"] > 0 and d["seconds"] > 0
+    assert d["ceiling_images_per_s"] > 0
+    assert d["ratio_to_ceiling"] == pytest.approx(
+        d["images_per_s"] / d["ceiling_images_per_s"], rel=1e-2)
+    assert 0 < d["peak_rss_bytes"]
+    assert 0 < d["peak_buffered_bytes"]
+    # the consumer does nothing: it waits nearly all the time, and the wait
+    # for the first batch is part of it
+    assert 0 < d["first_batch_seconds"] <= d["seconds"]
+    assert 0 <= d["stall_fraction_after_first_batch"] <= d["measured_stall_fraction"] <= 1
+
+
+def test_fast_upsample_is_recorded(sample, tmp_path):
+    d = run_json(tmp_path, sample, "--preset", "eval", "--batch", "16", "--fast-upsample")
+    assert d["fast_upsample"] is True
+    assert d["images"] == 48
+
+
+def test_sweep_fields(sample, tmp_path):
+    d = run_json(tmp_path, sample, "--preset", "train", "--batch", "8", "--threads", "2",
+                 "--sweep", "--sweep-images", "32", "--consumer-ms", "1")
+    rows = d["sweep"]
+    assert rows[-1]["parallelism"] == "auto"
+    static = rows[:-1]
+    assert len(static) >= 4
+    best = max(static, key=lambda r: r["images_per_s"])
+    assert d["best_static_images_per_s"] == pytest.approx(best["images_per_s"])
+    assert d["autotune_vs_best_static"] == pytest.approx(
+        rows[-1]["images_per_s"] / best["images_per_s"], rel=1e-2)
+    for r in rows:
+        assert r["images"] >= 32
+        assert 0 <= r["stall_fraction_after_first_batch"] <= 1
+        assert r["peak_buffered_bytes"] > 0
