@@ -491,6 +491,24 @@ static void test_cold_start_decides_early(void **state)
     assert_false(s.at.cold);
 }
 
+/* Elements that take longer than the controller's windows (a batch of
+ * large images): the consumer stays stuck in one take across windows in
+ * which nothing is taken at all, and that still counts as starving, so
+ * parallelism grows while the first elements are being made rather than
+ * once per delivery. */
+static void test_long_elements_grow_while_waiting(void **state)
+{
+    (void)state;
+    static sim s;
+    cpu_pipeline(&s, 8, 700 * MS, 0.02 * MS, 1, 1, false);
+    s.st[0].tuned = s.st[1].tuned = true;
+    run_until(&s, 650 * MS); /* before the first element is out */
+    dump_log(&s, "long elements");
+    printf("long elements: parallelism %lld at 650 ms, %d changes\n", (long long)s.st[0].knob,
+           s.nlog);
+    assert_true(s.st[0].knob >= 4);
+}
+
 static void make_finite_consumer(sim *s, int64_t p, int64_t d)
 {
     cpu_pipeline(s, 8, 13 * MS, 5 * MS, p, d, false);
@@ -774,6 +792,7 @@ int main(void)
         cmocka_unit_test(test_direct),
         cmocka_unit_test(test_cpu_bound_converges),
         cmocka_unit_test(test_cold_start_decides_early),
+        cmocka_unit_test(test_long_elements_grow_while_waiting),
         cmocka_unit_test(test_finite_consumer_converges),
         cmocka_unit_test(test_bursty_grows_depth),
         cmocka_unit_test(test_io_bound_grows_io_depth),

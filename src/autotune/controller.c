@@ -298,11 +298,21 @@ typedef struct judged {
     double empty, wait, busy, units; /* fractions; busy units and their count */
 } judged;
 
+/* No take from node i in the window while the consumer waited through
+ * most of it: whoever takes from the node is stuck in one take that began
+ * in an earlier window (a take counts when it starts), so the node starves
+ * it all along. A cold start on large images is one long take. */
+static bool stuck_take(const sl__at_state *s, const sl__at_node_state *ns)
+{
+    return ns->takes == 0 && 2 * s->wait_ns >= s->window_ns;
+}
+
 static judged judge(const sl__at_state *s, const sl__at_snapshot *snap, int i)
 {
     const sl__at_node *n = &snap->nodes[i];
     const sl__at_node_state *ns = &s->nodes[i];
-    judged j = {frac(ns->empty_takes, ns->takes), frac(ns->wait_ns, s->window_ns), 0, 0};
+    judged j = {stuck_take(s, ns) ? 1.0 : frac(ns->empty_takes, ns->takes),
+                frac(ns->wait_ns, s->window_ns), 0, 0};
     int k = units_knob(n);
     if (k >= 0) {
         j.units = (double)n->knobs[k].value;
@@ -379,7 +389,7 @@ static bool starving_saturated(const sl__at_state *s, const sl__at_snapshot *sna
     const sl__at_node *node = &snap->nodes[i];
     judged j = judge(s, snap, i);
     int uk = units_knob(node);
-    if (uk < 0 || s->nodes[i].empty_takes == 0 || j.empty < EMPTY_MIN)
+    if (uk < 0 || j.empty < EMPTY_MIN || (s->nodes[i].empty_takes == 0 && !stuck_take(s, &s->nodes[i])))
         return false;
     return j.busy >= (node->kind == SL__NODE_READ ? IO_BUSY_MIN : BUSY_HI) * j.units;
 }
@@ -395,7 +405,7 @@ static void grow(sl__at_state *s, const sl__at_snapshot *snap, double stall, sl_
         const sl__at_node *node = &snap->nodes[i];
         const sl__at_node_state *ns = &s->nodes[i];
         judged j = judge(s, snap, i);
-        if (ns->empty_takes == 0 || j.empty < EMPTY_MIN)
+        if (j.empty < EMPTY_MIN || (ns->empty_takes == 0 && !stuck_take(s, ns)))
             return; /* it keeps up: the stall is synchronous work below it */
         int uk = units_knob(node);
         int tuned_units = uk >= 0 && node->knobs[uk].autotune ? uk : -1;
@@ -404,8 +414,13 @@ static void grow(sl__at_state *s, const sl__at_snapshot *snap, double stall, sl_
                 grow_units(s, snap, i, tuned_units, j, true, stall, out);
             return; /* grown, or blocked by a budget or a fixed knob */
         }
-        if (j.wait >= WAIT_HI || (o + 1 < n && starving_saturated(s, snap, order[o + 1])))
-            continue; /* its input is the cause */
+        /* its input is the cause: the node waited on it, the input is
+         * saturated, or a buffer passed nothing on in the window (its wait
+         * is counted when its input delivers, so one that lasts the whole
+         * window shows none yet) */
+        if (j.wait >= WAIT_HI || (uk < 0 && ns->elements == 0) ||
+            (o + 1 < n && starving_saturated(s, snap, order[o + 1])))
+            continue;
         int dk = find_knob(node, SL__KNOB_DEPTH, true);
         if (dk >= 0)
             grow_depth(s, snap, i, dk, j, stall, out);
