@@ -77,6 +77,9 @@ static int prefetch_next(sl__iter *base, sl_element **out)
             it->ring[it->head] = NULL;
             it->head = (it->head + 1) % it->size;
             atomic_store(&it->count, c - 1);
+            /* not held from here: unheld before the producer may refill,
+             * or the peak would count this element and its replacement */
+            sl__iter_unhold(base, (int64_t)sl__element_bytes(el));
             pthread_cond_signal(&it->a.cv_producer);
             break;
         }
@@ -96,7 +99,6 @@ static int prefetch_next(sl__iter *base, sl_element **out)
     }
     pthread_mutex_unlock(&it->a.mu);
     if (el) {
-        sl__iter_unhold(base, (int64_t)sl__element_bytes(el));
         if (seen >= 0)
             sl__stat_take(base->stats, seen);
         *out = el;
@@ -128,13 +130,14 @@ static void prefetch_destroy(sl__iter *base)
 static const sl__iter_ops prefetch_iter_ops = {prefetch_next, prefetch_cancel, prefetch_destroy};
 
 /* Registers the node and its depth knob: SL_AUTOTUNE under the controller
- * starts at 2 and may grow to MAX_AUTO_DEPTH, without it it is the
+ * starts at 1 (a batch more costs memory for nothing unless the output
+ * proves bursty) and may grow to MAX_AUTO_DEPTH, without it it is the
  * documented 2. The ring has room for the maximum. */
 static int depth_knob(prefetch_iter *it, int64_t d)
 {
     sl__tree *tree = it->base.tree;
     bool autotune = d == SL_AUTOTUNE && tree->autotune;
-    int64_t initial = d != SL_AUTOTUNE ? d : autotune ? 2 : DEFAULT_DEPTH;
+    int64_t initial = d != SL_AUTOTUNE ? d : autotune ? 1 : DEFAULT_DEPTH;
     int64_t max = autotune ? MAX_AUTO_DEPTH : initial;
     sl__node_stats *ns = sl__stats_node(tree, it->base.key, sl_dataset_name(it->base.ds),
                                         SL__NODE_PREFETCH, it->base.depth);
