@@ -211,14 +211,19 @@ void sl__tree_hold(sl__tree *t, int64_t bytes)
     }
 }
 
-void sl__tree_unhold(sl__tree *t, int64_t bytes)
+void sl__tree_budget_wake(sl__tree *t)
 {
-    atomic_fetch_sub(&t->held, bytes);
     if (atomic_load(&t->budget_waiters)) {
         pthread_mutex_lock(&t->mu);
         pthread_cond_broadcast(&t->budget_cv);
         pthread_mutex_unlock(&t->mu);
     }
+}
+
+void sl__tree_unhold(sl__tree *t, int64_t bytes)
+{
+    atomic_fetch_sub(&t->held, bytes);
+    sl__tree_budget_wake(t);
 }
 
 void sl__iter_hold(sl__iter *it, int64_t bytes)
@@ -231,6 +236,12 @@ void sl__iter_unhold(sl__iter *it, int64_t bytes)
 {
     sl__stat_add(&it->stats->bytes_held, -bytes);
     sl__tree_unhold(it->tree, bytes);
+}
+
+void sl__iter_unhold_nowake(sl__iter *it, int64_t bytes)
+{
+    sl__stat_add(&it->stats->bytes_held, -bytes);
+    atomic_fetch_sub(&it->tree->held, bytes);
 }
 
 bool sl__tree_wait_budget(sl__tree *t, const atomic_int *own_count, const atomic_bool *stop)

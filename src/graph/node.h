@@ -217,6 +217,11 @@ void sl__tree_unhold(sl__tree *t, int64_t bytes);
 /* The same, also counted in the node's bytes_held (its own buffer). */
 void sl__iter_hold(sl__iter *it, int64_t bytes);
 void sl__iter_unhold(sl__iter *it, int64_t bytes);
+/* The same without waking producers waiting on the RAM budget (it takes
+ * the tree's lock): for callers holding a node lock, which then call
+ * sl__tree_budget_wake once they have let go of it. */
+void sl__iter_unhold_nowake(sl__iter *it, int64_t bytes);
+void sl__tree_budget_wake(sl__tree *t);
 /* Frees the tree's statistics entries (src/graph/stats.c). */
 void sl__stats_fini(sl__tree *t);
 /* The tree of an iterator, for src/obs/. */

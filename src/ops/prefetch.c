@@ -78,8 +78,9 @@ static int prefetch_next(sl__iter *base, sl_element **out)
             it->head = (it->head + 1) % it->size;
             atomic_store(&it->count, c - 1);
             /* not held from here: unheld before the producer may refill,
-             * or the peak would count this element and its replacement */
-            sl__iter_unhold(base, (int64_t)sl__element_bytes(el));
+             * or the peak would count this element and its replacement
+             * (budget waiters are woken below, without this lock) */
+            sl__iter_unhold_nowake(base, (int64_t)sl__element_bytes(el));
             pthread_cond_signal(&it->a.cv_producer);
             break;
         }
@@ -99,6 +100,7 @@ static int prefetch_next(sl__iter *base, sl_element **out)
     }
     pthread_mutex_unlock(&it->a.mu);
     if (el) {
+        sl__tree_budget_wake(base->tree);
         if (seen >= 0)
             sl__stat_take(base->stats, seen);
         *out = el;
