@@ -389,7 +389,8 @@ static bool starving_saturated(const sl__at_state *s, const sl__at_snapshot *sna
     const sl__at_node *node = &snap->nodes[i];
     judged j = judge(s, snap, i);
     int uk = units_knob(node);
-    if (uk < 0 || j.empty < EMPTY_MIN || (s->nodes[i].empty_takes == 0 && !stuck_take(s, &s->nodes[i])))
+    const sl__at_node_state *ns = &s->nodes[i];
+    if (uk < 0 || j.empty < EMPTY_MIN || (ns->empty_takes == 0 && !stuck_take(s, ns)))
         return false;
     return j.busy >= (node->kind == SL__NODE_READ ? IO_BUSY_MIN : BUSY_HI) * j.units;
 }

@@ -67,8 +67,9 @@ typedef struct sl__decoded {
  * rows above skipped with jpeg_skip_scanlines, rows below never decoded.
  * Always RGB (gray and CMYK/YCCK converted). flags: SL__JPEG_ALLOW_WARNINGS
  * (otherwise warnings are errors), SL__JPEG_FAST_UPSAMPLE (plain chroma
- * upsampling, merged with colour conversion). Must follow a successful sl__jpeg_header on the same data
- * (it reuses the parsed header). Errors as for sl__jpeg_header. */
+ * upsampling, merged with colour conversion). Must follow a successful
+ * sl__jpeg_header on the same data (it reuses the parsed header). Errors as
+ * for sl__jpeg_header. */
 enum { SL__JPEG_ALLOW_WARNINGS = 1, SL__JPEG_FAST_UPSAMPLE = 2 };
 int sl__jpeg_decode(sl__jpeg *dec, const uint8_t *data, size_t n, const sl__window *win,
                     int out_w, int out_h, unsigned flags, sl__decoded *out);
