@@ -385,22 +385,8 @@ horizontal_avx2_n(const axis *ax, const int16_t *row, uint8_t *line, bool flip, 
             d[3] = (uint8_t)rgb1, d[4] = (uint8_t)(rgb1 >> 8), d[5] = (uint8_t)(rgb1 >> 16);
         }
     }
-    if (o < out) { /* an odd last pixel */
-        int i = flip ? 0 : o;
-        const int16_t *p = row + 3 * (ax->start[i] - ax->lo);
-        const int16_t *w = ax->w + (size_t)i * pitch;
-        __m128i acc = _mm_set1_epi32(1 << (HSHIFT - 1));
-        for (int k = 0; k < pitch; k += 2) {
-            __m128i v = _mm_loadu_si128((const __m128i *)(p + 3 * k));
-            __m128i pr = _mm_unpacklo_epi16(v, _mm_srli_si128(v, 6));
-            acc = _mm_add_epi32(acc, _mm_madd_epi16(pr, weight_pairs(w + k)));
-        }
-        acc = _mm_srai_epi32(acc, HSHIFT);
-        acc = _mm_packus_epi16(_mm_packs_epi32(acc, acc), acc);
-        uint32_t rgb = (uint32_t)_mm_cvtsi128_si32(acc);
-        uint8_t *d = line + 3 * o;
-        d[0] = (uint8_t)rgb, d[1] = (uint8_t)(rgb >> 8), d[2] = (uint8_t)(rgb >> 16);
-    }
+    if (o < out) /* an odd last pixel */
+        horizontal_range(ax, row, line, flip, o, out);
 }
 
 __attribute__((target("avx2"))) static void
