@@ -242,8 +242,13 @@ static void vertical(const uint8_t *src, size_t stride, const int16_t *w, int ta
                      int16_t *dst, int n)
 {
     const __m128i zero = _mm_setzero_si128();
-    int x = 0;
-    for (; x + 16 <= n; x += 16) {
+    if (n < 16) {
+        vertical_c(src, stride, w, taps, dst, 0, n);
+        return;
+    }
+    for (int x = 0; x < n; x += 16) {
+        if (x > n - 16)
+            x = n - 16; /* the last step overlaps the one before: same values */
         __m128i a0 = _mm_set1_epi32(1 << (VSHIFT - 1)), a1 = a0, a2 = a0, a3 = a0;
         for (int k = 0; k < taps; k += 2) {
             const uint8_t *p = src + (size_t)k * stride + x;
@@ -264,7 +269,6 @@ static void vertical(const uint8_t *src, size_t stride, const int16_t *w, int ta
         _mm_storeu_si128((__m128i *)(dst + x), _mm_packs_epi32(a0, a1));
         _mm_storeu_si128((__m128i *)(dst + x + 8), _mm_packs_epi32(a2, a3));
     }
-    vertical_c(src, stride, w, taps, dst, x, n);
 }
 
 /* Per output pixel, pairs of taps: 8 int16 from pixel k on are
@@ -327,8 +331,13 @@ static void horizontal(const axis *ax, const int16_t *row, uint8_t *line, bool f
 __attribute__((target("avx2"))) static void
 vertical_avx2(const uint8_t *src, size_t stride, const int16_t *w, int taps, int16_t *dst, int n)
 {
-    int x = 0;
-    for (; x + 16 <= n; x += 16) {
+    if (n < 16) {
+        vertical_c(src, stride, w, taps, dst, 0, n);
+        return;
+    }
+    for (int x = 0; x < n; x += 16) {
+        if (x > n - 16)
+            x = n - 16; /* the last step overlaps the one before: same values */
         __m256i lo = _mm256_set1_epi32(1 << (VSHIFT - 1)), hi = lo;
         for (int k = 0; k < taps; k += 2) {
             const uint8_t *p = src + (size_t)k * stride + x;
@@ -349,7 +358,6 @@ vertical_avx2(const uint8_t *src, size_t stride, const int16_t *w, int taps, int
         hi = _mm256_srai_epi32(hi, VSHIFT);
         _mm256_storeu_si256((__m256i *)(dst + x), _mm256_packs_epi32(lo, hi));
     }
-    vertical_c(src, stride, w, taps, dst, x, n);
 }
 
 /* Horizontal: two output pixels at once, one per 128-bit lane. */
@@ -410,8 +418,13 @@ __attribute__((target(AVX512))) static void
 vertical_avx512(const uint8_t *src, size_t stride, const int16_t *w, int taps, int16_t *dst,
                 int n)
 {
-    int x = 0;
-    for (; x + 32 <= n; x += 32) {
+    if (n < 32) {
+        vertical_avx2(src, stride, w, taps, dst, n);
+        return;
+    }
+    for (int x = 0; x < n; x += 32) {
+        if (x > n - 32)
+            x = n - 32; /* the last step overlaps the one before: same values */
         __m512i lo = _mm512_set1_epi32(1 << (VSHIFT - 1)), hi = lo;
         for (int k = 0; k < taps; k += 2) {
             const uint8_t *p = src + (size_t)k * stride + x;
@@ -433,8 +446,6 @@ vertical_avx512(const uint8_t *src, size_t stride, const int16_t *w, int taps, i
         hi = _mm512_srai_epi32(hi, VSHIFT);
         _mm512_storeu_si512(dst + x, _mm512_packs_epi32(lo, hi));
     }
-    if (x < n)
-        vertical_avx2(src + x, stride, w, taps, dst + x, n - x);
 }
 
 /* Horizontal: four output pixels per step, one per 128-bit lane. The
