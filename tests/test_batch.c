@@ -34,29 +34,20 @@ static void expect_batch_sizes(sl_dataset *ds, const int64_t *sizes, int n)
     sl_iterator_free(it);
 }
 
-static void expect_iota(sl_dataset *ds, int64_t n)
-{
-    int64_t *want = malloc((size_t)(n ? n : 1) * sizeof *want);
-    for (int64_t i = 0; i < n; i++)
-        want[i] = i;
-    tu_expect(ds, want, (size_t)n);
-    free(want);
-}
-
 static void test_remainder(void **state)
 {
     (void)state;
     sl_dataset *ds = sl_batch(sl_range(0, 10, 1), 3, 0);
     assert_non_null(ds);
     expect_batch_sizes(ds, (int64_t[]){3, 3, 3, 1}, 4);
-    expect_iota(ds, 10);
+    tu_expect_iota(ds, 10);
     assert_int_equal(sl_dataset_cardinality(ds), 4);
     assert_string_equal(sl_dataset_name(ds), "batch");
     sl_dataset_free(ds);
 
     ds = sl_batch(sl_range(0, 10, 1), 3, SL_DROP_REMAINDER);
     expect_batch_sizes(ds, (int64_t[]){3, 3, 3}, 3);
-    expect_iota(ds, 9);
+    tu_expect_iota(ds, 9);
     assert_int_equal(sl_dataset_cardinality(ds), 3);
     sl_dataset_free(ds);
 }
@@ -66,7 +57,7 @@ static void test_sizes(void **state)
     (void)state;
     sl_dataset *ds = sl_batch(sl_range(0, 4, 1), 1, 0);
     expect_batch_sizes(ds, (int64_t[]){1, 1, 1, 1}, 4);
-    expect_iota(ds, 4);
+    tu_expect_iota(ds, 4);
     sl_dataset_free(ds);
 
     ds = sl_batch(sl_range(0, 6, 1), 3, SL_DROP_REMAINDER); /* exact multiple */
@@ -76,7 +67,7 @@ static void test_sizes(void **state)
 
     ds = sl_batch(sl_range(0, 3, 1), 5, 0); /* bigger than the input */
     expect_batch_sizes(ds, (int64_t[]){3}, 1);
-    expect_iota(ds, 3);
+    tu_expect_iota(ds, 3);
     assert_int_equal(sl_dataset_cardinality(ds), 1);
     sl_dataset_free(ds);
 
@@ -277,7 +268,7 @@ static void test_buffer_growth(void **state)
                 d[k] = i * 100 + k;
         }
         sl_dataset *ds = sl_batch(tu_elements(e, 10, lie ? 1 : 1000), 8, 0);
-        expect_iota(ds, 1000);
+        tu_expect_iota(ds, 1000);
         sl_dataset_free(ds);
     }
 }

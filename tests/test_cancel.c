@@ -9,12 +9,6 @@
 #include <time.h>
 #include "testutil.h"
 
-static void sleep_us(long us)
-{
-    struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
-    nanosleep(&ts, NULL);
-}
-
 static double now_s(void)
 {
     struct timespec ts;
@@ -44,7 +38,7 @@ static int out_scalar(sl_element **out, int64_t v)
 static int slow(sl_map_ctx *ctx, const sl_element *in, sl_element **out, void *user)
 {
     (void)ctx, (void)user;
-    sleep_us(20000);
+    tu_sleep_us(20000);
     return out_scalar(out, value_of(in));
 }
 
@@ -135,7 +129,7 @@ static void cancel_case(sl_dataset *(*build)(void), int threads, int take, long 
             assert_int_equal(value_of(kept[i]), i % modulo);
     }
     if (settle_us)
-        sleep_us(settle_us);
+        tu_sleep_us(settle_us);
     double t0 = now_s();
     sl_iterator_free(it);
     double dt = now_s() - t0;

@@ -10,20 +10,6 @@
 #include <time.h>
 #include "testutil.h"
 
-static uint64_t mix(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
-static void sleep_us(long us)
-{
-    struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
-    nanosleep(&ts, NULL);
-}
-
 /* (value, noise) from a scalar value or from a [2] row; noise gains a
  * per-element random draw, and a float64 uniform draw rides along. A short
  * delay for some values scrambles completion order. */
@@ -39,8 +25,8 @@ static int add_noise(sl_map_ctx *ctx, const sl_element *in, sl_element **out, vo
         v = d[0];
         n = d[1];
     }
-    if (mix((uint64_t)v) % 8 == 0)
-        sleep_us(50);
+    if (tu_mix((uint64_t)v) % 8 == 0)
+        tu_sleep_us(50);
     sl_element *el = sl_element_create(2);
     if (!el)
         return SL_ENOMEM;

@@ -11,20 +11,6 @@
 #include <time.h>
 #include "testutil.h"
 
-static uint64_t mix(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
-static void sleep_us(long us)
-{
-    struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
-    nanosleep(&ts, NULL);
-}
-
 static int64_t in_value(const sl_element *in)
 {
     return sl_tensor_int64(sl_element_tensor(in, 0));
@@ -61,7 +47,7 @@ static int slow_affine(sl_map_ctx *ctx, const sl_element *in, sl_element **out, 
 {
     (void)ctx, (void)user;
     int64_t v = in_value(in);
-    sleep_us((long)(mix((uint64_t)v) % 301));
+    tu_sleep_us((long)(tu_mix((uint64_t)v) % 301));
     return out_scalar(out, 3 * v + 1);
 }
 
@@ -148,8 +134,8 @@ static int hold_first(sl_map_ctx *ctx, const sl_element *in, sl_element **out, v
         atomic_store(one_done, 1);
     if (v == 0) {
         for (int i = 0; i < 2000 && !atomic_load(one_done); i++)
-            sleep_us(1000);
-        sleep_us(50000);
+            tu_sleep_us(1000);
+        tu_sleep_us(50000);
     }
     return out_scalar(out, v);
 }
@@ -195,7 +181,7 @@ static int rng_fn(sl_map_ctx *ctx, const sl_element *in, sl_element **out, void 
 {
     (void)user;
     int64_t v = in_value(in);
-    sleep_us((long)(mix((uint64_t)v) % 50));
+    tu_sleep_us((long)(tu_mix((uint64_t)v) % 50));
     sl_element *el = sl_element_create(1);
     if (!el)
         return SL_ENOMEM;
@@ -304,7 +290,7 @@ static int failing_fn(sl_map_ctx *ctx, const sl_element *in, sl_element **out, v
 {
     const fail_spec *f = user;
     int64_t v = in_value(in);
-    sleep_us((long)(mix((uint64_t)v) % 100));
+    tu_sleep_us((long)(tu_mix((uint64_t)v) % 100));
     if (v % f->mod == f->rem) {
         if (!f->msg)
             return f->code;
@@ -518,7 +504,7 @@ static int scratch_fn(sl_map_ctx *ctx, const sl_element *in, sl_element **out, v
 {
     (void)user;
     int64_t v = in_value(in);
-    size_t a = 1 + (size_t)(mix((uint64_t)v) % 5000), b = 64 << 10;
+    size_t a = 1 + (size_t)(tu_mix((uint64_t)v) % 5000), b = 64 << 10;
     unsigned char *p = sl_map_ctx_scratch(ctx, a);
     unsigned char *q = sl_map_ctx_scratch(ctx, b);
     if (!p || !q)
@@ -540,7 +526,7 @@ static void test_scratch(void **state)
     sl_dataset *ds = sl_map(sl_range(0, N, 1), "scratch", scratch_fn, NULL, 4, 0);
     int64_t want[N];
     for (int i = 0; i < N; i++)
-        want[i] = i + 1 + (int64_t)(mix((uint64_t)i) % 5000) + 2 * 16;
+        want[i] = i + 1 + (int64_t)(tu_mix((uint64_t)i) % 5000) + 2 * 16;
     sl_options *o = tu_opts(2, 0);
     int64_t *got;
     size_t n;

@@ -9,12 +9,6 @@
 #include <time.h>
 #include "testutil.h"
 
-static void sleep_us(long us)
-{
-    struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
-    nanosleep(&ts, NULL);
-}
-
 static int64_t in_value(const sl_element *in)
 {
     return sl_tensor_int64(sl_element_tensor(in, 0));
@@ -27,7 +21,7 @@ static int square(sl_map_ctx *ctx, const sl_element *in, sl_element **out, void 
     (void)ctx, (void)user;
     int64_t v = in_value(in);
     if (v % 7 == 0)
-        sleep_us(200);
+        tu_sleep_us(200);
     sl_element *el = sl_element_create(1);
     if (!el)
         return SL_ENOMEM;
@@ -60,7 +54,7 @@ static void expect_squares(sl_dataset *ds, int64_t n_expect, int slow_consumer)
         assert_int_equal(d[1], i * i);
         sl_element_release(el);
         if (slow_consumer && i % 5 == 0)
-            sleep_us(300);
+            tu_sleep_us(300);
         i++;
     }
     if (rc != SL_EOF)

@@ -23,12 +23,6 @@ enum {
     HEAD_START_US = 200000,
 };
 
-static void sleep_us(long us)
-{
-    struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
-    nanosleep(&ts, NULL);
-}
-
 /* A 1 MiB tensor: the value in its first 8 bytes, its low byte after;
  * *user is the extra time the callback takes, in µs. */
 static int megabyte(sl_map_ctx *ctx, const sl_element *in, sl_element **out, void *user)
@@ -37,7 +31,7 @@ static int megabyte(sl_map_ctx *ctx, const sl_element *in, sl_element **out, voi
     int64_t v = sl_tensor_int64(sl_element_tensor(in, 0));
     long cost_us = *(const long *)user;
     if (cost_us)
-        sleep_us(cost_us);
+        tu_sleep_us(cost_us);
     sl_element *el = sl_element_create(1);
     if (!el)
         return SL_ENOMEM;
@@ -76,7 +70,7 @@ static int64_t run(long cost_us, int64_t budget, int64_t bound)
     assert_non_null(it);
     assert_int_equal(sl_iterator_stat(it, SL_STAT_RAM_BUDGET), budget);
     /* a head start, so that the buffers fill whatever the machine's speed */
-    sleep_us(HEAD_START_US);
+    tu_sleep_us(HEAD_START_US);
     sl_element *el;
     int rc;
     int64_t i = 0, worst = 0, worst_at = -1;
@@ -98,7 +92,7 @@ static int64_t run(long cost_us, int64_t budget, int64_t bound)
             worst_at = i;
         }
         i++;
-        sleep_us(CONSUMER_US);
+        tu_sleep_us(CONSUMER_US);
     }
     if (rc != SL_EOF)
         print_error("iteration failed: %d %s\n", rc, sl_iterator_errmsg(it));

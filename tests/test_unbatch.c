@@ -5,21 +5,12 @@
 #include "testutil.h"
 
 
-static void expect_iota(sl_dataset *ds, int64_t n)
-{
-    int64_t *want = malloc((size_t)(n ? n : 1) * sizeof *want);
-    for (int64_t i = 0; i < n; i++)
-        want[i] = i;
-    tu_expect(ds, want, (size_t)n);
-    free(want);
-}
-
 static void test_inverse_of_batch(void **state)
 {
     (void)state;
     sl_dataset *ds = sl_unbatch(sl_batch(sl_range(0, 10, 1), 3, 0));
     assert_non_null(ds);
-    expect_iota(ds, 10);
+    tu_expect_iota(ds, 10);
     assert_string_equal(sl_dataset_name(ds), "unbatch");
     assert_int_equal(sl_dataset_cardinality(ds), SL_UNKNOWN);
     /* elements come out as scalars again */
@@ -32,11 +23,11 @@ static void test_inverse_of_batch(void **state)
     sl_dataset_free(ds);
 
     ds = sl_unbatch(sl_batch(sl_range(0, 10, 1), 4, SL_DROP_REMAINDER));
-    expect_iota(ds, 8);
+    tu_expect_iota(ds, 8);
     sl_dataset_free(ds);
 
     ds = sl_unbatch(sl_unbatch(sl_batch(sl_batch(sl_range(0, 24, 1), 3, 0), 4, 0)));
-    expect_iota(ds, 24);
+    tu_expect_iota(ds, 24);
     sl_dataset_free(ds);
 }
 
@@ -44,7 +35,7 @@ static void test_empty_input(void **state)
 {
     (void)state;
     sl_dataset *ds = sl_unbatch(sl_batch(sl_range(0, 0, 1), 3, 0));
-    expect_iota(ds, 0);
+    tu_expect_iota(ds, 0);
     assert_int_equal(sl_dataset_cardinality(ds), 0);
     sl_dataset_free(ds);
 }
@@ -191,7 +182,7 @@ static void test_zero_rows(void **state)
             d[k] = k;
     }
     sl_dataset *ds = sl_unbatch(tu_elements(e, 3, -3));
-    expect_iota(ds, 2);
+    tu_expect_iota(ds, 2);
     sl_dataset_free(ds);
 }
 

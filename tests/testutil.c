@@ -75,6 +75,15 @@ void tu_expect(sl_dataset *ds, const int64_t *expect, size_t n)
     sl_options_free(o);
 }
 
+void tu_expect_iota(sl_dataset *ds, int64_t n)
+{
+    int64_t *want = malloc((size_t)(n ? n : 1) * sizeof *want);
+    for (int64_t i = 0; i < n; i++)
+        want[i] = i;
+    tu_expect(ds, want, (size_t)n);
+    free(want);
+}
+
 int64_t tu_count(sl_dataset *ds, const sl_options *opts)
 {
     sl_iterator *it = sl_iterator_create(ds, opts);
@@ -304,6 +313,14 @@ void tu_sleep_us(long us)
 {
     struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
     nanosleep(&ts, NULL);
+}
+
+uint64_t tu_mix(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
 }
 
 int64_t tu_now_ns(void)

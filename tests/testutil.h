@@ -25,6 +25,8 @@ int tu_collect(sl_dataset *ds, const sl_options *opts, int64_t **out, size_t *n,
 /* Asserts that ds yields exactly expect[0..n) (via tu_collect, default
  * options with 2 threads). */
 void tu_expect(sl_dataset *ds, const int64_t *expect, size_t n);
+/* Asserts that ds yields 0, 1, ..., n - 1. */
+void tu_expect_iota(sl_dataset *ds, int64_t n);
 /* Number of elements ds yields (asserts it ends with SL_EOF). */
 int64_t tu_count(sl_dataset *ds, const sl_options *opts);
 
@@ -46,6 +48,9 @@ void tu_check_shape(const sl_tensor *t, int ndim, const int64_t *shape);
  * *(const int *)user microseconds before passing them through. */
 void tu_sleep_us(long us);
 int64_t tu_now_ns(void);
+/* A fixed 64-bit mix (splitmix64's finaliser): per-element pseudo-random
+ * values that depend on nothing but the input. */
+uint64_t tu_mix(uint64_t x);
 int tu_identity(sl_map_ctx *ctx, const sl_element *in, sl_element **out, void *user);
 int tu_spin(sl_map_ctx *ctx, const sl_element *in, sl_element **out, void *user);
 
