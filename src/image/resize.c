@@ -229,6 +229,18 @@ static void vertical_c(const uint8_t *src, size_t stride, const int16_t *w, int 
 }
 
 #ifdef SL__RESIZE_SSE2
+/* Taps k and k + 1 as one int32 for pmaddwd (w[k] low, w[k + 1] high);
+ * an odd last tap pairs with 0. */
+static inline int32_t tap_pair(const int16_t *w, int k, int taps)
+{
+    int32_t v;
+    if (k + 1 < taps)
+        memcpy(&v, w + k, sizeof v); /* little-endian */
+    else
+        v = (uint16_t)w[k];
+    return v;
+}
+
 static inline __m128i weight_pairs(const int16_t *w)
 {
     int32_t v;
@@ -257,7 +269,7 @@ static void vertical(const uint8_t *src, size_t stride, const int16_t *w, int ta
              * the filter's rows. */
             bool pair = k + 1 < taps;
             __m128i r1 = pair ? _mm_loadu_si128((const __m128i *)(p + stride)) : r0;
-            __m128i wv = pair ? weight_pairs(w + k) : _mm_set1_epi32((uint16_t)w[k]);
+            __m128i wv = _mm_set1_epi32(tap_pair(w, k, taps));
             __m128i lo = _mm_unpacklo_epi8(r0, r1), hi = _mm_unpackhi_epi8(r0, r1);
             a0 = _mm_add_epi32(a0, _mm_madd_epi16(_mm_unpacklo_epi8(lo, zero), wv));
             a1 = _mm_add_epi32(a1, _mm_madd_epi16(_mm_unpackhi_epi8(lo, zero), wv));
@@ -345,12 +357,7 @@ vertical_avx2(const uint8_t *src, size_t stride, const int16_t *w, int taps, int
             __m256i r0 = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)p));
             __m256i r1 = pair ? _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(p + stride)))
                               : r0;
-            int32_t wp;
-            if (pair)
-                memcpy(&wp, w + k, sizeof wp);
-            else
-                wp = (uint16_t)w[k];
-            __m256i wv = _mm256_set1_epi32(wp);
+            __m256i wv = _mm256_set1_epi32(tap_pair(w, k, taps));
             lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_unpacklo_epi16(r0, r1), wv));
             hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_unpackhi_epi16(r0, r1), wv));
         }
@@ -433,12 +440,7 @@ vertical_avx512(const uint8_t *src, size_t stride, const int16_t *w, int taps, i
             __m512i r1 = pair ? _mm512_cvtepu8_epi16(
                                     _mm256_loadu_si256((const __m256i *)(p + stride)))
                               : r0;
-            int32_t wp;
-            if (pair)
-                memcpy(&wp, w + k, sizeof wp);
-            else
-                wp = (uint16_t)w[k];
-            __m512i wv = _mm512_set1_epi32(wp);
+            __m512i wv = _mm512_set1_epi32(tap_pair(w, k, taps));
             lo = _mm512_dpwssd_epi32(lo, _mm512_unpacklo_epi16(r0, r1), wv);
             hi = _mm512_dpwssd_epi32(hi, _mm512_unpackhi_epi16(r0, r1), wv);
         }
