@@ -112,7 +112,7 @@ int main(int argc, char **argv)
     int rc = 0;
     for (int r = 0; r < RUNS && rc == 0; r++) {
         double t0 = now_s();
-        sl_dataset *ds = sl_image_folder(root, NULL);
+        sl_dataset *ds = sl_image_folder(root, NULL, 0);
         t[r] = now_s() - t0;
         if (!ds) {
             fprintf(stderr, "sl_image_folder: %s\n", sl_last_error());

@@ -156,20 +156,21 @@ static sl_options *make_options(const config *cfg, int64_t seed)
     return opts;
 }
 
-/* The paths the source yields, from its elements' path tensor (index 2). */
+/* The paths the source yields, from its elements' path tensor (the last,
+ * with SL_WITH_PATHS). */
 static int list_pass(sl_iterator *it, path_list *pl)
 {
     sl_element *el;
     int rc;
     while ((rc = sl_next(it, &el)) == 0) {
         size_t len;
-        const char *s = sl_tensor_string(sl_element_tensor(el, 2), 0, &len);
+        const char *s = sl_tensor_string(sl_element_tensor(el, sl_element_size(el) - 1), 0, &len);
         pl->bytes += (int64_t)sl_tensor_nbytes(sl_element_tensor(el, 0));
         int bad = !s ? SL_EDTYPE : path_list_add(pl, s, len) < 0 ? SL_ENOMEM : 0;
         sl_element_release(el);
         if (bad) {
             fprintf(stderr, "sluice-bench: listing files: %s\n",
-                    bad == SL_EDTYPE ? "element 2 is not a path" : "out of memory");
+                    bad == SL_EDTYPE ? "the last tensor is not a path" : "out of memory");
             return -1;
         }
     }
@@ -178,13 +179,17 @@ static int list_pass(sl_iterator *it, path_list *pl)
     return rc < 0 ? -1 : 0;
 }
 
-static int list_files(const config *cfg, sl_dataset *src, path_list *pl)
+static sl_dataset *open_source(const config *cfg, unsigned flags);
+
+/* Reads the files once through a source that yields their paths (the
+ * pipeline's does not). */
+static int list_files(const config *cfg, path_list *pl)
 {
-    sl_dataset *ds = sl_prefetch(sl_dataset_retain(src), SL_AUTOTUNE);
+    sl_dataset *ds = sl_prefetch(open_source(cfg, SL_WITH_PATHS), SL_AUTOTUNE);
     sl_options *opts = make_options(cfg, cfg->seed);
     sl_iterator *it = ds && opts ? sl_iterator_create(ds, opts) : NULL;
     int rc = -1;
-    if (!it && opts)
+    if (!it)
         fprintf(stderr, "sluice-bench: listing files: %s\n", sl_last_error());
     else if (it)
         rc = list_pass(it, pl);
@@ -247,10 +252,10 @@ static double resident_fraction(const path_list *pl)
 
 /* ---- the pipeline ---- */
 
-static sl_dataset *open_source(const config *cfg)
+static sl_dataset *open_source(const config *cfg, unsigned flags)
 {
-    sl_dataset *ds = cfg->list ? sl_file_list(cfg->list, cfg->dir)
-                               : sl_image_folder(cfg->dir, NULL);
+    sl_dataset *ds = cfg->list ? sl_file_list(cfg->list, cfg->dir, flags)
+                               : sl_image_folder(cfg->dir, NULL, flags);
     if (cfg->limit >= 0)
         ds = sl_take(ds, cfg->limit);
     return ds;
@@ -274,7 +279,7 @@ static sl_dataset *build_pipeline(const config *cfg, sl_dataset *src, int64_t re
         ds = sl_repeat(ds, repeat);
     if (cfg->preset != PRESET_READ) {
         sl_image_spec spec;
-        if (sl_image_spec_init(&spec, crop_policy(cfg->preset), cfg->size) < 0) {
+        if (SL_IMAGE_SPEC_INIT(&spec, crop_policy(cfg->preset), cfg->size) < 0) {
             sl_dataset_free(ds);
             return NULL;
         }
@@ -1336,7 +1341,7 @@ static int bench_sweep(const config *cfg, sl_dataset *src)
 {
     path_list pl = {0};
     sweep *sw = calloc(1, sizeof *sw);
-    int rc = sw ? list_files(cfg, src, &pl) : -1;
+    int rc = sw ? list_files(cfg, &pl) : -1;
     if (!sw)
         fprintf(stderr, "sluice-bench: out of memory\n");
     if (rc == 0)
@@ -1355,7 +1360,7 @@ static int bench_sweep(const config *cfg, sl_dataset *src)
 
 static int bench(const config *cfg)
 {
-    sl_dataset *src = open_source(cfg);
+    sl_dataset *src = open_source(cfg, 0);
     if (!src) {
         fprintf(stderr, "sluice-bench: %s\n", sl_last_error());
         return 1;
@@ -1372,7 +1377,7 @@ static int bench(const config *cfg)
         rc = -1;
     }
     if (rc == 0 && (cfg->cold || cfg->ceiling))
-        rc = list_files(cfg, src, &pl);
+        rc = list_files(cfg, &pl);
     if (rc == 0 && st.files < 0 && pl.n)
         st.files = (int64_t)pl.n;
     st.expected = expected_images(cfg, st.files);

@@ -19,7 +19,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
     close(fd);
-    sl_dataset *ds = sl_file_list(path, "/nonexistent-root");
+    sl_dataset *ds = sl_file_list(path, "/nonexistent-root", 0);
     if (ds)
         (void)sl_dataset_cardinality(ds);
     sl_dataset_free(ds);

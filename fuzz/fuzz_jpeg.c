@@ -16,7 +16,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (sl__jpeg_header(dec, data, size, (int64_t)1 << 22, &info) != 0)
         return 0;
     sl_image_spec spec;
-    sl_image_spec_init(&spec, size & 1 ? SL_CROP_RANDOM_RESIZED : SL_CROP_CENTER, 24);
+    SL_IMAGE_SPEC_INIT(&spec, size & 1 ? SL_CROP_RANDOM_RESIZED : SL_CROP_CENTER, 24);
     sl__rng rng = sl__rng_make(size, 1, 0, 0);
     sl__window win;
     bool flip;

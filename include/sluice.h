@@ -42,7 +42,7 @@ extern "C" {
 /* Version                                                                  */
 
 #define SL_VERSION_MAJOR 0
-#define SL_VERSION_MINOR 1
+#define SL_VERSION_MINOR 2
 #define SL_VERSION_PATCH 0
 #define SL_VERSION_NUMBER \
     (SL_VERSION_MAJOR * 10000 + SL_VERSION_MINOR * 100 + SL_VERSION_PATCH)
@@ -72,7 +72,8 @@ SL_API const char *sl_version_string(void);
     X(CALLBACK, -12, "user callback failed")                             \
     X(TOO_MANY_ERRORS, -13, "element error rate exceeded")               \
     X(STATE, -14, "object in the wrong state for this call")             \
-    X(INTERNAL, -15, "internal error")
+    X(INTERNAL, -15, "internal error")                                   \
+    X(ACCES, -16, "permission denied")
 
 typedef enum sl_error {
     SL_OK = 0,
@@ -172,6 +173,11 @@ SL_API void *sl_element_add_tensor(sl_element *el, sl_dtype dtype, int ndim,
                                    const int64_t *shape);
 /* Appends a scalar string tensor holding a copy of `len` bytes. */
 SL_API int sl_element_add_string(sl_element *el, const void *bytes, size_t len);
+/* Appends a string tensor of the given shape holding copies of
+ * product(shape) strings, in row-major order: items[i] with lens[i] bytes
+ * (lens NULL: items are NUL-terminated). */
+SL_API int sl_element_add_strings(sl_element *el, int ndim, const int64_t *shape,
+                                  const char *const *items, const size_t *lens);
 /* Appends a scalar int64 / float32 tensor. */
 SL_API int sl_element_add_int64(sl_element *el, int64_t v);
 SL_API int sl_element_add_float32(sl_element *el, float v);
@@ -194,8 +200,39 @@ SL_API size_t sl_tensor_nbytes(const sl_tensor *t);
 /* Item i of a string tensor: its bytes (not NUL-terminated) and length, or
  * NULL if t is not a string tensor or i is out of range. */
 SL_API const char *sl_tensor_string(const sl_tensor *t, int64_t i, size_t *len);
-/* Convenience: item 0 of a scalar int64 tensor (0 if not int64). */
+/* Convenience: item 0 of an integer tensor (a label), converted to int64
+ * from any integer dtype. For a float or string tensor it returns
+ * INT64_MIN and sets SL_EDTYPE in sl_last_error(); for NULL or a tensor
+ * with no items, INT64_MIN and SL_EINVAL. (A tensor that holds INT64_MIN
+ * is told apart by sl_last_error_code() after sl_clear_error().) */
 SL_API int64_t sl_tensor_int64(const sl_tensor *t);
+
+/* DLPack export, for handing tensors to torch (at::fromDLPack,
+ * torch.from_dlpack), numpy, JAX and others without a copy. Returns a
+ * DLManagedTensor* of DLPack's v0.x ABI (void * here, so this header needs
+ * no dlpack.h), or NULL with SL_EINVAL (a string tensor, a bad index) or
+ * SL_ENOMEM in sl_last_error(). It holds a reference to el: the consumer
+ * calls its deleter once when done, which releases the reference and frees
+ * the managed tensor. The deleter is plain C and may run on any thread at
+ * any time, also while a Python interpreter unwinds an exception or shuts
+ * down. Treat the data as read-only (DLPack v0.x cannot say so). */
+SL_API void *sl_element_dlpack(sl_element *el, int index);
+/* The same for a view inside one of el's tensors: `data`, ndim dims of
+ * `shape`, `strides` in items (NULL: compact row-major; negative strides
+ * allowed), items of `dtype`. SL_EINVAL if any item the view reaches lies
+ * outside the bytes of one numeric tensor of el. */
+SL_API void *sl_element_dlpack_view(sl_element *el, const void *data, int ndim,
+                                    const int64_t *shape, const int64_t *strides,
+                                    sl_dtype dtype);
+/* A PyCapsule destructor (PyCapsule_Destructor) for capsules named
+ * "dltensor" that hold one of the pointers above: if no consumer took the
+ * tensor (a consumer renames the capsule "used_dltensor"), calls its
+ * deleter. Written in C for bindings such as ctypes, whose own callbacks
+ * must not run while the interpreter has an exception pending. Looks up
+ * PyCapsule_IsValid/PyCapsule_GetPointer in the process (libsluice does not
+ * link libpython); does nothing outside a Python process. Called by Python
+ * with the GIL held. */
+SL_API void sl_dlpack_capsule_destructor(void *capsule);
 
 /* ------------------------------------------------------------------------ */
 /* Runtime                                                                  */
@@ -261,6 +298,15 @@ typedef enum sl_option {
     SL_OPT_TRACE_EVENTS,
     /* 1: log every knob change with its reason (as SLUICE_LOG=autotune). */
     SL_OPT_AUTOTUNE_LOG,
+    /* The epoch the iterator runs, >= 0: with the seed it keys every random
+     * choice (shuffle order, crops, flips), so the same epoch replays the
+     * same output. -1 (default): the dataset's next epoch, counted per
+     * dataset object: the first iterator made from it runs epoch 0, the
+     * next epoch 1, and so on (any thread; the count is atomic), so a loop
+     * that makes one iterator per epoch gets a new order and new crops each
+     * time. Naming an epoch does not move that count. For resuming, and for
+     * processes that must agree on the epoch. */
+    SL_OPT_EPOCH,
     SL_OPT_COUNT
 } sl_option;
 
@@ -326,8 +372,8 @@ SL_API sl_dataset *sl_range(int64_t start, int64_t stop, int64_t step);
 /* Slices of the element's tensors along their first dimension (which must
  * agree). Consumes the reference to `tensors`; slices share its memory. */
 SL_API sl_dataset *sl_from_tensors(sl_element *tensors);
-/* Elements (path: string) or, when labels != NULL, (path, label: int64).
- * Copies the arrays. */
+/* Elements (path: string) or, when labels != NULL, (path, label: int64);
+ * sl_read_files reads them. Copies the arrays. */
 SL_API sl_dataset *sl_from_files(const char *const *paths, const int64_t *labels,
                                  size_t count);
 
@@ -390,7 +436,11 @@ SL_API sl_dataset *sl_unbatch(sl_dataset *in);
  * random access (range, from_tensors, from_files and take/skip/shard of
  * them); SL_EUNSUPPORTED otherwise. */
 #define SL_SHUFFLE_ALL (-1)
-#define SL_SHUFFLE_NO_RESHUFFLE 1u /* same order every epoch */
+/* The same order every epoch (tf.data's reshuffle_each_iteration=False);
+ * random ops after the shuffle (map_image's crops and flips) still draw
+ * anew each epoch. Without it each epoch (SL_OPT_EPOCH, a repeat's pass)
+ * has its own order. */
+#define SL_SHUFFLE_NO_RESHUFFLE 1u
 /* Seed: -1 derives one from the iterator's SL_OPT_SEED. */
 SL_API sl_dataset *sl_shuffle(sl_dataset *in, int64_t buffer, int64_t seed,
                               unsigned flags);
@@ -422,6 +472,11 @@ SL_API sl_dataset *sl_cache(sl_dataset *in, const char *path);
 /* ------------------------------------------------------------------------ */
 /* Files and images                                                         */
 
+/* Flag for the file sources and sl_read_files: also yield the path, as a
+ * last tensor (a scalar string). Without it the path is not in the
+ * element, but every message about the file still names it. */
+#define SL_WITH_PATHS 1u
+
 /* torchvision ImageFolder: classes are the sorted names of root's
  * subdirectories (label = index), walked recursively like os.walk with
  * symlinks followed (a directory named x.jpg is walked, not listed); files
@@ -430,20 +485,28 @@ SL_API sl_dataset *sl_cache(sl_dataset *in, const char *path);
  * NULL means that). Scans at build time (no stat per file where the
  * directory entry has a type); NULL with SL_ENOENT if root is missing or
  * holds no matching file. Elements: (bytes: uint8 [n] file contents,
- * label: int64, path: string), read through the I/O engine (io_uring, or
- * pread where io_uring is unavailable or SLUICE_IO=pread). Per-file errors
- * are element errors naming the path: missing (SL_ENOENT), empty
- * (SL_ECORRUPT), not a regular file, unreadable, changed size (SL_EIO). */
-SL_API sl_dataset *sl_image_folder(const char *root, const char *extensions);
+ * label: int64), as torchvision's ImageFolder and DALI's file reader
+ * yield them, plus (path: string) with SL_WITH_PATHS; read through the I/O
+ * engine (io_uring, or pread where io_uring is unavailable or
+ * SLUICE_IO=pread). Per-file errors are element errors naming the path:
+ * missing (SL_ENOENT), unreadable for lack of permission (SL_EACCES),
+ * empty (SL_ECORRUPT), not a regular file, other read failures, changed
+ * size (SL_EIO). flags: 0 or SL_WITH_PATHS. */
+SL_API sl_dataset *sl_image_folder(const char *root, const char *extensions, unsigned flags);
 /* The same elements from a text file of "relative/path label" lines (the
  * format make_dataset.py writes; the label is the last field, so paths may
  * hold spaces), resolved against root (NULL: the list file's directory);
  * absolute paths are kept. A bad line gives NULL with SL_ECORRUPT
  * "file_list: <list>:<line>: ...". */
-SL_API sl_dataset *sl_file_list(const char *list_path, const char *root);
-/* Reads the file named by tensor 0 (a string) of each element: the output
- * is (bytes: uint8 [n], then the input's tensors). */
-SL_API sl_dataset *sl_read_files(sl_dataset *in);
+SL_API sl_dataset *sl_file_list(const char *list_path, const char *root, unsigned flags);
+/* Reads the file named by tensor 0 (a string) of each element, as
+ * tf.data's map(tf.io.read_file) does: the output is (bytes: uint8 [n],
+ * then the input's other tensors), plus the path last with SL_WITH_PATHS.
+ * sl_read_files(sl_from_files(paths, labels, n), 0) gives (bytes, label).
+ * Files are read ahead, io_depth at a time, and come out in input order;
+ * take, skip, shard and shuffle placed after it move before it, so files
+ * they drop are never opened. */
+SL_API sl_dataset *sl_read_files(sl_dataset *in, unsigned flags);
 
 typedef enum sl_crop_policy {
     /* torchvision RandomResizedCrop: area fraction in [scale_min, scale_max],
@@ -458,8 +521,13 @@ typedef enum sl_crop_policy {
 
 typedef enum sl_layout { SL_LAYOUT_HWC = 0, SL_LAYOUT_CHW } sl_layout;
 
-/* Configuration of sl_map_image. Versioned by struct_size: fill it with
- * sl_image_spec_init() and then change fields. */
+/* Configuration of sl_map_image, versioned by struct_size: the size of the
+ * struct the caller was compiled with. Fill it with SL_IMAGE_SPEC_INIT (or
+ * sl_image_spec_init with your sizeof), then change fields. Fields are only
+ * ever appended, and each one added after the first layout (which ends
+ * with allow_warnings) has 0 as its default, so a library reads a smaller
+ * struct from an older program with defaults for the rest, and a larger
+ * one from a newer program if what it does not know is all zero. */
 typedef struct sl_image_spec {
     size_t struct_size;
     int crop;           /* sl_crop_policy */
@@ -486,8 +554,13 @@ typedef struct sl_image_spec {
 /* Defaults for a crop policy and a square output of `size`: train
  * (random-resized, scale 0.08-1, ratio 3/4-4/3, flip 0.5), centre
  * (resize_shorter = size * 256 / 224, no flip) or resize; HWC uint8;
- * ImageNet mean/std; max_pixels 100 M. SL_EINVAL for a bad policy/size. */
-SL_API int sl_image_spec_init(sl_image_spec *spec, int crop, int size);
+ * ImageNet mean/std; max_pixels 100 M. Writes struct_size bytes: the
+ * fields this library knows that fit, zeros past them. SL_EINVAL for a
+ * bad policy or size, or a struct_size smaller than the first layout. */
+SL_API int sl_image_spec_init(sl_image_spec *spec, size_t struct_size, int crop, int size);
+/* The init for the struct this header describes. */
+#define SL_IMAGE_SPEC_INIT(spec, crop, size) \
+    sl_image_spec_init((spec), sizeof *(spec), (crop), (size))
 
 /* Decodes and transforms images: tensor 0 of each input element is an
  * encoded JPEG (uint8 [n], e.g. from sl_image_folder); the output element
@@ -506,7 +579,11 @@ SL_API sl_dataset *sl_map_image(sl_dataset *in, const sl_image_spec *spec, int p
 typedef struct sl_iterator sl_iterator;
 
 /* Starts a pass over ds (retained; the caller keeps its reference). opts may
- * be NULL (defaults). NULL on failure (sl_last_error()). */
+ * be NULL (defaults). The pass runs the epoch SL_OPT_EPOCH names, or else
+ * the dataset's next one (0 for its first iterator, then 1, 2, ...), so
+ * that one iterator per epoch gives a new shuffle and new crops each epoch
+ * and the same (seed, epoch) replays byte for byte. Any thread, also
+ * concurrently on the same dataset. NULL on failure (sl_last_error()). */
 SL_API sl_iterator *sl_iterator_create(sl_dataset *ds, const sl_options *opts);
 /* Next element: returns 0 and a new reference in *out (release it when
  * done), SL_EOF at the end, or a negative code (details in
@@ -527,6 +604,7 @@ typedef enum sl_stat {
     SL_STAT_RAM_BUDGET,       /* the budget in force, bytes */
     SL_STAT_IO_BACKEND,       /* sl_io_backend in use by reads (AUTO: none yet) */
     SL_STAT_BYTES_READ,       /* file bytes read */
+    SL_STAT_EPOCH,            /* the epoch the iterator runs (SL_OPT_EPOCH) */
     SL_STAT_COUNT
 } sl_stat;
 /* One counter of the iterator; -1 for an unknown key. Any thread. */

@@ -2,6 +2,7 @@
  * equals the unfused result, determinism across thread counts, and element
  * errors inside batches (holes are filled, boundaries realign). */
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,7 +120,7 @@ static int run(sl_dataset *ds, int threads, int policy, blob *b, char *msg)
 static sl_image_spec spec_of(int crop, int size)
 {
     sl_image_spec s;
-    assert_int_equal(sl_image_spec_init(&s, crop, size), 0);
+    assert_int_equal(SL_IMAGE_SPEC_INIT(&s, crop, size), 0);
     return s;
 }
 
@@ -294,9 +295,65 @@ static void test_bad_spec(void **state)
     s = spec_of(SL_CROP_CENTER, 16);
     s.scale_min = 2;
     assert_null(sl_map_image(sl_range(0, 1, 1), &s, 1));
-    assert_int_equal(sl_image_spec_init(&s, 9, 16), SL_EINVAL);
-    assert_int_equal(sl_image_spec_init(&s, SL_CROP_CENTER, 0), SL_EINVAL);
+    assert_int_equal(SL_IMAGE_SPEC_INIT(&s, 9, 16), SL_EINVAL);
+    assert_int_equal(SL_IMAGE_SPEC_INIT(&s, SL_CROP_CENTER, 0), SL_EINVAL);
     assert_null(sl_map_image(NULL, &s, 1));
+}
+
+/* Struct versioning: a program built against an older header passes a
+ * smaller spec (the first layout ends before fast_upsample), one built
+ * against a newer header a larger one. Init writes only the caller's
+ * bytes; map_image reads either, with defaults for what the older lacks
+ * and a refusal for fields it does not know that are set. */
+#define OLD_SPEC offsetof(sl_image_spec, fast_upsample)
+#define NEW_SPEC (sizeof(sl_image_spec) + 24)
+
+static void test_spec_sizes(void **state)
+{
+    (void)state;
+    sl_image_spec ref = spec_of(SL_CROP_RANDOM_RESIZED, 40);
+    sl_dataset *ds = sl_batch(sl_map_image(images(8, NULL), &ref, 2), 4, 0);
+    blob want;
+    assert_int_equal(run(ds, 2, SL_ERRORS_FAIL, &want, NULL), SL_EOF);
+    sl_dataset_free(ds);
+
+    /* older: init leaves the bytes past its struct alone */
+    _Alignas(sl_image_spec) unsigned char old[OLD_SPEC + 32];
+    memset(old, 0xa5, sizeof old);
+    assert_int_equal(sl_image_spec_init((sl_image_spec *)old, OLD_SPEC, SL_CROP_RANDOM_RESIZED,
+                                        40), 0);
+    for (size_t i = OLD_SPEC; i < sizeof old; i++)
+        assert_int_equal(old[i], 0xa5);
+    size_t stamped;
+    memcpy(&stamped, old, sizeof stamped);
+    assert_int_equal(stamped, OLD_SPEC);
+    memset(old + OLD_SPEC, 0xff, sizeof old - OLD_SPEC); /* beyond it: not read */
+    /* newer: its unknown tail comes zeroed */
+    _Alignas(sl_image_spec) unsigned char newer[NEW_SPEC];
+    memset(newer, 0xa5, sizeof newer);
+    assert_int_equal(sl_image_spec_init((sl_image_spec *)newer, NEW_SPEC,
+                                        SL_CROP_RANDOM_RESIZED, 40), 0);
+    for (size_t i = sizeof(sl_image_spec); i < NEW_SPEC; i++)
+        assert_int_equal(newer[i], 0);
+    const sl_image_spec *specs[2] = {(const sl_image_spec *)old, (const sl_image_spec *)newer};
+    for (int k = 0; k < 2; k++) {
+        ds = sl_batch(sl_map_image(images(8, NULL), specs[k], 2), 4, 0);
+        assert_non_null(ds);
+        blob got;
+        assert_int_equal(run(ds, 2, SL_ERRORS_FAIL, &got, NULL), SL_EOF);
+        assert_int_equal(got.n, want.n);
+        assert_memory_equal(got.p, want.p, want.n);
+        free(got.p);
+        sl_dataset_free(ds);
+    }
+    free(want.p);
+    /* a newer program that sets a field this library does not know */
+    newer[NEW_SPEC - 1] = 1;
+    assert_null(sl_map_image(sl_range(0, 1, 1), (const sl_image_spec *)newer, 1));
+    assert_int_equal(sl_last_error_code(), SL_EUNSUPPORTED);
+    assert_non_null(strstr(sl_last_error(), "does not know"));
+    /* smaller than any layout */
+    assert_int_equal(sl_image_spec_init((sl_image_spec *)old, 8, SL_CROP_CENTER, 16), SL_EINVAL);
 }
 
 /* Freed with batches in flight; with parallelism 1 or 2 on two workers a
@@ -334,6 +391,7 @@ int main(void)
         cmocka_unit_test(test_holes_realign),
         cmocka_unit_test(test_error_names_file),
         cmocka_unit_test(test_bad_spec),
+        cmocka_unit_test(test_spec_sizes),
         cmocka_unit_test(test_cancel_mid_batch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -299,7 +299,8 @@ static void test_element_api(void **state)
     assert_int_equal(sl_tensor_count(t), 6);
     assert_int_equal(sl_tensor_nbytes(t), 24);
     assert_ptr_equal(sl_tensor_data(t), f);
-    assert_int_equal(sl_tensor_int64(t), 0); /* not int64 */
+    assert_true(sl_tensor_int64(t) == INT64_MIN); /* float32: not an integer */
+    assert_int_equal(sl_last_error_code(), SL_EDTYPE);
     assert_null(sl_tensor_string(t, 0, NULL));
 
     t = sl_element_tensor(el, 1);
@@ -405,7 +406,8 @@ static void test_element_edge_cases(void **state)
     assert_int_equal(sl_element_size(NULL), 0);
     assert_null(sl_element_tensor(NULL, 0));
     assert_null(sl_tensor_string(NULL, 0, &len));
-    assert_int_equal(sl_tensor_int64(NULL), 0);
+    assert_true(sl_tensor_int64(NULL) == INT64_MIN);
+    assert_int_equal(sl_last_error_code(), SL_EINVAL);
     int64_t one[1] = {1};
     assert_null(sl_element_add_tensor(NULL, SL_UINT8, 1, one));
     assert_int_equal(sl_element_add_string(NULL, "a", 1), SL_EINVAL);

@@ -286,7 +286,7 @@ static void test_reads(void **state)
         fclose(f);
         paths[i] = strdup(p);
     }
-    sl_dataset *ds = sl_read_files(sl_from_files((const char *const *)paths, NULL, N));
+    sl_dataset *ds = sl_read_files(sl_from_files((const char *const *)paths, NULL, N), 0);
     sl_options *o = opts(2, 0);
     assert_int_equal(sl_options_set(o, SL_OPT_IO_DEPTH, 6), 0);
     sl_stats *s = stats_of(ds, o);
@@ -328,7 +328,7 @@ static void test_fused_counts_images(void **state)
         free(jpg);
     }
     sl_image_spec spec;
-    assert_int_equal(sl_image_spec_init(&spec, SL_CROP_RESIZE, 32), 0);
+    assert_int_equal(SL_IMAGE_SPEC_INIT(&spec, SL_CROP_RESIZE, 32), 0);
     sl_dataset *ds = sl_batch(sl_map_image(tu_elements(els, N, -3), &spec, 2), 4, 0);
     sl_options *o = opts(2, 0);
     sl_iterator *it = sl_iterator_create(ds, o);
@@ -476,7 +476,7 @@ static void test_knobs_move_while_running(void **state)
         fclose(f);
         paths[i] = strdup(p);
     }
-    sl_dataset *ds = sl_read_files(sl_from_files((const char *const *)paths, NULL, N));
+    sl_dataset *ds = sl_read_files(sl_from_files((const char *const *)paths, NULL, N), 0);
     ds = sl_prefetch(sl_map(ds, "id", tu_identity, NULL, SL_AUTOTUNE, 0), SL_AUTOTUNE);
     ds = sl_repeat(ds, 3);
     sl_options *o = opts(2, 1);

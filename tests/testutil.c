@@ -14,6 +14,7 @@ sl_options *tu_opts(int threads, int64_t seed)
     assert_non_null(o);
     assert_int_equal(sl_options_set(o, SL_OPT_THREADS, threads), 0);
     assert_int_equal(sl_options_set(o, SL_OPT_SEED, seed), 0);
+    assert_int_equal(sl_options_set(o, SL_OPT_EPOCH, 0), 0);
     return o;
 }
 
@@ -259,21 +260,7 @@ sl_dataset *tu_elements(sl_element **els, int n, int64_t card)
 /* Appends a string tensor of the given shape holding strs (row-major). */
 void tu_add_strings(sl_element *el, int ndim, const int64_t *shape, const char *const *strs)
 {
-    int64_t n = sl__shape_count(ndim, shape);
-    size_t len = 0;
-    for (int64_t i = 0; i < n; i++)
-        len += strlen(strs[i]);
-    struct sl_tensor *t = sl__element_push(el, SL_STRING, ndim, shape,
-                                           (size_t)(n + 1) * sizeof(uint64_t) + len);
-    assert_non_null(t);
-    uint64_t *off = t->data;
-    char *bytes = (char *)(off + n + 1);
-    off[0] = 0;
-    for (int64_t i = 0; i < n; i++) {
-        size_t l = strlen(strs[i]);
-        memcpy(bytes + off[i], strs[i], l);
-        off[i + 1] = off[i] + l;
-    }
+    assert_int_equal(sl_element_add_strings(el, ndim, shape, strs, NULL), 0);
 }
 
 sl_element *tu_el_i64(int64_t v)

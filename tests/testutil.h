@@ -12,8 +12,8 @@
 /* Exit code CTest treats as "skipped". */
 #define TU_SKIP 77
 
-/* Options with `threads` private workers and `seed` (free with
- * sl_options_free). */
+/* Options with `threads` private workers, `seed` and epoch 0, so that runs
+ * over the same dataset compare (free with sl_options_free). */
 sl_options *tu_opts(int threads, int64_t seed);
 
 /* Runs ds to the end (ds is borrowed). Flattens tensor 0 of every element

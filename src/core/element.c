@@ -68,6 +68,7 @@ sl_element *sl__element_new(int ntensors, size_t inline_bytes)
     el->inline_used = 0;
     el->inline_cap = (uint32_t)inline_bytes;
     el->alloc_size = (uint32_t)size;
+    el->origin = NULL;
     return el;
 }
 
@@ -144,6 +145,32 @@ struct sl_tensor *sl__element_push_view(sl_element *el, sl_dtype dtype, int ndim
     return t;
 }
 
+void sl__element_set_origin(sl_element *el, sl_element *src)
+{
+    sl_element *old = el->origin;
+    el->origin = sl_element_retain(src);
+    sl_element_release(old);
+}
+
+const char *sl__element_origin(const sl_element *el, size_t *len)
+{
+    const sl_element *o = el->origin;
+    if (!o || o->n < 1 || o->t[0].dtype != SL_STRING || o->t[0].ndim != 0)
+        return NULL;
+    return sl_tensor_string(&o->t[0], 0, len);
+}
+
+void sl__element_error_prefix(const sl_element *el)
+{
+    size_t len;
+    const char *p = sl__element_origin(el, &len);
+    if (!p)
+        return;
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%.*s", (int)(len < sizeof buf ? len : sizeof buf - 1), p);
+    sl__error_prefix(buf);
+}
+
 size_t sl__element_bytes(const sl_element *el)
 {
     size_t n = 0;
@@ -168,11 +195,14 @@ SL_API sl_element *sl_element_retain(sl_element *el)
 
 SL_API void sl_element_release(sl_element *el)
 {
-    if (!el || atomic_fetch_sub_explicit(&el->refs, 1, memory_order_acq_rel) != 1)
-        return;
-    for (int i = 0; i < el->n; i++)
-        sl__buf_release(el->t[i].buf);
-    sl__obj_put(el, el->alloc_size);
+    /* iterative along origins, which may chain */
+    while (el && atomic_fetch_sub_explicit(&el->refs, 1, memory_order_acq_rel) == 1) {
+        sl_element *origin = el->origin;
+        for (int i = 0; i < el->n; i++)
+            sl__buf_release(el->t[i].buf);
+        sl__obj_put(el, el->alloc_size);
+        el = origin;
+    }
 }
 
 SL_API void *sl_element_add_tensor(sl_element *el, sl_dtype dtype, int ndim,
@@ -212,6 +242,43 @@ SL_API int sl_element_add_string(sl_element *el, const void *bytes, size_t len)
     off[1] = len;
     if (len)
         memcpy(off + 2, bytes, len);
+    return 0;
+}
+
+SL_API int sl_element_add_strings(sl_element *el, int ndim, const int64_t *shape,
+                                  const char *const *items, const size_t *lens)
+{
+    if (!el || ndim < 0 || ndim > SL_MAX_DIMS || (ndim && !shape))
+        return sl__set_error(SL_EINVAL, "sl_element_add_strings: bad arguments");
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0 || (shape[i] && n > INT64_MAX / 16 / shape[i]))
+            return sl__set_error(SL_EINVAL, "sl_element_add_strings: bad dimension %lld",
+                                 (long long)shape[i]);
+        n *= shape[i];
+    }
+    if (n && !items)
+        return sl__set_error(SL_EINVAL, "sl_element_add_strings: NULL items");
+    size_t bytes = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (!items[i] && (!lens || lens[i]))
+            return sl__set_error(SL_EINVAL, "sl_element_add_strings: item %lld is NULL",
+                                 (long long)i);
+        bytes += lens ? lens[i] : strlen(items[i]);
+    }
+    struct sl_tensor *t =
+        sl__element_push(el, SL_STRING, ndim, shape, (size_t)(n + 1) * sizeof(uint64_t) + bytes);
+    if (!t)
+        return el->n >= el->cap ? SL_EINVAL : SL_ENOMEM;
+    uint64_t *off = t->data;
+    char *dst = (char *)(off + n + 1);
+    off[0] = 0;
+    for (int64_t i = 0; i < n; i++) {
+        size_t len = lens ? lens[i] : strlen(items[i]);
+        if (len)
+            memcpy(dst + off[i], items[i], len);
+        off[i + 1] = off[i] + len;
+    }
     return 0;
 }
 
@@ -299,8 +366,21 @@ SL_API const char *sl_tensor_string(const sl_tensor *t, int64_t i, size_t *len)
 
 SL_API int64_t sl_tensor_int64(const sl_tensor *t)
 {
-    int64_t v = 0;
-    if (t && t->dtype == SL_INT64 && t->nbytes >= sizeof v)
-        memcpy(&v, t->data, sizeof v);
-    return v;
+    if (!t || sl__shape_count(t->ndim, t->shape) < 1) {
+        sl__set_error(SL_EINVAL, "sl_tensor_int64: %s", t ? "the tensor has no items" : "NULL tensor");
+        return INT64_MIN;
+    }
+    const void *p = t->data;
+    switch (t->dtype) {
+    case SL_UINT8: return *(const uint8_t *)p;
+    case SL_INT8: return *(const int8_t *)p;
+    case SL_UINT16: return *(const uint16_t *)p;
+    case SL_INT16: return *(const int16_t *)p;
+    case SL_INT32: return *(const int32_t *)p;
+    case SL_INT64: return *(const int64_t *)p;
+    default:
+        sl__set_error(SL_EDTYPE, "sl_tensor_int64: a %s tensor is not an integer",
+                      sl_dtype_name(t->dtype));
+        return INT64_MIN;
+    }
 }

@@ -22,6 +22,9 @@ struct sl_element {
     uint32_t inline_used; /* bytes used of the inline area */
     uint32_t inline_cap;
     uint32_t alloc_size;
+    /* where the data came from, for messages: tensor 0 of origin is a
+     * scalar string (a path); a reference, or NULL */
+    struct sl_element *origin;
     struct sl_tensor t[]; /* cap tensors, then the inline data area */
 };
 
@@ -36,6 +39,15 @@ struct sl_tensor *sl__element_push(sl_element *el, sl_dtype dtype, int ndim,
 struct sl_tensor *sl__element_push_view(sl_element *el, sl_dtype dtype, int ndim,
                                         const int64_t *shape, void *data, size_t nbytes,
                                         sl__buf *buf);
+/* Records that el's data came from the path in tensor 0 of src (a scalar
+ * string), so that messages about el can name it whether or not el holds
+ * the path itself. Retains src; replaces an earlier origin. */
+void sl__element_set_origin(sl_element *el, sl_element *src);
+/* The path el came from (not NUL-terminated, *len bytes), or NULL. */
+const char *sl__element_origin(const sl_element *el, size_t *len);
+/* Prefixes this thread's error message with "<origin path>: " when el has
+ * an origin. */
+void sl__element_error_prefix(const sl_element *el);
 /* Total tensor bytes (what buffers account for). */
 size_t sl__element_bytes(const sl_element *el);
 int64_t sl__shape_count(int ndim, const int64_t *shape);

@@ -1,3 +1,4 @@
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -85,6 +86,22 @@ void sl__error_prefix(const char *prefix)
     tls_msg[pl] = ':';
     tls_msg[pl + 1] = ' ';
     tls_msg[pl + 2 + ml] = '\0';
+}
+
+int sl__errno_code(int e)
+{
+    switch (e) {
+    case ENOENT:
+    case ENOTDIR:
+        return SL_ENOENT;
+    case EACCES:
+    case EPERM:
+        return SL_EACCES;
+    case ENOMEM:
+        return SL_ENOMEM;
+    default:
+        return SL_EIO;
+    }
 }
 
 int sl__error_skippable(int code)

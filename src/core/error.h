@@ -22,6 +22,9 @@ int sl__set_error_str(int code, const char *msg);
 void sl__error_prefix(const char *prefix);
 /* This thread's message buffer (never NULL). */
 const char *sl__error_msg(void);
+/* The code for an errno from opening or reading a file: SL_ENOENT,
+ * SL_EACCES, SL_ENOMEM or SL_EIO. */
+int sl__errno_code(int e);
 /* True for codes that an error policy may skip (element errors). */
 int sl__error_skippable(int code);
 

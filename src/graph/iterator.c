@@ -32,6 +32,7 @@ static const struct {
     [SL_OPT_STALL_TARGET_PPM] = {20000, 0, 1000000},
     [SL_OPT_TRACE_EVENTS] = {0, 0, 1 << 26},
     [SL_OPT_AUTOTUNE_LOG] = {0, 0, 1},
+    [SL_OPT_EPOCH] = {-1, -1, INT64_MAX},
 };
 
 SL_API sl_options *sl_options_create(void)
@@ -370,6 +371,7 @@ struct sl_iterator {
     sl__iter *root;
     sl_dataset *ds;
     int err;
+    int64_t epoch;          /* of the root pass */
     int64_t last_return_ns; /* when sl_next last returned; 0 before the first call */
     char errmsg[SL__ERRMSG_MAX];
 };
@@ -461,9 +463,12 @@ SL_API sl_iterator *sl_iterator_create(sl_dataset *ds, const sl_options *opts)
         return NULL;
     }
     it->ds = sl_dataset_retain(ds);
+    it->epoch = sl_options_get(opts, SL_OPT_EPOCH);
+    if (it->epoch < 0)
+        it->epoch = atomic_fetch_add_explicit(&ds->next_epoch, 1, memory_order_relaxed);
     int saved = making_depth;
     making_depth = 0;
-    int rc = sl__iter_make(ds, t, ROOT_KEY, 0, &it->root);
+    int rc = sl__iter_make(ds, t, ROOT_KEY, it->epoch, &it->root);
     making_depth = saved;
     if (rc == 0)
         rc = sl__autotune_start(t);
@@ -577,6 +582,8 @@ SL_API int64_t sl_iterator_stat(const sl_iterator *it, sl_stat key)
         return atomic_load(&t->io_backend_used);
     case SL_STAT_BYTES_READ:
         return atomic_load(&t->bytes_read);
+    case SL_STAT_EPOCH:
+        return it->epoch;
     default:
         return -1;
     }

@@ -63,6 +63,10 @@ typedef struct sl__node_ops {
 
 struct sl_dataset {
     atomic_int refs;
+    /* the epoch the next iterator made from this dataset runs, unless its
+     * options name one (SL_OPT_EPOCH): each pass over the same dataset
+     * object is a new epoch, as with tf.data's reshuffle_each_iteration */
+    atomic_llong next_epoch;
     const sl__node_ops *ops;
     int ninputs;
     sl_dataset *inputs[SL__MAX_INPUTS];

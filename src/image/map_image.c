@@ -20,6 +20,7 @@
  */
 #include <math.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include "../core/clock.h"
@@ -96,18 +97,20 @@ static size_t image_bytes(const sl_image_spec *spec)
     return (size_t)spec->height * (size_t)spec->width * 3 * sl_dtype_size(spec->dtype);
 }
 
-/* The path of an element from an image source, for messages. */
+/* The path of an element from an image source, for messages: its origin
+ * (what read_files recorded), else its first scalar string after tensor 0. */
 static const char *element_path(const sl_element *el)
 {
-    for (int j = 1; j < el->n; j++)
-        if (el->t[j].dtype == SL_STRING && el->t[j].ndim == 0) {
-            size_t len;
-            const char *s = sl_tensor_string(&el->t[j], 0, &len);
-            static _Thread_local char buf[512];
-            snprintf(buf, sizeof buf, "%.*s", (int)len, s);
-            return buf;
-        }
-    return NULL;
+    size_t len = 0;
+    const char *s = sl__element_origin(el, &len);
+    for (int j = 1; !s && j < el->n; j++)
+        if (el->t[j].dtype == SL_STRING && el->t[j].ndim == 0)
+            s = sl_tensor_string(&el->t[j], 0, &len);
+    if (!s)
+        return NULL;
+    static _Thread_local char buf[1024];
+    snprintf(buf, sizeof buf, "%.*s", (int)(len < sizeof buf ? len : sizeof buf - 1), s);
+    return buf;
 }
 
 static int decode_into(const sl_image_spec *spec, sl__rng *rng, const sl_element *in, void *dst)
@@ -906,36 +909,60 @@ static sl_dataset *image_fuse_batch(sl_dataset *ds, int64_t size, unsigned flags
 
 /* ---- spec ---- */
 
-SL_API int sl_image_spec_init(sl_image_spec *spec, int crop, int size)
+/* The first published layout ends with allow_warnings; every field after
+ * it defaults to 0. */
+#define SPEC_V1_SIZE offsetof(sl_image_spec, fast_upsample)
+
+SL_API int sl_image_spec_init(sl_image_spec *spec, size_t struct_size, int crop, int size)
 {
-    if (!spec || crop < SL_CROP_RANDOM_RESIZED || crop > SL_CROP_RESIZE || size < 1 ||
-        size > 65535)
+    if (!spec || struct_size < SPEC_V1_SIZE)
+        return sl__set_error(SL_EINVAL, "sl_image_spec_init: %s", spec ? "struct_size is smaller "
+                             "than any sl_image_spec layout" : "NULL spec");
+    if (crop < SL_CROP_RANDOM_RESIZED || crop > SL_CROP_RESIZE || size < 1 || size > 65535)
         return sl__set_error(SL_EINVAL, "sl_image_spec_init: bad policy %d or size %d", crop,
                              size);
-    memset(spec, 0, sizeof *spec);
-    spec->struct_size = sizeof *spec;
-    spec->crop = crop;
-    spec->height = spec->width = size;
-    spec->resize_shorter = (int)lround(size * 256.0 / 224.0);
-    spec->scale_min = 0.08f;
-    spec->scale_max = 1.0f;
-    spec->ratio_min = 3.0f / 4.0f;
-    spec->ratio_max = 4.0f / 3.0f;
-    spec->flip_prob = crop == SL_CROP_RANDOM_RESIZED ? 0.5f : 0.0f;
-    spec->layout = SL_LAYOUT_HWC;
-    spec->dtype = SL_UINT8;
+    sl_image_spec d = {.struct_size = struct_size, .crop = crop, .height = size, .width = size};
+    d.resize_shorter = (int)lround(size * 256.0 / 224.0);
+    d.scale_min = 0.08f;
+    d.scale_max = 1.0f;
+    d.ratio_min = 3.0f / 4.0f;
+    d.ratio_max = 4.0f / 3.0f;
+    d.flip_prob = crop == SL_CROP_RANDOM_RESIZED ? 0.5f : 0.0f;
+    d.layout = SL_LAYOUT_HWC;
+    d.dtype = SL_UINT8;
     const float mean[3] = {0.485f, 0.456f, 0.406f}, std[3] = {0.229f, 0.224f, 0.225f};
-    memcpy(spec->mean, mean, sizeof mean);
-    memcpy(spec->std, std, sizeof std);
-    spec->max_pixels = 100000000;
+    memcpy(d.mean, mean, sizeof mean);
+    memcpy(d.std, std, sizeof std);
+    d.max_pixels = 100000000;
+    /* a newer caller's struct: what this library does not know is zero */
+    memcpy(spec, &d, struct_size < sizeof d ? struct_size : sizeof d);
+    if (struct_size > sizeof d)
+        memset((char *)spec + sizeof d, 0, struct_size - sizeof d);
+    return 0;
+}
+
+/* The caller's spec, of whatever layout, as this library's: defaults
+ * (zeros) for fields an older caller did not have; fields of a newer
+ * caller's that this library does not know must be zero (their default). */
+static int spec_load(const sl_image_spec *in, sl_image_spec *out)
+{
+    size_t n = in->struct_size;
+    if (n < SPEC_V1_SIZE)
+        return sl__set_error(SL_EINVAL, "map_image: spec.struct_size is %zu, smaller than any "
+                             "sl_image_spec layout (initialise it with SL_IMAGE_SPEC_INIT)", n);
+    for (size_t i = sizeof *out; i < n; i++)
+        if (((const unsigned char *)in)[i])
+            return sl__set_error(SL_EUNSUPPORTED, "map_image: the spec sets fields this library "
+                                 "(%s) does not know (struct_size %zu, this library's %zu): "
+                                 "link a newer libsluice", sl_version_string(), n, sizeof *out);
+    memset(out, 0, sizeof *out);
+    memcpy(out, in, n < sizeof *out ? n : sizeof *out);
+    out->struct_size = sizeof *out;
     return 0;
 }
 
 static int spec_check(const sl_image_spec *s)
 {
-    if (s->struct_size != sizeof *s)
-        return sl__set_error(SL_EINVAL, "map_image: spec.struct_size is %zu, expected %zu "
-                             "(initialise it with sl_image_spec_init)", s->struct_size, sizeof *s);
     if (s->crop < SL_CROP_RANDOM_RESIZED || s->crop > SL_CROP_RESIZE)
         return sl__set_error(SL_EINVAL, "map_image: bad crop policy %d", s->crop);
     if (s->height < 1 || s->width < 1 || s->height > 65535 || s->width > 65535)
@@ -967,7 +994,9 @@ SL_API sl_dataset *sl_map_image(sl_dataset *in, const sl_image_spec *spec, int p
         return NULL;
     if (!spec)
         return sl__dataset_fail(&d->base, SL_EINVAL, "map_image: NULL spec");
-    int rc = spec_check(spec);
+    int rc = spec_load(spec, &d->spec);
+    if (rc == 0)
+        rc = spec_check(&d->spec);
     if (rc < 0) {
         sl_dataset_free(&d->base);
         return NULL;
@@ -975,7 +1004,6 @@ SL_API sl_dataset *sl_map_image(sl_dataset *in, const sl_image_spec *spec, int p
     if ((parallelism < 1 && parallelism != SL_AUTOTUNE) || parallelism > 4096)
         return sl__dataset_fail(&d->base, SL_EINVAL, "map_image: bad parallelism %d",
                                 parallelism);
-    d->spec = *spec;
     d->parallelism = parallelism;
     return &d->base;
 }

@@ -256,7 +256,7 @@ static int mem_serve_next(cache_iter *it, sl_element **out)
 
 static int io_error(cache_iter *it, const char *what, const char *file, int err)
 {
-    return sl__set_error(err == ENOENT ? SL_ENOENT : SL_EIO, "cache(%s): %s %s: %s", it->path,
+    return sl__set_error(sl__errno_code(err), "cache(%s): %s %s: %s", it->path,
                          what, file, strerror(err));
 }
 

@@ -35,6 +35,7 @@ static int test_element(filter_iter *it, const sl_element *el)
         return r > 0;
     if (!sl__error_msg()[0])
         sl__set_error(r, "predicate failed: %s", sl_strerror(r));
+    sl__element_error_prefix(el);
     sl__error_prefix(sl_dataset_name(it->base.ds));
     return r;
 }

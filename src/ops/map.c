@@ -120,6 +120,7 @@ static void run_one(map_iter *it, chunk *c, int i, sl_map_ctx *ctx)
         out = NULL;
         if (!sl__error_msg()[0])
             sl__set_error_str(rc, sl_strerror(rc));
+        sl__element_error_prefix(s->el);
         sl__error_prefix(sl_dataset_name(it->base.ds));
         s->msg = sl__strdup(sl__error_msg());
         if (!s->msg)

@@ -1,7 +1,8 @@
 /*
  * read_files: the contents of the file named by tensor 0 of each input
- * element, as (bytes: uint8 [n], then the input's tensors), or for the
- * file sources (bytes, the input's other tensors, path).
+ * element, as (bytes: uint8 [n], the input's other tensors), with the path
+ * last under SL_WITH_PATHS. Either way the output's origin is the input
+ * element, so every message about the file names it.
  *
  * A producer thread of the node's own pulls the input, opens and sizes each
  * file, and hands the read to the I/O engine, keeping up to io_depth reads
@@ -23,7 +24,6 @@
 #include "../core/clock.h"
 #include "../graph/node.h"
 #include "../runtime/io.h"
-#include "read_files.h"
 
 #define DEFAULT_DEPTH 32
 #define MAX_AUTO_DEPTH 256 /* what the controller may raise io_depth to */
@@ -31,7 +31,7 @@
 
 typedef struct read_ds {
     sl_dataset base;
-    bool path_last;
+    unsigned flags;
 } read_ds;
 
 typedef struct slot {
@@ -74,13 +74,6 @@ static bool stopped(read_iter *it)
     return atomic_load(&it->a.stop) || sl__tree_cancelled(it->base.tree);
 }
 
-static int errno_code(int e)
-{
-    if (e == ENOENT || e == ENOTDIR)
-        return SL_ENOENT;
-    return e == ENOMEM ? SL_ENOMEM : SL_EIO;
-}
-
 /* Sets "read: <path>: <reason>" (path may be NULL) and returns code. */
 static int path_error(read_iter *it, int code, const char *path, int plen, const char *fmt, ...)
     SL__PRINTF(5, 6);
@@ -100,11 +93,10 @@ static int path_error(read_iter *it, int code, const char *path, int plen, const
 }
 
 /* The path of an output element. */
-static const char *out_path(const read_iter *it, const slot *s, int *len)
+static const char *out_path(const slot *s, int *len)
 {
-    int at = ((const read_ds *)it->base.ds)->path_last ? s->el->n - 1 : 1;
     size_t n = 0;
-    const char *p = sl_tensor_string(sl_element_tensor(s->el, at), 0, &n);
+    const char *p = sl__element_origin(s->el, &n);
     *len = (int)n;
     return p;
 }
@@ -176,7 +168,7 @@ static int open_file(read_iter *it, const char *path, slot *s)
         int e = errno;
         if ((e == EMFILE || e == ENFILE) && it->inflight > 0)
             return 1;
-        return path_error(it, errno_code(e), path, plen, "%s", strerror(e));
+        return path_error(it, sl__errno_code(e), path, plen, "%s", strerror(e));
     }
     s->fd = fd;
     struct stat st;
@@ -196,24 +188,27 @@ static int open_file(read_iter *it, const char *path, slot *s)
     return 0;
 }
 
-/* (bytes, the input's tensors), the path last if asked: the bytes in a
- * pooled buffer of the file's size, the input's tensors shared with it. */
-static int make_output(read_iter *it, const sl_element *in, const char *path, slot *s)
+/* (bytes, the input's other tensors[, path]): the bytes in a pooled buffer
+ * of the file's size, the input's tensors shared with it. */
+static int make_output(read_iter *it, sl_element *in, const char *path, slot *s)
 {
+    bool with_paths = ((const read_ds *)it->base.ds)->flags & SL_WITH_PATHS;
+    int kept = with_paths ? in->n : in->n - 1;
     size_t inline_bytes = 0;
-    for (int i = 0; i < in->n; i++)
+    for (int i = with_paths ? 0 : 1; i < in->n; i++)
         if (!in->t[i].buf)
             inline_bytes += (in->t[i].nbytes + 63) & ~(size_t)63;
-    sl_element *el = sl__element_new(in->n + 1, inline_bytes);
+    sl_element *el = sl__element_new(kept + 1, inline_bytes);
     sl__buf *buf = el ? sl__buf_get(s->size) : NULL;
     int64_t shape[1] = {(int64_t)s->size};
     bool ok = buf && sl__element_push_view(el, SL_UINT8, 1, shape, buf->data, s->size, buf);
     sl__buf_release(buf);
-    bool path_last = ((const read_ds *)it->base.ds)->path_last;
-    for (int k = 0; ok && k < in->n; k++) {
-        const struct sl_tensor *t = &in->t[path_last ? (k + 1) % in->n : k];
+    for (int k = 1; ok && k <= kept; k++) {
+        const struct sl_tensor *t = &in->t[k % in->n]; /* the path, if kept, last */
         ok = sl__element_push_view(el, t->dtype, t->ndim, t->shape, t->data, t->nbytes, t->buf);
     }
+    if (ok)
+        sl__element_set_origin(el, in);
     if (!ok) {
         sl_element_release(el);
         return path_error(it, SL_ENOMEM, path, (int)strlen(path),
@@ -234,7 +229,7 @@ static int queue_piece(read_iter *it, slot *s)
     int rc = sl__io_prep(it->io, s->fd, s->data + s->got, len, s->got, s);
     if (rc < 0) {
         int plen;
-        const char *p = out_path(it, s, &plen);
+        const char *p = out_path(s, &plen);
         return path_error(it, rc, p, plen, "%s", sl__error_msg());
     }
     it->inflight++;
@@ -296,7 +291,7 @@ static bool complete(read_iter *it, const sl__io_cqe *c)
     slot *s = c->user;
     it->inflight--;
     int plen, rc;
-    const char *p = out_path(it, s, &plen);
+    const char *p = out_path(s, &plen);
     if (c->res == -EINTR || c->res == -EAGAIN) {
         rc = queue_piece(it, s);
     } else if (c->res < 0) {
@@ -602,7 +597,7 @@ static int64_t read_card(const sl_dataset *ds)
 
 static sl_dataset *read_rebuild(const sl_dataset *ds, sl_dataset *new_input)
 {
-    sl_dataset *r = sl__read_files(new_input, ((const read_ds *)ds)->path_last);
+    sl_dataset *r = sl_read_files(new_input, ((const read_ds *)ds)->flags);
     if (r && ds->name) {
         r->name = sl__strdup(ds->name);
         if (!r->name) {
@@ -615,7 +610,7 @@ static sl_dataset *read_rebuild(const sl_dataset *ds, sl_dataset *new_input)
 
 static uint64_t read_fp(const sl_dataset *ds, uint64_t h)
 {
-    return sl__hash_u64(h, ((const read_ds *)ds)->path_last);
+    return sl__hash_u64(h, ((const read_ds *)ds)->flags);
 }
 
 static const sl__node_ops read_ops = {
@@ -626,15 +621,13 @@ static const sl__node_ops read_ops = {
     .rebuild = read_rebuild,
 };
 
-sl_dataset *sl__read_files(sl_dataset *in, bool path_last)
+SL_API sl_dataset *sl_read_files(sl_dataset *in, unsigned flags)
 {
     read_ds *r = (read_ds *)sl__dataset_new(&read_ops, sizeof *r, in);
-    if (r)
-        r->path_last = path_last;
-    return r ? &r->base : NULL;
-}
-
-SL_API sl_dataset *sl_read_files(sl_dataset *in)
-{
-    return sl__read_files(in, false);
+    if (!r)
+        return NULL;
+    r->flags = flags;
+    if (flags & ~SL_WITH_PATHS)
+        return sl__dataset_fail(&r->base, SL_EINVAL, "read: unknown flags 0x%x", flags);
+    return &r->base;
 }

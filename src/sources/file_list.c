@@ -4,7 +4,7 @@
  * field, so paths may contain spaces; blank lines are ignored. Paths are
  * relative to root (default: the list file's directory) unless absolute.
  *
- * The result is read_files over the listing node.
+ * The result is read_files over the listing node, with the flags given.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -12,7 +12,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "../ops/read_files.h"
 #include "listing.h"
 
 #define LABEL_MAX 32
@@ -31,7 +30,7 @@ static int slurp(const char *path, char **buf, size_t *len)
         int e = errno;
         if (fd >= 0)
             close(fd);
-        return sl__set_error(e == ENOENT || e == ENOTDIR ? SL_ENOENT : SL_EIO,
+        return sl__set_error(sl__errno_code(e),
                              "file_list: %s: %s", path, strerror(e));
     }
     if (!S_ISREG(st.st_mode)) {
@@ -135,7 +134,7 @@ static char *list_dir(const char *list)
 
 static const sl__node_ops file_list_ops = SL__LISTING_OPS("file_list");
 
-SL_API sl_dataset *sl_file_list(const char *list_path, const char *root)
+SL_API sl_dataset *sl_file_list(const char *list_path, const char *root, unsigned flags)
 {
     if (!list_path || !*list_path) {
         sl__set_error(SL_EINVAL, "file_list: no list file");
@@ -159,5 +158,5 @@ SL_API sl_dataset *sl_file_list(const char *list_path, const char *root)
         sl_dataset_free(&l->base);
         return NULL;
     }
-    return sl__read_files(&l->base, true);
+    return sl_read_files(&l->base, flags);
 }

@@ -9,7 +9,7 @@
  * without case. Hidden entries (a leading '.') are skipped. Entry types
  * come from getdents64, so only untyped entries and symlinks cost a stat.
  *
- * The result is read_files over the listing node.
+ * The result is read_files over the listing node, with the flags given.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -19,7 +19,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #include "../core/log.h"
-#include "../ops/read_files.h"
 #include "listing.h"
 
 #define DENTS_BUF (256u << 10)
@@ -241,7 +240,7 @@ static int open_root(scan *s)
     if (s->rootfd >= 0)
         return 0;
     int e = errno;
-    return sl__set_error(e == ENOENT || e == ENOTDIR ? SL_ENOENT : SL_EIO, "image_folder: %s: %s",
+    return sl__set_error(sl__errno_code(e), "image_folder: %s: %s",
                          s->root, strerror(e));
 }
 
@@ -301,7 +300,7 @@ static int scan_all(scan *s, sl__listing_ds *l)
 
 static const sl__node_ops image_folder_ops = SL__LISTING_OPS("image_folder");
 
-SL_API sl_dataset *sl_image_folder(const char *root, const char *extensions)
+SL_API sl_dataset *sl_image_folder(const char *root, const char *extensions, unsigned flags)
 {
     if (!root || !*root) {
         sl__set_error(SL_EINVAL, "image_folder: no root directory");
@@ -323,5 +322,5 @@ SL_API sl_dataset *sl_image_folder(const char *root, const char *extensions)
         sl_dataset_free(&l->base);
         return NULL;
     }
-    return sl__read_files(&l->base, true);
+    return sl_read_files(&l->base, flags);
 }

@@ -20,9 +20,9 @@ static sl_dataset *pipeline(const char *dir, int train, int crop, int size, int6
                             int64_t seed, int64_t epochs)
 {
     sl_image_spec spec;
-    if (sl_image_spec_init(&spec, crop, size) < 0)
+    if (SL_IMAGE_SPEC_INIT(&spec, crop, size) < 0)
         return NULL;
-    sl_dataset *ds = sl_image_folder(dir, NULL);
+    sl_dataset *ds = sl_image_folder(dir, NULL, 0);
     if (train)
         ds = sl_shuffle(ds, SL_SHUFFLE_ALL, seed, 0);
     if (epochs != 1)
