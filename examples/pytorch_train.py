@@ -86,7 +86,7 @@ def train(args):
     t0 = time.perf_counter()
     images = 0
     window_t, window_images = t0, 0
-    for step, (x, y, _paths) in enumerate(loader, 1):
+    for step, (x, y) in enumerate(loader, 1):
         loss = loss_fn(model(x), y)
         opt.zero_grad(set_to_none=True)
         loss.backward()

@@ -1,52 +1,158 @@
 """C error codes as Python exceptions.
 
-Every failure of the library becomes an ``sluice.Error`` (or one of its
-subclasses, one per SL_E* code) carrying the code and the C message, which
-for element errors begins with the op and names the file:
+Every failure of the library becomes a ``sluice.Error`` subclass, one per
+SL_E* code, carrying the code and the C message, which for element errors
+begins with the op and names the file:
 ``map_image: /data/train/n01/x.jpg: not a JPEG file``.
+
+Each class also derives from the builtin exception a Python program already
+catches for that kind of failure, so ``except FileNotFoundError`` or
+``except ValueError`` works as it would around ``open()`` or numpy:
+
+=====================  =====================  ==============================
+class                  also a                 when
+=====================  =====================  ==============================
+OutOfMemoryError       MemoryError            an allocation failed
+InvalidArgumentError   ValueError             a bad argument or option
+InputOutputError       OSError                a read failed
+NotFoundError          FileNotFoundError      a file or folder is missing
+CorruptDataError       ValueError             a file's bytes are invalid
+ShapeError             ValueError             shapes disagree (batch)
+DTypeError             TypeError              dtypes disagree
+CanceledError          RuntimeError           the pipeline was cancelled
+BusyError              BlockingIOError        another writer holds a cache
+OutOfRangeError        ValueError             a value is out of range
+UnsupportedError       ValueError             not possible on this input
+CallbackError          RuntimeError           a map/filter function raised
+TooManyErrorsError     RuntimeError           skip_rate's limit was passed
+StateError             RuntimeError           wrong state (closed iterator)
+InternalError          RuntimeError           a bug in sluice
+PermissionDeniedError  PermissionError        a file may not be read
+=====================  =====================  ==============================
+
+The OSError subclasses carry no errno (``e.errno`` is None): the C message
+says what happened.
 """
 
 
 class Error(Exception):
-    """A failure reported by libsluice. ``code`` is the negative SL_E* value."""
+    """A failure reported by libsluice. ``code`` is the negative SL_E* value
+    and ``message`` the library's text (also ``str(e)``)."""
 
     code = None
 
     def __init__(self, code, message):
+        # one argument for the builtin bases (OSError would read two as
+        # errno and strerror)
         super().__init__(message)
         self.code = code
         self.message = message
 
+    def __str__(self):
+        return self.message
+
+    def __reduce__(self):
+        return (type(self), (self.code, self.message))
+
+
+class OutOfMemoryError(Error, MemoryError):
+    """SL_ENOMEM (-1): the library could not allocate memory."""
+    code = -1
+
+
+class InvalidArgumentError(Error, ValueError):
+    """SL_EINVAL (-2): an argument or option is out of its domain."""
+    code = -2
+
+
+class InputOutputError(Error, OSError):
+    """SL_EIO (-3): reading a file failed (not a regular file, changed size,
+    the device failed)."""
+    code = -3
+
+
+class NotFoundError(Error, FileNotFoundError):
+    """SL_ENOENT (-4): a file or folder does not exist."""
+    code = -4
+
+
+class CorruptDataError(Error, ValueError):
+    """SL_ECORRUPT (-5): a file's contents are not valid (a damaged JPEG,
+    an empty file, a bad list or cache file)."""
+    code = -5
+
+
+class ShapeError(Error, ValueError):
+    """SL_ESHAPE (-6): shapes that must agree do not (elements of a batch)."""
+    code = -6
+
+
+class DTypeError(Error, TypeError):
+    """SL_EDTYPE (-7): a tensor has the wrong dtype for the op."""
+    code = -7
+
+
+class CanceledError(Error, RuntimeError):
+    """SL_ECANCELED (-8): the pipeline was cancelled."""
+    code = -8
+
+
+class BusyError(Error, BlockingIOError):
+    """SL_EBUSY (-9): a resource is in use (another process writes the
+    cache file)."""
+    code = -9
+
+
+class OutOfRangeError(Error, ValueError):
+    """SL_ERANGE (-10): a value is outside what the library can represent."""
+    code = -10
+
+
+class UnsupportedError(Error, ValueError):
+    """SL_EUNSUPPORTED (-11): the operation is not possible on this input
+    (a whole-dataset shuffle of a source without random access) or in this
+    build."""
+    code = -11
+
+
+class CallbackError(Error, RuntimeError):
+    """SL_ECALLBACK (-12): a Python function given to map or filter raised;
+    the exception it raised is this one's ``__cause__``."""
+    code = -12
+
+
+class TooManyErrorsError(Error, RuntimeError):
+    """SL_ETOO_MANY_ERRORS (-13): more elements failed than error_max_ppm
+    allows under error_policy="skip_rate"."""
+    code = -13
+
+
+class StateError(Error, RuntimeError):
+    """SL_ESTATE (-14): the object is in the wrong state for the call."""
+    code = -14
+
+
+class InternalError(Error, RuntimeError):
+    """SL_EINTERNAL (-15): a bug in sluice; please report it."""
+    code = -15
+
+
+class PermissionDeniedError(Error, PermissionError):
+    """SL_EACCES (-16): the process may not read a file."""
+    code = -16
+
 
 # SL_ERRNO_MAP in include/sluice.h; codes are ABI and only ever appended.
-_CODES = [
-    (-1, "OutOfMemoryError"),
-    (-2, "InvalidArgumentError"),
-    (-3, "InputOutputError"),
-    (-4, "NotFoundError"),
-    (-5, "CorruptDataError"),
-    (-6, "ShapeError"),
-    (-7, "DTypeError"),
-    (-8, "CanceledError"),
-    (-9, "BusyError"),
-    (-10, "OutOfRangeError"),
-    (-11, "UnsupportedError"),
-    (-12, "CallbackError"),
-    (-13, "TooManyErrorsError"),
-    (-14, "StateError"),
-    (-15, "InternalError"),
-]
+_CLASSES = (OutOfMemoryError, InvalidArgumentError, InputOutputError, NotFoundError,
+            CorruptDataError, ShapeError, DTypeError, CanceledError, BusyError,
+            OutOfRangeError, UnsupportedError, CallbackError, TooManyErrorsError, StateError,
+            InternalError, PermissionDeniedError)
+_BY_CODE = {cls.code: cls for cls in _CLASSES}
 
-_BY_CODE = {}
-for _code, _name in _CODES:
-    _cls = type(_name, (Error,), {"__doc__": "SL_E error %d." % _code, "__module__": "sluice"})
-    _cls.code = _code
-    globals()[_name] = _cls
-    _BY_CODE[_code] = _cls
-del _code, _name, _cls
-
-Error.__module__ = "sluice"
-__all__ = ["Error"] + [name for _, name in _CODES]
+for _cls in (Error,) + _CLASSES:
+    _cls.__module__ = "sluice"
+del _cls
+__all__ = ["Error"] + [cls.__name__ for cls in _CLASSES]
 
 
 # Python prints and drops an exception raised inside __del__ or a ctypes

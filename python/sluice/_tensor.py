@@ -1,6 +1,7 @@
 """Elements to Python values without copying, and Python values to elements.
 
-A yielded element becomes a tuple with one value per tensor:
+A yielded element becomes the value of its only tensor, or a tuple with one
+value per tensor:
 
 - numeric tensors: a read-only ``sluice.Array`` (a numpy.ndarray subclass
   that adds ``__dlpack__``) viewing the element's memory; without numpy, a
@@ -31,7 +32,6 @@ SL_STRING = 8
 DTYPE_NAMES = ("uint8", "int8", "uint16", "int16", "int32", "int64", "float32", "float64",
                "string")
 _FORMATS = ("B", "b", "H", "h", "i", "q", "f", "d")
-_DL_TYPES = ((1, 8), (0, 8), (1, 16), (0, 16), (0, 32), (0, 64), (2, 32), (2, 64))
 _CODE_OF_FORMAT = {f: i for i, f in enumerate(_FORMATS)}
 _CODE_OF_FORMAT["l"] = 5 if struct.calcsize("l") == 8 else 4
 
@@ -64,6 +64,15 @@ def _buffer(data, nbytes, owner):
     return buf
 
 
+def element_of(arr):
+    """The ElementRef whose memory a numpy array views, or None: follows the
+    array's bases down to the ctypes buffer an element's value is built on."""
+    base = arr
+    while isinstance(base, np.ndarray):
+        base = base.base
+    return getattr(base, "_sluice_element", None)
+
+
 if np is not None:
 
     class Array(np.ndarray):
@@ -75,9 +84,23 @@ if np is not None:
         may hand the same memory out again (cache, shared tensors)."""
 
         def __dlpack__(self, stream=None):
-            if stream is not None and stream != -1:
-                raise BufferError("sluice arrays live in CPU memory; no stream applies")
-            return _dlpack.from_numpy(self)
+            _dlpack.check_stream(stream)
+            owner = element_of(self)
+            if owner is None or owner.ptr is None:
+                # memory numpy owns (the result of arithmetic on an Array)
+                if self.flags.writeable:
+                    return np.asarray(self).__dlpack__()
+                raise BufferError("this read-only array does not view sluice memory; "
+                                  "DLPack cannot export it")
+            code = _CODE_OF_NP.get(self.dtype)
+            item = self.itemsize
+            if code is None or not self.dtype.isnative:
+                raise BufferError("DLPack cannot describe dtype %s" % self.dtype)
+            if any(s % item or s < 0 for s in self.strides):
+                raise BufferError("DLPack export needs non-negative strides that are whole "
+                                  "items (torch cannot take others); copy the array first")
+            strides = None if self.flags.c_contiguous else [s // item for s in self.strides]
+            return _dlpack.view_capsule(owner.ptr, self.ctypes.data, self.shape, strides, code)
 
         def __dlpack_device__(self):
             return (_dlpack.KDL_CPU, 0)
@@ -138,17 +161,12 @@ def element_values(owner):
     return tuple(tensor_value(lib.sl_element_tensor(el, i), owner) for i in range(n))
 
 
-def tensor_capsule(t, owner):
-    """A DLPack capsule over numeric tensor `t`, keeping `owner` alive; None
-    for a string tensor."""
-    code = lib.sl_tensor_dtype(t)
-    if code == SL_STRING:
-        return None
-    ndim = lib.sl_tensor_ndim(t)
-    shape_p = lib.sl_tensor_shape(t)
-    shape = [shape_p[i] for i in range(ndim)]
-    dl_code, bits = _DL_TYPES[code]
-    return _dlpack.capsule(lib.sl_tensor_data(t), shape, None, dl_code, bits, owner)
+def element_value(owner):
+    """What iterating yields for owner's element: the value of its only
+    tensor, or a tuple with one value per tensor (tf.data's structure for
+    single- and multi-component elements)."""
+    values = element_values(owner)
+    return values[0] if len(values) == 1 else values
 
 
 # ---- Python values to a new element ----
@@ -167,16 +185,31 @@ def _add_bytes(el, code, shape, src, nbytes):
         ctypes.memmove(p, src, nbytes)
 
 
+def _encode(x):
+    if isinstance(x, str):
+        return x.encode("utf-8", "surrogateescape")
+    if isinstance(x, (bytes, bytearray, np.bytes_)):
+        return bytes(x)
+    raise TypeError("sluice cannot store a %s in a string tensor" % type(x).__name__)
+
+
+def _add_strings(el, arr):
+    items = [_encode(x) for x in arr.reshape(-1).tolist()]
+    n = max(len(items), 1)
+    ptrs = (ctypes.c_char_p * n)(*items)
+    lens = (ctypes.c_size_t * n)(*(len(b) for b in items))
+    shape = (ctypes.c_int64 * max(arr.ndim, 1))(*arr.shape)
+    if lib.sl_element_add_strings(el, arr.ndim, shape, ptrs, lens) < 0:
+        raise make_error(lib.sl_last_error_code(), lib.sl_last_error().decode())
+
+
 def _add_numpy(el, v):
     arr = np.asarray(v)
     if arr.dtype.kind in "USO":
-        if arr.ndim != 0:
-            raise TypeError("only scalar strings can go into an element, not a %s array of "
-                            "shape %s" % (arr.dtype, arr.shape))
-        x = arr.item()
-        if not isinstance(x, (str, bytes)):
-            raise TypeError("sluice cannot store a %s in an element" % type(x).__name__)
-        _add_string(el, x if isinstance(x, bytes) else x.encode("utf-8", "surrogateescape"))
+        if arr.ndim == 0:
+            _add_string(el, _encode(arr.item()))
+        else:
+            _add_strings(el, arr)
         return
     if not arr.dtype.isnative:
         arr = arr.astype(arr.dtype.newbyteorder("="))

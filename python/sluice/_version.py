@@ -1,10 +1,10 @@
 """Version of this package and of the C library ABI it was written for."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 # sl_version_number() of the library this package was written against
 # (MAJOR * 10000 + MINOR * 100 + PATCH). A library of the same major version
 # and at least this minor one is accepted; while the major version is 0 the
 # minor version must match exactly, because 0.x minor releases may change the
-# ABI (the symbol version map says SLUICE_0.1).
-ABI_VERSION = 100
+# ABI (the symbol version map says SLUICE_0.2).
+ABI_VERSION = 200

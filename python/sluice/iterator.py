@@ -10,9 +10,11 @@ import weakref
 from . import _tensor
 from ._errors import make_error, pending_interrupt, raise_pending_interrupt
 from ._lib import lib, optional
+from .options import Options
 
 SL_EOF = 1
 SL_ECALLBACK = -12
+SL_STAT_EPOCH = 7
 
 _MAIN_THREAD = threading.main_thread().ident
 _live = weakref.WeakSet()  # open iterators, closed at exit
@@ -120,9 +122,10 @@ class _Puller:
 
 
 class Iterator:
-    """A pass over a Dataset. Iterating yields tuples with one value per
-    tensor (see sluice.Array); ``stats()``, ``report()`` and ``trace()`` tell
-    how the pipeline is doing. One thread at a time; ``close()`` (or the end
+    """A pass over a Dataset: one epoch of it (``epoch``). Iterating yields
+    the value of a one-tensor element, or a tuple with one value per tensor
+    (see sluice.Array); ``stats()``, ``report()`` and ``trace()`` tell how
+    the pipeline is doing. One thread at a time; ``close()`` (or the end
     of a ``with`` block, or garbage collection) cancels in-flight work and
     frees the pipeline; values already yielded stay valid.
 
@@ -132,8 +135,10 @@ class Iterator:
     False calls sl_next directly, which saves a thread handoff per element:
     worth it only for very small elements."""
 
-    def __init__(self, dataset, options=None, interruptible=True):
+    def __init__(self, dataset, options=None, interruptible=True, epoch=None):
         opts = dataset.options.merge(options)
+        if epoch is not None:
+            opts = opts.merge(Options(epoch=epoch))
         c_opts = opts.to_c()
         try:
             it = lib.sl_iterator_create(dataset._ptr, c_opts)
@@ -145,6 +150,7 @@ class Iterator:
         self._dataset = dataset  # keeps Python callbacks alive
         self._interruptible = interruptible
         self._puller = None
+        self.epoch = lib.sl_iterator_stat(it, SL_STAT_EPOCH)
         _live.add(self)
 
     def __iter__(self):
@@ -176,7 +182,7 @@ class Iterator:
         raise self._error(rc)
 
     def __next__(self):
-        return _tensor.element_values(self.next_element())
+        return _tensor.element_value(self.next_element())
 
     def _error(self, rc):
         msg = lib.sl_iterator_errmsg(self._it).decode("utf-8", "replace")

@@ -19,6 +19,7 @@ _KEYS = {
     "stall_target_ppm": 11,
     "trace_events": 12,
     "autotune_log": 13,
+    "epoch": 14,
 }
 
 _CHOICES = {
@@ -49,6 +50,8 @@ class Options:
     stall_target_ppm consumer stall the controller tolerates (ppm of wall time)
     trace_events    events kept for Iterator.trace() (0: off)
     autotune_log    log every knob change
+    epoch           the epoch to run (keys shuffles and crops with the seed);
+                    None: each iterator takes its dataset's next epoch
 
     Options combine: ``a.merge(b)`` is a with b's non-None fields on top.
     """

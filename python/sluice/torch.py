@@ -7,7 +7,8 @@ torch.utils.data.DataLoader was.
           .batch(256, drop_remainder=True).prefetch(sluice.AUTOTUNE))
     loader = sluice.torch.DataLoader(ds, dtype=torch.float32)
     for epoch in range(epochs):
-        for images, labels, paths in loader:     # float32 [256, 3, 224, 224], int64 [256]
+        loader.set_epoch(epoch)                  # optional: iter() counts epochs itself
+        for images, labels in loader:            # float32 [256, 3, 224, 224], int64 [256]
             ...
         print(loader.report())
 
@@ -20,10 +21,13 @@ library may hand the same memory out again (cache).
 import torch as _torch
 from torch.utils.dlpack import from_dlpack as _from_dlpack
 
-from . import _tensor
+from . import _dlpack, _tensor
 from ._lib import lib
 
 __all__ = ["DataLoader", "to_torch"]
+
+
+_SL_STRING = 8
 
 
 def to_torch(owner):
@@ -33,14 +37,23 @@ def to_torch(owner):
     out = []
     for i in range(lib.sl_element_size(el)):
         t = lib.sl_element_tensor(el, i)
-        cap = _tensor.tensor_capsule(t, owner)
-        out.append(_tensor.tensor_value(t, owner) if cap is None else _from_dlpack(cap))
+        if lib.sl_tensor_dtype(t) == _SL_STRING:
+            out.append(_tensor.tensor_value(t, owner))
+        else:
+            out.append(_from_dlpack(_dlpack.element_capsule(el, i)))
     return tuple(out)
 
 
 class DataLoader:
-    """Iterable over a sluice Dataset that yields tuples of torch tensors,
+    """Iterable over a sluice Dataset that yields torch tensors (a tuple of
+    them for elements of several values: ``for images, labels in loader``),
     one pass per ``iter()`` (an epoch), like torch.utils.data.DataLoader.
+
+    Epochs: each ``iter()`` runs the next epoch, counted from 0, so every
+    epoch has a new shuffle and new crops; ``set_epoch(n)`` (as
+    DistributedSampler has) makes the next ``iter()`` run epoch n, and the
+    count goes on from there. The same seed and epoch give the same
+    batches, byte for byte.
 
     layout "NCHW" (default): batches of images from map_image(layout="HWC")
         come out as [N, C, H, W] views (torch.channels_last memory format,
@@ -53,8 +66,8 @@ class DataLoader:
     device: moves every tensor there (non_blocking) after conversion.
     options: sluice.Options for each pass, on top of the dataset's.
 
-    ``stats()``, ``report()`` and ``iterator`` refer to the current (last
-    started) pass."""
+    ``stats()``, ``report()``, ``iterator`` and ``epoch`` refer to the
+    current (last started) pass."""
 
     def __init__(self, dataset, layout="NCHW", dtype=None, mean=None, std=None, device=None,
                  options=None):
@@ -68,6 +81,18 @@ class DataLoader:
         self._mean = _torch.tensor(mean, dtype=_torch.float32) if mean is not None else None
         self._std = _torch.tensor(std, dtype=_torch.float32) if std is not None else None
         self.iterator = None
+        self._next_epoch = 0
+
+    def set_epoch(self, epoch):
+        """The epoch the next ``iter()`` runs (later ones follow from it)."""
+        if isinstance(epoch, bool) or int(epoch) != epoch or epoch < 0:
+            raise ValueError("set_epoch: the epoch must be an int >= 0, not %r" % (epoch,))
+        self._next_epoch = int(epoch)
+
+    @property
+    def epoch(self):
+        """The epoch of the current pass (None before the first)."""
+        return self.iterator.epoch if self.iterator is not None else None
 
     def __len__(self):
         return len(self.dataset)
@@ -99,12 +124,13 @@ class DataLoader:
         if self.device is not None:
             out = [v.to(self.device, non_blocking=True) if isinstance(v, _torch.Tensor) else v
                    for v in out]
-        return tuple(out)
+        return out[0] if len(out) == 1 else tuple(out)
 
     def __iter__(self):
         if self.iterator is not None:
             self.iterator.close()
-        it = self.dataset.iterator(self.options)
+        it = self.dataset.iterator(self.options, epoch=self._next_epoch)
+        self._next_epoch += 1
         self.iterator = it
         # The pass stays open after its end (or a break) so that stats() and
         # report() can describe it; the next pass or close() frees it. An

@@ -36,12 +36,12 @@ def python_run(args):
     images = 0
     t0 = time.perf_counter()
     it = ds.iterator()
-    for x, labels, paths in it:
+    for x, labels in it:
         if x.shape != (args.batch, args.size, args.size, 3):
             raise SystemExit("unexpected batch shape %s" % (x.shape,))
         images += x.shape[0]
     seconds = time.perf_counter() - t0
-    del x, labels, paths
+    del x, labels
     it.close()
     return images / seconds, images
 
@@ -69,7 +69,7 @@ def check_identical(args):
           .map_image(preset="train", size=args.size).batch(args.batch, drop_remainder=True)
           .prefetch(sluice.AUTOTUNE).with_options(threads=args.threads, seed=args.seed))
     n = 0
-    for x, labels, _ in ds:
+    for x, labels in ds:
         p.update(x)
         p.update(labels)
         n += 1

@@ -42,10 +42,10 @@ def test_byte_identical(tmp_path, image_dir, preset, seed, threads, epochs):
     size, batch = 48, 5
     want = c_bytes(tmp_path, image_dir, preset, size, batch, seed, threads, epochs)
     parts = []
-    for images, labels, paths in python_pipeline(image_dir, preset, size, batch, seed,
-                                                 threads, epochs):
+    for images, labels in python_pipeline(image_dir, preset, size, batch, seed, threads,
+                                          epochs):
         assert images.shape[1:] == (size, size, 3) and images.dtype == np.uint8
-        assert len(paths) == images.shape[0]
+        assert len(labels) == images.shape[0]
         parts += [images.tobytes(), labels.tobytes()]
     got = b"".join(parts)
     assert len(got) == len(want) > 0

@@ -21,7 +21,7 @@ def clean_env(**extra):
 
 
 CHECK = ("import sluice, os; print(sluice.library_path); "
-         "print(sorted(int(x) for (x,) in sluice.Dataset.range(4).shuffle(sluice.ALL, seed=1)))")
+         "print(sorted(int(x) for x in sluice.Dataset.range(4).shuffle(sluice.ALL, seed=1)))")
 
 
 def test_cmake_install(tmp_path):

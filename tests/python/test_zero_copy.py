@@ -28,7 +28,7 @@ def drain(it):
 def test_arrays_view_element_memory(image_dir):
     it = batches(image_dir).iterator()
     ref = it.next_element()  # the raw element, to compare addresses
-    images, labels, paths = sluice._tensor.element_values(ref)
+    images, labels = sluice._tensor.element_values(ref)
     t0, t1 = lib.sl_element_tensor(ref.ptr, 0), lib.sl_element_tensor(ref.ptr, 1)
     assert images.ctypes.data == lib.sl_tensor_data(t0)
     assert labels.ctypes.data == lib.sl_tensor_data(t1)
@@ -54,6 +54,7 @@ def test_memory_outlives_iterator_and_batch_and_is_not_reused(image_dir):
             np.testing.assert_array_equal(v, s)
         else:
             assert v == s
+    del v, s
     # a view of a view keeps it alive too
     crop = kept[0][2:4, 5:9]
     probe = np.array(crop)
@@ -67,7 +68,7 @@ def test_memory_outlives_iterator_and_batch_and_is_not_reused(image_dir):
 
 def test_element_released_with_last_array(image_dir):
     it = batches(image_dir).iterator()
-    images, labels, _ = next(it)
+    images, labels = next(it)
     owner = images.base._sluice_element
     assert labels.base._sluice_element is owner
     w = weakref.ref(owner)
@@ -85,17 +86,17 @@ def test_no_leak_over_many_epochs(image_dir):
         drain(iter(ds))
     base = settle()
     for _ in range(20):
-        for x, y, p in ds:
+        for x, y in ds:
             assert x.shape == (6, 24, 24, 3)
-    del x, y, p
+    del x, y
     assert settle() == base
     # and with the iterator kept, arrays kept for a while then dropped
     kept = []
     for epoch in range(5):
-        for x, y, p in ds:
+        for x, y in ds:
             kept.append(x)
         kept = kept[-3:]
-    del kept, x, y, p
+    del kept, x, y
     assert settle() == base
 
 
@@ -103,7 +104,7 @@ def test_python_map_inputs_stay_valid_after_the_call():
     held = []
     ds = Dataset.from_tensor_slices(np.arange(40, dtype=np.int32).reshape(10, 4)).map(
         lambda v: held.append(v) or v.sum())
-    assert [int(s) for (s,) in ds] == [sum(range(4 * i, 4 * i + 4)) for i in range(10)]
+    assert [int(s) for s in ds] == [sum(range(4 * i, 4 * i + 4)) for i in range(10)]
     settle()
     assert [v.tolist() for v in held] == [list(range(4 * i, 4 * i + 4)) for i in range(10)]
 
@@ -127,7 +128,7 @@ assert isinstance(v, memoryview) and v.readonly and v.format == "q" and v.shape 
 assert v.tolist() == [0, 1, 2] and s == ["p", "p", "p"] and f.tolist() == [2.5] * 3
 base = sluice.memory_in_use()
 img = memoryview(bytes(range(12))).cast("B", [2, 6])
-(a,), = list(Dataset.range(1).map(lambda x: memoryview(bytes(range(24))).cast("h")))
+a, = list(Dataset.range(1).map(lambda x: memoryview(bytes(range(24))).cast("h")))
 assert a.format == "h" and a.tolist() == list(memoryview(bytes(range(24))).cast("h"))
 del out, v, s, f, a
 gc.collect(); sluice.release_memory()
@@ -140,6 +141,6 @@ print("ok")
 
 def test_buffer_exported_address_matches():
     # The ctypes buffer under an array is the element's memory, not a copy.
-    (x,), = list(Dataset.from_tensor_slices(np.arange(8, dtype=np.float64).reshape(1, 8)))
+    x, = list(Dataset.from_tensor_slices(np.arange(8, dtype=np.float64).reshape(1, 8)))
     buf = x.base
     assert ctypes.addressof(buf) == x.ctypes.data
