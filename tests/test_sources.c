@@ -80,6 +80,34 @@ static void test_range_extremes(void **state)
 
 /* ---- from_tensors ---- */
 
+/* Slices of string tensors of any rank keep the inner shape. */
+static void test_from_tensors_strings(void **state)
+{
+    (void)state;
+    sl_element *src = sl_element_create(2);
+    const char *grid[6] = {"a", "bb", "", "dddd", "e", "ff"};
+    int64_t shape[2] = {3, 2}, flat[1] = {3};
+    tu_add_strings(src, 2, shape, grid);
+    tu_add_strings(src, 1, flat, grid);
+    sl_dataset *ds = sl_from_tensors(src);
+    sl_options *o = tu_opts(1, 0);
+    sl_iterator *it = sl_iterator_create(ds, o);
+    sl_element *el;
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(sl_next(it, &el), 0);
+        const sl_tensor *row = sl_element_tensor(el, 0), *one = sl_element_tensor(el, 1);
+        tu_check_shape(row, 1, shape + 1);
+        tu_check_string(row, 0, grid[2 * i]);
+        tu_check_string(row, 1, grid[2 * i + 1]);
+        tu_check_shape(one, 0, NULL);
+        tu_check_string(one, 0, grid[i]);
+        sl_element_release(el);
+    }
+    sl_iterator_free(it);
+    sl_options_free(o);
+    sl_dataset_free(ds);
+}
+
 static void test_from_tensors(void **state)
 {
     (void)state;
@@ -678,6 +706,7 @@ int main(void)
         cmocka_unit_test(test_range),
         cmocka_unit_test(test_range_extremes),
         cmocka_unit_test(test_from_tensors),
+        cmocka_unit_test(test_from_tensors_strings),
         cmocka_unit_test(test_from_tensors_errors),
         cmocka_unit_test(test_from_tensors_zero_copy),
         cmocka_unit_test(test_from_files),

@@ -171,6 +171,29 @@ void sl__element_error_prefix(const sl_element *el)
     sl__error_prefix(buf);
 }
 
+size_t sl__string_row_bytes(const struct sl_tensor *t, int64_t row)
+{
+    const uint64_t *off = sl__str_offsets(t);
+    int64_t count = sl__shape_count(t->ndim - 1, t->shape + 1), first = row * count;
+    return (size_t)(count + 1) * sizeof *off + (size_t)(off[first + count] - off[first]);
+}
+
+int sl__element_push_string_row(sl_element *el, const struct sl_tensor *t, int64_t row)
+{
+    const uint64_t *off = sl__str_offsets(t);
+    int64_t count = sl__shape_count(t->ndim - 1, t->shape + 1), first = row * count;
+    const char *bytes = (const char *)(off + sl__shape_count(t->ndim, t->shape) + 1);
+    struct sl_tensor *s = sl__element_push(el, SL_STRING, t->ndim - 1, t->shape + 1,
+                                           sl__string_row_bytes(t, row));
+    if (!s)
+        return SL_ENOMEM;
+    uint64_t *o = s->data, lo = off[first];
+    for (int64_t i = 0; i <= count; i++)
+        o[i] = off[first + i] - lo;
+    memcpy(o + count + 1, bytes + lo, (size_t)o[count]);
+    return 0;
+}
+
 size_t sl__element_bytes(const sl_element *el)
 {
     size_t n = 0;

@@ -48,6 +48,11 @@ const char *sl__element_origin(const sl_element *el, size_t *len);
 /* Prefixes this thread's error message with "<origin path>: " when el has
  * an origin. */
 void sl__element_error_prefix(const sl_element *el);
+/* Row `row` of string tensor t (its items along the first dimension):
+ * the bytes a copy takes, and the copy appended to el as a string tensor
+ * of shape t->shape[1..]. Push returns 0 or SL_ENOMEM. */
+size_t sl__string_row_bytes(const struct sl_tensor *t, int64_t row);
+int sl__element_push_string_row(sl_element *el, const struct sl_tensor *t, int64_t row);
 /* Total tensor bytes (what buffers account for). */
 size_t sl__element_bytes(const sl_element *el);
 int64_t sl__shape_count(int ndim, const int64_t *shape);

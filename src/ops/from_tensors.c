@@ -15,11 +15,8 @@ typedef struct tensors_iter {
 
 static int push_slice(sl_element *out, const struct sl_tensor *t, int64_t i)
 {
-    if (t->dtype == SL_STRING) {
-        size_t len;
-        const char *s = sl_tensor_string(t, i, &len);
-        return sl_element_add_string(out, s, len);
-    }
+    if (t->dtype == SL_STRING)
+        return sl__element_push_string_row(out, t, i);
     int64_t n = t->shape[0];
     size_t stride = n ? t->nbytes / (size_t)n : 0;
     if (!sl__element_push_view(out, t->dtype, t->ndim - 1, t->shape + 1,
@@ -32,9 +29,13 @@ static int tensors_get(const sl_dataset *ds, int64_t i, sl_element **out)
 {
     const tensors_ds *d = (const tensors_ds *)ds;
     size_t small = 0;
-    for (int j = 0; j < d->el->n; j++)
-        if (d->el->t[j].dtype == SL_STRING || !d->el->t[j].buf)
-            small += 64; /* strings and inline sources copy */
+    for (int j = 0; j < d->el->n; j++) { /* strings and inline sources copy */
+        const struct sl_tensor *t = &d->el->t[j];
+        if (t->dtype == SL_STRING)
+            small += sl__string_row_bytes(t, i);
+        else if (!t->buf)
+            small += 64;
+    }
     sl_element *el = sl__element_new(d->el->n, small);
     if (!el)
         return SL_ENOMEM;

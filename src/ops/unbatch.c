@@ -41,15 +41,6 @@ static int check_element(const sl_element *el)
     return 0;
 }
 
-/* Bytes and string range of row `row` of a string tensor. */
-static size_t string_row(const struct sl_tensor *t, int64_t row, int64_t *first, int64_t *count)
-{
-    const uint64_t *off = sl__str_offsets(t);
-    *count = sl__shape_count(t->ndim - 1, t->shape + 1);
-    *first = row * *count;
-    return (size_t)(*count + 1) * sizeof *off + (size_t)(off[*first + *count] - off[*first]);
-}
-
 static size_t row_bytes(const struct sl_tensor *t)
 {
     return (size_t)sl__shape_count(t->ndim - 1, t->shape + 1) * sl_dtype_size(t->dtype);
@@ -61,35 +52,18 @@ static size_t copied_bytes(const sl_element *src, int64_t row)
     size_t n = 0;
     for (int j = 0; j < src->n && n <= INLINE_MAX; j++) {
         const struct sl_tensor *t = &src->t[j];
-        int64_t first, count;
         if (t->dtype == SL_STRING)
-            n += string_row(t, row, &first, &count) + 15;
+            n += sl__string_row_bytes(t, row) + 15;
         else if (!t->buf)
             n += row_bytes(t) + 15;
     }
     return n <= INLINE_MAX ? n : INLINE_MAX;
 }
 
-static int push_string_row(sl_element *el, const struct sl_tensor *t, int64_t row)
-{
-    int64_t first, count;
-    size_t nbytes = string_row(t, row, &first, &count);
-    const uint64_t *off = sl__str_offsets(t);
-    const char *bytes = (const char *)(off + sl__shape_count(t->ndim, t->shape) + 1);
-    struct sl_tensor *s = sl__element_push(el, SL_STRING, t->ndim - 1, t->shape + 1, nbytes);
-    if (!s)
-        return SL_ENOMEM;
-    uint64_t *o = s->data, lo = off[first];
-    for (int64_t i = 0; i <= count; i++)
-        o[i] = off[first + i] - lo;
-    memcpy(o + count + 1, bytes + lo, (size_t)o[count]);
-    return 0;
-}
-
 static int push_row(sl_element *el, const struct sl_tensor *t, int64_t row)
 {
     if (t->dtype == SL_STRING)
-        return push_string_row(el, t, row);
+        return sl__element_push_string_row(el, t, row);
     size_t rb = row_bytes(t);
     return sl__element_push_view(el, t->dtype, t->ndim - 1, t->shape + 1,
                                  (char *)t->data + (size_t)row * rb, rb, t->buf) ? 0 : SL_ENOMEM;
