@@ -462,11 +462,17 @@ SL_API sl_dataset *sl_shard(sl_dataset *in, int64_t num_shards, int64_t index);
 /* Keeps up to `depth` elements ready ahead of the consumer, produced on a
  * background thread. depth >= 1 or SL_AUTOTUNE. */
 SL_API sl_dataset *sl_prefetch(sl_dataset *in, int64_t depth);
-/* Caches the first complete pass. path NULL: in memory, for the iterator's
- * life. Otherwise a file: written to "<path>.partial" and renamed to path
- * when a pass completes; its header holds the pipeline fingerprint and a
- * checksum, and a file that does not match is rebuilt, never served. A
- * second concurrent writer fails with SL_EBUSY. */
+/* Caches the first complete pass; every later pass (a repeat's, a later
+ * iterator's) is served from it, so it yields the same elements in the
+ * same order every epoch: shuffle after the cache for a new order. path
+ * NULL: in memory, kept by the dataset until it is freed (as tf.data's
+ * memory cache); while one iterator fills it, others pass through, and
+ * each iterator counts its bytes as buffered while it uses it. Otherwise a
+ * file: written to "<path>.partial" and renamed to path when a pass
+ * completes; its header holds the pipeline fingerprint and a checksum, and
+ * a file that does not match is rebuilt, never served. A second concurrent
+ * writer fails with SL_EBUSY. A pass cut short (take, an error) caches
+ * nothing. */
 SL_API sl_dataset *sl_cache(sl_dataset *in, const char *path);
 
 /* ------------------------------------------------------------------------ */

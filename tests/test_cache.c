@@ -215,10 +215,42 @@ static void test_memory_cache_runs_input_once(void **state)
     assert_int_equal(sl_dataset_cardinality(ds), SL_UNKNOWN); /* the filter's */
     expect_range(ds, 10, 3);
     assert_int_equal(atomic_load(&calls), 10);
-    /* a new iterator has a new cache */
+    /* the cache lives with the dataset: a later iterator (the next epoch)
+     * is served from it too */
     expect_range(ds, 10, 3);
-    assert_int_equal(atomic_load(&calls), 20);
+    assert_int_equal(atomic_load(&calls), 10);
     sl_dataset_free(ds);
+}
+
+/* Served the same whatever the epoch, and a shuffle after it reshuffles. */
+static void test_memory_cache_across_epochs(void **state)
+{
+    (void)state;
+    atomic_int calls = 0, calls2 = 0;
+    /* shuffled, then cached: epoch 0's order every epoch */
+    sl_dataset *cached = sl_cache(
+        sl_shuffle(sl_filter(sl_range(0, 50, 1), "count", count_calls, &calls), 50, 9, 0), NULL);
+    /* cached, then shuffled: a new order each epoch, the input read once */
+    sl_dataset *ds = sl_shuffle(counted(50, &calls2, NULL), 50, 10, 0);
+    size_t n0, n1, m0, m1;
+    int64_t *a0, *a1, *b0, *b1;
+    assert_int_equal(tu_collect(cached, NULL, &a0, &n0, NULL), SL_EOF);
+    assert_int_equal(tu_collect(cached, NULL, &a1, &n1, NULL), SL_EOF); /* epoch 1 */
+    assert_int_equal(n0, 50);
+    assert_int_equal(n1, 50);
+    assert_memory_equal(a0, a1, n0 * sizeof *a0);
+    assert_int_equal(atomic_load(&calls), 50);
+    assert_int_equal(tu_collect(ds, NULL, &b0, &m0, NULL), SL_EOF);
+    assert_int_equal(tu_collect(ds, NULL, &b1, &m1, NULL), SL_EOF);
+    assert_int_equal(m0, 50);
+    assert_true(memcmp(b0, b1, m0 * sizeof *b0) != 0);
+    assert_int_equal(atomic_load(&calls2), 50);
+    free(a0);
+    free(a1);
+    free(b0);
+    free(b1);
+    sl_dataset_free(ds);
+    sl_dataset_free(cached);
 }
 
 static void test_memory_cache_accounting(void **state)
@@ -241,6 +273,12 @@ static void test_memory_cache_accounting(void **state)
         sl_element_release(el);
     assert_int_equal(rc, SL_EOF);
     assert_int_equal(sl_next(it, &el), SL_EOF);
+    sl_iterator_free(it);
+    /* an iterator served from the cache counts it too, until it goes */
+    it = sl_iterator_create(ds, NULL);
+    assert_int_equal(sl_next(it, &el), 0);
+    sl_element_release(el);
+    assert_int_equal(sl_iterator_stat(it, SL_STAT_BUFFERED_BYTES), 80);
     sl_iterator_free(it);
     sl_dataset_free(ds);
 }
@@ -802,6 +840,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_allocation_failures), /* first: see the helper */
         cmocka_unit_test(test_memory_cache_runs_input_once),
+        cmocka_unit_test(test_memory_cache_across_epochs),
         cmocka_unit_test(test_memory_cache_accounting),
         cmocka_unit_test(test_memory_cache_partial_pass_discarded),
         cmocka_unit_test(test_memory_cache_under_prefetch),

@@ -1,10 +1,14 @@
 /*
  * cache(path): keeps the first complete pass and serves later passes from it.
  *
- * In memory (path NULL) the elements live in a tree slot, because repeat
- * makes a new node iterator each pass and the cache must outlive them. A pass
- * that stops early leaves the cache incomplete and the next pass starts over,
- * as in tf.data: a partial cache would silently shorten every later epoch.
+ * In memory (path NULL) the elements live with the dataset, as tf.data's
+ * memory cache does: the first complete pass of any iterator fills it, and
+ * every later pass (a repeat's, or a later iterator's epoch) is served from
+ * it until the dataset is freed. While one iterator fills it, others pass
+ * through. Each iterator counts the cache's bytes as buffered while it uses
+ * them. A pass that stops early leaves the cache incomplete and the next
+ * pass starts over, as in tf.data: a partial cache would silently shorten
+ * every later epoch.
  *
  * On disk the pass is written to "<path>.partial" under an exclusive flock
  * (a second writer gets SL_EBUSY) and renamed to path at the end, so path
@@ -49,19 +53,21 @@
 #define IO_BUF (1u << 20)
 #define INLINE_BYTES 64
 
-typedef struct cache_ds {
-    sl_dataset base;
-    char *path; /* NULL: in memory */
-} cache_ds;
-
-/* Tree-lifetime state of an in-memory cache. */
+/* An in-memory cache, owned by its dataset. Only the filler touches els
+ * until complete is set (under mu); after that they never change. */
 typedef struct mem_cache {
-    sl__tree *tree;
+    pthread_mutex_t mu;
     sl_element **els;
     int64_t n, cap, bytes;
     bool complete;
-    bool filling; /* a node iterator of this key is writing it */
+    bool filling; /* an iterator is writing it */
 } mem_cache;
+
+typedef struct cache_ds {
+    sl_dataset base;
+    char *path;      /* NULL: in memory */
+    mem_cache *mem;  /* in memory: the cache */
+} cache_ds;
 
 /* The file this tree already checked or wrote, so later epochs skip the
  * checksum pass over an unchanged file. */
@@ -81,7 +87,8 @@ typedef struct cache_iter {
     int failed_rc;
     sl__iter *input;
     mem_cache *mem;
-    bool filler; /* this iterator fills mem */
+    bool filler;  /* this iterator fills mem */
+    int64_t held; /* mem's bytes this iterator counts as buffered */
     bool locked; /* this iterator owns "<path>.partial" */
     int64_t pos; /* MEM_SERVE: next element */
     /* file modes */
@@ -153,20 +160,29 @@ static void mem_discard(mem_cache *m)
     for (int64_t i = 0; i < m->n; i++)
         sl_element_release(m->els[i]);
     sl__free(m->els, (size_t)m->cap * sizeof *m->els);
-    if (m->bytes)
-        sl__tree_unhold(m->tree, m->bytes);
     m->els = NULL;
     m->n = m->cap = m->bytes = 0;
     m->complete = false;
 }
 
-static void mem_slot_destroy(void *data)
+static void mem_hold(cache_iter *it, int64_t bytes)
 {
-    mem_discard(data);
+    /* for statistics; the cache never waits for the budget, since waiting
+     * would not make it any smaller */
+    sl__tree_hold(it->base.tree, bytes);
+    it->held += bytes;
 }
 
-static int mem_append(mem_cache *m, sl_element *el)
+static void mem_unhold(cache_iter *it)
 {
+    if (it->held)
+        sl__tree_unhold(it->base.tree, it->held);
+    it->held = 0;
+}
+
+static int mem_append(cache_iter *it, sl_element *el)
+{
+    mem_cache *m = it->mem;
     if (m->n == m->cap) {
         int64_t cap = m->cap ? m->cap * 2 : 256;
         sl_element **els = sl__alloc((size_t)cap * sizeof *els);
@@ -179,46 +195,42 @@ static int mem_append(mem_cache *m, sl_element *el)
         m->cap = cap;
     }
     int64_t b = (int64_t)sl__element_bytes(el);
-    /* held for statistics; the cache never waits for the budget, since
-     * waiting would not make it any smaller */
-    sl__tree_hold(m->tree, b);
+    mem_hold(it, b);
     m->bytes += b;
     m->els[m->n++] = sl_element_retain(el);
     return 0;
 }
 
-static int mem_start(cache_iter *it)
+static void mem_start(cache_iter *it)
 {
-    sl__tree *t = it->base.tree;
-    mem_cache *m = sl__tree_slot(t, sl__hash_u64(it->base.key, 0x6d656dull), sizeof *m,
-                                 mem_slot_destroy);
-    if (!m)
-        return SL_ENOMEM;
-    pthread_mutex_lock(&t->mu);
-    m->tree = t;
+    mem_cache *m = ((const cache_ds *)it->base.ds)->mem;
+    pthread_mutex_lock(&m->mu);
     if (m->complete) {
         it->mode = MEM_SERVE;
     } else if (m->filling) {
-        it->mode = PASS; /* a twin iterator is filling it: just pass through */
+        it->mode = PASS; /* another iterator is filling it: just pass through */
     } else {
         m->filling = true;
         it->filler = true;
         it->mode = MEM_FILL;
     }
-    pthread_mutex_unlock(&t->mu);
+    int64_t bytes = m->complete ? m->bytes : 0;
+    pthread_mutex_unlock(&m->mu);
     it->mem = m;
-    return 0;
+    mem_hold(it, bytes);
 }
 
 static void mem_end_fill(cache_iter *it, bool complete)
 {
     mem_cache *m = it->mem;
-    if (!complete)
-        mem_discard(m); /* outside the lock: unhold may take it */
-    pthread_mutex_lock(&it->base.tree->mu);
+    if (!complete) {
+        mem_discard(m);
+        mem_unhold(it);
+    }
+    pthread_mutex_lock(&m->mu);
     m->complete = complete;
     m->filling = false;
-    pthread_mutex_unlock(&it->base.tree->mu);
+    pthread_mutex_unlock(&m->mu);
     it->filler = false;
 }
 
@@ -232,7 +244,7 @@ static int mem_fill_next(cache_iter *it, sl_element **out)
     }
     if (rc)
         return rc;
-    rc = mem_append(it->mem, *out);
+    rc = mem_append(it, *out);
     if (rc) { /* the element is lost to the cache: a retry would leave a gap */
         sl_element_release(*out);
         *out = NULL;
@@ -734,9 +746,9 @@ static int start(cache_iter *it)
     if (c->path) {
         rc = file_start(it);
     } else {
-        rc = mem_start(it);
-        if (!rc && it->mode != MEM_SERVE)
-            rc = sl__iter_make_input(&it->base, 0, it->base.epoch, &it->input);
+        mem_start(it);
+        rc = it->mode == MEM_SERVE ? 0
+                                   : sl__iter_make_input(&it->base, 0, it->base.epoch, &it->input);
     }
     return rc ? fail_state(it, rc) : 0;
 }
@@ -773,6 +785,7 @@ static void cache_destroy(sl__iter *base)
     cache_iter *it = (cache_iter *)base;
     if (it->filler)
         mem_end_fill(it, false);
+    mem_unhold(it);
     if (it->locked) /* an unfinished pass: remove it while still holding the lock */
         unlink(it->partial);
     if (it->fd >= 0)
@@ -819,7 +832,13 @@ static uint64_t cache_fp(const sl_dataset *ds, uint64_t h)
 
 static void cache_ds_destroy(sl_dataset *ds)
 {
-    sl__strfree(((cache_ds *)ds)->path);
+    cache_ds *c = (cache_ds *)ds;
+    sl__strfree(c->path);
+    if (c->mem) {
+        mem_discard(c->mem);
+        pthread_mutex_destroy(&c->mem->mu);
+        sl__free(c->mem, sizeof *c->mem);
+    }
 }
 
 static const sl__node_ops cache_ops = {
@@ -841,6 +860,11 @@ SL_API sl_dataset *sl_cache(sl_dataset *in, const char *path)
         c->path = sl__strdup(path);
         if (!c->path)
             return sl__dataset_fail(&c->base, SL_ENOMEM, "cache(%s): out of memory", path);
+        return &c->base;
     }
+    c->mem = sl__calloc(1, sizeof *c->mem);
+    if (!c->mem)
+        return sl__dataset_fail(&c->base, SL_ENOMEM, "cache: out of memory");
+    pthread_mutex_init(&c->mem->mu, NULL);
     return &c->base;
 }
