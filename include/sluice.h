@@ -547,7 +547,11 @@ typedef struct sl_image_spec {
     float mean[3], std[3];
     int64_t max_pixels; /* larger declared images are element errors */
     int allow_warnings; /* 0: libjpeg warnings (corrupt data it can
-                         * recover from) are element errors */
+                         * recover from) and a missing end-of-image
+                         * marker (a file cut short) are element errors,
+                         * the same whatever the crop; 1: such files
+                         * decode, missing rows grey (PIL's
+                         * LOAD_TRUNCATED_IMAGES) */
     int fast_upsample;  /* 1: subsampled chroma is replicated, not
                          * interpolated, in libjpeg's merged upsample and
                          * colour pass (TurboJPEG's FASTUPSAMPLE, tf's

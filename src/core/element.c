@@ -168,6 +168,10 @@ void sl__element_error_prefix(const sl_element *el)
         return;
     char buf[1024];
     snprintf(buf, sizeof buf, "%.*s", (int)(len < sizeof buf ? len : sizeof buf - 1), p);
+    const char *msg = sl__error_msg();
+    size_t n = strlen(buf);
+    if (strncmp(msg, buf, n) == 0 && msg[n] == ':')
+        return; /* named already (map_image names its file itself) */
     sl__error_prefix(buf);
 }
 

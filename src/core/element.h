@@ -46,7 +46,7 @@ void sl__element_set_origin(sl_element *el, sl_element *src);
 /* The path el came from (not NUL-terminated, *len bytes), or NULL. */
 const char *sl__element_origin(const sl_element *el, size_t *len);
 /* Prefixes this thread's error message with "<origin path>: " when el has
- * an origin. */
+ * an origin and the message does not begin with it already. */
 void sl__element_error_prefix(const sl_element *el);
 /* Row `row` of string tensor t (its items along the first dimension):
  * the bytes a copy takes, and the copy appended to el as a string tensor

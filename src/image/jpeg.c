@@ -37,6 +37,7 @@ struct sl__jpeg {
     char warn[JMSG_LENGTH_MAX];   /* the first warning of this image */
     const uint8_t *data;          /* the data whose header is parsed, or NULL */
     size_t n;
+    size_t scan_at;               /* where its first scan's entropy-coded data starts */
     uint8_t *buf;                 /* decoded rows; grows, never shrinks */
     size_t cap;
 };
@@ -222,8 +223,27 @@ int sl__jpeg_header(sl__jpeg *dec, const uint8_t *data, size_t n, int64_t max_pi
     if (rc == 0) {
         dec->data = data;
         dec->n = n;
+        dec->scan_at = (size_t)(dec->cinfo.src->next_input_byte - data);
     }
     return rc;
+}
+
+/* Whether an EOI marker (FF D9) follows the start of the entropy-coded
+ * data: inside it FF is always followed by 00 or a restart marker, so an
+ * FF D9 there is the end of the image, and garbage after it is fine (as
+ * libjpeg and PIL take it). Searched from the end: O(1) for a normal file. */
+static bool has_eoi(const uint8_t *data, size_t n, size_t from)
+{
+    size_t end = n;
+    while (end > from + 1) {
+        const uint8_t *ff = memrchr(data + from, 0xFF, end - 1 - from);
+        if (!ff)
+            return false;
+        if (ff[1] == 0xD9)
+            return true;
+        end = (size_t)(ff - data) + 1;
+    }
+    return false;
 }
 
 /* ---- decode ---- */
@@ -359,10 +379,15 @@ static int decode(sl__jpeg *dec, const uint8_t *data, size_t n, const sl__window
     bool allow_warnings = flags & SL__JPEG_ALLOW_WARNINGS;
     if (!dec->data || dec->data != data || dec->n != n)
         return sl__set_error(SL_ESTATE, "jpeg: decode without a header for this data");
-    if (dec->jerr.num_warnings && !allow_warnings) {
+    if (!allow_warnings && (dec->jerr.num_warnings || !has_eoi(data, n, dec->scan_at))) {
+        /* A region decode stops at the window's last row, so without this
+         * check a file cut short below the window would decode or fail
+         * depending on the crop: the verdict must not change with the seed. */
         jpeg_abort_decompress(&dec->cinfo);
         dec->data = NULL;
-        return sl__set_error(SL_ECORRUPT, "%s", dec->warn);
+        return dec->jerr.num_warnings
+                   ? sl__set_error(SL_ECORRUPT, "%s", dec->warn)
+                   : sl__set_error(SL_ECORRUPT, "truncated (no end-of-image marker)");
     }
     dec->stop_on_warning = !allow_warnings;
     region_req rq = {*win, d, (flags & SL__JPEG_FAST_UPSAMPLE) != 0, out};
