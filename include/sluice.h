@@ -262,7 +262,11 @@ typedef enum sl_option {
     SL_OPT_THREADS = 0,
     /* Cap in bytes on data held in the iterator's buffers; producers wait
      * rather than exceed it (each buffer may always hold one element, so the
-     * pipeline cannot deadlock). 0 = half of available memory. */
+     * pipeline cannot deadlock). 0 = half of the memory available to the
+     * process when the iterator is created: MemAvailable from /proc/meminfo
+     * (free memory plus the page cache it can reclaim), or less where a
+     * cgroup memory limit (a container's, a batch job's) leaves less room.
+     * SL_STAT_RAM_BUDGET says what it came to. */
     SL_OPT_RAM_BUDGET,
     /* One of sl_error_policy. */
     SL_OPT_ERROR_POLICY,

@@ -1,7 +1,6 @@
 /* sl_iterator, options, the shared tree state and the error policy. */
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 #include "../core/clock.h"
 #include "../autotune/autotune.h"
 #include "../core/log.h"
@@ -388,12 +387,11 @@ sl__tree *sl__iterator_tree(const sl_iterator *it)
 
 #define ROOT_KEY 0x726f6f74ull
 
+/* Half of what the process may still use (a container's limit included). */
 static int64_t default_budget(void)
 {
-    long pages = sysconf(_SC_AVPHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
-    if (pages <= 0 || psz <= 0)
-        return (int64_t)1 << 30;
-    return (int64_t)pages * psz / 2;
+    int64_t avail = sl__available_memory("/proc", "/sys/fs/cgroup");
+    return avail > 0 ? avail / 2 : (int64_t)1 << 30;
 }
 
 static void tree_fini(sl__tree *t)

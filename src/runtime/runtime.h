@@ -3,6 +3,7 @@
 #define SL_RUNTIME_RUNTIME_H
 
 #include <pthread.h>
+#include <stdint.h>
 #include "sluice.h"
 
 /* A unit of work for the pool; embedded in the submitter's own struct. */
@@ -19,6 +20,13 @@ int sl__runtime_cpu_claim(sl_runtime *rt, int want, int budget);
 void sl__runtime_cpu_release(sl_runtime *rt, int n);
 /* The process default runtime (created on first use), or NULL. */
 sl_runtime *sl__runtime_default(void);
+
+/* Bytes of memory this process may still use: MemAvailable from
+ * <proc>/meminfo, lowered to the headroom under the limit of its memory
+ * cgroup and every ancestor's (v1 or v2, mounted at cgroup_mount), where
+ * one is set. -1 if nothing could be read. Production paths: "/proc",
+ * "/sys/fs/cgroup"; tests pass a tree of their own. */
+int64_t sl__available_memory(const char *proc, const char *cgroup_mount);
 
 /* Library threads: pthread_create with the pool flush at exit. */
 int sl__thread_start(pthread_t *th, void *(*fn)(void *), void *arg, const char *name);
