@@ -4,11 +4,14 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 
-bash scripts/setup.sh || exit 1
+bash scripts/setup.sh test || exit 1
 
+# (./run.sh may have configured build/ without the tests)
 if ! grep -qx 'SLUICE_WERROR:BOOL=ON' build/CMakeCache.txt 2> /dev/null ||
+   ! grep -qx 'SLUICE_BUILD_TESTS:BOOL=ON' build/CMakeCache.txt 2> /dev/null ||
    ! grep -q '^CMAKE_BUILD_TYPE:' build/CMakeCache.txt 2> /dev/null; then
-    cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_WERROR=ON
+    cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_WERROR=ON \
+        -DSLUICE_BUILD_TESTS=ON
 fi
 cmake --build build -j "$(nproc)"
 

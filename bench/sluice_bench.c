@@ -300,9 +300,12 @@ typedef struct run_state {
     int64_t bytes_read; /* SL_STAT_BYTES_READ of finished iterators */
     int64_t bytes_seen; /* --preset read: file bytes the consumer got */
     int64_t errors_skipped, peak_buffered;
+    int64_t knob_changes; /* the controller's, over the run's iterators */
     int io_backend;
     double seconds; /* pipeline time of finished iterators */
     double *epoch_rate;
+    int64_t *epoch_faults; /* minor page faults of the process in each epoch */
+    long faults_mark;      /* ru_minflt when the current epoch began */
     int epoch;
     double epoch_t0;
     int64_t epoch_images0;
@@ -374,12 +377,22 @@ static void progress(run_state *st, const sl_iterator *it, double now)
     fflush(stderr);
 }
 
+static long minor_faults(void)
+{
+    struct rusage ru;
+    return getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_minflt : 0;
+}
+
 /* Ends the current epoch at time t, after `images` images in all. */
 static void close_epoch(run_state *st, double t, int64_t images)
 {
     double dt = t - st->epoch_t0;
     int64_t n = images - st->epoch_images0;
     st->epoch_rate[st->epoch] = dt > 0 ? (double)n / dt : 0;
+    long faults = minor_faults();
+    if (st->epoch_faults)
+        st->epoch_faults[st->epoch] = faults - st->faults_mark;
+    st->faults_mark = faults;
     st->epoch++;
     st->epoch_t0 = t;
     st->epoch_images0 = images;
@@ -441,6 +454,9 @@ static void collect_global(run_state *st, const sl_iterator *it)
     double wall = sl_stats_global(s, SL_GLOBAL_WALL_SECONDS);
     double stall = sl_stats_global(s, SL_GLOBAL_STALL_FRACTION);
     double peak = sl_stats_global(s, SL_GLOBAL_PEAK_BUFFERED_BYTES);
+    double changes = sl_stats_global(s, SL_GLOBAL_KNOB_CHANGES);
+    if (isfinite(changes))
+        st->knob_changes += (int64_t)changes;
     if (isfinite(wall) && isfinite(stall)) {
         st->stall_s += stall * wall;
         st->stall_wall += wall;
@@ -642,6 +658,7 @@ static int run_epochs(run_state *st, sl_dataset *src, const path_list *pl)
 {
     st->tty = isatty(STDERR_FILENO);
     st->shown_at = now_s();
+    st->faults_mark = minor_faults();
     int rc = st->cfg->cold ? run_cold(st, src, pl) : run_warm(st, src);
     if (st->tty)
         fprintf(stderr, "\r\033[K");
@@ -840,6 +857,11 @@ static void json_results(FILE *f, const run_state *st, const path_list *pl)
         fputs(e ? "," : "", f);
         json_number(f, st->epoch_rate[e]);
     }
+    if (st->epoch_faults) {
+        fprintf(f, "],\"per_epoch_page_faults\":[");
+        for (int e = 0; e < cfg->epochs; e++)
+            fprintf(f, "%s%lld", e ? "," : "", (long long)st->epoch_faults[e]);
+    }
     fprintf(f, "],\"peak_rss_bytes\":%lld,\"peak_buffered_bytes\":%lld,\"errors_skipped\":%lld",
             (long long)peak_rss_bytes(), (long long)st->peak_buffered,
             (long long)st->errors_skipped);
@@ -860,6 +882,8 @@ static void json_ceiling(FILE *f, const run_state *st, const ceilings *c)
     json_number(f, c->best);
     fprintf(f, ",\"ratio_to_ceiling\":");
     json_number(f, c->best > 0 ? rate((double)st->images, st->seconds) / c->best : NAN);
+    fprintf(f, ",\"steady_ratio_to_ceiling\":");
+    json_number(f, c->best > 0 ? run_convergence(st).steady / c->best : NAN);
     fprintf(f, ",\"ceiling_before_images_per_s\":");
     json_number(f, c->before.images_per_s);
     fprintf(f, ",\"ceiling_after_images_per_s\":");
@@ -914,15 +938,63 @@ static void print_consumer(const config *cfg)
     printf("\n");
 }
 
+/* The controller's moves as the samples saw them: how many samples show an
+ * autotuned knob changed since the one before, and when the last did (s
+ * after the run's first arrival; NaN if none). */
+static double knobs_settled(const series *s, int *moves)
+{
+    double last = NAN;
+    *moves = 0;
+    for (size_t i = 1; i < s->n; i++)
+        for (int k = 0; k < s->nknobs; k++) {
+            double a = s->knobs[k].v[i - 1], b = s->knobs[k].v[i];
+            if (s->knobs[k].autotuned && isfinite(a) && isfinite(b) && a != b) {
+                ++*moves;
+                last = s->t[i] - series_start(s);
+                break;
+            }
+        }
+    return last;
+}
+
+/* The slowest and fastest 1-s throughput after the first second. */
+static void rate_range(const series *s, double *lo, double *hi)
+{
+    *lo = INFINITY;
+    *hi = -INFINITY;
+    for (double a = series_start(s) + 1; a + 1 <= series_end(s); a += 0.1) {
+        double r = series_rate(s, a, a + 1);
+        *lo = fmin(*lo, r);
+        *hi = fmax(*hi, r);
+    }
+}
+
 static void print_convergence(const run_state *st)
 {
     convergence c = run_convergence(st);
+    double lo, hi;
+    rate_range(&st->series, &lo, &hi);
     if (isfinite(c.seconds))
         printf("  %-20s %.1f s (1-s throughput within 5%% of %.1f images/s from then on)\n",
                "converged after", c.seconds, c.steady);
+    else if (isfinite(c.steady) && lo <= hi)
+        printf("  %-20s no: 1-s throughput kept moving more than 5%% around %.1f "
+               "(%.0f to %.0f images/s)\n", "converged after", c.steady, lo, hi);
     else
-        printf("  %-20s not within the run (too short, or never within 5%%)\n",
-               "converged after");
+        printf("  %-20s not measured: the run is too short\n", "converged after");
+    int moves;
+    double settled = knobs_settled(&st->series, &moves);
+    if (!st->cfg->autotune)
+        ;
+    else if (st->knob_changes == 0)
+        printf("  %-20s kept its starting knobs\n", "controller");
+    else if (moves == 0)
+        printf("  %-20s %lld knob change%s, all in the first %.1f s\n", "controller",
+               (long long)st->knob_changes, st->knob_changes > 1 ? "s" : "", SERIES_PERIOD_S);
+    else
+        printf("  %-20s %lld knob change%s, the last %.1f s after the first batch\n",
+               "controller", (long long)st->knob_changes, st->knob_changes > 1 ? "s" : "",
+               settled);
     if (!st->cfg->nsched)
         return;
     double at[MAX_SCHEDULE + 1];
@@ -963,6 +1035,39 @@ static void print_observations(const run_state *st)
     print_final_knobs(&st->series);
 }
 
+static int cmp_rate(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* What the first epoch cost against the others, and the reasons this run
+ * can show: the wait for the first batch (nothing comes out before a whole
+ * batch is decoded, and the controller starts small) and the page faults
+ * of buffers that later epochs reuse. */
+static void print_first_epoch(const run_state *st)
+{
+    int n = st->cfg->epochs;
+    if (n < 2 || !st->epoch_faults)
+        return;
+    int m = n - 1;
+    double later[m];
+    memcpy(later, st->epoch_rate + 1, (size_t)m * sizeof *later);
+    qsort(later, (size_t)m, sizeof *later, cmp_rate);
+    double med = m % 2 ? later[m / 2] : (later[m / 2 - 1] + later[m / 2]) / 2;
+    int64_t faults_later = 0;
+    for (int e = 1; e < n; e++)
+        faults_later += st->epoch_faults[e];
+    faults_later /= m;
+    printf("\n  %-20s %.1f images/s, %.2fx the later epochs' median (%.1f)", "first epoch",
+           st->epoch_rate[0], med > 0 ? st->epoch_rate[0] / med : NAN, med);
+    printf("\n  %-20s %.3f s waiting for the first batch (a whole batch is read and decoded\n"
+           "  %-20s before one comes out, and the controller starts from parallelism 1);\n"
+           "  %-20s %lld page faults for new buffers that later epochs reuse (%lld each after)",
+           "  why", st->first_wait_s, "", "", (long long)st->epoch_faults[0],
+           (long long)faults_later);
+}
+
 static void print_summary(const run_state *st, const path_list *pl, const ceilings *c)
 {
     const config *cfg = st->cfg;
@@ -981,10 +1086,18 @@ static void print_summary(const run_state *st, const path_list *pl, const ceilin
            cfg->cold ? " (page cache emptied before each)" : "");
     printf("  %-20s %lld\n", "images", (long long)st->images);
     printf("  %-20s %.3f\n", "seconds", st->seconds);
-    printf("  %-20s %.1f\n", "images/s", ips);
+    printf("  %-20s %.1f (the whole run, its start included)\n", "images/s", ips);
+    double steady = run_convergence(st).steady;
+    if (isfinite(steady))
+        printf("  %-20s %.1f (median 1-s throughput over the run's second half)\n",
+               "steady images/s", steady);
+    else
+        printf("  %-20s not measured: the run is too short (it takes 2 s; add --epochs)\n",
+               "steady images/s");
     printf("  %-20s", "per epoch images/s");
     for (int e = 0; e < cfg->epochs; e++)
         printf(" %.1f", st->epoch_rate[e]);
+    print_first_epoch(st);
     printf("\n  %-20s %.1f (%.1f MB read)\n", "MB/s", rate((double)st->bytes_read / 1e6,
            st->seconds), (double)st->bytes_read / 1e6);
     if (cfg->preset == PRESET_READ)
@@ -1007,7 +1120,10 @@ static void print_summary(const run_state *st, const path_list *pl, const ceilin
            "before %.1f, after %.1f)\n", "ceiling images/s", c->best,
            (long long)c->before.files, cfg->threads, c->before.images_per_s,
            c->after.images_per_s);
-    if (c->best > 0)
+    if (c->best > 0 && isfinite(steady))
+        printf("  %-20s %.2f whole run, %.2f steady%s\n", "ratio to ceiling", ips / c->best,
+               steady / c->best, cfg->preset == PRESET_READ ? " (this preset does not decode)" : "");
+    else if (c->best > 0)
         printf("  %-20s %.2f%s\n", "ratio to ceiling", ips / c->best,
                cfg->preset == PRESET_READ ? " (this preset does not decode)" : "");
 }
@@ -1101,6 +1217,7 @@ static void run_state_free(run_state *st)
 {
     series_free(&st->series);
     free(st->epoch_rate);
+    free(st->epoch_faults);
     free(st->report_text);
 }
 
@@ -1371,8 +1488,9 @@ static int bench(const config *cfg)
     path_list pl = {0};
     ceilings c = {0};
     st.epoch_rate = calloc((size_t)cfg->epochs, sizeof *st.epoch_rate);
+    st.epoch_faults = calloc((size_t)cfg->epochs, sizeof *st.epoch_faults);
     int rc = 0;
-    if (!st.epoch_rate) {
+    if (!st.epoch_rate || !st.epoch_faults) {
         fprintf(stderr, "sluice-bench: out of memory\n");
         rc = -1;
     }

@@ -17,7 +17,7 @@
 
 /* ---- sluice_bench_sample.c ---- */
 
-#define SAMPLE_DEFAULT_COUNT 512
+#define SAMPLE_DEFAULT_COUNT 2048
 #define SAMPLE_CLASSES 8
 
 /* Writes an ImageFolder of `count` generated JPEGs to dir (created if

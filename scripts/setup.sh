@@ -1,25 +1,36 @@
 #!/bin/bash
-# Makes sure the Debian packages needed to build and test sluice are
-# installed. Executed (or sourced) by ./run.sh and ./test.sh.
+# Makes sure the Debian packages a job needs are installed. Executed (or
+# sourced) by ./run.sh and ./test.sh with the job's name:
+#
+#   setup.sh run    what building the library and running sluice-bench needs
+#   setup.sh test   that, plus what the tests need (cmocka, Python with
+#                   numpy, PIL, pytest and PyTorch, pip)
 #
 #   - everything present: silent, status 0;
 #   - something missing and we are root: apt-get installs it;
 #   - something missing otherwise: prints the one apt line to run, status 1.
 #
 # SLUICE_SKIP_SETUP=1 skips the check (non-Debian systems, custom toolchains).
+# Without PyTorch (python3-torch) the tests that need it skip, saying so.
 
-# One list; extend it here.
-SLUICE_APT_PACKAGES="build-essential cmake pkg-config liburing-dev libjpeg62-turbo-dev zlib1g-dev libcmocka-dev python3 python3-numpy python3-pil python3-pytest python3-torch python3-torchvision python3-pip python3-venv"
+# The lists; extend them here.
+SLUICE_APT_RUN="build-essential cmake pkg-config liburing-dev libjpeg62-turbo-dev zlib1g-dev"
+SLUICE_APT_TEST="$SLUICE_APT_RUN libcmocka-dev python3 python3-numpy python3-pil python3-pytest python3-torch python3-pip"
 
 sluice_setup() {
-    local pkg missing=""
+    local job=${1:-test} want pkg missing=""
+    case $job in
+        run) want=$SLUICE_APT_RUN ;;
+        test) want=$SLUICE_APT_TEST ;;
+        *) echo "setup: unknown job '$job' (run or test)" >&2; return 2 ;;
+    esac
     [ "${SLUICE_SKIP_SETUP:-0}" = 1 ] && return 0
     if ! command -v dpkg-query > /dev/null 2>&1; then
         echo "setup: dpkg-query not found (not Debian?); not checking packages;" \
-             "need: $SLUICE_APT_PACKAGES" >&2
+             "need: $want" >&2
         return 0
     fi
-    for pkg in $SLUICE_APT_PACKAGES; do
+    for pkg in $want; do
         if [ "$(dpkg-query -W -f='${Status}' "$pkg" 2> /dev/null)" != "install ok installed" ]; then
             missing="$missing $pkg"
         fi
@@ -46,8 +57,8 @@ sluice_setup() {
 
 # Sourced: return the status; executed: exit with it.
 if [ "${BASH_SOURCE[0]}" != "$0" ]; then
-    sluice_setup
+    sluice_setup "$@"
     return $?
 fi
-sluice_setup
+sluice_setup "$@"
 exit $?
