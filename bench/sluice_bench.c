@@ -1061,11 +1061,13 @@ static void print_first_epoch(const run_state *st)
     faults_later /= m;
     printf("\n  %-20s %.1f images/s, %.2fx the later epochs' median (%.1f)", "first epoch",
            st->epoch_rate[0], med > 0 ? st->epoch_rate[0] / med : NAN, med);
+    bool ramp = st->cfg->autotune && st->cfg->parallelism == SL_AUTOTUNE;
     printf("\n  %-20s %.3f s waiting for the first batch (a whole batch is read and decoded\n"
-           "  %-20s before one comes out, and the controller starts from parallelism 1);\n"
+           "  %-20s before one comes out%s);\n"
            "  %-20s %lld page faults for new buffers that later epochs reuse (%lld each after)",
-           "  why", st->first_wait_s, "", "", (long long)st->epoch_faults[0],
-           (long long)faults_later);
+           "  why", st->first_wait_s, "",
+           ramp ? ", and the controller starts from parallelism 1" : "", "",
+           (long long)st->epoch_faults[0], (long long)faults_later);
 }
 
 static void print_summary(const run_state *st, const path_list *pl, const ceilings *c)
