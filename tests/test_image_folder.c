@@ -324,6 +324,42 @@ static void test_build_errors(void **state)
 }
 
 /* shuffle-all moves below the read node and permutes the listing. */
+/* Folder paths are built from their parent's in one arena that grows as
+ * the walk goes: a long chain of long names makes it grow while a parent's
+ * path is being copied (a use after free that fuzz_paths found, ASan
+ * checks). The deepest file comes out with its whole path. */
+static void test_deep_tree(void **state)
+{
+    (void)state;
+    char dir[256], rel[700] = "c";
+    tu_tmpdir(dir);
+    mk(dir, "c");
+    for (int d = 0; d < 12; d++) {
+        size_t n = strlen(rel);
+        snprintf(rel + n, sizeof rel - n, "/level%02d_%s", d, "long-enough-to-fill-an-arena");
+        mk(dir, rel);
+        for (int k = 0; k < 3; k++) { /* siblings, also walked */
+            char sib[720];
+            snprintf(sib, sizeof sib, "%s_sibling%d", rel, k);
+            mk(dir, sib);
+        }
+    }
+    size_t n = strlen(rel);
+    snprintf(rel + n, sizeof rel - n, "/deep.jpg");
+    put(dir, rel);
+    sl_dataset *ds = sl_image_folder(dir, NULL, SL_WITH_PATHS);
+    assert_non_null(ds);
+    assert_int_equal(sl_dataset_cardinality(ds), 1);
+    sl_iterator *it = sl_iterator_create(ds, NULL);
+    sl_element *el;
+    assert_int_equal(sl_next(it, &el), 0);
+    check_element(el, dir, rel, 0);
+    sl_element_release(el);
+    sl_iterator_free(it);
+    sl_dataset_free(ds);
+    tu_rmdir(dir);
+}
+
 static void test_shuffle_all(void **state)
 {
     (void)state;
@@ -646,6 +682,7 @@ int main(void)
         cmocka_unit_test(test_uring_same),
         cmocka_unit_test(test_trailing_slash_and_extensions),
         cmocka_unit_test(test_build_errors),
+        cmocka_unit_test(test_deep_tree),
         cmocka_unit_test(test_shuffle_all),
         cmocka_unit_test(test_shard_take_read_less),
         cmocka_unit_test(test_fingerprint),

@@ -1,4 +1,5 @@
 /* Listing nodes: (path, label) pairs with random access. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include "listing.h"
@@ -23,12 +24,26 @@ int sl__array_grow(void **p, size_t *cap, size_t need, size_t item)
     return 0;
 }
 
+/* Offset of p in s's arena, or SIZE_MAX when p is not in it. */
+static size_t arena_offset(const sl__strs *s, const char *p)
+{
+    uintptr_t at = (uintptr_t)p, lo = (uintptr_t)s->buf;
+    return s->buf && at >= lo && at < lo + s->cap ? (size_t)(at - lo) : SIZE_MAX;
+}
+
 int sl__strs_push(sl__strs *s, const char *a, size_t alen, const char *b, size_t blen)
 {
     size_t len = alen + (b ? 1 + blen : 0);
+    /* a or b may be one of s's own strings (a folder's path made from its
+     * parent's), which growing the arena moves */
+    size_t a_at = arena_offset(s, a), b_at = b ? arena_offset(s, b) : SIZE_MAX;
     if (sl__array_grow((void **)&s->buf, &s->cap, s->len + len + 1, 1) ||
         sl__array_grow((void **)&s->off, &s->ncap, s->n + 1, sizeof *s->off))
         return SL_ENOMEM;
+    if (a_at != SIZE_MAX)
+        a = s->buf + a_at;
+    if (b_at != SIZE_MAX)
+        b = s->buf + b_at;
     char *d = s->buf + s->len;
     memcpy(d, a, alen);
     if (b) {

@@ -22,7 +22,8 @@ typedef struct sl__strs {
     size_t n, ncap;
 } sl__strs;
 
-/* Appends a, or "a/b" when b is not NULL. 0 or SL_ENOMEM. */
+/* Appends a, or "a/b" when b is not NULL; either may be a string of s
+ * itself. 0 or SL_ENOMEM. */
 int sl__strs_push(sl__strs *s, const char *a, size_t alen, const char *b, size_t blen);
 static inline const char *sl__strs_get(const sl__strs *s, size_t i)
 {
