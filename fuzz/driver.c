@@ -1,7 +1,8 @@
 /* Runs a fuzz target without libFuzzer: every seed, then deterministic
  * mutations of them (bit flips, byte changes, truncation, duplication of a
  * span), so the suite exercises each parser on bad input every run.
- * Usage: fuzz_X [iterations] (default 2000). */
+ * Usage: fuzz_X [iterations] (default 2000), or fuzz_X --write-seeds DIR
+ * to write the seeds as a starting corpus for the libFuzzer binary. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,10 +65,28 @@ static size_t mutate(const seed *s, uint8_t *buf, uint64_t *r)
     return n;
 }
 
+/* The seeds as files seed-0, seed-1, ... in dir: a corpus for libFuzzer. */
+static int write_seeds(const char *dir)
+{
+    for (int i = 0; i < nseeds; i++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/seed-%d", dir, i);
+        FILE *f = fopen(path, "wb");
+        if (!f || fwrite(seeds[i].p, 1, seeds[i].n, f) != seeds[i].n || fclose(f) != 0) {
+            perror(path);
+            return 1;
+        }
+    }
+    printf("%d seeds written to %s\n", nseeds, dir);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    long iters = argc > 1 ? atol(argv[1]) : 2000;
     fuzz_seeds(add);
+    if (argc > 2 && !strcmp(argv[1], "--write-seeds"))
+        return write_seeds(argv[2]);
+    long iters = argc > 1 ? atol(argv[1]) : 2000;
     for (int i = 0; i < nseeds; i++)
         LLVMFuzzerTestOneInput(seeds[i].p, seeds[i].n);
     uint64_t r = 12345;

@@ -22,7 +22,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     bool flip;
     sl__crop_plan(&spec, info.width, info.height, &rng, &win, &flip);
     sl__decoded d;
-    if (sl__jpeg_decode(dec, data, size, &win, 24, 24, size & 2, &d) != 0)
+    if (sl__jpeg_decode(dec, data, size, &win, 24, 24, size & 3, &d) != 0)
         return 0;
     static uint8_t out[24 * 24 * 3];
     sl__resize_out o = {out, 24, 24, SL_LAYOUT_HWC, SL_UINT8, flip, {0, 0, 0}, {1, 1, 1}};

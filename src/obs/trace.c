@@ -152,7 +152,7 @@ void sl__trace_sample(sl__tree *t, int64_t now, int64_t min_interval_ns)
     if (!tr)
         return;
     /* one sampler per interval: whoever moves last_sample_ns wins */
-    int64_t last = atomic_load_explicit(&tr->last_sample_ns, memory_order_relaxed);
+    long long last = atomic_load_explicit(&tr->last_sample_ns, memory_order_relaxed);
     do {
         if (min_interval_ns && now - last < min_interval_ns)
             return;
