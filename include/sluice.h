@@ -5,8 +5,10 @@
  * does, who owns what, what it returns on error and which thread may call it.
  *
  * Thread rules, once for all:
- *   - sl_dataset objects are immutable after construction and may be shared
- *     between threads and iterators freely.
+ *   - sl_dataset objects are immutable descriptions after construction and
+ *     may be shared between threads and iterators freely. What they keep
+ *     between iterators (the count of epochs handed out, a memory cache's
+ *     elements) is thread-safe.
  *   - An sl_iterator is used by one thread at a time (any thread, but not two
  *     at once).
  *   - An sl_runtime is shared: any number of iterators on any threads.

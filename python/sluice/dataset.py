@@ -2,6 +2,7 @@
 
 import ctypes
 import itertools
+import operator
 import os
 
 from . import _tensor
@@ -42,12 +43,12 @@ def _parallel(op, num_parallel_calls):
 
 
 def _count(op, name, value):
-    if isinstance(value, bool) or not isinstance(value, int):
-        try:
-            value = int(value.__index__())
-        except (AttributeError, TypeError):
-            raise TypeError("%s: %s must be an int, not %s" % (op, name, type(value).__name__))
-    return value
+    """value as an int (numpy ints too); TypeError otherwise, as tf.data's."""
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError("%s: %s must be an int, not %s"
+                        % (op, name, type(value).__name__)) from None
 
 
 class _Callback:
