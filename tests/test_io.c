@@ -789,8 +789,11 @@ static void test_ram_budget(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        /* first: it forks, best before the library has started threads */
+        /* first: they fork, which must happen before the library starts
+         * threads that outlive a test (the default runtime's): TSan refuses
+         * threads in a child forked from a multi-threaded process */
         cmocka_unit_test(test_uring_refused),
+        cmocka_unit_test(test_unreadable),
         cmocka_unit_test(test_engine_uring),
         cmocka_unit_test(test_engine_pread),
         cmocka_unit_test(test_engine_close_busy),
@@ -802,7 +805,6 @@ int main(void)
         cmocka_unit_test(test_repeat_and_unlabelled),
         cmocka_unit_test(test_selection_reads_less),
         cmocka_unit_test(test_file_errors),
-        cmocka_unit_test(test_unreadable),
         cmocka_unit_test(test_input_error_in_order),
         cmocka_unit_test(test_not_a_path),
         cmocka_unit_test(test_cancel_in_flight),
