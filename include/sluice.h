@@ -177,7 +177,8 @@ SL_API void *sl_element_add_tensor(sl_element *el, sl_dtype dtype, int ndim,
 SL_API int sl_element_add_string(sl_element *el, const void *bytes, size_t len);
 /* Appends a string tensor of the given shape holding copies of
  * product(shape) strings, in row-major order: items[i] with lens[i] bytes
- * (lens NULL: items are NUL-terminated). */
+ * (lens NULL: items are NUL-terminated). 0, SL_EINVAL (a bad shape, a NULL
+ * item, no tensor slot left) or SL_ENOMEM. */
 SL_API int sl_element_add_strings(sl_element *el, int ndim, const int64_t *shape,
                                   const char *const *items, const size_t *lens);
 /* Appends a scalar int64 / float32 tensor. */
@@ -235,6 +236,11 @@ SL_API void *sl_element_dlpack_view(sl_element *el, const void *data, int ndim,
  * link libpython); does nothing outside a Python process. Called by Python
  * with the GIL held. */
 SL_API void sl_dlpack_capsule_destructor(void *capsule);
+/* For an interpreter whose symbols the process does not export (libpython
+ * loaded RTLD_LOCAL by an embedding program): the binding passes the
+ * addresses of PyCapsule_IsValid and PyCapsule_GetPointer, which the
+ * destructor then uses. Call once, before capsules are made. */
+SL_API void sl_dlpack_capsule_api(void *is_valid, void *get_pointer);
 
 /* ------------------------------------------------------------------------ */
 /* Runtime                                                                  */
@@ -310,7 +316,8 @@ typedef enum sl_option {
      * dataset object: the first iterator made from it runs epoch 0, the
      * next epoch 1, and so on (any thread; the count is atomic), so a loop
      * that makes one iterator per epoch gets a new order and new crops each
-     * time. Naming an epoch does not move that count. For resuming, and for
+     * time. Naming an epoch does not move that count; an iterator whose
+     * creation fails has still taken its epoch. For resuming, and for
      * processes that must agree on the epoch. */
     SL_OPT_EPOCH,
     SL_OPT_COUNT
@@ -376,7 +383,8 @@ SL_API uint64_t sl_dataset_fingerprint(const sl_dataset *ds);
  * step != 0. */
 SL_API sl_dataset *sl_range(int64_t start, int64_t stop, int64_t step);
 /* Slices of the element's tensors along their first dimension (which must
- * agree). Consumes the reference to `tensors`; slices share its memory. */
+ * agree). Consumes the reference to `tensors`; slices of numeric tensors
+ * share its memory, string slices are copies (each needs its own offsets). */
 SL_API sl_dataset *sl_from_tensors(sl_element *tensors);
 /* Elements (path: string) or, when labels != NULL, (path, label: int64);
  * sl_read_files reads them. Copies the arrays. */
@@ -470,7 +478,9 @@ SL_API sl_dataset *sl_shard(sl_dataset *in, int64_t num_shards, int64_t index);
 SL_API sl_dataset *sl_prefetch(sl_dataset *in, int64_t depth);
 /* Caches the first complete pass; every later pass (a repeat's, a later
  * iterator's) is served from it, so it yields the same elements in the
- * same order every epoch: shuffle after the cache for a new order. path
+ * same order every epoch: shuffle after the cache for a new order. The
+ * input always runs epoch 0 for it, whichever epoch fills it (random ops
+ * below a cache draw once; the seed is the filling iterator's). path
  * NULL: in memory, kept by the dataset until it is freed (as tf.data's
  * memory cache); while one iterator fills it, others pass through, and
  * each iterator counts its bytes as buffered while it uses it. Otherwise a
@@ -486,7 +496,9 @@ SL_API sl_dataset *sl_cache(sl_dataset *in, const char *path);
 
 /* Flag for the file sources and sl_read_files: also yield the path, as a
  * last tensor (a scalar string). Without it the path is not in the
- * element, but every message about the file still names it. */
+ * element, but every message about the file still names it: read errors,
+ * map_image's, and those of a map or filter applied to the read elements
+ * (the file is the element's origin; elements a map makes have none). */
 #define SL_WITH_PATHS 1u
 
 /* torchvision ImageFolder: classes are the sorted names of root's
@@ -536,10 +548,11 @@ typedef enum sl_layout { SL_LAYOUT_HWC = 0, SL_LAYOUT_CHW } sl_layout;
 /* Configuration of sl_map_image, versioned by struct_size: the size of the
  * struct the caller was compiled with. Fill it with SL_IMAGE_SPEC_INIT (or
  * sl_image_spec_init with your sizeof), then change fields. Fields are only
- * ever appended, and each one added after the first layout (which ends
- * with allow_warnings) has 0 as its default, so a library reads a smaller
- * struct from an older program with defaults for the rest, and a larger
- * one from a newer program if what it does not know is all zero. */
+ * ever appended, and each one after allow_warnings has 0 as its default,
+ * so a library reads a smaller struct from an older program (down to the
+ * fields through allow_warnings) with defaults for the rest, and a larger
+ * one from a newer program if what it does not know is all zero (up to
+ * 4 KiB: a larger struct_size is taken for an uninitialised spec). */
 typedef struct sl_image_spec {
     size_t struct_size;
     int crop;           /* sl_crop_policy */

@@ -245,6 +245,19 @@ static void test_memory_cache_across_epochs(void **state)
     assert_int_equal(m0, 50);
     assert_true(memcmp(b0, b1, m0 * sizeof *b0) != 0);
     assert_int_equal(atomic_load(&calls2), 50);
+    /* whichever epoch fills it, the cache holds the input's epoch 0 */
+    sl_dataset *late = sl_cache(
+        sl_shuffle(sl_filter(sl_range(0, 50, 1), "count", count_calls, &calls), 50, 9, 0), NULL);
+    sl_options *o = sl_options_create();
+    assert_int_equal(sl_options_set(o, SL_OPT_EPOCH, 5), 0);
+    int64_t *c5;
+    size_t n5;
+    assert_int_equal(tu_collect(late, o, &c5, &n5, NULL), SL_EOF);
+    assert_int_equal(n5, 50);
+    assert_memory_equal(c5, a0, n5 * sizeof *c5);
+    free(c5);
+    sl_options_free(o);
+    sl_dataset_free(late);
     free(a0);
     free(a1);
     free(b0);

@@ -157,6 +157,15 @@ static void test_dlpack(void **state)
     assert_null(sl_element_dlpack_view(el, data, 2, wide, NULL, SL_FLOAT32));
     assert_null(sl_element_dlpack_view(el, data + 1, 2, shape, NULL, SL_FLOAT32));
     assert_null(sl_element_dlpack_view(el, data, 2, vshape, vstrides, SL_FLOAT32));
+    /* spans whose extent overflows any integer type: refused, not wrapped */
+    int64_t huge[2] = {((int64_t)1 << 62) + 1, ((int64_t)1 << 62) + 2};
+    int64_t huge_strides[2] = {(int64_t)1 << 62, ((int64_t)1 << 62) - 1};
+    assert_null(sl_element_dlpack_view(el, data, 2, huge, huge_strides, SL_FLOAT64));
+    int64_t big[1] = {INT64_MAX};
+    int64_t one_stride[1] = {1};
+    assert_null(sl_element_dlpack_view(el, data, 1, big, one_stride, SL_FLOAT32));
+    int64_t back[1] = {INT64_MIN + 1};
+    assert_null(sl_element_dlpack_view(el, data, 1, big, back, SL_FLOAT32));
     int64_t empty[1] = {0};
     dl_managed *e = sl_element_dlpack_view(el, data, 1, empty, NULL, SL_FLOAT32);
     assert_non_null(e);

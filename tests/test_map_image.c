@@ -352,8 +352,12 @@ static void test_spec_sizes(void **state)
     assert_null(sl_map_image(sl_range(0, 1, 1), (const sl_image_spec *)newer, 1));
     assert_int_equal(sl_last_error_code(), SL_EUNSUPPORTED);
     assert_non_null(strstr(sl_last_error(), "does not know"));
-    /* smaller than any layout */
+    /* smaller than any layout, or a size no struct has (never initialised) */
     assert_int_equal(sl_image_spec_init((sl_image_spec *)old, 8, SL_CROP_CENTER, 16), SL_EINVAL);
+    sl_image_spec junk = spec_of(SL_CROP_CENTER, 16);
+    junk.struct_size = (size_t)1 << 40;
+    assert_null(sl_map_image(sl_range(0, 1, 1), &junk, 1));
+    assert_int_equal(sl_last_error_code(), SL_EINVAL);
 }
 
 /* Freed with batches in flight; with parallelism 1 or 2 on two workers a

@@ -25,17 +25,23 @@ _pyapi.PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void
 # The capsule keeps a pointer to its name: it must outlive every capsule.
 _NAME = b"dltensor"
 _DESTRUCTOR = ctypes.cast(lib.sl_dlpack_capsule_destructor, ctypes.c_void_p).value
+# Where the C destructor finds the capsule functions, also when this
+# interpreter's symbols are not visible to the process (an embedder's
+# RTLD_LOCAL libpython).
+lib.sl_dlpack_capsule_api(ctypes.cast(_pyapi.PyCapsule_IsValid, ctypes.c_void_p),
+                          ctypes.cast(_pyapi.PyCapsule_GetPointer, ctypes.c_void_p))
 
 
 def _wrap(managed):
     if not managed:
         raise BufferError(lib.sl_last_error().decode("utf-8", "replace"))
+    cap = None
     try:
-        return _pyapi.PyCapsule_New(managed, _NAME, _DESTRUCTOR)
-    except BaseException:
-        # no capsule came to own it: delete it as a consumer would
-        _Managed.from_address(managed).deleter(managed)
-        raise
+        cap = _pyapi.PyCapsule_New(managed, _NAME, _DESTRUCTOR)
+    finally:
+        if cap is None:  # no capsule came to own it: delete it as a consumer would
+            _Managed.from_address(managed).deleter(managed)
+    return cap
 
 
 class _Managed(ctypes.Structure):

@@ -94,6 +94,7 @@ _PROTOTYPES = {
     "sl_element_dlpack": (c_void_p, [c_void_p, c_int]),
     "sl_element_dlpack_view": (c_void_p, [c_void_p, c_void_p, c_int, P(c_int64), P(c_int64),
                                           c_int]),
+    "sl_dlpack_capsule_api": (None, [c_void_p, c_void_p]),
     "sl_cpu_count": (c_int, []),
     "sl_options_create": (c_void_p, []),
     "sl_options_free": (None, [c_void_p]),

@@ -73,6 +73,9 @@ class DataLoader:
                  options=None):
         if layout not in ("NCHW", None):
             raise ValueError("layout must be 'NCHW' or None")
+        if dataset.options.merge(options).epoch is not None:
+            raise ValueError("the DataLoader picks each pass's epoch (it counts them, or "
+                             "set_epoch(n) says); give no epoch in the options")
         self.dataset = dataset
         self.layout = layout
         self.dtype = dtype

@@ -11,6 +11,7 @@
  */
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 #include "alloc.h"
 #include "element.h"
@@ -84,31 +85,31 @@ static const struct sl_tensor *holder(const sl_element *el, uintptr_t lo, uintpt
     return NULL;
 }
 
-/* The byte range a view touches: [lo, hi), or false if it overflows. A view
- * with no items touches nothing. */
+/* The byte range a view touches: [lo, hi), or false if computing it
+ * overflows (no valid view can). A view with no items touches nothing. */
 static bool view_extent(uintptr_t data, int ndim, const int64_t *shape, const int64_t *strides,
                         size_t item, uintptr_t *lo, uintptr_t *hi)
 {
-    __int128 first = 0, last = 0, stride = 1;
+    int64_t first = 0, last = 0, compact = 1; /* in items */
     for (int d = ndim - 1; d >= 0; d--) {
         if (shape[d] == 0) {
             *lo = *hi = data;
             return true;
         }
-        __int128 s = strides ? strides[d] : stride;
-        __int128 span = s * (shape[d] - 1);
-        if (span < 0)
-            first += span;
-        else
-            last += span;
-        stride *= shape[d];
+        int64_t s = strides ? strides[d] : compact, span;
+        if (__builtin_mul_overflow(s, shape[d] - 1, &span) ||
+            (span < 0 ? __builtin_add_overflow(first, span, &first)
+                      : __builtin_add_overflow(last, span, &last)) ||
+            __builtin_mul_overflow(compact, shape[d], &compact))
+            return false;
     }
-    __int128 l = (__int128)data + first * (__int128)item;
-    __int128 h = (__int128)data + (last + 1) * (__int128)item;
-    if (l < 0 || h > (__int128)UINTPTR_MAX)
+    int64_t lo_b, hi_b;
+    if (last == INT64_MAX || __builtin_mul_overflow(first, (int64_t)item, &lo_b) ||
+        __builtin_mul_overflow(last + 1, (int64_t)item, &hi_b) || lo_b == INT64_MIN ||
+        (lo_b < 0 && (uint64_t)-lo_b > data) || (uint64_t)hi_b > UINTPTR_MAX - data)
         return false;
-    *lo = (uintptr_t)l;
-    *hi = (uintptr_t)h;
+    *lo = data - (uintptr_t)(lo_b < 0 ? -lo_b : 0);
+    *hi = data + (uintptr_t)hi_b;
     return true;
 }
 
@@ -168,7 +169,7 @@ SL_API void *sl_element_dlpack_view(sl_element *el, const void *data, int ndim,
         }
     uintptr_t lo, hi;
     if (!view_extent((uintptr_t)data, ndim, shape, strides, sl_dtype_size(dtype), &lo, &hi) ||
-        (hi > lo && !holder(el, lo, hi))) {
+        (hi > lo && !holder(el, lo, hi))) { /* no items: nothing to check */
         sl__set_error(SL_EINVAL, "sl_element_dlpack_view: the view reaches outside the "
                       "element's tensors");
         return NULL;
@@ -181,26 +182,39 @@ SL_API void *sl_element_dlpack_view(sl_element *el, const void *data, int ndim,
 typedef int (*capsule_is_valid_fn)(void *capsule, const char *name);
 typedef void *(*capsule_get_pointer_fn)(void *capsule, const char *name);
 
-static capsule_is_valid_fn capsule_is_valid;
-static capsule_get_pointer_fn capsule_get_pointer;
+static _Atomic(capsule_is_valid_fn) capsule_is_valid;
+static _Atomic(capsule_get_pointer_fn) capsule_get_pointer;
 static pthread_once_t capsule_once = PTHREAD_ONCE_INIT;
 
-/* The interpreter that loaded us exports its C API to the process. */
+/* The interpreter that loaded us exports its C API to the process, unless
+ * the binding has said where it is. */
 static void capsule_resolve(void)
 {
-    capsule_is_valid = (capsule_is_valid_fn)dlsym(RTLD_DEFAULT, "PyCapsule_IsValid");
-    capsule_get_pointer = (capsule_get_pointer_fn)dlsym(RTLD_DEFAULT, "PyCapsule_GetPointer");
+    if (!atomic_load(&capsule_is_valid))
+        atomic_store(&capsule_is_valid,
+                     (capsule_is_valid_fn)dlsym(RTLD_DEFAULT, "PyCapsule_IsValid"));
+    if (!atomic_load(&capsule_get_pointer))
+        atomic_store(&capsule_get_pointer,
+                     (capsule_get_pointer_fn)dlsym(RTLD_DEFAULT, "PyCapsule_GetPointer"));
+}
+
+SL_API void sl_dlpack_capsule_api(void *is_valid, void *get_pointer)
+{
+    atomic_store(&capsule_is_valid, (capsule_is_valid_fn)is_valid);
+    atomic_store(&capsule_get_pointer, (capsule_get_pointer_fn)get_pointer);
 }
 
 SL_API void sl_dlpack_capsule_destructor(void *capsule)
 {
     pthread_once(&capsule_once, capsule_resolve);
-    if (!capsule || !capsule_is_valid || !capsule_get_pointer)
+    capsule_is_valid_fn is_valid = atomic_load(&capsule_is_valid);
+    capsule_get_pointer_fn get_pointer = atomic_load(&capsule_get_pointer);
+    if (!capsule || !is_valid || !get_pointer)
         return;
     /* a consumer renames the capsule "used_dltensor" and owns the tensor */
-    if (!capsule_is_valid(capsule, "dltensor"))
+    if (!is_valid(capsule, "dltensor"))
         return;
-    dl_managed *m = capsule_get_pointer(capsule, "dltensor");
+    dl_managed *m = get_pointer(capsule, "dltensor");
     if (m && m->deleter)
         m->deleter(m);
 }

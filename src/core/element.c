@@ -59,6 +59,10 @@ sl_element *sl__element_new(int ntensors, size_t inline_bytes)
         inline_bytes = ((inline_bytes + 63) & ~(size_t)63) +
                        (ntensors > 1 ? (size_t)(ntensors - 1) * 64 : 0);
     size_t size = inline_offset(ntensors) + inline_bytes;
+    if (size > UINT32_MAX) { /* the sizes are kept in 32 bits */
+        sl__set_error(SL_EINVAL, "element: %zu bytes of inline data", inline_bytes);
+        return NULL;
+    }
     sl_element *el = sl__obj_get(size);
     if (!el)
         return NULL;
@@ -286,15 +290,16 @@ SL_API int sl_element_add_strings(sl_element *el, int ndim, const int64_t *shape
     }
     if (n && !items)
         return sl__set_error(SL_EINVAL, "sl_element_add_strings: NULL items");
-    size_t bytes = 0;
+    size_t bytes = (size_t)(n + 1) * sizeof(uint64_t);
     for (int64_t i = 0; i < n; i++) {
         if (!items[i] && (!lens || lens[i]))
             return sl__set_error(SL_EINVAL, "sl_element_add_strings: item %lld is NULL",
                                  (long long)i);
-        bytes += lens ? lens[i] : strlen(items[i]);
+        if (__builtin_add_overflow(bytes, lens ? lens[i] : strlen(items[i]), &bytes))
+            return sl__set_error(SL_EINVAL, "sl_element_add_strings: the strings' total "
+                                 "length overflows");
     }
-    struct sl_tensor *t =
-        sl__element_push(el, SL_STRING, ndim, shape, (size_t)(n + 1) * sizeof(uint64_t) + bytes);
+    struct sl_tensor *t = sl__element_push(el, SL_STRING, ndim, shape, bytes);
     if (!t)
         return el->n >= el->cap ? SL_EINVAL : SL_ENOMEM;
     uint64_t *off = t->data;

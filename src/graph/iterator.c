@@ -391,7 +391,9 @@ sl__tree *sl__iterator_tree(const sl_iterator *it)
 static int64_t default_budget(void)
 {
     int64_t avail = sl__available_memory("/proc", "/sys/fs/cgroup");
-    return avail > 0 ? avail / 2 : (int64_t)1 << 30;
+    /* 0 (a cgroup at its limit) is a real answer: each buffer then holds
+     * one element; only an unreadable system gets a guess */
+    return avail >= 0 ? avail / 2 : (int64_t)1 << 30;
 }
 
 static void tree_fini(sl__tree *t)

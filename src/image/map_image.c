@@ -909,15 +909,18 @@ static sl_dataset *image_fuse_batch(sl_dataset *ds, int64_t size, unsigned flags
 
 /* ---- spec ---- */
 
-/* The first published layout ends with allow_warnings; every field after
- * it defaults to 0. */
+/* The smallest layout a caller may pass: the fields through allow_warnings
+ * (every field after it defaults to 0). And a bound on the largest, so a
+ * spec never initialised (struct_size garbage) is refused, not read far
+ * past its end. */
 #define SPEC_V1_SIZE offsetof(sl_image_spec, fast_upsample)
+#define SPEC_MAX_SIZE 4096
 
 SL_API int sl_image_spec_init(sl_image_spec *spec, size_t struct_size, int crop, int size)
 {
-    if (!spec || struct_size < SPEC_V1_SIZE)
-        return sl__set_error(SL_EINVAL, "sl_image_spec_init: %s", spec ? "struct_size is smaller "
-                             "than any sl_image_spec layout" : "NULL spec");
+    if (!spec || struct_size < SPEC_V1_SIZE || struct_size > SPEC_MAX_SIZE)
+        return sl__set_error(SL_EINVAL, "sl_image_spec_init: %s", spec ? "struct_size is not "
+                             "the size of any sl_image_spec layout" : "NULL spec");
     if (crop < SL_CROP_RANDOM_RESIZED || crop > SL_CROP_RESIZE || size < 1 || size > 65535)
         return sl__set_error(SL_EINVAL, "sl_image_spec_init: bad policy %d or size %d", crop,
                              size);
@@ -947,9 +950,10 @@ SL_API int sl_image_spec_init(sl_image_spec *spec, size_t struct_size, int crop,
 static int spec_load(const sl_image_spec *in, sl_image_spec *out)
 {
     size_t n = in->struct_size;
-    if (n < SPEC_V1_SIZE)
-        return sl__set_error(SL_EINVAL, "map_image: spec.struct_size is %zu, smaller than any "
-                             "sl_image_spec layout (initialise it with SL_IMAGE_SPEC_INIT)", n);
+    if (n < SPEC_V1_SIZE || n > SPEC_MAX_SIZE)
+        return sl__set_error(SL_EINVAL, "map_image: spec.struct_size is %zu, not the size of "
+                             "any sl_image_spec layout (initialise it with SL_IMAGE_SPEC_INIT)",
+                             n);
     for (size_t i = sizeof *out; i < n; i++)
         if (((const unsigned char *)in)[i])
             return sl__set_error(SL_EUNSUPPORTED, "map_image: the spec sets fields this library "

@@ -52,6 +52,11 @@
 #define HDR_SIZE 48
 #define IO_BUF (1u << 20)
 #define INLINE_BYTES 64
+/* The epoch the cached pass of the input runs, whichever epoch fills the
+ * cache: what it holds (a shuffle's order below it, crops) must not depend
+ * on which iterator came first, or a resumed run would be served another
+ * epoch's pass. */
+#define INPUT_EPOCH 0
 
 /* An in-memory cache, owned by its dataset. Only the filler touches els
  * until complete is set (under mu); after that they never change. */
@@ -480,7 +485,7 @@ static int write_start(cache_iter *it)
     rc = write_all(it, h, HDR_SIZE); /* placeholder until the pass completes */
     if (rc)
         return rc;
-    rc = sl__iter_make_input(&it->base, 0, it->base.epoch, &it->input);
+    rc = sl__iter_make_input(&it->base, 0, INPUT_EPOCH, &it->input);
     if (rc)
         return rc;
     it->mode = FILE_WRITE;
@@ -748,7 +753,7 @@ static int start(cache_iter *it)
     } else {
         mem_start(it);
         rc = it->mode == MEM_SERVE ? 0
-                                   : sl__iter_make_input(&it->base, 0, it->base.epoch, &it->input);
+                                   : sl__iter_make_input(&it->base, 0, INPUT_EPOCH, &it->input);
     }
     return rc ? fail_state(it, rc) : 0;
 }

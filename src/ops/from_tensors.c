@@ -2,6 +2,9 @@
 #include <string.h>
 #include "../graph/node.h"
 
+/* Inline room for the copied parts of one slice, at most. */
+#define INLINE_MAX 1024
+
 typedef struct tensors_ds {
     sl_dataset base;
     sl_element *el;
@@ -36,6 +39,8 @@ static int tensors_get(const sl_dataset *ds, int64_t i, sl_element **out)
         else if (!t->buf)
             small += 64;
     }
+    if (small > INLINE_MAX) /* the rest goes to pooled buffers */
+        small = INLINE_MAX;
     sl_element *el = sl__element_new(d->el->n, small);
     if (!el)
         return SL_ENOMEM;

@@ -103,12 +103,16 @@ static bool find_group(const char *proc, const char *cgroup_mount, char *dir, si
             snprintf(unified, sizeof unified, "%s", b + 1);
             continue;
         }
-        /* a v1 hierarchy's controllers: "memory" or a list with it */
-        for (char *c = strtok(a + 1, ","); c; c = strtok(NULL, ","))
-            if (!strcmp(c, "memory")) {
+        /* a v1 hierarchy's controllers: "memory" or a list with it (no
+         * strtok: iterators are made on any thread) */
+        for (const char *c = a + 1; *c && !v1;) {
+            size_t n = strcspn(c, ",");
+            if (n == 6 && !strncmp(c, "memory", 6)) {
                 snprintf(dir, size, "%s/memory%s", cgroup_mount, b + 1);
                 v1 = true;
             }
+            c += n + (c[n] == ',');
+        }
     }
     fclose(f);
     if (v1) {

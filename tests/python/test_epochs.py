@@ -107,5 +107,7 @@ def test_dataloader_epochs(image_dir):
         assert run(other) == want[epoch]
     with pytest.raises(ValueError):
         other.set_epoch(-1)
+    with pytest.raises(ValueError, match="epoch"):  # the loader chooses epochs
+        st.DataLoader(pipeline(image_dir).with_options(epoch=3))
     loader.close()
     other.close()
