@@ -16,6 +16,7 @@
 #include "graph/node.h"
 #include "jpegutil.h"
 #include "jsoncheck.h"
+#include "iterator/iterator.h"
 #include "testutil.h"
 
 /* A 64 KiB element. */

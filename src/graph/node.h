@@ -26,6 +26,7 @@
 #include "../core/rng.h"
 #include "async.h"
 #include "stats.h"
+#include "trace.h"
 #include "../runtime/runtime.h"
 #include "sluice.h"
 
@@ -228,8 +229,18 @@ void sl__iter_unhold_nowake(sl__iter *it, int64_t bytes);
 void sl__tree_budget_wake(sl__tree *t);
 /* Frees the tree's statistics entries (src/graph/stats.c). */
 void sl__stats_fini(sl__tree *t);
-/* The tree of an iterator, for src/obs/. */
-sl__tree *sl__iterator_tree(const sl_iterator *it);
+
+/* A tree from the options (runtime, budgets, policy, seed, trace ring):
+ * 0 or a negative code; sl__tree_fini undoes it, also after a failure.
+ * sl__tree_cancel stops every async node (under the tree lock): the first
+ * step of freeing an iterator. */
+int sl__tree_init(sl__tree *t, const sl_options *opts);
+void sl__tree_cancel(sl__tree *t);
+void sl__tree_fini(sl__tree *t);
+/* The root node iterator of a tree, for `epoch`. */
+int sl__iter_make_root(const sl_dataset *ds, sl__tree *t, int64_t epoch, sl__iter **out);
+/* The runtime set with sl_options_set_runtime, or NULL. */
+sl_runtime *sl__options_runtime(const sl_options *opts);
 /* Blocks while the budget is exhausted and the caller's own buffer is not
  * empty (*own_count > 0; the caller's consumer must call sl__tree_unhold
  * after taking from that buffer, which wakes the wait). Returns false if the

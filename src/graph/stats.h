@@ -94,11 +94,4 @@ static inline void sl__stat_take(sl__node_stats *ns, int occupancy)
         sl__stat_add(&ns->empty_takes, 1);
 }
 
-/* Trace events (when SL_OPT_TRACE_EVENTS > 0): a span of work on node ns
- * from t0 to t1 (sl__now_ns), on the calling thread's track. Cheap when
- * tracing is off (one load). */
-void sl__trace_span(sl__tree *t, const sl__node_stats *ns, int64_t t0, int64_t t1);
-/* A counter sample ("knob map(image).parallelism", "stall"...). */
-void sl__trace_counter(sl__tree *t, const char *name, int64_t ts, double value);
-
 #endif

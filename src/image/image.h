@@ -1,6 +1,7 @@
 /*
  * Internal interfaces of the image layer: crop planning, region-of-interest
- * JPEG decode and the resampler. map_image.c composes them:
+ * JPEG decode and the resampler. The map_image op (ops/map_image.c)
+ * composes them:
  *
  *   header -> sl__crop_plan (window in source pixels, flip)
  *          -> sl__jpeg_decode (only the window, DCT-scaled when the scaled

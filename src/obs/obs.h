@@ -1,5 +1,7 @@
 /*
- * What the statistics snapshot, the report and the trace writer share: the
+ * The observation layer: the statistics snapshot, the report and the trace
+ * writer, all reading a tree (graph/), never an iterator: the public entry
+ * points that take an sl_iterator are in iterator/. Shared here: the
  * snapshot's layout, the nodes in pipeline order, a growing text buffer and
  * JSON string quoting.
  */
@@ -52,6 +54,12 @@ struct sl_stats {
 
 /* A snapshot of t, or NULL with SL_ENOMEM set. */
 sl_stats *sl__obs_snapshot(sl__tree *t);
+/* The report of t onto a stream, or into buf (as sl_iterator_report and
+ * sl_iterator_report_buf). */
+int sl__obs_report_file(sl__tree *t, FILE *out);
+int sl__obs_report_buf(sl__tree *t, char *buf, size_t size);
+/* The trace ring of t as Chrome trace JSON in path (sl_iterator_trace). */
+int sl__obs_trace_write(sl__tree *t, const char *path);
 /* The knob `name` of node n, or NULL. */
 const obs_knob *sl__obs_knob(const obs_node *n, const char *name);
 

@@ -285,13 +285,11 @@ static void verdict(obs_text *o, const sl_stats *s)
         idle_verdict(o, s, n);
 }
 
-/* ---- public ---- */
+/* ---- the text, for the iterator's sl_iterator_report ---- */
 
-static int build(const sl_iterator *it, obs_text *o)
+static int build(sl__tree *t, obs_text *o)
 {
-    if (!it)
-        return sl__set_error(SL_EINVAL, "sl_iterator_report: NULL iterator");
-    sl_stats *s = sl__obs_snapshot(sl__iterator_tree(it));
+    sl_stats *s = sl__obs_snapshot(t);
     if (!s)
         return SL_ENOMEM;
     header(o, s);
@@ -305,12 +303,10 @@ static int build(const sl_iterator *it, obs_text *o)
     return 0;
 }
 
-SL_API int sl_iterator_report(const sl_iterator *it, FILE *out)
+int sl__obs_report_file(sl__tree *t, FILE *out)
 {
-    if (!out)
-        return sl__set_error(SL_EINVAL, "sl_iterator_report: NULL stream");
     obs_text o = {0};
-    int rc = build(it, &o);
+    int rc = build(t, &o);
     if (rc < 0)
         return rc;
     if (fputs(o.p, out) == EOF)
@@ -319,12 +315,10 @@ SL_API int sl_iterator_report(const sl_iterator *it, FILE *out)
     return rc;
 }
 
-SL_API int sl_iterator_report_buf(const sl_iterator *it, char *buf, size_t size)
+int sl__obs_report_buf(sl__tree *t, char *buf, size_t size)
 {
-    if (!buf && size)
-        return sl__set_error(SL_EINVAL, "sl_iterator_report_buf: NULL buffer");
     obs_text o = {0};
-    int rc = build(it, &o);
+    int rc = build(t, &o);
     if (rc < 0)
         return rc;
     if (size) {

@@ -255,15 +255,6 @@ sl_stats *sl__obs_snapshot(sl__tree *t)
 
 /* ---- public ---- */
 
-SL_API sl_stats *sl_iterator_stats(const sl_iterator *it)
-{
-    if (!it) {
-        sl__set_error(SL_EINVAL, "sl_iterator_stats: NULL iterator");
-        return NULL;
-    }
-    return sl__obs_snapshot(sl__iterator_tree(it));
-}
-
 SL_API void sl_stats_free(sl_stats *s)
 {
     if (!s)

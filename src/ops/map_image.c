@@ -24,9 +24,9 @@
 #include <stdio.h>
 #include <string.h>
 #include "../core/clock.h"
-#include "../ops/map.h"
-#include "../ops/stack.h"
-#include "image.h"
+#include "../image/image.h"
+#include "map.h"
+#include "stack.h"
 
 #define TASK_MAX 16
 #define TARGET_TASK_NS 2000000

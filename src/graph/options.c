@@ -1,0 +1,86 @@
+/* Iterator options (sl_options): a table of defaults and bounds, and the
+ * typed setters over it. */
+#include "node.h"
+
+struct sl_options {
+    int64_t v[SL_OPT_COUNT];
+    sl_runtime *rt;
+};
+
+static const struct {
+    int64_t def, min, max;
+} option_spec[SL_OPT_COUNT] = {
+    [SL_OPT_THREADS] = {0, 0, 1024},
+    [SL_OPT_RAM_BUDGET] = {0, 0, INT64_MAX},
+    [SL_OPT_ERROR_POLICY] = {SL_ERRORS_FAIL, SL_ERRORS_FAIL, SL_ERRORS_SKIP_RATE},
+    [SL_OPT_ERROR_MAX_PPM] = {10000, 0, 1000000},
+    [SL_OPT_SEED] = {0, INT64_MIN, INT64_MAX},
+    [SL_OPT_DETERMINISTIC] = {1, 0, 1},
+    [SL_OPT_ERROR_LOG_LIMIT] = {5, 0, INT64_MAX},
+    [SL_OPT_IO_BACKEND] = {SL_IO_AUTO, SL_IO_AUTO, SL_IO_PREAD},
+    [SL_OPT_IO_DEPTH] = {32, 1, 4096},
+    [SL_OPT_AUTOTUNE] = {1, 0, 1},
+    [SL_OPT_CPU_BUDGET] = {0, 0, 4096},
+    [SL_OPT_STALL_TARGET_PPM] = {20000, 0, 1000000},
+    [SL_OPT_TRACE_EVENTS] = {0, 0, 1 << 26},
+    [SL_OPT_AUTOTUNE_LOG] = {0, 0, 1},
+    [SL_OPT_EPOCH] = {-1, -1, INT64_MAX},
+};
+
+SL_API sl_options *sl_options_create(void)
+{
+    sl_options *o = sl__calloc(1, sizeof *o);
+    if (!o)
+        return NULL;
+    for (int i = 0; i < SL_OPT_COUNT; i++)
+        o->v[i] = option_spec[i].def;
+    return o;
+}
+
+SL_API void sl_options_free(sl_options *o)
+{
+    sl__free(o, sizeof *o);
+}
+
+SL_API int sl_option_bounds(sl_option key, int64_t *min, int64_t *max)
+{
+    if ((unsigned)key >= SL_OPT_COUNT)
+        return sl__set_error(SL_EINVAL, "unknown option %d", (int)key);
+    if (min)
+        *min = option_spec[key].min;
+    if (max)
+        *max = option_spec[key].max;
+    return 0;
+}
+
+SL_API int sl_options_set(sl_options *o, sl_option key, int64_t value)
+{
+    if (!o || (unsigned)key >= SL_OPT_COUNT)
+        return sl__set_error(SL_EINVAL, "sl_options_set: unknown option %d", (int)key);
+    if (value < option_spec[key].min || value > option_spec[key].max)
+        return sl__set_error(SL_EINVAL, "sl_options_set: option %d: %lld is outside [%lld, %lld]",
+                             (int)key, (long long)value, (long long)option_spec[key].min,
+                             (long long)option_spec[key].max);
+    o->v[key] = value;
+    return 0;
+}
+
+SL_API int64_t sl_options_get(const sl_options *o, sl_option key)
+{
+    if ((unsigned)key >= SL_OPT_COUNT)
+        return 0;
+    return o ? o->v[key] : option_spec[key].def;
+}
+
+SL_API int sl_options_set_runtime(sl_options *o, sl_runtime *rt)
+{
+    if (!o)
+        return sl__set_error(SL_EINVAL, "sl_options_set_runtime: NULL options");
+    o->rt = rt;
+    return 0;
+}
+
+sl_runtime *sl__options_runtime(const sl_options *o)
+{
+    return o ? o->rt : NULL;
+}

@@ -1,0 +1,190 @@
+/*
+ * The public iterator: the top of the library, and the only place that
+ * wires the layers together. Creating one sets up the tree (graph/),
+ * makes the root node iterator, starts the autotune controller
+ * (autotune/); sl_next keeps the consumer's counters and trace; the entry
+ * points of statistics, report and trace hand the tree to obs/.
+ */
+#include <stdio.h>
+#include <string.h>
+#include "../autotune/autotune.h"
+#include "../core/clock.h"
+#include "../graph/node.h"
+#include "../obs/obs.h"
+#include "iterator.h"
+
+struct sl_iterator {
+    sl__tree tree;
+    sl__iter *root;
+    sl_dataset *ds;
+    int err;
+    int64_t epoch;          /* of the root pass */
+    int64_t last_return_ns; /* when sl_next last returned; 0 before the first call */
+    char errmsg[SL__ERRMSG_MAX];
+};
+
+/* Consumer waits shorter than this are hand-offs, not stalls: no span. */
+#define STALL_SPAN_NS 20000
+/* Counter samples for the trace when no controller ticks. */
+#define TRACE_SAMPLE_NS 100000000
+
+SL_API sl_iterator *sl_iterator_create(sl_dataset *ds, const sl_options *opts)
+{
+    if (!ds) {
+        if (!sl__error_msg()[0])
+            sl__set_error(SL_EINVAL, "sl_iterator_create: NULL dataset");
+        return NULL;
+    }
+    sl_iterator *it = sl__calloc(1, sizeof *it);
+    if (!it)
+        return NULL;
+    int rc = sl__tree_init(&it->tree, opts);
+    if (rc < 0) {
+        sl__tree_fini(&it->tree);
+        sl__free(it, sizeof *it);
+        return NULL;
+    }
+    it->ds = sl_dataset_retain(ds);
+    it->epoch = sl_options_get(opts, SL_OPT_EPOCH);
+    if (it->epoch < 0)
+        it->epoch = atomic_fetch_add_explicit(&ds->next_epoch, 1, memory_order_relaxed);
+    rc = sl__iter_make_root(ds, &it->tree, it->epoch, &it->root);
+    if (rc == 0)
+        rc = sl__autotune_start(&it->tree);
+    if (rc < 0) {
+        char msg[SL__ERRMSG_MAX];
+        snprintf(msg, sizeof msg, "%s", sl__error_msg());
+        sl_iterator_free(it);
+        sl__set_error_str(rc, msg);
+        return NULL;
+    }
+    return it;
+}
+
+static void trace_consumer(sl__tree *t, int64_t t0, int64_t t1)
+{
+    sl__trace_consumer(t);
+    if (t1 - t0 >= STALL_SPAN_NS)
+        sl__trace_span_named(t, "stall", t0, t1);
+    /* the controller samples the counters at each tick; without it, the
+     * consumer does, now and then */
+    if (!t->at)
+        sl__trace_sample(t, t1, TRACE_SAMPLE_NS);
+}
+
+SL_API int sl_next(sl_iterator *it, sl_element **out)
+{
+    *out = NULL;
+    if (!it)
+        return sl__set_error(SL_EINVAL, "sl_next: NULL iterator");
+    if (it->err)
+        return it->err;
+    sl__tree *t = &it->tree;
+    int64_t t0 = sl__now_ns();
+    atomic_store_explicit(&t->consumer_since_ns, t0, memory_order_release);
+    if (it->last_return_ns)
+        sl__stat_add_single(&t->consumer_step_ns, t0 - it->last_return_ns);
+    int rc = sl__iter_next(it->root, out);
+    int64_t t1 = sl__now_ns();
+    it->last_return_ns = t1;
+    /* one thread at a time uses the iterator: single writer */
+    sl__stat_add_single(&t->consumer_wait_ns, t1 - t0);
+    atomic_store_explicit(&t->consumer_since_ns, 0, memory_order_release);
+    sl__stat_add_single(&t->consumer_calls, 1);
+    if (t->trace)
+        trace_consumer(t, t0, t1);
+    if (rc != 0 && !atomic_load_explicit(&t->end_ns, memory_order_relaxed))
+        atomic_store_explicit(&t->end_ns, t1, memory_order_relaxed);
+    if (rc == 0) {
+        atomic_fetch_add_explicit(&it->tree.elements, 1, memory_order_relaxed);
+    } else if (rc < 0) {
+        it->err = rc;
+        snprintf(it->errmsg, sizeof it->errmsg, "%s", sl__error_msg());
+        if (!it->errmsg[0])
+            snprintf(it->errmsg, sizeof it->errmsg, "%s", sl_strerror(rc));
+    }
+    return rc;
+}
+
+SL_API const char *sl_iterator_errmsg(const sl_iterator *it)
+{
+    return it ? it->errmsg : "";
+}
+
+SL_API void sl_iterator_free(sl_iterator *it)
+{
+    if (!it)
+        return;
+    sl__autotune_stop(&it->tree); /* before the nodes whose knobs it moves go */
+    sl__tree_cancel(&it->tree);
+    sl__iter_free(it->root);
+    sl_dataset_free(it->ds);
+    sl__tree_fini(&it->tree);
+    sl__free(it, sizeof *it);
+}
+
+SL_API int64_t sl_iterator_stat(const sl_iterator *it, sl_stat key)
+{
+    if (!it)
+        return -1;
+    const sl__tree *t = &it->tree;
+    switch (key) {
+    case SL_STAT_ELEMENTS:
+        return atomic_load(&t->elements);
+    case SL_STAT_ERRORS_SKIPPED:
+        return atomic_load(&t->skipped);
+    case SL_STAT_BUFFERED_BYTES:
+        return atomic_load(&t->held);
+    case SL_STAT_PEAK_BUFFERED_BYTES:
+        return atomic_load(&t->peak_held);
+    case SL_STAT_RAM_BUDGET:
+        return t->ram_budget;
+    case SL_STAT_IO_BACKEND:
+        return atomic_load(&t->io_backend_used);
+    case SL_STAT_BYTES_READ:
+        return atomic_load(&t->bytes_read);
+    case SL_STAT_EPOCH:
+        return it->epoch;
+    default:
+        return -1;
+    }
+}
+
+/* ---- statistics, report, trace: the tree to obs/ ---- */
+
+sl__tree *sl__iterator_tree(const sl_iterator *it)
+{
+    return (sl__tree *)&it->tree;
+}
+
+SL_API sl_stats *sl_iterator_stats(const sl_iterator *it)
+{
+    if (!it) {
+        sl__set_error(SL_EINVAL, "sl_iterator_stats: NULL iterator");
+        return NULL;
+    }
+    return sl__obs_snapshot(sl__iterator_tree(it));
+}
+
+SL_API int sl_iterator_report(const sl_iterator *it, FILE *out)
+{
+    if (!it || !out)
+        return sl__set_error(SL_EINVAL, "sl_iterator_report: NULL %s", it ? "stream" : "iterator");
+    return sl__obs_report_file(sl__iterator_tree(it), out);
+}
+
+SL_API int sl_iterator_report_buf(const sl_iterator *it, char *buf, size_t size)
+{
+    if (!it)
+        return sl__set_error(SL_EINVAL, "sl_iterator_report: NULL iterator");
+    if (!buf && size)
+        return sl__set_error(SL_EINVAL, "sl_iterator_report_buf: NULL buffer");
+    return sl__obs_report_buf(sl__iterator_tree(it), buf, size);
+}
+
+SL_API int sl_iterator_trace(const sl_iterator *it, const char *path)
+{
+    if (!it || !path)
+        return sl__set_error(SL_EINVAL, "sl_iterator_trace: NULL %s", it ? "path" : "iterator");
+    return sl__obs_trace_write(sl__iterator_tree(it), path);
+}
