@@ -77,8 +77,9 @@ static void window_reset(sl__at_state *s)
     s->window_ns = s->wait_ns = s->step_ns = s->calls = 0;
     for (int i = 0; i < s->nnodes; i++) {
         sl__at_node_state *ns = &s->nodes[i];
-        ns->elements = ns->busy_ns = ns->wait_ns = 0;
-        ns->takes = ns->occupancy_sum = ns->empty_takes = 0;
+#define RESET(name, what) ns->name = 0;
+        SL__NODE_COUNTERS(RESET, SL__AT_NONE)
+#undef RESET
     }
 }
 
@@ -180,12 +181,9 @@ static void accumulate(sl__at_state *s, const sl__at_snapshot *snap, int64_t dt)
     for (int i = 0; i < snap->nnodes && i < SL__AT_MAX_NODES; i++) {
         const sl__at_node *n = &snap->nodes[i];
         sl__at_node_state *ns = &s->nodes[i];
-        ns->elements += n->elements;
-        ns->busy_ns += n->busy_ns;
-        ns->wait_ns += n->wait_ns;
-        ns->takes += n->takes;
-        ns->occupancy_sum += n->occupancy_sum;
-        ns->empty_takes += n->empty_takes;
+#define ADD(name, what) ns->name += n->name;
+        SL__NODE_COUNTERS(ADD, SL__AT_NONE)
+#undef ADD
     }
 }
 

@@ -37,15 +37,16 @@ typedef struct sl__at_knob {
     const char *name; /* for reasons; may be NULL */
 } sl__at_knob;
 
+/* One field per counter (graph/stats.h): running totals as their change
+ * since the previous snapshot, levels as they are now. */
+#define SL__AT_FIELD(name, what) int64_t name;
+#define SL__AT_NONE(name, what)
+
 typedef struct sl__at_node {
     uint64_t key;
     int kind;  /* sl__node_kind */
     int depth; /* 0: the node sl_next reads */
-    /* deltas since the previous snapshot */
-    int64_t elements, busy_ns, wait_ns, takes, occupancy_sum, empty_takes;
-    /* now */
-    int64_t bytes_held;
-    int capacity, in_flight;
+    SL__NODE_COUNTERS(SL__AT_FIELD, SL__AT_FIELD)
     int nknobs;
     sl__at_knob knobs[SL__MAX_KNOBS];
 } sl__at_node;
@@ -94,7 +95,7 @@ typedef struct sl__at_knob_state {
 typedef struct sl__at_node_state {
     uint64_t key;
     bool used;
-    int64_t elements, busy_ns, wait_ns, takes, occupancy_sum, empty_takes;
+    SL__NODE_COUNTERS(SL__AT_FIELD, SL__AT_NONE) /* the running totals over the window */
     /* over the quiet period (the consumer did not stall) */
     int64_t quiet_since_ns; /* INT64_MIN: not tracking */
     double quiet_low;       /* lowest mean occupancy of a window */

@@ -21,8 +21,9 @@
 #include "autotune.h"
 #include "controller.h"
 
+/* The running totals as of the previous snapshot. */
 typedef struct seen {
-    int64_t elements, busy_ns, wait_ns, takes, occupancy_sum, empty_takes;
+    SL__NODE_COUNTERS(SL__AT_FIELD, SL__AT_NONE)
 } seen;
 
 typedef struct sl__autotune {
@@ -96,15 +97,11 @@ static void read_counters(sl__autotune *at, sl__at_snapshot *snap)
         sl__node_stats *ns = at->nodes[i];
         sl__at_node *nd = &snap->nodes[i];
         seen *p = &at->prev[i];
-        nd->elements = delta(load(&ns->elements), &p->elements);
-        nd->busy_ns = delta(load(&ns->busy_ns), &p->busy_ns);
-        nd->wait_ns = delta(load(&ns->wait_ns), &p->wait_ns);
-        nd->takes = delta(load(&ns->takes), &p->takes);
-        nd->occupancy_sum = delta(load(&ns->occupancy_sum), &p->occupancy_sum);
-        nd->empty_takes = delta(load(&ns->empty_takes), &p->empty_takes);
-        nd->bytes_held = load(&ns->bytes_held);
-        nd->capacity = atomic_load_explicit(&ns->capacity, memory_order_relaxed);
-        nd->in_flight = atomic_load_explicit(&ns->in_flight, memory_order_relaxed);
+#define READ_SUM(name, what) nd->name = delta(load(&ns->name), &p->name);
+#define READ_NOW(name, what) nd->name = load(&ns->name);
+        SL__NODE_COUNTERS(READ_SUM, READ_NOW)
+#undef READ_SUM
+#undef READ_NOW
     }
 }
 

@@ -227,6 +227,14 @@ void sl__iter_unhold(sl__iter *it, int64_t bytes);
  * sl__tree_budget_wake once they have let go of it. */
 void sl__iter_unhold_nowake(sl__iter *it, int64_t bytes);
 void sl__tree_budget_wake(sl__tree *t);
+/* Registers the node's kind (stats.h) and its knob of `knob_kind`, once
+ * per pass. requested is the op's parameter, >= 1 or SL_AUTOTUNE: the
+ * controller moves the knob only when SL_AUTOTUNE was asked and it runs,
+ * from auto_start up to auto_max; otherwise the knob stays at requested,
+ * or at `fixed` for SL_AUTOTUNE without the controller. NULL (message set)
+ * on failure. */
+sl__knob *sl__iter_knob(sl__iter *it, int node_kind, int knob_kind, int64_t requested,
+                        int64_t auto_start, int64_t auto_max, int64_t fixed);
 /* Frees the tree's statistics entries (src/graph/stats.c). */
 void sl__stats_fini(sl__tree *t);
 

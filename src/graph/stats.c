@@ -55,14 +55,24 @@ sl__node_stats *sl__stats_node(sl__tree *t, uint64_t key, const char *name, int 
     return ns;
 }
 
-sl__knob *sl__stats_knob(sl__node_stats *ns, const char *name, int kind, int64_t min,
-                         int64_t max, int64_t initial, bool autotune)
+const char *sl__knob_name(int kind)
+{
+    static const char *const names[] = {
+#define SL__KNOB_NAME(kind, name, what) name,
+        SL__KNOBS(SL__KNOB_NAME)
+#undef SL__KNOB_NAME
+    };
+    return kind >= 0 && kind < SL__KNOB_KIND_COUNT ? names[kind] : "?";
+}
+
+sl__knob *sl__stats_knob(sl__node_stats *ns, int kind, int64_t min, int64_t max,
+                         int64_t initial, bool autotune)
 {
     sl__tree *t = entry_of(ns)->tree;
     sl__knob *k = NULL;
     pthread_mutex_lock(&t->mu);
     for (int i = 0; i < ns->nknobs && !k; i++)
-        if (!strcmp(ns->knobs[i].name, name))
+        if (ns->knobs[i].kind == kind)
             k = &ns->knobs[i];
     if (k) {
         /* the learned value stays, within this pass's bounds */
@@ -76,7 +86,7 @@ sl__knob *sl__stats_knob(sl__node_stats *ns, const char *name, int kind, int64_t
         atomic_store_explicit(&k->value, v, memory_order_relaxed);
     } else if (ns->nknobs < SL__MAX_KNOBS) {
         k = &ns->knobs[ns->nknobs];
-        k->name = name;
+        k->name = sl__knob_name(kind);
         k->kind = kind;
         k->min = min;
         k->max = max;
@@ -85,6 +95,21 @@ sl__knob *sl__stats_knob(sl__node_stats *ns, const char *name, int kind, int64_t
         ns->nknobs++;
     }
     pthread_mutex_unlock(&t->mu);
+    return k;
+}
+
+sl__knob *sl__iter_knob(sl__iter *it, int node_kind, int knob_kind, int64_t requested,
+                        int64_t auto_start, int64_t auto_max, int64_t fixed)
+{
+    bool autotune = requested == SL_AUTOTUNE && it->tree->autotune;
+    int64_t initial = requested != SL_AUTOTUNE ? requested : autotune ? auto_start : fixed;
+    int64_t max = autotune && auto_max > initial ? auto_max : initial;
+    sl__node_stats *ns =
+        sl__stats_node(it->tree, it->key, sl_dataset_name(it->ds), node_kind, it->depth);
+    sl__knob *k = ns ? sl__stats_knob(ns, knob_kind, 1, max, initial, autotune) : NULL;
+    if (!k)
+        sl__set_error(SL_EINTERNAL, "%s: cannot register its %s knob", sl_dataset_name(it->ds),
+                      sl__knob_name(knob_kind));
     return k;
 }
 

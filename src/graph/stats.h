@@ -27,16 +27,53 @@ typedef enum sl__node_kind {
     SL__NODE_READ,     /* file reads through the I/O engine */
 } sl__node_kind;
 
+/*
+ * The counters every node publishes: this one list makes the node's entry
+ * (below), the controller's snapshot (autotune/controller.h), the
+ * statistics snapshot, its JSON and the report's counter lines (obs/).
+ * Adding a counter is one line here, plus the code that counts it.
+ *   SUM(name, what): a running total; the controller sees its change since
+ *                    the previous tick
+ *   NOW(name, what): a level; the controller sees its value
+ */
+#define SL__NODE_COUNTERS(SUM, NOW)                                              \
+    SUM(elements, "elements produced")                                           \
+    SUM(busy_ns, "work time, summed over workers or reads")                      \
+    SUM(wait_ns, "producer time waiting on its input")                           \
+    SUM(takes, "takes from its output buffer")                                   \
+    SUM(occupancy_sum, "elements found in the buffer, summed over takes")        \
+    SUM(empty_takes, "takes that found the buffer empty")                        \
+    NOW(bytes_held, "bytes in its output buffer")                                \
+    NOW(capacity, "its output buffer's capacity, elements (0: no buffer)")       \
+    NOW(in_flight, "tasks or reads running")
+
+/* A counter's name as a string, and its description, for the lists the
+ * macro makes. */
+#define SL__COUNTER_NAME(name, what) #name,
+#define SL__COUNTER_WHAT(name, what) what,
+#define SL__COUNTER_ONE(name, what) +1
+enum { SL__NODE_COUNTER_COUNT = 0 SL__NODE_COUNTERS(SL__COUNTER_ONE, SL__COUNTER_ONE) };
+
+/* The knobs nodes register: kind, name, what moving it costs. */
+#define SL__KNOBS(X)                                                  \
+    X(PARALLELISM, "parallelism", "tasks in flight: costs CPU")       \
+    X(DEPTH, "depth", "buffer capacity: costs memory")                \
+    X(IO_DEPTH, "io_depth", "reads in flight")
+
 typedef enum sl__knob_kind {
-    SL__KNOB_PARALLELISM = 0, /* tasks in flight: costs CPU */
-    SL__KNOB_DEPTH,           /* buffer capacity: costs memory */
-    SL__KNOB_IO_DEPTH,        /* reads in flight */
+#define SL__KNOB_ENUM(kind, name, what) SL__KNOB_##kind,
+    SL__KNOBS(SL__KNOB_ENUM)
+#undef SL__KNOB_ENUM
+    SL__KNOB_KIND_COUNT
 } sl__knob_kind;
+
+/* "parallelism", "depth", "io_depth"; "?" for a bad kind. */
+const char *sl__knob_name(int kind);
 
 #define SL__MAX_KNOBS 3
 
 typedef struct sl__knob {
-    const char *name; /* static: "parallelism", "depth", "io_depth" */
+    const char *name; /* sl__knob_name(kind) */
     int kind;         /* sl__knob_kind */
     int64_t min, max;
     atomic_llong value; /* nodes read it each time they decide; the controller writes */
@@ -49,17 +86,9 @@ typedef struct sl__node_stats {
     int kind;      /* sl__node_kind */
     int depth;     /* distance from the root (0 = the node sl_next reads) */
     char name[64]; /* display name */
-
-    atomic_llong elements;      /* produced */
-    atomic_llong busy_ns;       /* work time, summed over workers */
-    atomic_llong wait_ns;       /* producer time waiting on the input */
-    atomic_llong takes;         /* takes from the output buffer */
-    atomic_llong occupancy_sum; /* sum of the occupancy seen at each take */
-    atomic_llong empty_takes;   /* takes that found it empty */
-    atomic_llong bytes_held;    /* in the output buffer now */
-    atomic_int capacity;        /* current capacity, elements (0: no buffer) */
-    atomic_int in_flight;       /* tasks or reads running now */
-
+#define SL__STATS_FIELD(name, what) atomic_llong name;
+    SL__NODE_COUNTERS(SL__STATS_FIELD, SL__STATS_FIELD)
+#undef SL__STATS_FIELD
     int nknobs;
     sl__knob knobs[SL__MAX_KNOBS];
 } sl__node_stats;
@@ -68,12 +97,12 @@ typedef struct sl__node_stats {
  * call), or NULL on allocation failure. Thread-safe. */
 sl__node_stats *sl__stats_node(sl__tree *t, uint64_t key, const char *name, int kind,
                                int depth);
-/* The node's knob `name`, registered on first use with these bounds and
+/* The node's knob of `kind`, registered on first use with these bounds and
  * initial value (an existing knob keeps its value: what was learned in the
  * previous pass carries over). autotune: whether the controller may move
  * it. NULL if SL__MAX_KNOBS are taken. */
-sl__knob *sl__stats_knob(sl__node_stats *ns, const char *name, int kind, int64_t min,
-                         int64_t max, int64_t initial, bool autotune);
+sl__knob *sl__stats_knob(sl__node_stats *ns, int kind, int64_t min, int64_t max,
+                         int64_t initial, bool autotune);
 
 static inline int64_t sl__knob_get(const sl__knob *k)
 {

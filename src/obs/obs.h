@@ -32,8 +32,9 @@ typedef struct obs_knob {
 typedef struct obs_node {
     char name[64];
     int kind, depth;
-    int64_t elements, busy_ns, wait_ns, takes, occupancy_sum, empty_takes, bytes_held;
-    int capacity, in_flight;
+#define SL__OBS_FIELD(name, what) int64_t name;
+    SL__NODE_COUNTERS(SL__OBS_FIELD, SL__OBS_FIELD) /* as of the snapshot */
+#undef SL__OBS_FIELD
     int units; /* what SL_NODE_BUSY divides by: workers it can keep busy */
     int nknobs;
     obs_knob knobs[SL__MAX_KNOBS];
@@ -60,8 +61,8 @@ int sl__obs_report_file(sl__tree *t, FILE *out);
 int sl__obs_report_buf(sl__tree *t, char *buf, size_t size);
 /* The trace ring of t as Chrome trace JSON in path (sl_iterator_trace). */
 int sl__obs_trace_write(sl__tree *t, const char *path);
-/* The knob `name` of node n, or NULL. */
-const obs_knob *sl__obs_knob(const obs_node *n, const char *name);
+/* The knob of `kind` (sl__knob_kind) of node n, or NULL. */
+const obs_knob *sl__obs_knob(const obs_node *n, int kind);
 
 /* Text that grows as it is appended to; on allocation failure it stops
  * growing and remembers it (failed). */

@@ -103,7 +103,8 @@ static void row(obs_text *o, const obs_node *n, int name_w, int knob_w)
         pct(busy, sizeof busy, n->v[SL_NODE_BUSY]);
         pct(wait, sizeof wait, n->v[SL_NODE_INPUT_WAIT]);
         if (n->takes) {
-            snprintf(buf, sizeof buf, "%.1f/%d", n->v[SL_NODE_OCCUPANCY], n->capacity);
+            snprintf(buf, sizeof buf, "%.1f/%lld", n->v[SL_NODE_OCCUPANCY],
+                     (long long)n->capacity);
             pct(empty, sizeof empty, n->v[SL_NODE_EMPTY]);
         }
         if (n->kind == SL__NODE_PREFETCH)
@@ -134,6 +135,22 @@ static void table(obs_text *o, const sl_stats *s)
                    "nothing ready)\n\n");
 }
 
+/* Every counter of every node, by the names of the list (graph/stats.h):
+ * the raw figures behind the table. */
+static void counters(obs_text *o, const sl_stats *s)
+{
+    sl__obs_printf(o, "counters since the start:\n");
+    for (int i = 0; i < s->n; i++) {
+        const obs_node *n = &s->nodes[i];
+        sl__obs_printf(o, "  %s:", n->name);
+#define COUNTER(name, what) sl__obs_printf(o, " " #name " %lld", (long long)n->name);
+        SL__NODE_COUNTERS(COUNTER, COUNTER)
+#undef COUNTER
+        sl__obs_printf(o, "\n");
+    }
+    sl__obs_printf(o, "\n");
+}
+
 /* ---- the verdict ---- */
 
 static double busy_of(const obs_node *n)
@@ -148,7 +165,7 @@ static bool starving(const obs_node *n)
 
 static void cpu_verdict(obs_text *o, const sl_stats *s, const obs_node *n)
 {
-    const obs_knob *par = sl__obs_knob(n, "parallelism");
+    const obs_knob *par = sl__obs_knob(n, SL__KNOB_PARALLELISM);
     int64_t p = par ? par->value : n->units;
     int budget = (int)s->g[SL_GLOBAL_CPU_BUDGET];
     int usable = s->threads < budget ? s->threads : budget;
@@ -171,7 +188,7 @@ static void cpu_verdict(obs_text *o, const sl_stats *s, const obs_node *n)
 
 static void io_verdict(obs_text *o, const obs_node *n)
 {
-    const obs_knob *d = sl__obs_knob(n, "io_depth");
+    const obs_knob *d = sl__obs_knob(n, SL__KNOB_IO_DEPTH);
     sl__obs_printf(o, "%s: %.1f reads in flight on average of io_depth %d%s, output empty in "
                    "%.0f%% of takes -> I/O-bound; the storage sets the pace (a deeper queue "
                    "helps only if the device serves more reads at once)\n",
@@ -226,7 +243,7 @@ static void idle_verdict(obs_text *o, const sl_stats *s, const obs_node *n)
 {
     double empty = 100 * n->v[SL_NODE_EMPTY], wait = 100 * n->v[SL_NODE_INPUT_WAIT];
     if (n->kind == SL__NODE_PREFETCH) {
-        const obs_knob *d = sl__obs_knob(n, "depth");
+        const obs_knob *d = sl__obs_knob(n, SL__KNOB_DEPTH);
         sl__obs_printf(o, "%s: empty in %.0f%% of takes while its producer waited on input only "
                        "%.0f%% of the time -> bursty supply; a deeper buffer would help "
                        "(depth %lld%s)\n",
@@ -294,6 +311,7 @@ static int build(sl__tree *t, obs_text *o)
         return SL_ENOMEM;
     header(o, s);
     table(o, s);
+    counters(o, s);
     verdict(o, s);
     sl_stats_free(s);
     if (o->failed) {

@@ -138,10 +138,10 @@ void sl__obs_json_fputs(FILE *f, const char *s)
     fputs(buf, f);
 }
 
-const obs_knob *sl__obs_knob(const obs_node *n, const char *name)
+const obs_knob *sl__obs_knob(const obs_node *n, int kind)
 {
     for (int k = 0; k < n->nknobs; k++)
-        if (!strcmp(n->knobs[k].name, name))
+        if (n->knobs[k].kind == kind)
             return &n->knobs[k];
     return NULL;
 }
@@ -163,15 +163,9 @@ static void copy_node(obs_node *o, const sl__node_stats *ns, int threads, double
     snprintf(o->name, sizeof o->name, "%s", ns->name);
     o->kind = ns->kind;
     o->depth = ns->depth;
-    o->elements = atomic_load_explicit(&ns->elements, memory_order_relaxed);
-    o->busy_ns = atomic_load_explicit(&ns->busy_ns, memory_order_relaxed);
-    o->wait_ns = atomic_load_explicit(&ns->wait_ns, memory_order_relaxed);
-    o->takes = atomic_load_explicit(&ns->takes, memory_order_relaxed);
-    o->occupancy_sum = atomic_load_explicit(&ns->occupancy_sum, memory_order_relaxed);
-    o->empty_takes = atomic_load_explicit(&ns->empty_takes, memory_order_relaxed);
-    o->bytes_held = atomic_load_explicit(&ns->bytes_held, memory_order_relaxed);
-    o->capacity = atomic_load_explicit(&ns->capacity, memory_order_relaxed);
-    o->in_flight = atomic_load_explicit(&ns->in_flight, memory_order_relaxed);
+#define COPY(name, what) o->name = atomic_load_explicit(&ns->name, memory_order_relaxed);
+    SL__NODE_COUNTERS(COPY, COPY)
+#undef COPY
     o->nknobs = ns->nknobs;
     for (int k = 0; k < ns->nknobs; k++) {
         const sl__knob *kn = &ns->knobs[k];
@@ -179,7 +173,8 @@ static void copy_node(obs_node *o, const sl__node_stats *ns, int threads, double
                                  kn->autotune};
     }
     o->units = 1;
-    const obs_knob *par = sl__obs_knob(o, "parallelism"), *io = sl__obs_knob(o, "io_depth");
+    const obs_knob *par = sl__obs_knob(o, SL__KNOB_PARALLELISM);
+    const obs_knob *io = sl__obs_knob(o, SL__KNOB_IO_DEPTH);
     if (o->kind == SL__NODE_MAP) {
         int64_t p = par ? par->value : threads;
         o->units = (int)(p < threads ? p : threads);
@@ -344,17 +339,19 @@ static double json_num(double x)
     return isfinite(x) ? x : 0.0;
 }
 
+/* Every counter of the list (graph/stats.h), then the derived fractions. */
 static void json_node(obs_text *o, const obs_node *n)
 {
     sl__obs_printf(o, "{\"name\":");
     sl__obs_json_string(o, n->name);
-    sl__obs_printf(o, ",\"kind\":\"%s\",\"depth\":%d,\"elements\":%lld,\"busy\":%.6g,"
-                   "\"input_wait\":%.6g,\"occupancy\":%.6g,\"empty\":%.6g,\"capacity\":%d,"
-                   "\"bytes_held\":%lld,\"in_flight\":%d,\"knobs\":[",
-                   kind_name(n->kind), n->depth, (long long)n->elements,
+    sl__obs_printf(o, ",\"kind\":\"%s\",\"depth\":%d", kind_name(n->kind), n->depth);
+#define JSON_COUNTER(name, what) sl__obs_printf(o, ",\"" #name "\":%lld", (long long)n->name);
+    SL__NODE_COUNTERS(JSON_COUNTER, JSON_COUNTER)
+#undef JSON_COUNTER
+    sl__obs_printf(o, ",\"busy\":%.6g,\"input_wait\":%.6g,\"occupancy\":%.6g,\"empty\":%.6g,"
+                   "\"knobs\":[",
                    json_num(n->v[SL_NODE_BUSY]), json_num(n->v[SL_NODE_INPUT_WAIT]),
-                   json_num(n->v[SL_NODE_OCCUPANCY]), json_num(n->v[SL_NODE_EMPTY]), n->capacity,
-                   (long long)n->bytes_held, n->in_flight);
+                   json_num(n->v[SL_NODE_OCCUPANCY]), json_num(n->v[SL_NODE_EMPTY]));
     for (int k = 0; k < n->nknobs; k++) {
         const obs_knob *kn = &n->knobs[k];
         sl__obs_printf(o, "%s{\"name\":", k ? "," : "");

@@ -74,8 +74,7 @@ typedef struct map_iter {
     chunk *done_head, *done_tail; /* unordered */
     chunk *free_chunks;
     chunk *cur;       /* being drained by the consumer, no lock needed */
-    int64_t cost_ns;  /* per-element callback cost, smoothed */
-    int64_t el_bytes; /* output bytes per element, smoothed */
+    sl__task_sizer sizer; /* callback cost and output size per element */
 } map_iter;
 
 static void slot_clear(slot *s)
@@ -86,21 +85,29 @@ static void slot_clear(slot *s)
     s->msg = NULL;
 }
 
+void sl__task_sizer_note(sl__task_sizer *z, int n, int64_t ns, int64_t bytes)
+{
+    int64_t per = ns / n, eb = bytes / n;
+    z->cost_ns = z->cost_ns ? (3 * z->cost_ns + per) / 4 : per;
+    z->el_bytes = z->el_bytes ? (3 * z->el_bytes + eb) / 4 : eb;
+}
+
+int sl__task_sizer_size(const sl__task_sizer *z, int64_t target_ns, int max, int64_t room)
+{
+    if (z->cost_ns <= 0)
+        return 1;
+    int64_t k = target_ns / z->cost_ns;
+    if (room >= 0 && z->el_bytes > 0 && k > room / z->el_bytes)
+        k = room / z->el_bytes;
+    return k < 1 ? 1 : k > max ? max : (int)k;
+}
+
 /* Elements for the next task: enough work to amortise the hand-off, but
  * no more output than the RAM budget has room for. Under it->a.mu. */
 static int chunk_target(map_iter *it)
 {
-    int64_t c = it->cost_ns;
-    if (c <= 0)
-        return 1;
-    int64_t k = TARGET_CHUNK_NS / c;
-    if (it->el_bytes > 0) {
-        int64_t room = it->base.tree->ram_budget - atomic_load(&it->base.tree->held);
-        int64_t fit = room > 0 ? room / it->el_bytes : 0;
-        if (k > fit)
-            k = fit;
-    }
-    return k < 1 ? 1 : k > MAX_CHUNK ? MAX_CHUNK : (int)k;
+    int64_t room = it->base.tree->ram_budget - atomic_load(&it->base.tree->held);
+    return sl__task_sizer_size(&it->sizer, TARGET_CHUNK_NS, MAX_CHUNK, room > 0 ? room : 0);
 }
 
 static void run_one(map_iter *it, chunk *c, int i, sl_map_ctx *ctx)
@@ -146,7 +153,7 @@ static void run_chunk(sl__task *task)
         slot_clear(&c->s[i]);
         c->s[i].rc = SL_ECANCELED;
     }
-    int64_t t1 = sl__now_ns(), per = (t1 - t0) / c->n;
+    int64_t t1 = sl__now_ns();
     sl__node_stats *ns = it->base.stats;
     sl__stat_add(&ns->busy_ns, t1 - t0);
     sl__trace_span(it->base.tree, ns, t0, t1);
@@ -159,9 +166,7 @@ static void run_chunk(sl__task *task)
         sl__iter_unhold(&it->base, -delta);
 
     pthread_mutex_lock(&it->a.mu);
-    it->cost_ns = it->cost_ns ? (3 * it->cost_ns + per) / 4 : per;
-    int64_t eb = c->bytes / c->n;
-    it->el_bytes = it->el_bytes ? (3 * it->el_bytes + eb) / 4 : eb;
+    sl__task_sizer_note(&it->sizer, c->n, t1 - t0, c->bytes);
     c->done = true;
     it->in_flight--;
     it->ready += c->n;
@@ -236,7 +241,7 @@ static void *producer_main(void *arg)
         }
         pthread_mutex_lock(&it->a.mu);
         int k = chunk_target(it);
-        int64_t el_bytes = it->el_bytes;
+        int64_t el_bytes = it->sizer.el_bytes;
         atomic_store_explicit(&ns->capacity, 2 * parallelism(it) * k, memory_order_relaxed);
         pthread_mutex_unlock(&it->a.mu);
         c->owner = it;
@@ -431,22 +436,9 @@ static const sl__iter_ops map_iter_ops = {map_next, map_cancel, map_destroy};
 
 sl__knob *sl__map_parallelism_knob(sl__iter *it, int parallelism)
 {
-    sl__tree *tree = it->tree;
-    int threads = sl_runtime_threads(tree->rt);
-    bool autotune = parallelism == SL_AUTOTUNE && tree->autotune;
-    int64_t initial = parallelism != SL_AUTOTUNE ? parallelism : autotune ? 1 : 2 * threads;
-    int64_t max = autotune ? 4 * (int64_t)threads : initial;
-    if (max < initial)
-        max = initial;
-    sl__node_stats *ns = sl__stats_node(tree, it->key, sl_dataset_name(it->ds), SL__NODE_MAP,
-                                        it->depth);
-    sl__knob *k = ns ? sl__stats_knob(ns, "parallelism", SL__KNOB_PARALLELISM, 1, max, initial,
-                                      autotune)
-                     : NULL;
-    if (!k)
-        sl__set_error(SL_EINTERNAL, "%s: cannot register its parallelism knob",
-                      sl_dataset_name(it->ds));
-    return k;
+    int64_t threads = sl_runtime_threads(it->tree->rt);
+    return sl__iter_knob(it, SL__NODE_MAP, SL__KNOB_PARALLELISM, parallelism, 1, 4 * threads,
+                         2 * threads);
 }
 
 /* The window is sized for the knob's maximum, so the controller can raise

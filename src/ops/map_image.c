@@ -254,7 +254,7 @@ typedef struct fused_iter {
     itask *free_tasks;
     itask *staged;    /* inputs pulled, waiting for a free unit of parallelism:
                        * the worker that frees one runs it next, no wake-up */
-    int64_t cost_ns;
+    sl__task_sizer sizer; /* decode cost per image (its output goes into the batch) */
     atomic_llong failed; /* element errors the consumer has seen */
     int64_t drop_card;   /* input size when a final partial batch is dropped, else -1 */
     /* consumer side */
@@ -313,11 +313,11 @@ static void run_images(fused_iter *it, itask *t)
         }
         sl_element_release(in);
     }
-    int64_t t1 = sl__now_ns(), per = (t1 - t0) / t->count;
+    int64_t t1 = sl__now_ns();
     sl__stat_add(&it->base.stats->busy_ns, t1 - t0);
     sl__trace_span(it->base.tree, it->base.stats, t0, t1);
     pthread_mutex_lock(&it->a.mu);
-    it->cost_ns = it->cost_ns ? (3 * it->cost_ns + per) / 4 : per;
+    sl__task_sizer_note(&it->sizer, t->count, t1 - t0, 0);
     b->remaining -= t->count;
     if (b->closed && b->remaining == 0)
         pthread_cond_broadcast(&it->a.cv_consumer);
@@ -385,10 +385,7 @@ static void batch_free(fused_iter *it, ibatch *b)
 /* Images per task: about TARGET_TASK_NS of work. Under mu. */
 static int task_size(const fused_iter *it)
 {
-    if (it->cost_ns <= 0)
-        return 1;
-    int64_t k = TARGET_TASK_NS / it->cost_ns;
-    return k < 1 ? 1 : k > TASK_MAX ? TASK_MAX : (int)k;
+    return sl__task_sizer_size(&it->sizer, TARGET_TASK_NS, TASK_MAX, -1);
 }
 
 /* Fills batch b with up to `want` images; returns 0, or the input's end

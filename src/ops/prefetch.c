@@ -137,17 +137,11 @@ static const sl__iter_ops prefetch_iter_ops = {prefetch_next, prefetch_cancel, p
  * documented 2. The ring has room for the maximum. */
 static int depth_knob(prefetch_iter *it, int64_t d)
 {
-    sl__tree *tree = it->base.tree;
-    bool autotune = d == SL_AUTOTUNE && tree->autotune;
-    int64_t initial = d != SL_AUTOTUNE ? d : autotune ? 1 : DEFAULT_DEPTH;
-    int64_t max = autotune ? MAX_AUTO_DEPTH : initial;
-    sl__node_stats *ns = sl__stats_node(tree, it->base.key, sl_dataset_name(it->base.ds),
-                                        SL__NODE_PREFETCH, it->base.depth);
-    it->depth = ns ? sl__stats_knob(ns, "depth", SL__KNOB_DEPTH, 1, max, initial, autotune)
-                   : NULL;
+    it->depth = sl__iter_knob(&it->base, SL__NODE_PREFETCH, SL__KNOB_DEPTH, d, 1,
+                              MAX_AUTO_DEPTH, DEFAULT_DEPTH);
     if (!it->depth)
-        return sl__set_error(SL_EINTERNAL, "prefetch: cannot register its depth knob");
-    it->size = (int)max;
+        return SL_EINTERNAL;
+    it->size = (int)it->depth->max;
     return 0;
 }
 

@@ -535,18 +535,13 @@ static const sl__iter_ops read_iter_ops = {read_next, read_cancel, read_destroy}
  * and the slots are sized for the maximum. */
 static int depth_knob(read_iter *it)
 {
-    sl__tree *tree = it->base.tree;
-    int64_t initial = tree->io_depth > 0 ? tree->io_depth : DEFAULT_DEPTH;
-    int64_t max = tree->autotune && initial < MAX_AUTO_DEPTH ? MAX_AUTO_DEPTH : initial;
-    sl__node_stats *ns = sl__stats_node(tree, it->base.key, sl_dataset_name(it->base.ds),
-                                        SL__NODE_READ, it->base.depth);
-    it->io_depth = ns ? sl__stats_knob(ns, "io_depth", SL__KNOB_IO_DEPTH, 1, max, initial,
-                                       tree->autotune)
-                      : NULL;
+    /* no parameter of the op's own: the controller always may move it */
+    int64_t start = it->base.tree->io_depth > 0 ? it->base.tree->io_depth : DEFAULT_DEPTH;
+    it->io_depth = sl__iter_knob(&it->base, SL__NODE_READ, SL__KNOB_IO_DEPTH, SL_AUTOTUNE, start,
+                                 MAX_AUTO_DEPTH, start);
     if (!it->io_depth)
-        return sl__set_error(SL_EINTERNAL, "%s: cannot register its io_depth knob",
-                             sl_dataset_name(it->base.ds));
-    it->depth = (int)max;
+        return SL_EINTERNAL;
+    it->depth = (int)it->io_depth->max;
     it->nslots = 2 * it->depth;
     return 0;
 }
