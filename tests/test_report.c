@@ -139,6 +139,10 @@ static void test_text(void **state)
     assert_true(n > 0 && n < (int)sizeof buf);
     expect_in(buf, "node ");
     expect_in(buf, "elements");
+    /* the raw counters, by the list's names: the map made 10 elements */
+    expect_in(buf, "counters since the start:\n");
+    expect_in(buf, "  map(id): elements 10 busy_ns ");
+    expect_in(buf, " bytes_read 0 ");
     /* truncated like snprintf: same length, a prefix, NUL-terminated */
     char small[16];
     memset(small, 'x', sizeof small);

@@ -298,6 +298,13 @@ static void test_reads(void **state)
     assert_true(sl_stats_global(s, SL_GLOBAL_IO_IN_FLIGHT) == 0);
     assert_true(sl_stats_global(s, SL_GLOBAL_IO_BACKEND) != SL_IO_AUTO);
     assert_true(sl_stats_global(s, SL_GLOBAL_IO_BYTES_PER_S) > 0);
+    /* every counter of the list is in the JSON: the read node's bytes */
+    int64_t total = 0;
+    for (int i = 0; i < N; i++)
+        total += 1000 + i;
+    char want[64];
+    snprintf(want, sizeof want, "\"bytes_read\":%lld", (long long)total);
+    assert_non_null(strstr(sl_stats_json(s), want));
     sl_stats_free(s);
     sl_options_free(o);
 

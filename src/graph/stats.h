@@ -43,6 +43,7 @@ typedef enum sl__node_kind {
     SUM(takes, "takes from its output buffer")                                   \
     SUM(occupancy_sum, "elements found in the buffer, summed over takes")        \
     SUM(empty_takes, "takes that found the buffer empty")                        \
+    SUM(bytes_read, "file bytes it read")                                        \
     NOW(bytes_held, "bytes in its output buffer")                                \
     NOW(capacity, "its output buffer's capacity, elements (0: no buffer)")       \
     NOW(in_flight, "tasks or reads running")

@@ -302,6 +302,7 @@ static bool complete(read_iter *it, const sl__io_cqe *c)
                         (unsigned long long)s->size, (unsigned long long)s->got);
     } else {
         atomic_fetch_add(&it->base.tree->bytes_read, c->res);
+        sl__stat_add(&it->base.stats->bytes_read, c->res);
         s->got += (uint64_t)c->res;
         if (s->got < s->size) {
             rc = queue_piece(it, s);
