@@ -2,6 +2,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include "../core/salts.h"
 #include "node.h"
 
 static sl_dataset *dataset_alloc(const sl__node_ops *ops, size_t size)
@@ -125,7 +126,7 @@ SL_API uint64_t sl_dataset_fingerprint(const sl_dataset *ds)
 {
     if (!ds)
         return 0;
-    uint64_t h = sl__hash_str(0x5c1ce5ull, ds->ops->kind);
+    uint64_t h = sl__hash_str(SL__SALT_FINGERPRINT, ds->ops->kind);
     h = sl__hash_str(h, ds->name);
     if (ds->ops->fingerprint)
         h = ds->ops->fingerprint(ds, h);

@@ -9,6 +9,7 @@
 #include <string.h>
 #include "../core/clock.h"
 #include "../core/log.h"
+#include "../core/salts.h"
 #include "node.h"
 #include "trace.h"
 
@@ -220,7 +221,7 @@ int sl__policy(sl__iter *it, int code)
 
 uint64_t sl__node_seed(const sl__iter *it, int64_t op_seed)
 {
-    uint64_t base = op_seed >= 0 ? sl__hash_u64(0x0bu, (uint64_t)op_seed) : it->tree->seed;
+    uint64_t base = op_seed >= 0 ? sl__hash_u64(SL__SALT_OP_SEED, (uint64_t)op_seed) : it->tree->seed;
     return sl__hash_u64(base, it->key);
 }
 
@@ -263,7 +264,7 @@ void sl__tree_fini(sl__tree *t)
 
 /* The root's key: the same in every run, so node keys (and with them the
  * random streams and statistics entries) are too. */
-#define ROOT_KEY 0x726f6f74ull
+#define ROOT_KEY SL__SALT_ROOT_KEY
 
 int sl__iter_make_root(const sl_dataset *ds, sl__tree *t, int64_t epoch, sl__iter **out)
 {
@@ -285,7 +286,7 @@ int sl__tree_init(sl__tree *t, const sl_options *opts)
     t->policy = (int)sl_options_get(opts, SL_OPT_ERROR_POLICY);
     t->error_max_ppm = sl_options_get(opts, SL_OPT_ERROR_MAX_PPM);
     t->error_log_limit = sl_options_get(opts, SL_OPT_ERROR_LOG_LIMIT);
-    t->seed = sl__hash_u64(0x5eedull, (uint64_t)sl_options_get(opts, SL_OPT_SEED));
+    t->seed = sl__hash_u64(SL__SALT_SEED, (uint64_t)sl_options_get(opts, SL_OPT_SEED));
     t->deterministic = sl_options_get(opts, SL_OPT_DETERMINISTIC) != 0;
     t->io_backend = (int)sl_options_get(opts, SL_OPT_IO_BACKEND);
     t->io_depth = (int)sl_options_get(opts, SL_OPT_IO_DEPTH);

@@ -45,6 +45,7 @@
 #include <unistd.h>
 #include <zlib.h>
 #include "../core/log.h"
+#include "../core/salts.h"
 #include "../graph/node.h"
 
 #define MAGIC "SLCACHE1"
@@ -379,7 +380,7 @@ static void make_header(unsigned char *h, uint64_t fp, uint64_t count, uint64_t 
 
 static void remember(cache_iter *it, const struct stat *st)
 {
-    file_seen *s = sl__tree_slot(it->base.tree, sl__hash_u64(it->base.key, 0x66696c65ull),
+    file_seen *s = sl__tree_slot(it->base.tree, sl__hash_u64(it->base.key, SL__SALT_CACHE_SEEN),
                                  sizeof *s, NULL);
     if (!s)
         return; /* only costs a re-check next epoch */
@@ -392,7 +393,7 @@ static void remember(cache_iter *it, const struct stat *st)
 
 static bool seen_before(cache_iter *it, const struct stat *st)
 {
-    file_seen *s = sl__tree_slot(it->base.tree, sl__hash_u64(it->base.key, 0x66696c65ull),
+    file_seen *s = sl__tree_slot(it->base.tree, sl__hash_u64(it->base.key, SL__SALT_CACHE_SEEN),
                                  sizeof *s, NULL);
     return s && s->valid && s->dev == st->st_dev && s->ino == st->st_ino &&
            s->size == st->st_size && s->mtime.tv_sec == st->st_mtim.tv_sec &&
