@@ -57,7 +57,6 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#include "sluice.h"
 #include "sluice_bench.h"
 
 #define PROGRESS_PERIOD_S 0.25
@@ -453,7 +452,6 @@ static void collect_global(run_state *st, const sl_iterator *it)
         return;
     double wall = sl_stats_global(s, SL_GLOBAL_WALL_SECONDS);
     double stall = sl_stats_global(s, SL_GLOBAL_STALL_FRACTION);
-    double peak = sl_stats_global(s, SL_GLOBAL_PEAK_BUFFERED_BYTES);
     double changes = sl_stats_global(s, SL_GLOBAL_KNOB_CHANGES);
     if (isfinite(changes))
         st->knob_changes += (int64_t)changes;
@@ -461,8 +459,6 @@ static void collect_global(run_state *st, const sl_iterator *it)
         st->stall_s += stall * wall;
         st->stall_wall += wall;
     }
-    if (peak > (double)st->peak_buffered)
-        st->peak_buffered = (int64_t)peak;
     sl_stats_free(s);
 }
 

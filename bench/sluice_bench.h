@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+/* the bench reads statistics and writes traces: the experimental tier */
+#define SLUICE_EXPERIMENTAL
 #include "sluice.h"
 
 /* ---- sluice_bench_sample.c ---- */
@@ -71,7 +73,7 @@ typedef struct series {
     double *t;
     double *stall_s;  /* seconds spent inside sl_next so far (library count) */
     double *measured_stall_s; /* the same by the consumer's own clock */
-    double *buffered; /* SL_GLOBAL_BUFFERED_BYTES */
+    double *buffered; /* SL_STAT_BUFFERED_BYTES */
     size_t n, cap;
     knob_track knobs[SERIES_MAX_KNOBS];
     int nknobs;

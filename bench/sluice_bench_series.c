@@ -313,7 +313,7 @@ static void take_sample(sampler *sp)
     s->t[i] = sp->t_base + (t - sp->t0);
     s->stall_s[i] = sp->stall_base + sl_stats_global(st, SL_GLOBAL_STALL_FRACTION) * wall;
     s->measured_stall_s[i] = measured;
-    s->buffered[i] = sl_stats_global(st, SL_GLOBAL_BUFFERED_BYTES);
+    s->buffered[i] = (double)sl_iterator_stat(sp->it, SL_STAT_BUFFERED_BYTES);
     record_knobs(s, st, i);
     sl_stats_free(st);
 }

@@ -4,6 +4,14 @@
  * This header is the whole public contract. Every function says what it
  * does, who owns what, what it returns on error and which thread may call it.
  *
+ * Two tiers. Everything before the "Experimental" section at the end is
+ * the stable core: it changes only as the stability policy in README.md
+ * says (while the version is 0.x, only in a new minor version), and its
+ * symbols carry the version node SLUICE_<major>.<minor> of the release
+ * that added them. The experimental part (statistics, report, trace, the
+ * autotune log, DLPack export) needs SLUICE_EXPERIMENTAL defined and may
+ * change in any release.
+ *
  * Thread rules, once for all:
  *   - sl_dataset objects are immutable descriptions after construction and
  *     may be shared between threads and iterators freely. What they keep
@@ -210,38 +218,6 @@ SL_API const char *sl_tensor_string(const sl_tensor *t, int64_t i, size_t *len);
  * is told apart by sl_last_error_code() after sl_clear_error().) */
 SL_API int64_t sl_tensor_int64(const sl_tensor *t);
 
-/* DLPack export, for handing tensors to torch (at::fromDLPack,
- * torch.from_dlpack), numpy, JAX and others without a copy. Returns a
- * DLManagedTensor* of DLPack's v0.x ABI (void * here, so this header needs
- * no dlpack.h), or NULL with SL_EINVAL (a string tensor, a bad index) or
- * SL_ENOMEM in sl_last_error(). It holds a reference to el: the consumer
- * calls its deleter once when done, which releases the reference and frees
- * the managed tensor. The deleter is plain C and may run on any thread at
- * any time, also while a Python interpreter unwinds an exception or shuts
- * down. Treat the data as read-only (DLPack v0.x cannot say so). */
-SL_API void *sl_element_dlpack(sl_element *el, int index);
-/* The same for a view inside one of el's tensors: `data`, ndim dims of
- * `shape`, `strides` in items (NULL: compact row-major; negative strides
- * allowed), items of `dtype`. SL_EINVAL if any item the view reaches lies
- * outside the bytes of one numeric tensor of el. */
-SL_API void *sl_element_dlpack_view(sl_element *el, const void *data, int ndim,
-                                    const int64_t *shape, const int64_t *strides,
-                                    sl_dtype dtype);
-/* A PyCapsule destructor (PyCapsule_Destructor) for capsules named
- * "dltensor" that hold one of the pointers above: if no consumer took the
- * tensor (a consumer renames the capsule "used_dltensor"), calls its
- * deleter. Written in C for bindings such as ctypes, whose own callbacks
- * must not run while the interpreter has an exception pending. Looks up
- * PyCapsule_IsValid/PyCapsule_GetPointer in the process (libsluice does not
- * link libpython); does nothing outside a Python process. Called by Python
- * with the GIL held. */
-SL_API void sl_dlpack_capsule_destructor(void *capsule);
-/* For an interpreter whose symbols the process does not export (libpython
- * loaded RTLD_LOCAL by an embedding program): the binding passes the
- * addresses of PyCapsule_IsValid and PyCapsule_GetPointer, which the
- * destructor then uses. Call once, before capsules are made. */
-SL_API void sl_dlpack_capsule_api(void *is_valid, void *get_pointer);
-
 /* ------------------------------------------------------------------------ */
 /* Runtime                                                                  */
 
@@ -306,10 +282,10 @@ typedef enum sl_option {
     /* Consumer stall the controller tolerates, in parts per million of wall
      * time (default 20000 = 2%). */
     SL_OPT_STALL_TARGET_PPM,
-    /* Events kept for sl_iterator_trace (a ring of this many); 0 = off. */
-    SL_OPT_TRACE_EVENTS,
-    /* 1: log every knob change with its reason (as SLUICE_LOG=autotune). */
-    SL_OPT_AUTOTUNE_LOG,
+    /* Keys 12 and 13 are experimental options (SLUICE_EXPERIMENTAL below:
+     * SL_OPT_TRACE_EVENTS, SL_OPT_AUTOTUNE_LOG). */
+    SL_OPT_EXPERIMENTAL_12,
+    SL_OPT_EXPERIMENTAL_13,
     /* The epoch the iterator runs, >= 0: with the seed it keys every random
      * choice (shuffle order, crops, flips), so the same epoch replays the
      * same output. -1 (default): the dataset's next epoch, counted per
@@ -571,10 +547,11 @@ typedef struct sl_image_spec {
                          * the same whatever the crop; 1: such files
                          * decode, missing rows grey (PIL's
                          * LOAD_TRUNCATED_IMAGES) */
-    int fast_upsample;  /* 1: subsampled chroma is replicated, not
-                         * interpolated, in libjpeg's merged upsample and
-                         * colour pass (TurboJPEG's FASTUPSAMPLE, tf's
-                         * fancy_upscaling=False): 4-8% faster decodes,
+    int fast_upsample;  /* experimental. 1: subsampled chroma is
+                         * replicated, not interpolated, in libjpeg's merged
+                         * upsample and colour pass (TurboJPEG's
+                         * FASTUPSAMPLE, tf's fancy_upscaling=False):
+                         * faster decodes (bench/README.md has figures),
                          * pixels differ slightly from PIL/torchvision's.
                          * 0 (default): libjpeg's fancy upsampling */
     int reserved[7];
@@ -639,8 +616,23 @@ typedef enum sl_stat {
 /* One counter of the iterator; -1 for an unknown key. Any thread. */
 SL_API int64_t sl_iterator_stat(const sl_iterator *it, sl_stat key);
 
-/* ------------------------------------------------------------------------ */
-/* Statistics, report, trace                                                */
+/* ======================================================================== */
+/* Experimental: still moving. Define SLUICE_EXPERIMENTAL before including  */
+/* this header to use them. They may change or go in any release, 0.x or   */
+/* later; their symbols carry the version node SLUICE_EXPERIMENTAL_<x.y>    */
+/* of the release that last changed them, so a program built against them  */
+/* fails to load, rather than misbehaves, when they change.                */
+
+#if defined(SLUICE_EXPERIMENTAL) || defined(SLUICE_BUILDING)
+
+/* Options */
+
+/* Events kept for sl_iterator_trace (a ring of this many); 0 = off. */
+#define SL_OPT_TRACE_EVENTS SL_OPT_EXPERIMENTAL_12
+/* 1: log every knob change with its reason (as SLUICE_LOG=autotune). */
+#define SL_OPT_AUTOTUNE_LOG SL_OPT_EXPERIMENTAL_13
+
+/* Statistics, report, trace */
 
 typedef struct sl_stats sl_stats; /* a snapshot; free with sl_stats_free */
 
@@ -667,22 +659,18 @@ typedef enum sl_global_stat {
                                  * (the fractions are over this time) */
     SL_GLOBAL_STALL_FRACTION,   /* time inside sl_next / wall time */
     SL_GLOBAL_STEP_SECONDS,     /* mean consumer time between sl_next calls */
-    SL_GLOBAL_ELEMENTS,         /* returned by sl_next */
-    SL_GLOBAL_BUFFERED_BYTES,
-    SL_GLOBAL_PEAK_BUFFERED_BYTES,
-    SL_GLOBAL_RAM_BUDGET,
-    SL_GLOBAL_CPU_BUDGET,
-    SL_GLOBAL_IO_BACKEND,       /* sl_io_backend in use */
+    SL_GLOBAL_CPU_BUDGET,       /* worker threads the controller may keep busy */
     SL_GLOBAL_IO_IN_FLIGHT,     /* reads in flight now */
     SL_GLOBAL_IO_BYTES_PER_S,   /* file bytes read per wall second */
-    SL_GLOBAL_ERRORS_SKIPPED,
     SL_GLOBAL_KNOB_CHANGES,     /* autotune decisions so far */
     SL_GLOBAL_STAT_COUNT
 } sl_global_stat;
 
 /* A consistent-enough snapshot of the iterator's counters (each counter is
- * read atomically; the set is not one instant). Any thread. NULL on
- * allocation failure. */
+ * read atomically; the set is not one instant). What sl_iterator_stat
+ * reads (elements, buffered and peak bytes, budgets, errors skipped, the
+ * I/O backend) is read that way only; the JSON holds it too. Any thread.
+ * NULL on allocation failure. */
 SL_API sl_stats *sl_iterator_stats(const sl_iterator *it);
 SL_API void sl_stats_free(sl_stats *s);
 /* Nodes in pipeline order, the source first, the node sl_next reads last. */
@@ -727,6 +715,42 @@ SL_API int sl_iterator_report_buf(const sl_iterator *it, char *buf, size_t size)
  * the pipeline runs. SL_ESTATE if tracing is off, SL_EIO if the file cannot
  * be written. */
 SL_API int sl_iterator_trace(const sl_iterator *it, const char *path);
+
+/* DLPack */
+
+/* DLPack export, for handing tensors to torch (at::fromDLPack,
+ * torch.from_dlpack), numpy, JAX and others without a copy. Returns a
+ * DLManagedTensor* of DLPack's v0.x ABI (void * here, so this header needs
+ * no dlpack.h), or NULL with SL_EINVAL (a string tensor, a bad index) or
+ * SL_ENOMEM in sl_last_error(). It holds a reference to el: the consumer
+ * calls its deleter once when done, which releases the reference and frees
+ * the managed tensor. The deleter is plain C and may run on any thread at
+ * any time, also while a Python interpreter unwinds an exception or shuts
+ * down. Treat the data as read-only (DLPack v0.x cannot say so). */
+SL_API void *sl_element_dlpack(sl_element *el, int index);
+/* The same for a view inside one of el's tensors: `data`, ndim dims of
+ * `shape`, `strides` in items (NULL: compact row-major; negative strides
+ * allowed), items of `dtype`. SL_EINVAL if any item the view reaches lies
+ * outside the bytes of one numeric tensor of el. */
+SL_API void *sl_element_dlpack_view(sl_element *el, const void *data, int ndim,
+                                    const int64_t *shape, const int64_t *strides,
+                                    sl_dtype dtype);
+/* A PyCapsule destructor (PyCapsule_Destructor) for capsules named
+ * "dltensor" that hold one of the pointers above: if no consumer took the
+ * tensor (a consumer renames the capsule "used_dltensor"), calls its
+ * deleter. Written in C for bindings such as ctypes, whose own callbacks
+ * must not run while the interpreter has an exception pending. Looks up
+ * PyCapsule_IsValid/PyCapsule_GetPointer in the process (libsluice does not
+ * link libpython); does nothing outside a Python process. Called by Python
+ * with the GIL held. */
+SL_API void sl_dlpack_capsule_destructor(void *capsule);
+/* For an interpreter whose symbols the process does not export (libpython
+ * loaded RTLD_LOCAL by an embedding program): the binding passes the
+ * addresses of PyCapsule_IsValid and PyCapsule_GetPointer, which the
+ * destructor then uses. Call once, before capsules are made. */
+SL_API void sl_dlpack_capsule_api(void *is_valid, void *get_pointer);
+
+#endif /* SLUICE_EXPERIMENTAL */
 
 #ifdef __cplusplus
 }

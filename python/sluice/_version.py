@@ -5,6 +5,5 @@ __version__ = "0.2.0"
 # sl_version_number() of the library this package was written against
 # (MAJOR * 10000 + MINOR * 100 + PATCH). A library of the same major version
 # and at least this minor one is accepted; while the major version is 0 the
-# minor version must match exactly, because 0.x minor releases may change the
-# ABI (the symbol version map says SLUICE_0.2).
+# minor version must match exactly (the stability policy: README.md).
 ABI_VERSION = 200

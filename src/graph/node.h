@@ -167,6 +167,7 @@ struct sl__tree {
     int64_t error_max_ppm;
     int64_t error_log_limit;
     uint64_t seed;
+    int64_t epoch;         /* of the root pass */
     bool deterministic;
     int io_backend;        /* requested sl_io_backend */
     int io_depth;          /* reads in flight per reading node */
@@ -245,6 +246,9 @@ void sl__stats_fini(sl__tree *t);
 int sl__tree_init(sl__tree *t, const sl_options *opts);
 void sl__tree_cancel(sl__tree *t);
 void sl__tree_fini(sl__tree *t);
+/* The sl_stat counters of the tree: what sl_iterator_stat returns, and
+ * what the statistics snapshot reads them with. -1 for an unknown key. */
+int64_t sl__tree_stat(const sl__tree *t, sl_stat key);
 /* The root node iterator of a tree, for `epoch`. */
 int sl__iter_make_root(const sl_dataset *ds, sl__tree *t, int64_t epoch, sl__iter **out);
 /* The runtime set with sl_options_set_runtime, or NULL. */

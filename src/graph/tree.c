@@ -268,6 +268,7 @@ void sl__tree_fini(sl__tree *t)
 
 int sl__iter_make_root(const sl_dataset *ds, sl__tree *t, int64_t epoch, sl__iter **out)
 {
+    t->epoch = epoch;
     int saved = making_depth;
     making_depth = 0;
     int rc = sl__iter_make(ds, t, ROOT_KEY, epoch, out);
@@ -310,6 +311,30 @@ int sl__tree_init(sl__tree *t, const sl_options *opts)
     return t->rt ? 0 : SL_ENOMEM;
 }
 
+
+int64_t sl__tree_stat(const sl__tree *t, sl_stat key)
+{
+    switch (key) {
+    case SL_STAT_ELEMENTS:
+        return atomic_load(&t->elements);
+    case SL_STAT_ERRORS_SKIPPED:
+        return atomic_load(&t->skipped);
+    case SL_STAT_BUFFERED_BYTES:
+        return atomic_load(&t->held);
+    case SL_STAT_PEAK_BUFFERED_BYTES:
+        return atomic_load(&t->peak_held);
+    case SL_STAT_RAM_BUDGET:
+        return t->ram_budget;
+    case SL_STAT_IO_BACKEND:
+        return atomic_load(&t->io_backend_used);
+    case SL_STAT_BYTES_READ:
+        return atomic_load(&t->bytes_read);
+    case SL_STAT_EPOCH:
+        return t->epoch;
+    default:
+        return -1;
+    }
+}
 
 int64_t sl__consumer_wait(sl__tree *t, int64_t now)
 {

@@ -18,7 +18,6 @@ struct sl_iterator {
     sl__iter *root;
     sl_dataset *ds;
     int err;
-    int64_t epoch;          /* of the root pass */
     int64_t last_return_ns; /* when sl_next last returned; 0 before the first call */
     char errmsg[SL__ERRMSG_MAX];
 };
@@ -45,10 +44,10 @@ SL_API sl_iterator *sl_iterator_create(sl_dataset *ds, const sl_options *opts)
         return NULL;
     }
     it->ds = sl_dataset_retain(ds);
-    it->epoch = sl_options_get(opts, SL_OPT_EPOCH);
-    if (it->epoch < 0)
-        it->epoch = atomic_fetch_add_explicit(&ds->next_epoch, 1, memory_order_relaxed);
-    rc = sl__iter_make_root(ds, &it->tree, it->epoch, &it->root);
+    int64_t epoch = sl_options_get(opts, SL_OPT_EPOCH);
+    if (epoch < 0)
+        epoch = atomic_fetch_add_explicit(&ds->next_epoch, 1, memory_order_relaxed);
+    rc = sl__iter_make_root(ds, &it->tree, epoch, &it->root);
     if (rc == 0)
         rc = sl__autotune_start(&it->tree);
     if (rc < 0) {
@@ -125,29 +124,7 @@ SL_API void sl_iterator_free(sl_iterator *it)
 
 SL_API int64_t sl_iterator_stat(const sl_iterator *it, sl_stat key)
 {
-    if (!it)
-        return -1;
-    const sl__tree *t = &it->tree;
-    switch (key) {
-    case SL_STAT_ELEMENTS:
-        return atomic_load(&t->elements);
-    case SL_STAT_ERRORS_SKIPPED:
-        return atomic_load(&t->skipped);
-    case SL_STAT_BUFFERED_BYTES:
-        return atomic_load(&t->held);
-    case SL_STAT_PEAK_BUFFERED_BYTES:
-        return atomic_load(&t->peak_held);
-    case SL_STAT_RAM_BUDGET:
-        return t->ram_budget;
-    case SL_STAT_IO_BACKEND:
-        return atomic_load(&t->io_backend_used);
-    case SL_STAT_BYTES_READ:
-        return atomic_load(&t->bytes_read);
-    case SL_STAT_EPOCH:
-        return it->epoch;
-    default:
-        return -1;
-    }
+    return it ? sl__tree_stat(&it->tree, key) : -1;
 }
 
 /* ---- statistics, report, trace: the tree to obs/ ---- */

@@ -45,6 +45,7 @@ struct sl_stats {
     int n;
     obs_node *nodes;
     double g[SL_GLOBAL_STAT_COUNT];
+    int64_t stat[SL_STAT_COUNT]; /* the tree's sl_stat counters */
     int threads;            /* workers of the runtime */
     double stall_target;    /* fraction */
     bool autotune;

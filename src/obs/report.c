@@ -66,11 +66,12 @@ static void knobs_str(char *buf, size_t size, const obs_node *n)
 static void header(obs_text *o, const sl_stats *s)
 {
     const double *g = s->g;
-    double wall = g[SL_GLOBAL_WALL_SECONDS], el = g[SL_GLOBAL_ELEMENTS];
+    const int64_t *st = s->stat;
+    double wall = g[SL_GLOBAL_WALL_SECONDS], el = (double)st[SL_STAT_ELEMENTS];
     char held[32], peak[32], budget[32];
-    bytes_str(held, sizeof held, g[SL_GLOBAL_BUFFERED_BYTES]);
-    bytes_str(peak, sizeof peak, g[SL_GLOBAL_PEAK_BUFFERED_BYTES]);
-    bytes_str(budget, sizeof budget, g[SL_GLOBAL_RAM_BUDGET]);
+    bytes_str(held, sizeof held, (double)st[SL_STAT_BUFFERED_BYTES]);
+    bytes_str(peak, sizeof peak, (double)st[SL_STAT_PEAK_BUFFERED_BYTES]);
+    bytes_str(budget, sizeof budget, (double)st[SL_STAT_RAM_BUDGET]);
     sl__obs_printf(o, "sluice: %.2f s, %.0f elements (%.1f/s), %d worker threads, CPU budget %.0f, "
                    "autotune %s\n",
                    wall, el, wall > 0 ? el / wall : 0.0, s->threads, g[SL_GLOBAL_CPU_BUDGET],
@@ -80,15 +81,15 @@ static void header(obs_text *o, const sl_stats *s)
                    100 * g[SL_GLOBAL_STALL_FRACTION], 100 * s->stall_target,
                    1e3 * g[SL_GLOBAL_STEP_SECONDS]);
     sl__obs_printf(o, "memory: %s buffered (peak %s) of a %s budget", held, peak, budget);
-    if (g[SL_GLOBAL_IO_BACKEND] != SL_IO_AUTO) {
+    if (st[SL_STAT_IO_BACKEND] != SL_IO_AUTO) {
         char rate[32];
         bytes_str(rate, sizeof rate, g[SL_GLOBAL_IO_BYTES_PER_S]);
         sl__obs_printf(o, "; reads: %s, %s/s, %.0f in flight",
-                       g[SL_GLOBAL_IO_BACKEND] == SL_IO_URING ? "io_uring" : "pread", rate,
+                       st[SL_STAT_IO_BACKEND] == SL_IO_URING ? "io_uring" : "pread", rate,
                        g[SL_GLOBAL_IO_IN_FLIGHT]);
     }
-    if (g[SL_GLOBAL_ERRORS_SKIPPED] > 0)
-        sl__obs_printf(o, "; %.0f element errors skipped", g[SL_GLOBAL_ERRORS_SKIPPED]);
+    if (st[SL_STAT_ERRORS_SKIPPED] > 0)
+        sl__obs_printf(o, "; %lld element errors skipped", (long long)st[SL_STAT_ERRORS_SKIPPED]);
     if (s->autotune)
         sl__obs_printf(o, "; %.0f knob changes", g[SL_GLOBAL_KNOB_CHANGES]);
     sl__obs_printf(o, "\n\n");

@@ -201,19 +201,15 @@ static void globals(sl_stats *s, sl__tree *t, double wall_ns)
     g[SL_GLOBAL_STALL_FRACTION] = clamp01(ratio((double)wait, wall_ns));
     /* the first call has no step before it */
     g[SL_GLOBAL_STEP_SECONDS] = s->calls > 1 ? (double)step / 1e9 / (double)(s->calls - 1) : 0;
-    g[SL_GLOBAL_ELEMENTS] = (double)atomic_load(&t->elements);
-    g[SL_GLOBAL_BUFFERED_BYTES] = (double)atomic_load(&t->held);
-    g[SL_GLOBAL_PEAK_BUFFERED_BYTES] = (double)atomic_load(&t->peak_held);
-    g[SL_GLOBAL_RAM_BUDGET] = (double)t->ram_budget;
+    for (int k = 0; k < SL_STAT_COUNT; k++)
+        s->stat[k] = sl__tree_stat(t, (sl_stat)k);
     g[SL_GLOBAL_CPU_BUDGET] = t->cpu_budget;
-    g[SL_GLOBAL_IO_BACKEND] = atomic_load(&t->io_backend_used);
     double in_flight = 0;
     for (int i = 0; i < s->n; i++)
         if (s->nodes[i].kind == SL__NODE_READ)
             in_flight += s->nodes[i].in_flight;
     g[SL_GLOBAL_IO_IN_FLIGHT] = in_flight;
     g[SL_GLOBAL_IO_BYTES_PER_S] = ratio((double)atomic_load(&t->bytes_read), wall_ns / 1e9);
-    g[SL_GLOBAL_ERRORS_SKIPPED] = (double)atomic_load(&t->skipped);
     g[SL_GLOBAL_KNOB_CHANGES] = (double)atomic_load(&t->knob_changes);
 }
 
@@ -370,20 +366,23 @@ SL_API const char *sl_stats_json(sl_stats *s)
     if (s->json)
         return s->json;
     const double *g = s->g;
+    const int64_t *st = s->stat;
     obs_text o = {0};
     sl__obs_printf(&o, "{\"wall_seconds\":%.6g,\"stall_fraction\":%.6g,\"stall_target\":%.6g,"
-                   "\"step_seconds\":%.6g,\"elements\":%.0f,\"buffered_bytes\":%.0f,"
-                   "\"peak_buffered_bytes\":%.0f,\"ram_budget\":%.0f,\"cpu_budget\":%.0f,"
+                   "\"step_seconds\":%.6g,\"elements\":%lld,\"buffered_bytes\":%lld,"
+                   "\"peak_buffered_bytes\":%lld,\"ram_budget\":%lld,\"cpu_budget\":%.0f,"
                    "\"threads\":%d,\"autotune\":%s,\"io_backend\":\"%s\",\"io_in_flight\":%.0f,"
-                   "\"io_bytes_per_s\":%.6g,\"errors_skipped\":%.0f,\"knob_changes\":%.0f,"
-                   "\"nodes\":[",
+                   "\"io_bytes_per_s\":%.6g,\"bytes_read\":%lld,\"errors_skipped\":%lld,"
+                   "\"knob_changes\":%.0f,\"epoch\":%lld,\"nodes\":[",
                    json_num(g[SL_GLOBAL_WALL_SECONDS]), json_num(g[SL_GLOBAL_STALL_FRACTION]),
-                   s->stall_target, json_num(g[SL_GLOBAL_STEP_SECONDS]), g[SL_GLOBAL_ELEMENTS],
-                   g[SL_GLOBAL_BUFFERED_BYTES], g[SL_GLOBAL_PEAK_BUFFERED_BYTES],
-                   g[SL_GLOBAL_RAM_BUDGET], g[SL_GLOBAL_CPU_BUDGET], s->threads,
-                   s->autotune ? "true" : "false", backend_name((int)g[SL_GLOBAL_IO_BACKEND]),
-                   g[SL_GLOBAL_IO_IN_FLIGHT], json_num(g[SL_GLOBAL_IO_BYTES_PER_S]),
-                   g[SL_GLOBAL_ERRORS_SKIPPED], g[SL_GLOBAL_KNOB_CHANGES]);
+                   s->stall_target, json_num(g[SL_GLOBAL_STEP_SECONDS]),
+                   (long long)st[SL_STAT_ELEMENTS], (long long)st[SL_STAT_BUFFERED_BYTES],
+                   (long long)st[SL_STAT_PEAK_BUFFERED_BYTES], (long long)st[SL_STAT_RAM_BUDGET],
+                   g[SL_GLOBAL_CPU_BUDGET], s->threads, s->autotune ? "true" : "false",
+                   backend_name((int)st[SL_STAT_IO_BACKEND]), g[SL_GLOBAL_IO_IN_FLIGHT],
+                   json_num(g[SL_GLOBAL_IO_BYTES_PER_S]), (long long)st[SL_STAT_BYTES_READ],
+                   (long long)st[SL_STAT_ERRORS_SKIPPED], g[SL_GLOBAL_KNOB_CHANGES],
+                   (long long)st[SL_STAT_EPOCH]);
     for (int i = 0; i < s->n; i++) {
         if (i)
             sl__obs_printf(&o, ",");
