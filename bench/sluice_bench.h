@@ -1,9 +1,11 @@
 /*
- * sluice-bench's parts besides the pipeline run itself: the sample image
- * folder writer and the decode ceiling (neither calls sluice, so each
- * measures or makes data independently of the library under test), the
- * time series of a run (which reads the iterator's statistics) and the SVG
- * plot of a sweep.
+ * sluice-bench's parts, one file each, and what they offer each other.
+ * They depend one way: sluice_bench.c (the command line and a single run's
+ * report) uses the sweep and the run; the sweep uses the run; the run uses
+ * the series; everything uses the JSON writer. The sample writer and the
+ * decode ceiling stand apart: neither calls sluice, so each makes data or
+ * measures independently of the library under test (the ceiling shares
+ * only the clock).
  */
 #ifndef SLUICE_BENCH_H
 #define SLUICE_BENCH_H
@@ -16,6 +18,12 @@
 /* the bench reads statistics and writes traces: the experimental tier */
 #define SLUICE_EXPERIMENTAL
 #include "sluice.h"
+
+/* ---- sluice_bench_json.c ---- */
+
+/* A JSON string (quoted, escaped) and number (null for NaN or infinity). */
+void json_string(FILE *f, const char *s);
+void json_number(FILE *f, double v);
 
 /* ---- sluice_bench_sample.c ---- */
 
@@ -54,6 +62,9 @@ int ceiling_measure(char *const *paths, size_t n, int threads, ceiling_result *o
 
 #define SERIES_PERIOD_S 0.1
 #define SERIES_MAX_KNOBS 16
+
+/* Seconds on the monotonic clock the series and the runs share. */
+double now_s(void);
 
 typedef struct knob_track {
     char label[96]; /* "map_image.parallelism"; "#2" after a repeated node name */
@@ -129,12 +140,126 @@ sampler *sampler_start(const sl_iterator *it, series *s, stall_clock *clock, dou
                        double t0, double stall_base);
 /* Joins the thread, then takes one last snapshot. NULL ok. */
 void sampler_stop(sampler *sp);
+/* ,"series":{...}: the samples' times, images/s, stall, buffered bytes and
+ * knob values. */
+void series_json(FILE *f, const series *s);
 
-/* ---- sluice_bench.c ---- */
+/* ---- sluice_bench_run.c ---- */
 
-/* A JSON string (quoted, escaped) and number (null for NaN or infinity). */
-void json_string(FILE *f, const char *s);
-void json_number(FILE *f, double v);
+#define MAX_SCHEDULE 32
+
+typedef enum preset { PRESET_TRAIN, PRESET_EVAL, PRESET_DECODE, PRESET_READ } preset;
+extern const char *const preset_names[4];
+
+typedef struct config {
+    const char *dir, *list, *json_path, *sample_dir;
+    preset preset;
+    int size, threads, epochs, sample_count;
+    int64_t batch, limit, seed;
+    int parallelism; /* SL_AUTOTUNE or >= 1 */
+    int64_t prefetch;
+    int io, policy;
+    bool cold, ceiling, fast_upsample;
+    /* the consumer: a step of consumer_ms, then sched_ms[i] from second
+     * sched_t[i] on */
+    double consumer_ms;
+    double sched_t[MAX_SCHEDULE], sched_ms[MAX_SCHEDULE];
+    int nsched;
+    /* the controller and observation */
+    int autotune; /* SL_OPT_AUTOTUNE */
+    int64_t cpu_budget, ram_budget; /* 0: the library's default */
+    const char *trace_path, *plot_path;
+    bool report;
+    /* --sweep: each run stops after sweep_seconds, or sweep_images if > 0;
+     * the grid and autotune run sweep_rounds times */
+    bool sweep;
+    double sweep_seconds;
+    int64_t sweep_images;
+    int sweep_rounds;
+} config;
+
+typedef struct path_list {
+    char **paths;
+    size_t n, cap;
+    int64_t bytes;
+} path_list;
+
+typedef struct run_state {
+    const config *cfg;
+    int64_t files;    /* per epoch; -1 unknown */
+    int64_t expected; /* images over all epochs; -1 unknown */
+    int64_t images;
+    int64_t bytes_read; /* SL_STAT_BYTES_READ of finished iterators */
+    int64_t bytes_seen; /* --preset read: file bytes the consumer got */
+    int64_t errors_skipped, peak_buffered;
+    int64_t knob_changes; /* the controller's, over the run's iterators */
+    int io_backend;
+    double seconds; /* pipeline time of finished iterators */
+    double *epoch_rate;
+    int64_t *epoch_faults; /* minor page faults of the process in each epoch */
+    long faults_mark;      /* ru_minflt when the current epoch began */
+    int epoch;
+    double epoch_t0;
+    int64_t epoch_images0;
+    double cold_resident; /* worst fraction left cached after eviction */
+    /* over time, and the consumer's stall */
+    series series;
+    double stall_s, stall_wall; /* library: inside sl_next, and wall, of finished iterators */
+    stall_clock clock;          /* the same by this program's clock */
+    double first_wait_s;        /* ... when the first batch arrived (-1: not yet) */
+    char *report_text;          /* --report: the last iterator's */
+    /* --sweep: stop after this long or this many images (0: at the end) */
+    double stop_seconds;
+    int64_t stop_images;
+    /* live progress */
+    const char *label; /* instead of the epoch */
+    bool tty;
+    double shown_at, rate_images, rate_bytes;
+    int64_t shown_images, shown_bytes;
+} run_state;
+
+void path_list_free(path_list *pl);
+/* Options for cfg with `seed`, or NULL after printing why. */
+sl_options *make_options(const config *cfg, int64_t seed);
+/* The files the source yields (read once, untimed, through the library):
+ * for --cold and --ceiling. 0, or -1 after printing why. */
+int list_files(const config *cfg, path_list *pl);
+/* image_folder or file_list from cfg, then take(--limit); flags for the
+ * source (SL_WITH_PATHS). */
+sl_dataset *open_source(const config *cfg, unsigned flags);
+/* The pipeline over src (borrowed): shuffle for train, repeat, map_image +
+ * batch, prefetch. NULL with the reason in sl_last_error(). */
+sl_dataset *build_pipeline(const config *cfg, sl_dataset *src, int64_t repeat,
+                           int64_t shuffle_seed);
+/* Images the consumer will see over all epochs; -1 unknown. */
+int64_t expected_images(const config *cfg, int64_t files);
+/* Runs cfg's epochs over src: one iterator for all, or one per epoch
+ * with --cold. 0, or -1 after printing why. */
+int run_epochs(run_state *st, sl_dataset *src, const path_list *pl);
+/* One iterator over ds with the live progress line (the sweep's runs). */
+int run_live(run_state *st, sl_dataset *ds, const sl_options *opts);
+void run_state_free(run_state *st);
+int64_t peak_rss_bytes(void);
+/* The consumer's step in ms at pipeline time t (--consumer-schedule). */
+double step_ms(const config *cfg, double t);
+const char *io_name(int backend);
+double rate(double n, double seconds);
+/* The consumer's stall over the run, and from the first batch on. */
+double stall_fraction(const run_state *st);
+double stall_after_first(const run_state *st);
+convergence run_convergence(const run_state *st);
+/* Where the consumer's step changes within the run, from the start on:
+ * the segments' starts into at[] (at most MAX_SCHEDULE + 1); their count. */
+int segments(const run_state *st, double *at);
+/* Convergence within segment k of n. */
+convergence segment_convergence(const run_state *st, const double *at, int n, int k);
+/* The configuration's members of the result object, then the run's. */
+void json_config(FILE *f, const config *cfg);
+void json_results(FILE *f, const run_state *st, const path_list *pl);
+void print_consumer(const config *cfg);
+void print_final_knobs(const series *s);
+/* text and a newline into path; 0, or -1 after printing why. */
+int write_file(const char *path, const char *text);
 
 /* ---- sluice_bench_sweep.c ---- */
 
@@ -170,9 +295,6 @@ double sweep_memory_ratio(const sweep_row *rows, const sweep_summary *sum);
 void sweep_print_table(FILE *out, const sweep_row *rows, int n, const sweep_summary *sum);
 /* The sweep's members of the result object (each preceded by a comma). */
 void sweep_json(FILE *f, const sweep_row *rows, int n, const sweep_summary *sum);
-/* ,"series":{...}: the samples' times, images/s, stall, buffered bytes and
- * knob values. */
-void series_json(FILE *f, const series *s);
 
 /* ---- sluice_bench_plot.c ---- */
 
@@ -191,5 +313,10 @@ typedef struct plot_input {
 
 /* Writes a self-contained SVG; 0, or -1 after printing why to stderr. */
 int plot_write(const char *path, const plot_input *in);
+
+/* ---- sluice_bench_sweep.c (the runner) ---- */
+
+/* --sweep over src (consumed): 0, or 1 after printing why. */
+int bench_sweep(const config *cfg, sl_dataset *src);
 
 #endif /* SLUICE_BENCH_H */

@@ -41,13 +41,6 @@ typedef struct shared {
     atomic_llong failed;  /* failed decodes in this pass */
 } shared;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* ---- one decode ---- */
 
 typedef struct decoder {

@@ -23,7 +23,7 @@
 #define GRID_S 0.1        /* where convergence looks at that window */
 #define CONVERGED 0.05    /* within 5% of steady */
 
-static double now_s(void)
+double now_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -376,4 +376,49 @@ void sampler_stop(sampler *sp)
     pthread_cond_destroy(&sp->cv);
     pthread_mutex_destroy(&sp->mu);
     free(sp);
+}
+
+/* ---- as JSON ---- */
+
+static void json_column(FILE *f, const char *name, const series *s,
+                        double (*value)(const series *, size_t))
+{
+    fprintf(f, ",\"%s\":[", name);
+    for (size_t i = 0; i < s->n; i++) {
+        fputs(i ? "," : "", f);
+        json_number(f, value(s, i));
+    }
+    fputc(']', f);
+}
+
+static double column_t(const series *s, size_t i)
+{
+    return s->t[i];
+}
+
+static double column_buffered(const series *s, size_t i)
+{
+    return s->buffered[i];
+}
+
+void series_json(FILE *f, const series *s)
+{
+    fprintf(f, ",\"series\":{\"period_s\":%.3f", SERIES_PERIOD_S);
+    json_column(f, "t", s, column_t);
+    json_column(f, "images_per_s", s, series_sample_rate);
+    json_column(f, "stall_fraction", s, series_sample_stall);
+    json_column(f, "measured_stall_fraction", s, series_sample_measured_stall);
+    json_column(f, "buffered_bytes", s, column_buffered);
+    fputs(",\"knobs\":{", f);
+    for (int k = 0; k < s->nknobs; k++) {
+        fputs(k ? "," : "", f);
+        json_string(f, s->knobs[k].label);
+        fputs(":[", f);
+        for (size_t i = 0; i < s->n; i++) {
+            fputs(i ? "," : "", f);
+            json_number(f, s->knobs[k].v[i]);
+        }
+        fputc(']', f);
+    }
+    fprintf(f, "},\"incomplete\":%s}", s->arrivals_lost || s->samples_lost ? "true" : "false");
 }
