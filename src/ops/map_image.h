@@ -1,0 +1,36 @@
+/* What map_image (one image per element) and map_image_batch (the node
+ * fused with batch) share: the dataset and one image's decode. */
+#ifndef SL_OPS_MAP_IMAGE_H
+#define SL_OPS_MAP_IMAGE_H
+
+#include "../graph/node.h"
+#include "../image/image.h"
+
+typedef struct image_ds {
+    sl_dataset base;
+    sl_image_spec spec; /* loaded and checked: this library's layout */
+    int parallelism;
+    int64_t batch;  /* fused with batch: its size, else 0 */
+    unsigned flags; /* batch flags */
+} image_ds;
+
+/* The output image's shape (3 dimensions, by layout) and size in bytes. */
+int sl__image_shape(const sl_image_spec *spec, int64_t *shape);
+size_t sl__image_bytes(const sl_image_spec *spec);
+
+/* Decodes tensor 0 of `in` (encoded bytes) through the calling thread's
+ * decoder into dst, sl__image_bytes(spec) bytes, drawing the crop and flip
+ * from rng. An error names the element's file where it has one. */
+int sl__image_decode(const sl_image_spec *spec, sl__rng *rng, const sl_element *in, void *dst);
+
+/* A small element for the input's tensors after the encoded bytes (label,
+ * path...), so the bytes can be released right after decoding, with
+ * extra_slots more; sl__image_add_rest shares them into it. */
+sl_element *sl__image_rest(const sl_element *in, int extra_slots);
+int sl__image_add_rest(sl_element *el, const sl_element *in);
+
+/* The fused node's iterator (ds is an image_ds with batch > 0). */
+int sl__image_batch_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
+                         sl__iter **out);
+
+#endif
