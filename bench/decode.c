@@ -14,6 +14,12 @@
  * interleaved across --runs runs and the median is reported, so noise from
  * other processes lands on all of them alike.
  *
+ * Last, the same two crops through sl_map_image itself (one worker thread,
+ * autotune off, files in memory): decode plus resize to 224x224 uint8, the
+ * most a pipeline can do per core. The resampler's time per image is the
+ * difference from the matching roi_ mode; run with SLUICE_NO_AVX512=1 or
+ * SLUICE_NO_AVX2=1 to time the narrower resampler passes ("resize_isa").
+ *
  * One JSON object per mode on stdout: images/s, output megapixels/s, and
  * the speed relative to "full".
  *
@@ -29,6 +35,7 @@
 #include <dlfcn.h>
 #include <math.h>
 #include <setjmp.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +44,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <jpeglib.h>
+#include "sluice.h"
 
 #define MAX_RUNS 15
 
@@ -146,7 +154,7 @@ static void scan(const char *dir, files *fs)
 
 /* ---- decoding ---- */
 
-typedef enum kind { FULL, SCALED, ROI_CENTER, ROI_RANDOM } kind;
+typedef enum kind { FULL, SCALED, ROI_CENTER, ROI_RANDOM, MAP_CENTER, MAP_RANDOM } kind;
 
 typedef struct mode {
     const char *name;
@@ -285,6 +293,97 @@ static double decode_one(decoder *d, const file *f, const mode *m)
     return px;
 }
 
+/* ---- through sl_map_image ---- */
+
+typedef struct preloaded {
+    sl_element **el; /* one uint8 [n] tensor each */
+    size_t n;
+} preloaded;
+
+static int preload(const files *fs, preloaded *p)
+{
+    p->el = calloc(fs->n, sizeof *p->el);
+    p->n = fs->n;
+    for (size_t i = 0; p->el && i < fs->n; i++) {
+        int64_t shape[1] = {(int64_t)fs->v[i].n};
+        sl_element *el = sl_element_create(1);
+        void *dst = el ? sl_element_add_tensor(el, SL_UINT8, 1, shape) : NULL;
+        if (!dst) {
+            sl_element_release(el);
+            return -1;
+        }
+        memcpy(dst, fs->v[i].data, fs->v[i].n);
+        p->el[i] = el;
+    }
+    return p->el ? 0 : -1;
+}
+
+/* index -> file i's bytes, shared, not copied */
+static int pick(sl_map_ctx *ctx, const sl_element *in, sl_element **out, void *user)
+{
+    (void)ctx;
+    const preloaded *p = user;
+    int64_t i = sl_tensor_int64(sl_element_tensor(in, 0));
+    sl_element *el = sl_element_create(1);
+    if (!el || sl_element_add_shared(el, p->el[i], 0) < 0) {
+        sl_element_release(el);
+        return -1;
+    }
+    *out = el;
+    return 0;
+}
+
+/* One pass of map_image over the files on one worker; errors counted. */
+static double map_image_pass(const preloaded *p, kind k, long *errors)
+{
+    sl_image_spec spec;
+    SL_IMAGE_SPEC_INIT(&spec, k == MAP_CENTER ? SL_CROP_CENTER : SL_CROP_RANDOM_RESIZED, 224);
+    spec.flip_prob = 0; /* the roi_ modes do not flip either */
+    sl_dataset *ds = sl_range(0, (int64_t)p->n, 1);
+    ds = sl_map(ds, "pick", pick, (void *)p, 1, 0);
+    ds = sl_map_image(ds, &spec, 1);
+    sl_options *o = sl_options_create();
+    sl_iterator *it = NULL;
+    if (ds && o && sl_options_set(o, SL_OPT_THREADS, 1) == 0 &&
+        sl_options_set(o, SL_OPT_AUTOTUNE, 0) == 0 &&
+        sl_options_set(o, SL_OPT_ERROR_POLICY, SL_ERRORS_SKIP) == 0)
+        it = sl_iterator_create(ds, o);
+    double px = -1;
+    if (it) {
+        sl_element *el;
+        int rc;
+        px = 0;
+        while ((rc = sl_next(it, &el)) == 0) {
+            px += 224.0 * 224.0;
+            sl_element_release(el);
+        }
+        if (rc != SL_EOF) {
+            fprintf(stderr, "bench_decode: map_image: %s\n", sl_iterator_errmsg(it));
+            px = -1;
+        }
+        *errors = (long)sl_iterator_stat(it, SL_STAT_ERRORS_SKIPPED);
+    } else {
+        fprintf(stderr, "bench_decode: map_image: %s\n", sl_last_error());
+    }
+    sl_iterator_free(it);
+    sl_options_free(o);
+    sl_dataset_free(ds);
+    return px;
+}
+
+/* What the resampler will pick, as src/image/resize.c decides it. */
+static const char *resize_isa(void)
+{
+    const char *no2 = getenv("SLUICE_NO_AVX2"), *no512 = getenv("SLUICE_NO_AVX512");
+    if (!__builtin_cpu_supports("avx2") || (no2 && *no2 && *no2 != '0'))
+        return "sse2";
+    if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") ||
+        !__builtin_cpu_supports("avx512vl") || !__builtin_cpu_supports("avx512vnni") ||
+        (no512 && *no512 && *no512 != '0'))
+        return "avx2";
+    return "avx512";
+}
+
 static double now_s(void)
 {
     struct timespec ts;
@@ -344,7 +443,14 @@ int main(int argc, char **argv)
         {"roi_random_224", ROI_RANDOM, 1, 1, JDCT_ISLOW, TRUE, {0}, 0, 0},
         {"roi_center_224_nofancy", ROI_CENTER, 1, 1, JDCT_ISLOW, FALSE, {0}, 0, 0},
         {"roi_random_224_nofancy", ROI_RANDOM, 1, 1, JDCT_ISLOW, FALSE, {0}, 0, 0},
+        {"map_image_center_224", MAP_CENTER, 1, 1, JDCT_ISLOW, TRUE, {0}, 0, 0},
+        {"map_image_random_224", MAP_RANDOM, 1, 1, JDCT_ISLOW, TRUE, {0}, 0, 0},
     };
+    preloaded pre = {0};
+    if (preload(&fs, &pre)) {
+        fprintf(stderr, "bench_decode: out of memory\n");
+        return 1;
+    }
     int nmodes = (int)(sizeof modes / sizeof modes[0]);
     decoder *d = calloc(1, sizeof *d);
     d->ci.err = p_jpeg_std_error(&d->jerr);
@@ -360,7 +466,10 @@ int main(int argc, char **argv)
             d->rng = 12345; /* the same random windows in every run */
             double px = 0, t0 = now_s();
             long errors = 0;
-            for (size_t i = 0; i < fs.n; i++) {
+            bool sl = modes[k].kind == MAP_CENTER || modes[k].kind == MAP_RANDOM;
+            if (sl && (px = map_image_pass(&pre, modes[k].kind, &errors)) < 0)
+                return 1;
+            for (size_t i = 0; !sl && i < fs.n; i++) {
                 double p = decode_one(d, &fs.v[i], &modes[k]);
                 px += p > 0 ? p : 0;
                 errors += p < 0;
@@ -374,15 +483,18 @@ int main(int argc, char **argv)
         double s = median(modes[k].s, runs);
         printf("{\"bench\":\"decode\",\"dir\":\"%s\",\"mode\":\"%s\",\"images\":%zu,"
                "\"runs\":%d,\"seconds\":%.4f,\"images_per_s\":%.1f,\"out_mpix_per_s\":%.1f,"
-               "\"speed_vs_full\":%.3f,\"errors\":%ld}\n",
+               "\"speed_vs_full\":%.3f,\"errors\":%ld,\"resize_isa\":\"%s\"}\n",
                dir, modes[k].name, fs.n, runs, s, fs.n / s, modes[k].mpix / s, full / s,
-               modes[k].errors);
+               modes[k].errors, modes[k].kind >= MAP_CENTER ? resize_isa() : "none");
     }
     p_jpeg_destroy_decompress(&d->ci);
     free(d->buf);
     free(d);
-    for (size_t i = 0; i < fs.n; i++)
+    for (size_t i = 0; i < fs.n; i++) {
+        sl_element_release(pre.el[i]);
         free(fs.v[i].data);
+    }
+    free(pre.el);
     free(fs.v);
     return 0;
 }

@@ -117,8 +117,10 @@ typedef struct sl_allocator {
     void *user;
 } sl_allocator;
 
-/* Installs allocation hooks (NULL restores the default, aligned_alloc/free).
- * Only allowed while the library holds no memory (call it first, or after
+/* Installs allocation hooks. NULL restores the default: aligned_alloc and
+ * free, with buffers of 8 MiB and more (batches) placed on 2 MiB boundaries
+ * and offered to transparent huge pages (madvise MADV_HUGEPAGE). Only
+ * allowed while the library holds no memory (call it first, or after
  * freeing everything and sl_release_memory()); otherwise SL_EBUSY. */
 SL_API int sl_set_allocator(const sl_allocator *allocator);
 /* Returns cached buffers of the calling thread and of the shared pools to

@@ -26,8 +26,8 @@
 /* Buffers from this size on (batches of images: 38 MiB for 256 x 224 x
  * 224 x 3) are placed on 2 MiB boundaries and offered to transparent huge
  * pages: first touch then costs one fault per 2 MiB instead of one per
- * 4 KiB (11-15 us each here), which was most of a first epoch's extra
- * time. Where THP is off the advice is ignored. */
+ * 4 KiB, which was most of a first epoch's extra time (sluice-bench's
+ * per-epoch page faults show it). Where THP is off the advice is ignored. */
 #define HUGE_ALLOC_MIN ((size_t)8 << 20)
 #define HUGE_PAGE ((size_t)2 << 20)
 

@@ -1,6 +1,7 @@
 /* All library memory comes from here: the user's hooks, byte accounting,
  * and size-class pools of reference-counted buffers that recycle pages
- * (a fresh page costs ~14 µs to fault in on the machines we target). */
+ * (faulting a fresh page in costs about as much as decoding a small
+ * image). */
 #ifndef SL_CORE_ALLOC_H
 #define SL_CORE_ALLOC_H
 

@@ -20,11 +20,11 @@
 #include "../core/error.h"
 #include "image.h"
 
-/* Measured with bench/decode.c (libjpeg-turbo 2.1.5, one core): IFAST is
- * no faster than ISLOW (SIMD either way), so ISLOW, what PIL and
- * torchvision decode with. Plain instead of fancy (triangle) chroma
- * upsampling gains 7-14% on full decodes and 3-9% on the cropped, DCT-
- * scaled ones: SL__JPEG_FAST_UPSAMPLE, off by default. */
+/* ISLOW, what PIL and torchvision decode with: IFAST is no faster with
+ * libjpeg-turbo's SIMD IDCTs. Plain instead of fancy (triangle) chroma
+ * upsampling is faster but not what they decode to, so it is the caller's
+ * choice (SL__JPEG_FAST_UPSAMPLE, off by default). The figures behind both:
+ * bench/README.md, "JPEG decode settings" (bench_decode). */
 #define SL__JPEG_DCT JDCT_ISLOW
 
 struct sl__jpeg {
@@ -257,7 +257,8 @@ typedef struct region_req {
 
 /* The largest DCT reduction that still leaves the window at least the
  * output size. Only 1/2, 1/4, 1/8 have fast IDCTs: 3/4, 7/8 and the like
- * decode slower than full size (bench/decode.c), so they are never used. */
+ * decode slower than full size (bench_decode's scale_ rows), so they are
+ * never used. */
 static int choose_scale(const sl__window *win, int out_w, int out_h)
 {
     for (int d = 8; d > 1; d /= 2)

@@ -11,12 +11,13 @@
  * output row. Flip, layout, dtype and normalisation are folded into
  * writing the output row.
  *
- * Both passes have an SSE2 version (x86-64's baseline, so no dispatch):
- * pmaddwd on pairs of taps, which gcc does not find by itself. gcc -O2
- * vectorises the portable loops, yet they take 480 us for the whole of a
- * 500x375 image -> 224x224 (335 us for the centre crop) where the SSE2
- * ones take 170 us (107 us). Both give identical results; build with
- * -DSL__RESIZE_PORTABLE to test the portable code.
+ * Both passes come in SSE2 (x86-64's baseline, always built), AVX2 and
+ * AVX-512 (BW, VL, VNNI) versions; the widest the CPU has is chosen at run
+ * time, once (SLUICE_NO_AVX512=1 / SLUICE_NO_AVX2=1 step down). They
+ * multiply-add pairs of taps (pmaddwd, vpdpwssd), which gcc does not find
+ * by itself in the portable loops, and all compute the same integers.
+ * Build with -DSL__RESIZE_PORTABLE to test the portable code. What each
+ * costs per image: bench/README.md, "JPEG decode settings".
  *
  * Taps reach only pixels the window touches (rounded outward), renormalised
  * at its edges: the crop-then-resize of torchvision's resized_crop, and
