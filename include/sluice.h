@@ -83,7 +83,8 @@ SL_API const char *sl_version_string(void);
     X(TOO_MANY_ERRORS, -13, "element error rate exceeded")               \
     X(STATE, -14, "object in the wrong state for this call")             \
     X(INTERNAL, -15, "internal error")                                   \
-    X(ACCES, -16, "permission denied")
+    X(ACCES, -16, "permission denied")                                   \
+    X(MISMATCH, -17, "saved state belongs to another pipeline")
 
 typedef enum sl_error {
     SL_OK = 0,
@@ -603,6 +604,37 @@ SL_API const char *sl_iterator_errmsg(const sl_iterator *it);
 /* Cancels in-flight work, joins it and frees everything. Elements already
  * handed out stay valid. Returns promptly; NULL ok. */
 SL_API void sl_iterator_free(sl_iterator *it);
+
+/* Checkpoints: a position saved in a few hundred bytes, restored in any
+ * process with the same pipeline, continuing byte for byte.
+ *
+ * sl_iterator_save writes the position between two sl_next calls (on the
+ * thread that calls sl_next): exactly the elements sl_next has returned
+ * count as consumed, never what prefetch, map or reads computed ahead.
+ * Returns the state's size; the state is written into buf only when it
+ * fits in cap (call with cap 0 to ask the size). Negative on failure:
+ * SL_ESTATE after the iterator failed, SL_EUNSUPPORTED for a pipeline with
+ * no exact position (an unordered map). A state is versioned and
+ * checksummed; it holds the pipeline's fingerprint (as sl_cache's files
+ * do), the seed, the epoch, and per node its counters (cursors, RNG
+ * positions, what repeat/take/skip have passed, the error policy's counts).
+ *
+ * sl_iterator_restore makes an iterator that resumes there: in the same
+ * epoch with the same seed (options that name another seed or epoch are
+ * refused), its counters (elements, errors skipped) going on from the saved
+ * ones, and later iterators of ds going on from the next epoch. Sources
+ * seek to their position, maps restart at the next element, so nothing
+ * already returned is read or decoded again; two ops rebuild instead: a
+ * buffered shuffle replays its input from the start of the pass (the
+ * elements it had taken, none returned; put it before costly maps), and a
+ * cache that cannot serve the position (a memory cache in a new process, a
+ * cache file gone) refills from its input. NULL on failure, with
+ * SL_EMISMATCH (another pipeline, seed or epoch), SL_ECORRUPT (a truncated
+ * or damaged state) or SL_EUNSUPPORTED (a newer format) in sl_last_error(),
+ * the message saying which. */
+SL_API int64_t sl_iterator_save(sl_iterator *it, void *buf, size_t cap);
+SL_API sl_iterator *sl_iterator_restore(sl_dataset *ds, const void *state, size_t len,
+                                        const sl_options *opts);
 
 typedef enum sl_stat {
     SL_STAT_ELEMENTS = 0,     /* elements returned by sl_next */

@@ -25,6 +25,7 @@
 #include "../core/hash.h"
 #include "../core/rng.h"
 #include "async.h"
+#include "state.h"
 #include "stats.h"
 #include "trace.h"
 #include "../runtime/runtime.h"
@@ -105,6 +106,10 @@ typedef struct sl__iter_ops {
     /* Frees everything the node iterator owns, including its inputs'
      * iterators (with sl__iter_free). The base itself is freed by the caller. */
     void (*destroy)(sl__iter *it);
+    /* Appends the node's record (state.h) as of the last element next
+     * returned, then its inputs'. Called by the thread that calls next,
+     * between calls. NULL: the op cannot save (SL_EUNSUPPORTED). */
+    int (*save)(sl__iter *it, sl__bytes *w);
 } sl__iter_ops;
 
 struct sl__iter {
@@ -124,6 +129,9 @@ struct sl__iter {
     sl__node_stats *stats;
     int depth;
     bool own_count;
+    /* while it is being made from a saved state: its record (state.c),
+     * read with sl__iter_restored; NULL when it starts fresh */
+    const struct sl__restore_entry *restored;
 };
 
 /* Allocates a derived node iterator of `size` bytes (zeroed, base filled). */
@@ -167,6 +175,7 @@ struct sl__tree {
     int64_t error_max_ppm;
     int64_t error_log_limit;
     uint64_t seed;
+    int64_t seed_option;   /* SL_OPT_SEED as given (saved states carry it) */
     int64_t epoch;         /* of the root pass */
     bool deterministic;
     int io_backend;        /* requested sl_io_backend */
@@ -201,6 +210,8 @@ struct sl__tree {
     atomic_int budget_waiters;
     sl__iter *async_head;
     struct sl__slot *slots;
+    /* while the root is made from a saved state: its records by key */
+    sl__restore *restore;
 };
 
 /* The element-error policy: called where an element error originates, with

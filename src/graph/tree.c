@@ -38,6 +38,7 @@ void *sl__iter_alloc(const sl__iter_ops *ops, size_t size, const sl_dataset *ds,
     it->key = key;
     it->epoch = epoch;
     it->size = size;
+    sl__restore_attach(tree, it);
     return it;
 }
 
@@ -254,6 +255,8 @@ void sl__tree_fini(sl__tree *t)
             s->destroy(s->data);
         sl__free(s, sizeof *s + s->size);
     }
+    sl__restore_free(t->restore);
+    t->restore = NULL;
     if (t->own_rt)
         sl_runtime_free(t->rt);
     sl__stats_fini(t);
@@ -287,7 +290,8 @@ int sl__tree_init(sl__tree *t, const sl_options *opts)
     t->policy = (int)sl_options_get(opts, SL_OPT_ERROR_POLICY);
     t->error_max_ppm = sl_options_get(opts, SL_OPT_ERROR_MAX_PPM);
     t->error_log_limit = sl_options_get(opts, SL_OPT_ERROR_LOG_LIMIT);
-    t->seed = sl__hash_u64(SL__SALT_SEED, (uint64_t)sl_options_get(opts, SL_OPT_SEED));
+    t->seed_option = sl_options_get(opts, SL_OPT_SEED);
+    t->seed = sl__hash_u64(SL__SALT_SEED, (uint64_t)t->seed_option);
     t->deterministic = sl_options_get(opts, SL_OPT_DETERMINISTIC) != 0;
     t->io_backend = (int)sl_options_get(opts, SL_OPT_IO_BACKEND);
     t->io_depth = (int)sl_options_get(opts, SL_OPT_IO_DEPTH);

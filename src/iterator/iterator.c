@@ -17,6 +17,8 @@ struct sl_iterator {
     sl__tree tree;
     sl__iter *root;
     sl_dataset *ds;
+    uint64_t fingerprint; /* of ds, for saved states */
+    sl__bytes saved;      /* the last state written, reused */
     int err;
     int64_t last_return_ns; /* when sl_next last returned; 0 before the first call */
     char errmsg[SL__ERRMSG_MAX];
@@ -27,27 +29,42 @@ struct sl_iterator {
 /* Counter samples for the trace when no controller ticks. */
 #define TRACE_SAMPLE_NS 100000000
 
-SL_API sl_iterator *sl_iterator_create(sl_dataset *ds, const sl_options *opts)
+/* A new iterator; with `restore` (consumed), one that resumes the saved
+ * position `info` describes. */
+static sl_iterator *create(sl_dataset *ds, const sl_options *opts, sl__restore *restore,
+                           const sl__state_info *info)
 {
-    if (!ds) {
-        if (!sl__error_msg()[0])
-            sl__set_error(SL_EINVAL, "sl_iterator_create: NULL dataset");
+    sl_iterator *it = sl__calloc(1, sizeof *it);
+    if (!it) {
+        sl__restore_free(restore);
         return NULL;
     }
-    sl_iterator *it = sl__calloc(1, sizeof *it);
-    if (!it)
-        return NULL;
     int rc = sl__tree_init(&it->tree, opts);
+    it->tree.restore = restore;
     if (rc < 0) {
         sl__tree_fini(&it->tree);
         sl__free(it, sizeof *it);
         return NULL;
     }
     it->ds = sl_dataset_retain(ds);
+    it->fingerprint = sl_dataset_fingerprint(ds);
     int64_t epoch = sl_options_get(opts, SL_OPT_EPOCH);
-    if (epoch < 0)
+    if (restore) {
+        epoch = info->epoch;
+        /* the iterators made after this one go on from its epoch */
+        long long next = atomic_load(&ds->next_epoch);
+        while (next <= epoch && !atomic_compare_exchange_weak(&ds->next_epoch, &next, epoch + 1)) {
+        }
+    } else if (epoch < 0) {
         epoch = atomic_fetch_add_explicit(&ds->next_epoch, 1, memory_order_relaxed);
+    }
     rc = sl__iter_make_root(ds, &it->tree, epoch, &it->root);
+    if (rc == 0 && restore) {
+        rc = sl__restore_check(&it->tree);
+        sl__restore_free(it->tree.restore);
+        it->tree.restore = NULL;
+        atomic_store(&it->tree.elements, info->elements);
+    }
     if (rc == 0)
         rc = sl__autotune_start(&it->tree);
     if (rc < 0) {
@@ -58,6 +75,70 @@ SL_API sl_iterator *sl_iterator_create(sl_dataset *ds, const sl_options *opts)
         return NULL;
     }
     return it;
+}
+
+SL_API sl_iterator *sl_iterator_create(sl_dataset *ds, const sl_options *opts)
+{
+    if (!ds) {
+        if (!sl__error_msg()[0])
+            sl__set_error(SL_EINVAL, "sl_iterator_create: NULL dataset");
+        return NULL;
+    }
+    return create(ds, opts, NULL, NULL);
+}
+
+SL_API int64_t sl_iterator_save(sl_iterator *it, void *buf, size_t cap)
+{
+    if (!it)
+        return sl__set_error(SL_EINVAL, "sl_iterator_save: NULL iterator");
+    if (!buf && cap)
+        return sl__set_error(SL_EINVAL, "sl_iterator_save: NULL buffer of %zu bytes", cap);
+    if (it->err)
+        return sl__set_error(SL_ESTATE, "sl_iterator_save: the iterator failed (%s); it has "
+                             "no position to save", it->errmsg);
+    sl__state_info info = {it->fingerprint, it->tree.seed_option, it->tree.epoch,
+                           atomic_load(&it->tree.elements)};
+    int rc = sl__state_write(&it->saved, &info, it->root);
+    if (rc < 0) {
+        char msg[SL__ERRMSG_MAX];
+        snprintf(msg, sizeof msg, "%s", sl__error_msg());
+        return sl__set_error(rc, "sl_iterator_save: %s", msg);
+    }
+    if (it->saved.n <= cap)
+        memcpy(buf, it->saved.p, it->saved.n);
+    return (int64_t)it->saved.n;
+}
+
+SL_API sl_iterator *sl_iterator_restore(sl_dataset *ds, const void *state, size_t len,
+                                        const sl_options *opts)
+{
+    if (!ds) {
+        if (!sl__error_msg()[0])
+            sl__set_error(SL_EINVAL, "sl_iterator_restore: NULL dataset");
+        return NULL;
+    }
+    sl__state_info info;
+    sl__restore *r;
+    if (sl__restore_parse(state, len, &info, &r) < 0)
+        return NULL;
+    uint64_t fp = sl_dataset_fingerprint(ds);
+    int64_t seed = sl_options_get(opts, SL_OPT_SEED), epoch = sl_options_get(opts, SL_OPT_EPOCH);
+    int rc = 0;
+    if (info.fingerprint != fp)
+        rc = sl__set_error(SL_EMISMATCH, "saved state belongs to another pipeline (its "
+                           "fingerprint %016llx, this pipeline's %016llx)",
+                           (unsigned long long)info.fingerprint, (unsigned long long)fp);
+    else if (info.seed != seed)
+        rc = sl__set_error(SL_EMISMATCH, "saved state was taken with seed %lld, these "
+                           "options have seed %lld", (long long)info.seed, (long long)seed);
+    else if (epoch >= 0 && epoch != info.epoch)
+        rc = sl__set_error(SL_EMISMATCH, "saved state is in epoch %lld, these options ask "
+                           "for epoch %lld", (long long)info.epoch, (long long)epoch);
+    if (rc < 0) {
+        sl__restore_free(r);
+        return NULL;
+    }
+    return create(ds, opts, r, &info);
 }
 
 static void trace_consumer(sl__tree *t, int64_t t0, int64_t t1)
@@ -119,6 +200,7 @@ SL_API void sl_iterator_free(sl_iterator *it)
     sl__iter_free(it->root);
     sl_dataset_free(it->ds);
     sl__tree_fini(&it->tree);
+    sl__bytes_free(&it->saved);
     sl__free(it, sizeof *it);
 }
 

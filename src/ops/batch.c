@@ -94,7 +94,16 @@ static void batch_destroy(sl__iter *base)
     sl__iter_free(it->in);
 }
 
-static const sl__iter_ops batch_iter_ops = {batch_next, NULL, batch_destroy};
+/* Between two outputs nothing is held: what was pulled and whether the
+ * input ended, then the input's record. */
+static int batch_save(sl__iter *base, sl__bytes *w)
+{
+    batch_iter *it = (batch_iter *)base;
+    int64_t f[2] = {it->pulled, it->done};
+    return sl__save_sync(w, base, 2, f, it->in);
+}
+
+static const sl__iter_ops batch_iter_ops = {batch_next, NULL, batch_destroy, batch_save};
 
 static int batch_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
                       sl__iter **out)
@@ -103,7 +112,15 @@ static int batch_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_
     if (!it)
         return SL_ENOMEM;
     it->in_card = sl_dataset_cardinality(ds->inputs[0]);
-    int rc = sl__iter_make_input(&it->base, 0, epoch, &it->in);
+    int64_t f[2];
+    int rc = sl__iter_restored(&it->base, 2, f);
+    if (rc > 0) {
+        it->pulled = f[0];
+        it->done = f[1] != 0;
+        rc = sl__state_range(&it->base, "pulled", f[0], 0, INT64_MAX);
+    }
+    if (rc == 0)
+        rc = sl__iter_make_input(&it->base, 0, epoch, &it->in);
     if (rc < 0) {
         sl__iter_free(&it->base);
         return rc;

@@ -108,7 +108,16 @@ typedef struct cache_iter {
     uint64_t payload_len; /* written so far, or from the header */
     uint32_t crc;
     uint64_t off, load_off, end; /* reader: next byte, next byte to load, end */
+    /* positions (state.h): elements returned this pass; when resuming, how
+     * (a RESUME_ kind) and from where */
+    int64_t served;
+    int resume;
+    int64_t resume_pos;
+    uint64_t resume_off;
 } cache_iter;
+
+/* What a saved cache position says. */
+enum { RESUME_NONE, RESUME_INPUT, RESUME_MEM, RESUME_FILE, RESUME_DONE };
 
 static int fail_state(cache_iter *it, int rc)
 {
@@ -213,6 +222,10 @@ static void mem_start(cache_iter *it)
     pthread_mutex_lock(&m->mu);
     if (m->complete) {
         it->mode = MEM_SERVE;
+        if (it->resume == RESUME_MEM && it->resume_pos <= m->n) {
+            it->pos = it->resume_pos;
+            it->resume_pos = 0; /* nothing to replay */
+        }
     } else if (m->filling) {
         it->mode = PASS; /* another iterator is filling it: just pass through */
     } else {
@@ -596,6 +609,20 @@ static int read_start(cache_iter *it)
     it->end = HDR_SIZE + it->payload_len;
     it->buf_len = it->buf_pos = 0;
     it->mode = FILE_READ;
+    if (it->resume == RESUME_FILE) {
+        /* the file holds this pipeline's pass, so the saved offset is a
+         * record boundary in it; a bad one is a bad state */
+        if ((uint64_t)it->resume_pos > it->count || it->resume_off < HDR_SIZE ||
+            it->resume_off > it->end)
+            return sl__set_error(SL_ECORRUPT, "saved state: cache(%s): element %lld at "
+                                 "offset %llu is not in the file (%llu elements, %llu bytes)",
+                                 it->path, (long long)it->resume_pos,
+                                 (unsigned long long)it->resume_off,
+                                 (unsigned long long)it->count, (unsigned long long)it->end);
+        it->off = it->load_off = it->resume_off;
+        it->count -= (uint64_t)it->resume_pos;
+        it->resume_pos = 0; /* nothing to replay */
+    }
     return 1;
 }
 
@@ -745,10 +772,36 @@ static int file_start(cache_iter *it)
     return write_start(it);
 }
 
+static int step(cache_iter *it, sl_element **out);
+
+/* A position the cache cannot serve from (an empty memory cache in a new
+ * process, a cache file that is gone): the pass starts over, filling the
+ * cache, and drops the elements already returned. */
+static int replay(cache_iter *it, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        sl_element *el;
+        int rc = step(it, &el);
+        if (rc == SL_EOF)
+            return sl__set_error(SL_EMISMATCH, "saved state: cache(%s) had returned %lld "
+                                 "elements, its input has only %lld", it->path ? it->path :
+                                 "memory", (long long)n, (long long)i);
+        if (rc)
+            return rc;
+        sl_element_release(el);
+    }
+    return 0;
+}
+
 static int start(cache_iter *it)
 {
     const cache_ds *c = (const cache_ds *)it->base.ds;
+    int64_t returned = it->resume_pos;
     int rc;
+    if (it->resume == RESUME_DONE) {
+        it->mode = DONE;
+        return 0;
+    }
     if (c->path) {
         rc = file_start(it);
     } else {
@@ -756,6 +809,13 @@ static int start(cache_iter *it)
         rc = it->mode == MEM_SERVE ? 0
                                    : sl__iter_make_input(&it->base, 0, INPUT_EPOCH, &it->input);
     }
+    if (rc == 0 && it->mode != FILE_READ && it->mode != MEM_SERVE)
+        rc = replay(it, it->resume_pos);
+    else if (rc == 0 && it->mode == MEM_SERVE && it->resume_pos > it->mem->n)
+        rc = sl__set_error(SL_EMISMATCH, "saved state: cache(memory) had returned %lld "
+                           "elements, it holds %lld", (long long)it->resume_pos,
+                           (long long)it->mem->n);
+    it->served = returned;
     return rc ? fail_state(it, rc) : 0;
 }
 
@@ -767,6 +827,14 @@ static int cache_next(sl__iter *base, sl_element **out)
         if (rc)
             return rc;
     }
+    int rc = step(it, out);
+    if (rc == 0)
+        it->served++;
+    return rc;
+}
+
+static int step(cache_iter *it, sl_element **out)
+{
     switch (it->mode) {
     case PASS:
         return sl__iter_next(it->input, out);
@@ -801,7 +869,41 @@ static void cache_destroy(sl__iter *base)
     sl__iter_free(it->input);
 }
 
-static const sl__iter_ops cache_iter_ops = {cache_next, NULL, cache_destroy};
+/* Kind, elements returned, file offset; then the input's record while the
+ * pass comes from the input. */
+static int cache_save(sl__iter *base, sl__bytes *w)
+{
+    cache_iter *it = (cache_iter *)base;
+    int64_t f[3] = {RESUME_NONE, it->served, 0};
+    switch (it->mode) {
+    case START:
+        f[0] = it->resume; /* not started: what it would resume */
+        f[1] = it->resume_pos;
+        f[2] = (int64_t)it->resume_off;
+        return sl__state_node(w, base, 3, f, 0);
+    case PASS:
+    case MEM_FILL:
+    case FILE_WRITE:
+        f[0] = RESUME_INPUT;
+        return sl__save_sync(w, base, 3, f, it->input);
+    case MEM_SERVE:
+        f[0] = RESUME_MEM;
+        break;
+    case FILE_READ:
+        f[0] = RESUME_FILE;
+        f[2] = (int64_t)it->off;
+        break;
+    case DONE:
+        f[0] = RESUME_DONE;
+        break;
+    default:
+        return sl__set_error(SL_ESTATE, "cache(%s): failed earlier; there is no position to "
+                             "save", it->path ? it->path : "memory");
+    }
+    return sl__state_node(w, base, 3, f, 0);
+}
+
+static const sl__iter_ops cache_iter_ops = {cache_next, NULL, cache_destroy, cache_save};
 
 static int cache_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
                       sl__iter **out)
@@ -820,6 +922,27 @@ static int cache_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_
             return SL_ENOMEM;
         }
         snprintf(it->partial, n, "%s.partial", c->path);
+    }
+    int64_t f[3];
+    int rc = sl__iter_restored(&it->base, 3, f);
+    if (rc > 0) {
+        it->resume = (int)f[0];
+        it->resume_pos = f[1];
+        it->resume_off = (uint64_t)f[2];
+        rc = sl__state_range(&it->base, "kind", f[0], RESUME_NONE, RESUME_DONE);
+        if (rc == 0)
+            rc = sl__state_range(&it->base, "returned", f[1], 0, INT64_MAX);
+        if (rc == 0 && it->resume == RESUME_INPUT) {
+            /* the input resumes where it was, past what the cache has: this
+             * pass only passes through, a later one fills the cache */
+            rc = sl__iter_make_input(&it->base, 0, INPUT_EPOCH, &it->input);
+            it->mode = PASS;
+            it->served = it->resume_pos;
+        }
+    }
+    if (rc < 0) {
+        sl__iter_free(&it->base);
+        return rc;
     }
     *out = &it->base;
     return 0;

@@ -69,7 +69,14 @@ static void filter_destroy(sl__iter *base)
     sl__iter_free(((filter_iter *)base)->in);
 }
 
-static const sl__iter_ops filter_iter_ops = {filter_next, NULL, filter_destroy};
+static int filter_save(sl__iter *base, sl__bytes *w)
+{
+    filter_iter *it = (filter_iter *)base;
+    int64_t f[2] = {it->index, it->done};
+    return sl__save_sync(w, base, 2, f, it->in);
+}
+
+static const sl__iter_ops filter_iter_ops = {filter_next, NULL, filter_destroy, filter_save};
 
 static int filter_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
                        sl__iter **out)
@@ -78,7 +85,15 @@ static int filter_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64
     if (!it)
         return SL_ENOMEM;
     it->seed = sl__node_seed(&it->base, -1);
-    int rc = sl__iter_make_input(&it->base, 0, epoch, &it->in);
+    int64_t f[2];
+    int rc = sl__iter_restored(&it->base, 2, f);
+    if (rc > 0) {
+        it->index = f[0];
+        it->done = f[1] != 0;
+        rc = sl__state_range(&it->base, "index", f[0], 0, INT64_MAX);
+    }
+    if (rc == 0)
+        rc = sl__iter_make_input(&it->base, 0, epoch, &it->in);
     if (rc < 0) {
         sl__iter_free(&it->base);
         return rc;

@@ -41,7 +41,14 @@ static int files_next(sl__iter *base, sl_element **out)
     return rc;
 }
 
-static const sl__iter_ops files_iter_ops = {files_next, NULL, NULL};
+static int files_save(sl__iter *base, sl__bytes *w)
+{
+    return sl__save_pos(w, base, (int64_t)((files_iter *)base)->next);
+}
+
+static const sl__iter_ops files_iter_ops = {files_next, NULL, NULL, files_save};
+
+static int64_t files_card(const sl_dataset *ds);
 
 static int files_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
                       sl__iter **out)
@@ -49,6 +56,13 @@ static int files_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_
     files_iter *it = sl__iter_alloc(&files_iter_ops, sizeof *it, ds, tree, key, epoch);
     if (!it)
         return SL_ENOMEM;
+    int64_t pos = 0;
+    int rc = sl__restored_pos(&it->base, (int64_t)(files_card(ds)), &pos);
+    if (rc < 0) {
+        sl__iter_free(&it->base);
+        return rc;
+    }
+    it->next = (size_t)pos;
     *out = &it->base;
     return 0;
 }

@@ -66,7 +66,12 @@ static int tensors_next(sl__iter *base, sl_element **out)
     return rc;
 }
 
-static const sl__iter_ops tensors_iter_ops = {tensors_next, NULL, NULL};
+static int tensors_save(sl__iter *base, sl__bytes *w)
+{
+    return sl__save_pos(w, base, (int64_t)((tensors_iter *)base)->next);
+}
+
+static const sl__iter_ops tensors_iter_ops = {tensors_next, NULL, NULL, tensors_save};
 
 static int tensors_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
                         sl__iter **out)
@@ -74,6 +79,13 @@ static int tensors_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int6
     tensors_iter *it = sl__iter_alloc(&tensors_iter_ops, sizeof *it, ds, tree, key, epoch);
     if (!it)
         return SL_ENOMEM;
+    int64_t pos = 0;
+    int rc = sl__restored_pos(&it->base, (int64_t)(((const tensors_ds *)ds)->n), &pos);
+    if (rc < 0) {
+        sl__iter_free(&it->base);
+        return rc;
+    }
+    it->next = (int64_t)pos;
     *out = &it->base;
     return 0;
 }

@@ -48,6 +48,9 @@ typedef struct chunk {
     bool done;
     int64_t bytes;    /* output bytes, held in the tree once done */
     int64_t reserved; /* estimate held in the tree while in flight */
+    /* the input's record after each pull: slot i's is [end[i-1], end[i]) */
+    sl__bytes snaps;
+    uint32_t snap_end[MAX_CHUNK];
     slot s[MAX_CHUNK];
 } chunk;
 
@@ -75,6 +78,11 @@ typedef struct map_iter {
     chunk *free_chunks;
     chunk *cur;       /* being drained by the consumer, no lock needed */
     sl__task_sizer sizer; /* callback cost and output size per element */
+    /* positions (state.h): the input's record after the last element the
+     * consumer passed when that is not in cur, and the next input index */
+    sl__bytes taken;
+    int64_t taken_index;
+    sl__snapper snap;
 } map_iter;
 
 static void slot_clear(slot *s)
@@ -193,8 +201,12 @@ static void run_chunk(sl__task *task)
 static chunk *chunk_take_free(map_iter *it)
 {
     chunk *c = it->free_chunks;
-    if (!c)
-        return sl__obj_get(sizeof *c);
+    if (!c) {
+        c = sl__obj_get(sizeof *c);
+        if (c)
+            c->snaps = (sl__bytes){0};
+        return c;
+    }
     it->free_chunks = c->next;
     return c;
 }
@@ -218,7 +230,7 @@ static void *producer_main(void *arg)
 {
     map_iter *it = arg;
     sl__node_stats *ns = it->base.stats;
-    int64_t index = 0;
+    int64_t index = it->taken_index; /* 0, or where a saved state resumes */
     for (;;) {
         pthread_mutex_lock(&it->a.mu);
         while (!atomic_load(&it->a.stop) && (it->outstanding >= 2 * parallelism(it) ||
@@ -251,6 +263,7 @@ static void *producer_main(void *arg)
         c->done = false;
         c->bytes = 0;
         c->reserved = 0;
+        c->snaps.n = 0;
         int rc = 0;
         int64_t t0 = sl__now_ns();
         while (c->n < k) {
@@ -260,6 +273,8 @@ static void *producer_main(void *arg)
             rc = sl__iter_next(it->input, &s->el);
             if (rc)
                 break;
+            sl__snap(&it->snap, it->input, &c->snaps);
+            c->snap_end[c->n] = (uint32_t)c->snaps.n;
             c->n++;
         }
         sl__stat_add(&ns->wait_ns, sl__now_ns() - t0);
@@ -378,6 +393,17 @@ static int map_next(sl__iter *base, sl_element **out)
         }
         if (c) {
             it->cur = NULL;
+            if (c->n) { /* its last position outlives it */
+                size_t from = c->n > 1 ? c->snap_end[c->n - 2] : 0;
+                it->taken.n = 0;
+                int e = sl__bytes_append(&it->taken, c->snaps.p + from,
+                                         c->snap_end[c->n - 1] - from);
+                it->taken_index = c->first_index + c->n;
+                if (e) {
+                    chunk_recycle(it, c);
+                    return e;
+                }
+            }
             chunk_recycle(it, c);
         }
         int rc = 0;
@@ -400,6 +426,7 @@ static void chunk_drop(map_iter *it, chunk *c, bool held)
         slot_clear(&c->s[i]);
     if (held)
         sl__iter_unhold(&it->base, c->bytes);
+    sl__bytes_free(&c->snaps);
     sl__obj_put(c, sizeof *c);
 }
 
@@ -424,15 +451,44 @@ static void map_destroy(sl__iter *base)
     while (it->free_chunks) {
         chunk *c = it->free_chunks;
         it->free_chunks = c->next;
+        sl__bytes_free(&c->snaps);
         sl__obj_put(c, sizeof *c);
     }
     sl__free(it->window, (size_t)it->ahead * sizeof *it->window);
     sl__iter_free(it->input);
+    sl__bytes_free(&it->taken);
+    sl__snap_fini(&it->snap);
     pthread_cond_destroy(&it->cv_idle);
     sl__async_fini(&it->a);
 }
 
-static const sl__iter_ops map_iter_ops = {map_next, map_cancel, map_destroy};
+/* The next input index, then the input's record after the last element
+ * passed (taken or skipped by the error policy). */
+static int map_save(sl__iter *base, sl__bytes *w)
+{
+    map_iter *it = (map_iter *)base;
+    if (!it->ordered)
+        return sl__set_error(SL_EUNSUPPORTED, "%s: an unordered map (SL_MAP_UNORDERED, or "
+                             "SL_OPT_DETERMINISTIC off) has no position to save",
+                             sl_dataset_name(base->ds));
+    int rc = sl__snap_check(&it->snap, sl_dataset_name(base->ds));
+    if (rc)
+        return rc;
+    const chunk *c = it->cur;
+    const unsigned char *p = it->taken.p;
+    size_t n = it->taken.n;
+    int64_t index = it->taken_index;
+    if (c && c->pos > 0) {
+        size_t from = c->pos > 1 ? c->snap_end[c->pos - 2] : 0;
+        p = c->snaps.p + from;
+        n = c->snap_end[c->pos - 1] - from;
+        index = c->first_index + c->pos;
+    }
+    rc = sl__state_node(w, base, 1, &index, 1);
+    return rc ? rc : sl__bytes_append(w, p, n);
+}
+
+static const sl__iter_ops map_iter_ops = {map_next, map_cancel, map_destroy, map_save};
 
 sl__knob *sl__map_parallelism_knob(sl__iter *it, int parallelism)
 {
@@ -464,14 +520,22 @@ int sl__map_iter_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_
     it->seed = sl__node_seed(&it->base, -1);
     it->ordered = (flags & SL_MAP_ORDERED) ||
                   (!(flags & SL_MAP_UNORDERED) && tree->deterministic);
+    if (!it->ordered) /* no position to save: skip the snapshots */
+        atomic_store(&it->snap.rc, SL_EUNSUPPORTED);
     sl__async_init(&it->a);
     pthread_cond_init(&it->cv_idle, NULL);
     int rc = parallelism_knob(it, parallelism);
+    if (rc == 0 && (rc = sl__iter_restored(&it->base, 1, &it->taken_index)) > 0)
+        rc = sl__state_range(&it->base, "index", it->taken_index, 0, INT64_MAX);
     if (rc == 0)
         rc = sl__iter_make_input(&it->base, 0, epoch, &it->input);
     if (rc == 0) {
         it->window = sl__calloc((size_t)it->ahead, sizeof *it->window);
-        rc = it->window ? sl__async_start(&it->a, producer_main, it, "map") : SL_ENOMEM;
+        rc = it->window ? 0 : SL_ENOMEM;
+    }
+    if (rc == 0) {
+        sl__snap(&it->snap, it->input, &it->taken); /* nothing passed yet */
+        rc = sl__async_start(&it->a, producer_main, it, "map");
     }
     if (rc < 0) {
         sl__iter_free(&it->base);

@@ -32,6 +32,7 @@ typedef struct islot {
     sl_element *rest;
     int rc;
     char *msg;
+    uint32_t snap_end; /* its input position: the batch's snaps up to here */
 } islot;
 
 typedef struct ibatch {
@@ -41,8 +42,10 @@ typedef struct ibatch {
     int remaining; /* assigned slots not decoded yet (under mu) */
     bool closed;   /* the producer assigned its last slot */
     int64_t held;  /* bytes accounted in the tree */
+    int64_t first; /* input index of slot 0 */
     sl__buf *img;
     islot *slots;  /* batch size entries */
+    sl__bytes snaps; /* the input's record after each slot's pull */
 } ibatch;
 
 struct fused_iter;
@@ -87,6 +90,11 @@ typedef struct fused_iter {
     sl__stack out_rest;
     bool ended;
     int ended_rc;
+    /* positions (state.h): the input's record after the last image the
+     * consumer passed when that is not in cur, and the next input index */
+    sl__bytes taken;
+    int64_t taken_index;
+    sl__snapper snap;
 } fused_iter;
 
 static void slot_clear(islot *s)
@@ -199,6 +207,7 @@ static void batch_free(fused_iter *it, ibatch *b)
     for (int i = 0; i < b->n; i++)
         slot_clear(&b->slots[i]);
     sl__buf_release(b->img);
+    sl__bytes_free(&b->snaps);
     sl__free(b->slots, (size_t)it->n * sizeof *b->slots);
     sl__free(b, sizeof *b);
 }
@@ -235,8 +244,11 @@ static int fill_batch(fused_iter *it, ibatch *b, int want, int64_t *index)
             k = want - b->n;
         int rc = 0, got = 0;
         int64_t t0 = sl__now_ns();
-        while (got < k && (rc = sl__iter_next(it->input, &t->in[got])) == 0)
+        while (got < k && (rc = sl__iter_next(it->input, &t->in[got])) == 0) {
+            sl__snap(&it->snap, it->input, &b->snaps);
+            b->slots[b->n + got].snap_end = (uint32_t)b->snaps.n;
             got++;
+        }
         sl__stat_add(&it->base.stats->wait_ns, sl__now_ns() - t0);
         if (got) {
             t->task.run = run_task;
@@ -299,8 +311,10 @@ static int wait_useful(fused_iter *it, int64_t assigned)
 static void *producer_main(void *arg)
 {
     fused_iter *it = arg;
-    int64_t index = 0; /* input position, for the per-element random streams */
-    int64_t assigned = 0;
+    /* input position, for the per-element random streams: 0, or where a
+     * saved state resumes */
+    int64_t index = it->taken_index;
+    int64_t assigned = index;
     for (;;) {
         int done = wait_useful(it, assigned);
         if (done < 0)
@@ -340,6 +354,8 @@ static void *producer_main(void *arg)
             want = (int)(useful(it) - assigned);
         b->n = b->remaining = 0;
         b->closed = false;
+        b->first = index;
+        b->snaps.n = 0;
         b->held = (int64_t)want * (int64_t)it->img_bytes;
         sl__iter_hold(&it->base, b->held);
         pthread_mutex_lock(&it->a.mu);
@@ -418,6 +434,22 @@ static ibatch *batch_next(fused_iter *it, int *rc)
             sl__stat_take(it->base.stats, ready);
     }
     return b;
+}
+
+static void batch_recycle(fused_iter *it, ibatch *b);
+
+/* The batch is used up: keeps its last position, then recycles it. */
+static int batch_done(fused_iter *it, ibatch *b)
+{
+    int rc = 0;
+    if (b->n) {
+        size_t from = b->n > 1 ? b->slots[b->n - 2].snap_end : 0;
+        it->taken.n = 0;
+        rc = sl__bytes_append(&it->taken, b->snaps.p + from, b->slots[b->n - 1].snap_end - from);
+        it->taken_index = b->first + b->n;
+    }
+    batch_recycle(it, b);
+    return rc;
 }
 
 static void batch_recycle(fused_iter *it, ibatch *b)
@@ -539,8 +571,8 @@ static int fused_next_inner(fused_iter *it, sl_element **out)
             (b->n == it->n || (it->cur_last && !drop)) && all_valid(b)) {
             int rc = emit_direct(it, b, out);
             it->cur = NULL;
-            batch_recycle(it, b);
-            return rc;
+            int e = batch_done(it, b);
+            return rc ? rc : e;
         }
         int rc = assemble(it);
         if (rc < 0)
@@ -548,7 +580,8 @@ static int fused_next_inner(fused_iter *it, sl_element **out)
         if (rc == 1)
             return emit_assembled(it, out);
         it->cur = NULL;
-        batch_recycle(it, b);
+        if ((rc = batch_done(it, b)) < 0)
+            return rc;
     }
 }
 
@@ -608,11 +641,37 @@ static void fused_destroy(sl__iter *base)
     sl__buf_release(it->out_img);
     sl__stack_reset(&it->out_rest);
     sl__iter_free(it->input);
+    sl__bytes_free(&it->taken);
+    sl__snap_fini(&it->snap);
     pthread_cond_destroy(&it->cv_idle);
     sl__async_fini(&it->a);
 }
 
-static const sl__iter_ops fused_iter_ops = {fused_next, fused_cancel, fused_destroy};
+/* The next input index and the failures passed, then the input's record
+ * after the last image passed. Between two outputs no image is half
+ * assembled (an output ends where one is full). */
+static int fused_save(sl__iter *base, sl__bytes *w)
+{
+    fused_iter *it = (fused_iter *)base;
+    int rc = sl__snap_check(&it->snap, "map_image");
+    if (rc)
+        return rc;
+    const ibatch *b = it->cur;
+    const unsigned char *p = it->taken.p;
+    size_t n = it->taken.n;
+    int64_t index = it->taken_index;
+    if (b && it->pos > 0) {
+        size_t from = it->pos > 1 ? b->slots[it->pos - 2].snap_end : 0;
+        p = b->snaps.p + from;
+        n = b->slots[it->pos - 1].snap_end - from;
+        index = b->first + it->pos;
+    }
+    int64_t f[2] = {index, atomic_load(&it->failed)};
+    rc = sl__state_node(w, base, 2, f, 1);
+    return rc ? rc : sl__bytes_append(w, p, n);
+}
+
+static const sl__iter_ops fused_iter_ops = {fused_next, fused_cancel, fused_destroy, fused_save};
 
 /* Registers the node and its parallelism knob as a map does. Capacity:
  * the batches ahead. */
@@ -642,10 +701,20 @@ int sl__image_batch_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int
     sl__async_init(&it->a);
     pthread_cond_init(&it->cv_idle, NULL);
     int rc = parallelism_knob(it, d->parallelism);
+    int64_t f[2];
+    if (rc == 0 && (rc = sl__iter_restored(&it->base, 2, f)) > 0) {
+        it->taken_index = f[0];
+        atomic_store(&it->failed, f[1]);
+        rc = sl__state_range(&it->base, "index", f[0], 0, INT64_MAX);
+        if (rc == 0)
+            rc = sl__state_range(&it->base, "failed", f[1], 0, f[0]);
+    }
     if (rc == 0)
         rc = sl__iter_make_input(&it->base, 0, epoch, &it->input);
-    if (rc == 0)
+    if (rc == 0) {
+        sl__snap(&it->snap, it->input, &it->taken); /* nothing passed yet */
         rc = sl__async_start(&it->a, producer_main, it, "map_image");
+    }
     if (rc < 0) {
         sl__iter_free(&it->base);
         return rc;

@@ -21,6 +21,10 @@ typedef struct prefetch_iter {
     sl__knob *depth; /* read at each decision: the controller may move it */
     int size, head;  /* ring slots: room for the knob's maximum */
     sl_element **ring;
+    /* positions (state.h): the input's record after each element in the
+     * ring, the one being pulled, the one of the last element taken */
+    sl__bytes *snaps, pulling, taken;
+    sl__snapper snap;
 } prefetch_iter;
 
 /* The depth knob now, within the ring. */
@@ -50,10 +54,13 @@ static void *producer_main(void *arg)
             sl__async_finish(&it->a, rc, NULL);
             break;
         }
+        it->pulling.n = 0;
+        sl__snap(&it->snap, it->input, &it->pulling);
         sl__iter_hold(&it->base, (int64_t)sl__element_bytes(el));
         pthread_mutex_lock(&it->a.mu);
         int c = atomic_load(&it->count);
         it->ring[(it->head + c) % it->size] = el;
+        sl__bytes_swap(&it->snaps[(it->head + c) % it->size], &it->pulling);
         atomic_store(&it->count, c + 1);
         pthread_cond_signal(&it->a.cv_consumer);
         pthread_mutex_unlock(&it->a.mu);
@@ -75,6 +82,7 @@ static int prefetch_next(sl__iter *base, sl_element **out)
         if (c > 0) {
             el = it->ring[it->head];
             it->ring[it->head] = NULL;
+            sl__bytes_swap(&it->taken, &it->snaps[it->head]);
             it->head = (it->head + 1) % it->size;
             atomic_store(&it->count, c - 1);
             /* not held from here: unheld before the producer may refill,
@@ -125,11 +133,28 @@ static void prefetch_destroy(sl__iter *base)
         sl_element_release(el);
     }
     sl__free(it->ring, (size_t)it->size * sizeof *it->ring);
+    for (int i = 0; it->snaps && i < it->size; i++)
+        sl__bytes_free(&it->snaps[i]);
+    sl__free(it->snaps, (size_t)it->size * sizeof *it->snaps);
+    sl__bytes_free(&it->pulling);
+    sl__bytes_free(&it->taken);
+    sl__snap_fini(&it->snap);
     sl__iter_free(it->input);
     sl__async_fini(&it->a);
 }
 
-static const sl__iter_ops prefetch_iter_ops = {prefetch_next, prefetch_cancel, prefetch_destroy};
+/* No fields: the input's record as of the last element taken. */
+static int prefetch_save(sl__iter *base, sl__bytes *w)
+{
+    prefetch_iter *it = (prefetch_iter *)base;
+    int rc = sl__snap_check(&it->snap, "prefetch");
+    if (rc == 0)
+        rc = sl__state_node(w, base, 0, NULL, 1);
+    return rc ? rc : sl__bytes_append(w, it->taken.p, it->taken.n);
+}
+
+static const sl__iter_ops prefetch_iter_ops = {prefetch_next, prefetch_cancel, prefetch_destroy,
+                                               prefetch_save};
 
 /* Registers the node and its depth knob: SL_AUTOTUNE under the controller
  * starts at 1 (a batch more costs memory for nothing unless the output
@@ -153,11 +178,19 @@ static int prefetch_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int
         return SL_ENOMEM;
     sl__async_init(&it->a);
     int rc = depth_knob(it, ((const prefetch_ds *)ds)->depth);
+    int64_t none[1];
+    if (rc == 0 && (rc = sl__iter_restored(&it->base, 0, none)) > 0)
+        rc = 0;
     if (rc == 0)
         rc = sl__iter_make_input(&it->base, 0, epoch, &it->input);
     if (rc == 0) {
         it->ring = sl__calloc((size_t)it->size, sizeof *it->ring);
-        rc = it->ring ? sl__async_start(&it->a, producer_main, it, "prefetch") : SL_ENOMEM;
+        it->snaps = sl__calloc((size_t)it->size, sizeof *it->snaps);
+        rc = it->ring && it->snaps ? 0 : SL_ENOMEM;
+    }
+    if (rc == 0) {
+        sl__snap(&it->snap, it->input, &it->taken); /* nothing taken yet */
+        rc = sl__async_start(&it->a, producer_main, it, "prefetch");
     }
     if (rc < 0) {
         sl__iter_free(&it->base);

@@ -47,7 +47,13 @@ static int range_next(sl__iter *base, sl_element **out)
     return 0;
 }
 
-static const sl__iter_ops range_iter_ops = {range_next, NULL, NULL};
+static int range_save(sl__iter *base, sl__bytes *w)
+{
+    range_iter *it = (range_iter *)base;
+    return sl__save_pos(w, base, range_card(base->ds) - it->left);
+}
+
+static const sl__iter_ops range_iter_ops = {range_next, NULL, NULL, range_save};
 
 static int range_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
                       sl__iter **out)
@@ -55,8 +61,15 @@ static int range_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_
     range_iter *it = sl__iter_alloc(&range_iter_ops, sizeof *it, ds, tree, key, epoch);
     if (!it)
         return SL_ENOMEM;
-    it->next = ((const range_ds *)ds)->start;
-    it->left = range_card(ds);
+    const range_ds *r = (const range_ds *)ds;
+    int64_t card = range_card(ds), pos = 0;
+    int rc = sl__restored_pos(&it->base, card, &pos);
+    if (rc < 0) {
+        sl__iter_free(&it->base);
+        return rc;
+    }
+    it->next = (int64_t)((uint64_t)r->start + (uint64_t)pos * (uint64_t)r->step);
+    it->left = card - pos;
     *out = &it->base;
     return 0;
 }

@@ -67,6 +67,11 @@ typedef struct read_iter {
     slot **finished;
     int input_rc;
     char *input_msg;
+    /* positions (state.h): the input's record after each slot's element
+     * (by sequence number, like the slots), after the element pulled and
+     * not started yet, and after the last element the consumer passed */
+    sl__bytes *snaps, pulling, taken;
+    sl__snapper snap;
 } read_iter;
 
 static bool stopped(read_iter *it)
@@ -259,6 +264,8 @@ static void start_one(read_iter *it)
             input_end(it, rc);
             return;
         }
+        it->pulling.n = 0;
+        sl__snap(&it->snap, it->input, &it->pulling);
     }
     slot *s = &it->slots[it->tail % it->nslots];
     *s = (slot){.fd = -1};
@@ -271,6 +278,7 @@ static void start_one(read_iter *it)
         it->fd_starved = true;
         return;
     }
+    sl__bytes_swap(&it->snaps[it->tail % it->nslots], &it->pulling);
     it->tail++;
     atomic_fetch_add(&it->count, 1);
     if (rc == 0)
@@ -455,6 +463,7 @@ static int take(read_iter *it, slot *out)
         if (any && s->done) {
             *out = *s;
             *s = (slot){.fd = -1};
+            sl__bytes_swap(&it->taken, &it->snaps[it->head % it->nslots]);
             it->head++;
             if (atomic_fetch_sub(&it->count, 1) - 1 <= refill_mark(it))
                 pthread_cond_signal(&it->a.cv_producer);
@@ -526,10 +535,26 @@ static void read_destroy(sl__iter *base)
     sl__free(it->finished, (size_t)it->depth * sizeof *it->finished);
     sl__strfree(it->input_msg);
     sl__iter_free(it->input);
+    for (int i = 0; it->snaps && i < it->nslots; i++)
+        sl__bytes_free(&it->snaps[i]);
+    sl__free(it->snaps, (size_t)it->nslots * sizeof *it->snaps);
+    sl__bytes_free(&it->pulling);
+    sl__bytes_free(&it->taken);
+    sl__snap_fini(&it->snap);
     sl__async_fini(&it->a);
 }
 
-static const sl__iter_ops read_iter_ops = {read_next, read_cancel, read_destroy};
+/* No fields: the input's record after the last file passed. */
+static int read_save(sl__iter *base, sl__bytes *w)
+{
+    read_iter *it = (read_iter *)base;
+    int rc = sl__snap_check(&it->snap, sl_dataset_name(base->ds));
+    if (rc == 0)
+        rc = sl__state_node(w, base, 0, NULL, 1);
+    return rc ? rc : sl__bytes_append(w, it->taken.p, it->taken.n);
+}
+
+static const sl__iter_ops read_iter_ops = {read_next, read_cancel, read_destroy, read_save};
 
 /* Registers the node and its io_depth knob: SL_OPT_IO_DEPTH is where it
  * starts; under the controller it may grow to MAX_AUTO_DEPTH. The engine
@@ -554,16 +579,21 @@ static int read_setup(read_iter *it, int64_t epoch)
     if (rc < 0)
         return rc;
     atomic_store(&t->io_backend_used, sl__io_backend(it->io));
+    int64_t none[1];
+    if ((rc = sl__iter_restored(&it->base, 0, none)) < 0)
+        return rc;
     rc = sl__iter_make_input(&it->base, 0, epoch, &it->input);
     if (rc < 0)
         return rc;
     it->slots = sl__calloc((size_t)it->nslots, sizeof *it->slots);
+    it->snaps = sl__calloc((size_t)it->nslots, sizeof *it->snaps);
     it->cqes = sl__calloc((size_t)it->depth, sizeof *it->cqes);
     it->finished = sl__calloc((size_t)it->depth, sizeof *it->finished);
-    if (!it->slots || !it->cqes || !it->finished)
+    if (!it->slots || !it->snaps || !it->cqes || !it->finished)
         return SL_ENOMEM;
     for (int i = 0; i < it->nslots; i++)
         it->slots[i].fd = -1;
+    sl__snap(&it->snap, it->input, &it->taken); /* nothing passed yet */
     return sl__async_start(&it->a, producer_main, it, "read");
 }
 

@@ -77,7 +77,16 @@ static void repeat_destroy(sl__iter *base)
     sl__iter_free(((repeat_iter *)base)->in);
 }
 
-static const sl__iter_ops repeat_iter_ops = {repeat_next, NULL, repeat_destroy};
+/* The pass, its elements so far, then the pass's input record (none
+ * between passes or at the end). */
+static int repeat_save(sl__iter *base, sl__bytes *w)
+{
+    repeat_iter *it = (repeat_iter *)base;
+    int64_t f[3] = {it->pass, it->got, it->done};
+    return sl__save_sync(w, base, 3, f, it->in);
+}
+
+static const sl__iter_ops repeat_iter_ops = {repeat_next, NULL, repeat_destroy, repeat_save};
 
 static int repeat_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
                        sl__iter **out)
@@ -85,14 +94,24 @@ static int repeat_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64
     repeat_iter *it = sl__iter_alloc(&repeat_iter_ops, sizeof *it, ds, tree, key, epoch);
     if (!it)
         return SL_ENOMEM;
+    int64_t count = ((const repeat_ds *)ds)->count, f[3];
+    int rc = sl__iter_restored(&it->base, 3, f);
+    bool resumed = rc > 0;
+    if (resumed) {
+        it->pass = f[0];
+        it->done = f[2] != 0;
+        rc = sl__state_range(&it->base, "pass", f[0], 0, count < 0 ? INT64_MAX : count);
+    }
     /* the first pass starts now, so that setup errors (a missing file)
-     * surface at sl_iterator_create as without repeat */
-    if (((const repeat_ds *)ds)->count != 0) {
-        int rc = start_pass(it);
-        if (rc < 0) {
-            sl__iter_free(&it->base);
-            return rc;
-        }
+     * surface at sl_iterator_create as without repeat; a resumed one
+     * restarts the pass it was in */
+    if (rc == 0 && count != 0 && !it->done && (count < 0 || it->pass < count)) {
+        rc = start_pass(it);
+        it->got = resumed ? f[1] : 0;
+    }
+    if (rc < 0) {
+        sl__iter_free(&it->base);
+        return rc;
     }
     *out = &it->base;
     return 0;

@@ -45,7 +45,14 @@ static void shard_destroy(sl__iter *base)
     sl__iter_free(((shard_iter *)base)->in);
 }
 
-static const sl__iter_ops shard_iter_ops = {shard_next, NULL, shard_destroy};
+static int shard_save(sl__iter *base, sl__bytes *w)
+{
+    shard_iter *it = (shard_iter *)base;
+    int64_t f[2] = {it->pos, it->done};
+    return sl__save_sync(w, base, 2, f, it->in);
+}
+
+static const sl__iter_ops shard_iter_ops = {shard_next, NULL, shard_destroy, shard_save};
 
 static int shard_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
                       sl__iter **out)
@@ -53,7 +60,15 @@ static int shard_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_
     shard_iter *it = sl__iter_alloc(&shard_iter_ops, sizeof *it, ds, tree, key, epoch);
     if (!it)
         return SL_ENOMEM;
-    int rc = sl__iter_make_input(&it->base, 0, epoch, &it->in);
+    int64_t f[2];
+    int rc = sl__iter_restored(&it->base, 2, f);
+    if (rc > 0) {
+        it->pos = f[0];
+        it->done = f[1] != 0;
+        rc = sl__state_range(&it->base, "pos", f[0], 0, INT64_MAX);
+    }
+    if (rc == 0)
+        rc = sl__iter_make_input(&it->base, 0, epoch, &it->in);
     if (rc < 0) {
         sl__iter_free(&it->base);
         return rc;

@@ -31,6 +31,7 @@ typedef struct buffer_iter {
     int64_t count; /* slots in use, the hole included */
     int64_t hole;  /* slot emptied by the last emit, or -1 */
     int64_t held;  /* bytes accounted in the tree */
+    int64_t pulled, emitted;
     bool eof;
 } buffer_iter;
 
@@ -92,6 +93,7 @@ static int refill(buffer_iter *it)
         }
         if (rc)
             return rc;
+        it->pulled++;
         hold(it, el);
         if (it->hole >= 0) {
             it->slots[it->hole] = el;
@@ -120,6 +122,37 @@ static int buffer_next(sl__iter *base, sl_element **out)
     *out = unhold(it, it->slots[j]);
     it->slots[j] = NULL;
     it->hole = j;
+    it->emitted++;
+    return 0;
+}
+
+/* The buffer's elements are not saved: its counters are, and restoring
+ * replays the pass's input up to them (buffer_resume). */
+static int buffer_save(sl__iter *base, sl__bytes *w)
+{
+    buffer_iter *it = (buffer_iter *)base;
+    int64_t f[2] = {it->pulled, it->emitted};
+    return sl__state_node(w, base, 2, f, 0);
+}
+
+/* Rebuilds the buffer as it was after `emitted` outputs: the same pulls
+ * and draws, the outputs dropped. The input starts the pass afresh. */
+static int buffer_resume(buffer_iter *it, int64_t pulled, int64_t emitted)
+{
+    while (it->emitted < emitted) {
+        sl_element *el;
+        int rc = buffer_next(&it->base, &el);
+        if (rc == SL_EOF)
+            break;
+        if (rc)
+            return rc;
+        sl_element_release(el);
+    }
+    if (it->emitted != emitted || it->pulled != pulled)
+        return sl__set_error(SL_EMISMATCH, "saved state: shuffle had taken %lld elements and "
+                             "given %lld; replaying its input gives %lld and %lld (the input "
+                             "changed?)", (long long)pulled, (long long)emitted,
+                             (long long)it->pulled, (long long)it->emitted);
     return 0;
 }
 
@@ -133,7 +166,7 @@ static void buffer_destroy(sl__iter *base)
     sl__iter_free(it->input);
 }
 
-static const sl__iter_ops buffer_iter_ops = {buffer_next, NULL, buffer_destroy};
+static const sl__iter_ops buffer_iter_ops = {buffer_next, NULL, buffer_destroy, buffer_save};
 
 static int make_buffer_iter(const sl_dataset *ds, sl__tree *tree, uint64_t key,
                             int64_t epoch, sl__iter **out)
@@ -148,7 +181,11 @@ static int make_buffer_iter(const sl_dataset *ds, sl__tree *tree, uint64_t key,
     it->limit = card >= 1 && card < s->buffer ? card : s->buffer;
     it->hole = -1;
     it->rng = make_rng(&it->base);
-    int rc = sl__iter_make_input(&it->base, 0, epoch, &it->input);
+    int64_t f[2];
+    int resumed = sl__iter_restored(&it->base, 2, f);
+    int rc = resumed < 0 ? resumed : sl__iter_make_input(&it->base, 0, epoch, &it->input);
+    if (rc == 0 && resumed > 0)
+        rc = buffer_resume(it, f[0], f[1]);
     if (rc) {
         sl__iter_free(&it->base);
         return rc;
@@ -216,7 +253,23 @@ static void all_destroy(sl__iter *base)
     sl__free(it->perm, (size_t)it->n * it->width);
 }
 
-static const sl__iter_ops all_iter_ops = {all_next, NULL, all_destroy};
+static int all_save(sl__iter *base, sl__bytes *w)
+{
+    return sl__save_pos(w, base, ((all_iter *)base)->pos);
+}
+
+/* The permutation after `pos` steps: the same draws and swaps, without
+ * fetching the elements. */
+static void all_resume(all_iter *it, int64_t pos)
+{
+    for (; it->pos < pos; it->pos++) {
+        int64_t i = it->pos;
+        int64_t j = i + (int64_t)sl__rng_below(&it->rng, (uint64_t)(it->n - i));
+        perm_set(it, j, perm_get(it, i));
+    }
+}
+
+static const sl__iter_ops all_iter_ops = {all_next, NULL, all_destroy, all_save};
 
 static int make_all_iter(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
                          sl__iter **out)
@@ -234,6 +287,13 @@ static int make_all_iter(const sl_dataset *ds, sl__tree *tree, uint64_t key, int
                              (long long)sl_dataset_cardinality(ds->inputs[0]));
     }
     it->rng = make_rng(&it->base);
+    int64_t pos = 0;
+    int rc = sl__restored_pos(&it->base, it->n, &pos);
+    if (rc < 0) {
+        sl__iter_free(&it->base);
+        return rc;
+    }
+    all_resume(it, pos);
     *out = &it->base;
     return 0;
 }

@@ -47,7 +47,14 @@ static void skip_destroy(sl__iter *base)
     sl__iter_free(((skip_iter *)base)->in);
 }
 
-static const sl__iter_ops skip_iter_ops = {skip_next, NULL, skip_destroy};
+static int skip_save(sl__iter *base, sl__bytes *w)
+{
+    skip_iter *it = (skip_iter *)base;
+    int64_t f[2] = {it->to_skip, it->done};
+    return sl__save_sync(w, base, 2, f, it->in);
+}
+
+static const sl__iter_ops skip_iter_ops = {skip_next, NULL, skip_destroy, skip_save};
 
 static int skip_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
                      sl__iter **out)
@@ -55,8 +62,16 @@ static int skip_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t
     skip_iter *it = sl__iter_alloc(&skip_iter_ops, sizeof *it, ds, tree, key, epoch);
     if (!it)
         return SL_ENOMEM;
-    it->to_skip = ((const skip_ds *)ds)->n;
-    int rc = sl__iter_make_input(&it->base, 0, epoch, &it->in);
+    int64_t n = ((const skip_ds *)ds)->n, f[2];
+    it->to_skip = n;
+    int rc = sl__iter_restored(&it->base, 2, f);
+    if (rc > 0) {
+        it->to_skip = f[0];
+        it->done = f[1] != 0;
+        rc = sl__state_range(&it->base, "to_skip", f[0], n < 0 ? -1 : 0, n < 0 ? -1 : n);
+    }
+    if (rc == 0)
+        rc = sl__iter_make_input(&it->base, 0, epoch, &it->in);
     if (rc < 0) {
         sl__iter_free(&it->base);
         return rc;

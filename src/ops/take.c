@@ -43,7 +43,13 @@ static void take_destroy(sl__iter *base)
     sl__iter_free(((take_iter *)base)->in);
 }
 
-static const sl__iter_ops take_iter_ops = {take_next, NULL, take_destroy};
+static int take_save(sl__iter *base, sl__bytes *w)
+{
+    take_iter *it = (take_iter *)base;
+    return sl__save_sync(w, base, 1, &it->left, it->in);
+}
+
+static const sl__iter_ops take_iter_ops = {take_next, NULL, take_destroy, take_save};
 
 static int take_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
                      sl__iter **out)
@@ -51,14 +57,17 @@ static int take_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t
     take_iter *it = sl__iter_alloc(&take_iter_ops, sizeof *it, ds, tree, key, epoch);
     if (!it)
         return SL_ENOMEM;
-    it->left = ((const take_ds *)ds)->n;
+    int64_t n = ((const take_ds *)ds)->n;
+    it->left = n;
+    int rc = sl__iter_restored(&it->base, 1, &it->left);
+    if (rc > 0)
+        rc = sl__state_range(&it->base, "left", it->left, n < 0 ? -1 : 0, n < 0 ? -1 : n);
     /* take(0) never pulls, so it does not start the input either */
-    if (it->left != 0) {
-        int rc = sl__iter_make_input(&it->base, 0, epoch, &it->in);
-        if (rc < 0) {
-            sl__iter_free(&it->base);
-            return rc;
-        }
+    if (rc == 0 && it->left != 0)
+        rc = sl__iter_make_input(&it->base, 0, epoch, &it->in);
+    if (rc < 0) {
+        sl__iter_free(&it->base);
+        return rc;
     }
     *out = &it->base;
     return 0;

@@ -14,6 +14,11 @@ typedef struct unbatch_iter {
     sl_element *cur; /* the element being split */
     int64_t row, rows;
     bool done;
+    /* saving: the input's record from before cur was pulled; restoring:
+     * the row to resume at in the first element pulled, or -1 */
+    sl__bytes before;
+    sl__snapper snap;
+    int64_t resume_row;
 } unbatch_iter;
 
 static int64_t unbatch_card(const sl_dataset *ds)
@@ -98,6 +103,8 @@ static int unbatch_next(sl__iter *base, sl_element **out)
         if (it->done)
             return SL_EOF;
         sl_element *el;
+        it->before.n = 0;
+        sl__snap(&it->snap, it->in, &it->before);
         int rc = sl__iter_next(it->in, &el);
         if (rc == SL_EOF)
             it->done = true;
@@ -110,7 +117,31 @@ static int unbatch_next(sl__iter *base, sl_element **out)
         it->cur = el;
         it->row = 0;
         it->rows = el->t[0].shape[0];
+        if (it->resume_row >= 0) {
+            int64_t r = it->resume_row;
+            it->resume_row = -1;
+            if (r > it->rows)
+                return sl__set_error(SL_ECORRUPT, "saved state: unbatch resumes at row %lld "
+                                     "of an element of %lld rows", (long long)r,
+                                     (long long)it->rows);
+            it->row = r;
+        }
     }
+}
+
+/* The row within the element being split and the input's record from
+ * before it was pulled; without one, the input's record now. */
+static int unbatch_save(sl__iter *base, sl__bytes *w)
+{
+    unbatch_iter *it = (unbatch_iter *)base;
+    bool mid = it->cur && it->row < it->rows;
+    int64_t f[2] = {mid ? it->row : -1, it->done};
+    int rc = mid ? sl__snap_check(&it->snap, "unbatch") : 0;
+    if (rc == 0)
+        rc = sl__state_node(w, base, 2, f, 1);
+    if (rc == 0)
+        rc = mid ? sl__bytes_append(w, it->before.p, it->before.n) : sl__iter_save(it->in, w);
+    return rc;
 }
 
 static void unbatch_destroy(sl__iter *base)
@@ -118,9 +149,12 @@ static void unbatch_destroy(sl__iter *base)
     unbatch_iter *it = (unbatch_iter *)base;
     sl_element_release(it->cur);
     sl__iter_free(it->in);
+    sl__bytes_free(&it->before);
+    sl__snap_fini(&it->snap);
 }
 
-static const sl__iter_ops unbatch_iter_ops = {unbatch_next, NULL, unbatch_destroy};
+static const sl__iter_ops unbatch_iter_ops = {unbatch_next, NULL, unbatch_destroy,
+                                              unbatch_save};
 
 static int unbatch_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
                         sl__iter **out)
@@ -128,7 +162,16 @@ static int unbatch_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int6
     unbatch_iter *it = sl__iter_alloc(&unbatch_iter_ops, sizeof *it, ds, tree, key, epoch);
     if (!it)
         return SL_ENOMEM;
-    int rc = sl__iter_make_input(&it->base, 0, epoch, &it->in);
+    it->resume_row = -1;
+    int64_t f[2];
+    int rc = sl__iter_restored(&it->base, 2, f);
+    if (rc > 0) {
+        it->resume_row = f[0];
+        it->done = f[1] != 0;
+        rc = sl__state_range(&it->base, "row", f[0], -1, INT64_MAX);
+    }
+    if (rc == 0)
+        rc = sl__iter_make_input(&it->base, 0, epoch, &it->in);
     if (rc < 0) {
         sl__iter_free(&it->base);
         return rc;

@@ -191,7 +191,12 @@ static int listing_next(sl__iter *base, sl_element **out)
     return rc;
 }
 
-static const sl__iter_ops listing_iter_ops = {listing_next, NULL, NULL};
+static int listing_save(sl__iter *base, sl__bytes *w)
+{
+    return sl__save_pos(w, base, (int64_t)((listing_iter *)base)->next);
+}
+
+static const sl__iter_ops listing_iter_ops = {listing_next, NULL, NULL, listing_save};
 
 int sl__listing_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
                      sl__iter **out)
@@ -199,6 +204,13 @@ int sl__listing_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t
     listing_iter *it = sl__iter_alloc(&listing_iter_ops, sizeof *it, ds, tree, key, epoch);
     if (!it)
         return SL_ENOMEM;
+    int64_t pos = 0;
+    int rc = sl__restored_pos(&it->base, (int64_t)(((const sl__listing_ds *)ds)->paths.n), &pos);
+    if (rc < 0) {
+        sl__iter_free(&it->base);
+        return rc;
+    }
+    it->next = (size_t)pos;
     *out = &it->base;
     return 0;
 }

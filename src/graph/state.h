@@ -1,0 +1,111 @@
+/*
+ * Saved positions (sl_iterator_save / sl_iterator_restore).
+ *
+ * A node iterator's state describes the elements its consumer has taken
+ * from it, not what it has computed ahead. Each op writes one record: its
+ * counters as of the last element it returned, then its inputs' records.
+ * A synchronous node asks its input for the input's record at save time
+ * (the same thread calls both). An asynchronous node (map, prefetch, read,
+ * map_image's batch node) pulls ahead on a thread of its own, so that
+ * thread snapshots the input's record after each pull and keeps it with the
+ * element; when the consumer takes the element, that snapshot becomes the
+ * node's input record. A snapshot is a few dozen bytes, written into
+ * buffers that are reused.
+ *
+ * Record, little-endian: u64 node key, u32 field count, u32 child count,
+ * i64 ok count, i64 fail count (the error policy's per-node counters),
+ * i64 fields[field count], then the child records. Restoring parses the
+ * records into a table by key; each node iterator made while the table is
+ * set takes its record (sl__iter_restored) and starts from it.
+ */
+#ifndef SL_GRAPH_STATE_H
+#define SL_GRAPH_STATE_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct sl__iter sl__iter;
+typedef struct sl__tree sl__tree;
+
+/* A growable byte string; reused, never shrinks. Zeroed is empty. */
+typedef struct sl__bytes {
+    unsigned char *p;
+    size_t n, cap;
+} sl__bytes;
+
+int sl__bytes_reserve(sl__bytes *b, size_t extra);
+int sl__bytes_append(sl__bytes *b, const void *p, size_t n);
+void sl__bytes_free(sl__bytes *b);
+static inline void sl__bytes_swap(sl__bytes *a, sl__bytes *b)
+{
+    sl__bytes t = *a;
+    *a = *b;
+    *b = t;
+}
+
+/* Appends node it's record header and fields; the caller then appends
+ * exactly nchildren child records (sl__iter_save or a snapshot). */
+int sl__state_node(sl__bytes *w, const sl__iter *it, int nfields, const int64_t *fields,
+                   int nchildren);
+/* Appends it's record (and its inputs'): it->ops->save, or SL_EUNSUPPORTED
+ * for an op without one. Only the thread that calls it's next, between
+ * two calls. */
+int sl__iter_save(sl__iter *it, sl__bytes *w);
+
+/* What an asynchronous node keeps per element: the input's record right
+ * after the element was pulled. `rc` < 0 once a snapshot failed (an input
+ * that cannot save): later saves report it, the pipeline runs on. */
+typedef struct sl__snapper {
+    atomic_int rc;
+    char *msg; /* written before rc */
+} sl__snapper;
+/* Appends the input's record to dst (its length is then the snapshot's
+ * end); on failure records it in s, once, and returns the error. */
+int sl__snap(sl__snapper *s, sl__iter *input, sl__bytes *dst);
+/* For the node's save: s's error with its message, or 0. */
+int sl__snap_check(const sl__snapper *s, const char *node);
+void sl__snap_fini(sl__snapper *s);
+
+/* ---- restoring ---- */
+
+typedef struct sl__restore sl__restore;
+
+/* The state's header, parsed and checked (sl__restore_parse). */
+typedef struct sl__state_info {
+    uint64_t fingerprint;
+    int64_t seed, epoch, elements;
+} sl__state_info;
+
+/* Parses a saved state: header, checksum, records. 0 and *out, or
+ * SL_ECORRUPT (truncated, damaged), SL_EUNSUPPORTED (a newer format),
+ * with a message saying which. */
+int sl__restore_parse(const void *state, size_t len, sl__state_info *info, sl__restore **out);
+void sl__restore_free(sl__restore *r);
+/* Called by sl__iter_alloc: gives it its record if there is one. */
+void sl__restore_attach(sl__tree *t, sl__iter *it);
+/* After the root is made: every record must have found its node. */
+int sl__restore_check(const sl__tree *t);
+
+/* In an op's make: 0 if the node starts fresh, 1 with its n fields in
+ * f if it resumes, or SL_ECORRUPT (message set) if its record has another
+ * number of fields. */
+int sl__iter_restored(const sl__iter *it, int n, int64_t *f);
+/* A field that must lie in [lo, hi]: 0, or SL_ECORRUPT naming the node. */
+int sl__state_range(const sl__iter *it, const char *field, int64_t v, int64_t lo, int64_t hi);
+
+/* A synchronous node's record: its fields, then its input's record (none
+ * when input is NULL, an input already let go). */
+int sl__save_sync(sl__bytes *w, const sl__iter *it, int nfields, const int64_t *fields,
+                  sl__iter *input);
+
+/* A source whose whole state is one position in [0, max]: its record, and
+ * reading it back (0: fresh, 1: *pos set, < 0: a bad record). */
+int sl__save_pos(sl__bytes *w, const sl__iter *it, int64_t pos);
+int sl__restored_pos(const sl__iter *it, int64_t max, int64_t *pos);
+
+/* Writes a whole state: header (magic, version, fingerprint, seed,
+ * epoch, elements) around the root's records. */
+int sl__state_write(sl__bytes *out, const sl__state_info *info, sl__iter *root);
+
+#endif
