@@ -14,9 +14,18 @@ ImageNet training one, all in C on sluice's worker threads:
 
 and sluice.torch.DataLoader hands each batch to torch without a copy, as
 float32 NCHW normalised with the ImageNet mean and std.
+
+Preemption: --checkpoint PATH writes model, optimiser, step and the
+loader's position (loader.state_dict()) with torch.save every
+--checkpoint-every steps and at the end; --resume PATH loads them and goes
+on with the very batches the interrupted run would have trained on next:
+
+    ... pytorch_train.py build/sample --steps 40 --checkpoint /tmp/ck.pt
+    ... pytorch_train.py build/sample --steps 100 --resume /tmp/ck.pt
 """
 
 import argparse
+import hashlib
 import os
 import sys
 import time
@@ -51,6 +60,13 @@ def parse_args(argv):
     p.add_argument("--lr", type=float, default=0.05, help="SGD learning rate")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--log-every", type=int, default=10, help="steps between progress lines")
+    p.add_argument("--checkpoint", metavar="PATH",
+                   help="torch.save model, optimiser, step and loader position here")
+    p.add_argument("--checkpoint-every", type=int, default=0, metavar="N",
+                   help="... every N steps as well as at the end (default: at the end)")
+    p.add_argument("--resume", metavar="PATH", help="go on from a --checkpoint file")
+    p.add_argument("--digest", action="store_true",
+                   help="print a hash of each logged batch (to compare runs)")
     return p.parse_args(argv)
 
 
@@ -72,6 +88,22 @@ def count_classes(root):
     return sum(1 for e in os.scandir(root) if e.is_dir() and not e.name.startswith("."))
 
 
+def save_checkpoint(path, model, opt, step, loader):
+    """Everything a resumed run needs, in one torch.save: the loader's part
+    is a few hundred bytes (positions and counters, no images)."""
+    tmp = path + ".tmp"
+    torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step,
+                "loader": loader.state_dict()}, tmp)
+    os.replace(tmp, path)  # a crash mid-write leaves the previous checkpoint
+
+
+def batch_digest(x, y):
+    h = hashlib.sha1()
+    h.update(x.contiguous().numpy().tobytes())
+    h.update(y.numpy().tobytes())
+    return h.hexdigest()[:12]
+
+
 def train(args):
     torch.manual_seed(args.seed)
     classes = count_classes(args.root)
@@ -79,6 +111,14 @@ def train(args):
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
     loader = make_loader(args)
+    done = 0
+    if args.resume:
+        ckpt = torch.load(args.resume)
+        model.load_state_dict(ckpt["model"])
+        opt.load_state_dict(ckpt["opt"])
+        loader.load_state_dict(ckpt["loader"])
+        done = ckpt["step"]
+        print("resumed from %s after step %d" % (args.resume, done), flush=True)
     print("sluice %s (%s), torch %s, %d classes, batch %d, %dx%d, %d steps"
           % (sluice.__version__, sluice.library_path, torch.__version__, classes,
              args.batch, args.size, args.size, args.steps), flush=True)
@@ -86,7 +126,9 @@ def train(args):
     t0 = time.perf_counter()
     images = 0
     window_t, window_images = t0, 0
-    for step, (x, y) in enumerate(loader, 1):
+    step = done
+    for x, y in (loader if step < args.steps else ()):
+        step += 1
         loss = loss_fn(model(x), y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -95,14 +137,19 @@ def train(args):
         window_images += x.shape[0]
         if step % args.log_every == 0 or step == args.steps:
             now = time.perf_counter()
-            print("step %4d  loss %.3f  %.1f images/s" % (
-                step, loss.item(), window_images / (now - window_t)), flush=True)
+            print("step %4d  loss %.3f  %.1f images/s%s" % (
+                step, loss.item(), window_images / (now - window_t),
+                "  batch %s" % batch_digest(x, y) if args.digest else ""), flush=True)
             window_t, window_images = now, 0
+        if args.checkpoint and args.checkpoint_every and step % args.checkpoint_every == 0:
+            save_checkpoint(args.checkpoint, model, opt, step, loader)
         if step == args.steps:
             break
+    if args.checkpoint:
+        save_checkpoint(args.checkpoint, model, opt, step, loader)
     seconds = time.perf_counter() - t0
     print("trained %d steps, %d images in %.2f s: %.1f images/s"
-          % (args.steps, images, seconds, images / seconds))
+          % (step - done, images, seconds, images / seconds if seconds > 0 else 0))
     try:
         print("\npipeline report:\n" + loader.report())
     except sluice.Error as e:  # a library without the statistics layer

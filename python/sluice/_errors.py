@@ -28,6 +28,8 @@ TooManyErrorsError     RuntimeError           skip_rate's limit was passed
 StateError             RuntimeError           wrong state (closed iterator)
 InternalError          RuntimeError           a bug in sluice
 PermissionDeniedError  PermissionError        a file may not be read
+StateMismatchError     ValueError             a saved state of another
+                                              pipeline, seed or epoch
 =====================  =====================  ==============================
 
 The OSError subclasses carry no errno (``e.errno`` is None): the C message
@@ -142,11 +144,18 @@ class PermissionDeniedError(Error, PermissionError):
     code = -16
 
 
+class StateMismatchError(Error, ValueError):
+    """SL_EMISMATCH (-17): a saved iterator state belongs to another
+    pipeline, or was taken with another seed or in another epoch than the
+    options ask for."""
+    code = -17
+
+
 # SL_ERRNO_MAP in include/sluice.h; codes are ABI and only ever appended.
 _CLASSES = (OutOfMemoryError, InvalidArgumentError, InputOutputError, NotFoundError,
             CorruptDataError, ShapeError, DTypeError, CanceledError, BusyError,
             OutOfRangeError, UnsupportedError, CallbackError, TooManyErrorsError, StateError,
-            InternalError, PermissionDeniedError)
+            InternalError, PermissionDeniedError, StateMismatchError)
 _BY_CODE = {cls.code: cls for cls in _CLASSES}
 
 for _cls in (Error,) + _CLASSES:

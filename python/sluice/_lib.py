@@ -134,6 +134,8 @@ _PROTOTYPES = {
     "sl_next": (c_int, [c_void_p, P(c_void_p)]),
     "sl_iterator_errmsg": (c_char_p, [c_void_p]),
     "sl_iterator_free": (None, [c_void_p]),
+    "sl_iterator_save": (c_int64, [c_void_p, c_void_p, c_size_t]),
+    "sl_iterator_restore": (c_void_p, [c_void_p, c_char_p, c_size_t, c_void_p]),
     "sl_iterator_stat": (c_int64, [c_void_p, c_int]),
 }
 

@@ -404,11 +404,13 @@ class Dataset:
 
     # ---- iteration and inspection ----
 
-    def iterator(self, options=None, interruptible=True, epoch=None):
+    def iterator(self, options=None, interruptible=True, epoch=None, state=None):
         """A new pass (see Iterator); options on top of the dataset's.
-        epoch: the epoch to run (for resuming, or for processes that must
-        agree); None takes the dataset's next one and counts it."""
-        return Iterator(self, options, interruptible, epoch)
+        epoch: the epoch to run (for processes that must agree); None takes
+        the dataset's next one and counts it. state: bytes from
+        Iterator.state() to resume a pass where it stopped (the epoch is
+        the state's)."""
+        return Iterator(self, options, interruptible, epoch, state)
 
     def __iter__(self):
         return Iterator(self)

@@ -133,15 +133,28 @@ class Iterator:
     each element in a way that Ctrl-C interrupts at once (KeyboardInterrupt
     is raised and the pipeline is freed as soon as its current step ends).
     False calls sl_next directly, which saves a thread handoff per element:
-    worth it only for very small elements."""
+    worth it only for very small elements.
 
-    def __init__(self, dataset, options=None, interruptible=True, epoch=None):
+    state: bytes from ``state()`` of an iterator over the same pipeline
+    (in this process or another): the pass resumes right after the last
+    element that iterator yielded, with the same output from there on.
+    StateMismatchError for another pipeline, seed or epoch, CorruptDataError
+    for a damaged or truncated state."""
+
+    def __init__(self, dataset, options=None, interruptible=True, epoch=None, state=None):
         opts = dataset.options.merge(options)
         if epoch is not None:
             opts = opts.merge(Options(epoch=epoch))
+        if state is not None and not isinstance(state, (bytes, bytearray, memoryview)):
+            raise TypeError("state must be bytes (from Iterator.state()), not %s"
+                            % type(state).__name__)
         c_opts = opts.to_c()
         try:
-            it = lib.sl_iterator_create(dataset._ptr, c_opts)
+            if state is None:
+                it = lib.sl_iterator_create(dataset._ptr, c_opts)
+            else:
+                state = bytes(state)
+                it = lib.sl_iterator_restore(dataset._ptr, state, len(state), c_opts)
         finally:
             lib.sl_options_free(c_opts)
         if not it:
@@ -190,6 +203,24 @@ class Iterator:
         if rc == SL_ECALLBACK:
             err.__cause__ = _dataset_callbacks_last_exception(self._dataset)
         return err
+
+    # ---- checkpoints ----
+
+    def state(self):
+        """The position after the last element yielded, as bytes (a few
+        hundred): give it to ``Dataset.iterator(state=...)``, here or in a
+        later process, to go on from there. Elements computed ahead and not
+        yet yielded are not counted. Not while another thread iterates."""
+        it = self._live_it()
+        size = 1024
+        while True:
+            buf = ctypes.create_string_buffer(size)
+            n = lib.sl_iterator_save(it, buf, size)
+            if n < 0:
+                raise make_error(n, lib.sl_last_error().decode("utf-8", "replace"))
+            if n <= size:
+                return buf.raw[:n]
+            size = n
 
     # ---- statistics ----
 

@@ -12,6 +12,13 @@ torch.utils.data.DataLoader was.
             ...
         print(loader.report())
 
+Resume after preemption (torchdata's StatefulDataLoader convention):
+
+    torch.save({"model": model.state_dict(), "loader": loader.state_dict()}, path)
+    ...
+    ckpt = torch.load(path)
+    loader.load_state_dict(ckpt["loader"])   # the next iter() goes on mid-epoch
+
 Each numeric tensor reaches torch through DLPack over the library's memory
 (no copy); the memory is released when the last torch tensor using it dies.
 Strings (paths) stay Python lists. Treat the tensors as read-only: the
@@ -55,6 +62,12 @@ class DataLoader:
     count goes on from there. The same seed and epoch give the same
     batches, byte for byte.
 
+    Checkpoints: ``state_dict()`` is a dict of plain values (the epoch, the
+    pass's position as bytes) that torch.save writes; ``load_state_dict``
+    on a DataLoader over the same pipeline, in any process, makes the next
+    ``iter()`` yield exactly the batches the saved one had not yet yielded,
+    and later ``iter()`` calls the following epochs.
+
     layout "NCHW" (default): batches of images from map_image(layout="HWC")
         come out as [N, C, H, W] views (torch.channels_last memory format,
         which convolutions take as is); None leaves them NHWC. Pipelines
@@ -85,12 +98,46 @@ class DataLoader:
         self._std = _torch.tensor(std, dtype=_torch.float32) if std is not None else None
         self.iterator = None
         self._next_epoch = 0
+        self._exhausted = False  # the current pass has yielded its last batch
+        self._resume = None  # a state for the next iter()
 
     def set_epoch(self, epoch):
         """The epoch the next ``iter()`` runs (later ones follow from it)."""
         if isinstance(epoch, bool) or int(epoch) != epoch or epoch < 0:
             raise ValueError("set_epoch: the epoch must be an int >= 0, not %r" % (epoch,))
         self._next_epoch = int(epoch)
+        self._resume = None
+
+    STATE_VERSION = 1
+
+    def state_dict(self):
+        """Where the loader stands, as a dict torch.save can write: during a
+        pass, the position after the last batch it yielded; between passes
+        (or before the first), the epoch the next iter() starts."""
+        it = self.iterator
+        if self._resume is not None:
+            return {"version": self.STATE_VERSION, "epoch": self._next_epoch,
+                    "state": self._resume}
+        if it is None or self._exhausted or it._it is None:
+            return {"version": self.STATE_VERSION, "epoch": self._next_epoch, "state": None}
+        return {"version": self.STATE_VERSION, "epoch": it.epoch, "state": it.state()}
+
+    def load_state_dict(self, state_dict):
+        """Takes a state_dict() of a DataLoader over the same pipeline: the
+        next iter() resumes its pass (or starts its next epoch)."""
+        if not isinstance(state_dict, dict) or "epoch" not in state_dict:
+            raise ValueError("load_state_dict: expected a dict from DataLoader.state_dict(), "
+                             "not %r" % (type(state_dict).__name__,))
+        version = state_dict.get("version", 1)
+        if version > self.STATE_VERSION:
+            raise ValueError("load_state_dict: state version %d is newer than this sluice's (%d)"
+                             % (version, self.STATE_VERSION))
+        self.set_epoch(state_dict["epoch"])
+        state = state_dict.get("state")
+        if state is not None and not isinstance(state, (bytes, bytearray)):
+            raise TypeError("load_state_dict: 'state' must be bytes, not %s"
+                            % type(state).__name__)
+        self._resume = bytes(state) if state is not None else None
 
     @property
     def epoch(self):
@@ -132,9 +179,18 @@ class DataLoader:
     def __iter__(self):
         if self.iterator is not None:
             self.iterator.close()
-        it = self.dataset.iterator(self.options, epoch=self._next_epoch)
-        self._next_epoch += 1
+        if self._resume is not None:
+            state, self._resume = self._resume, None
+            it = self.dataset.iterator(self.options, state=state)
+            if it.epoch != self._next_epoch:
+                it.close()
+                raise ValueError("load_state_dict: the state is of epoch %d, the dict says %d"
+                                 % (it.epoch, self._next_epoch))
+        else:
+            it = self.dataset.iterator(self.options, epoch=self._next_epoch)
+        self._next_epoch = it.epoch + 1
         self.iterator = it
+        self._exhausted = False
         # The pass stays open after its end (or a break) so that stats() and
         # report() can describe it; the next pass or close() frees it. An
         # error or Ctrl-C frees it at once.
@@ -143,6 +199,7 @@ class DataLoader:
                 try:
                     owner = it.next_element()
                 except StopIteration:
+                    self._exhausted = True
                     return
                 yield self._convert(to_torch(owner))
         except GeneratorExit:

@@ -37,3 +37,29 @@ def test_pytorch_train_example_bad_folder(tmp_path):
     r = subprocess.run([sys.executable, EXAMPLE, str(tmp_path / "empty"), "--steps", "1"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 1 and str(tmp_path / "empty") in r.stderr, r.stderr
+
+
+def test_pytorch_train_example_resumes(image_dir, tmp_path):
+    """Stopped after 3 steps and resumed, the run trains on the batches the
+    uninterrupted one trained on at steps 4 to 7 (an epoch ends at 4: 36
+    images, batch 8)."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        pytest.skip("torch is not installed (apt install python3-torch)")
+    ck = str(tmp_path / "ck.pt")
+
+    def run(*extra):
+        r = subprocess.run([sys.executable, EXAMPLE, image_dir, "--batch", "8", "--size", "32",
+                            "--threads", "2", "--log-every", "1", "--digest"] + list(extra),
+                           capture_output=True, text=True, timeout=240)
+        assert r.returncode == 0, r.stdout + r.stderr
+        return {int(l.split()[1]): l.split()[-1] for l in r.stdout.splitlines()
+                if l.startswith("step")}, r.stdout
+
+    full, _ = run("--steps", "7")
+    head, _ = run("--steps", "3", "--checkpoint", ck)
+    tail, out = run("--steps", "7", "--resume", ck)
+    assert "resumed from" in out and "after step 3" in out
+    assert sorted(head) == [1, 2, 3] and sorted(tail) == [4, 5, 6, 7]
+    assert {**head, **tail} == full
