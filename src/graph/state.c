@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <zlib.h>
+#include "../core/le.h"
 #include "node.h"
 
 #define MAGIC "SLSTATE"  /* 7 bytes and a NUL */
@@ -47,38 +48,16 @@ int sl__bytes_append(sl__bytes *b, const void *p, size_t n)
     return rc;
 }
 
+int sl__bytes_assign(sl__bytes *b, const void *p, size_t n)
+{
+    b->n = 0;
+    return sl__bytes_append(b, p, n);
+}
+
 void sl__bytes_free(sl__bytes *b)
 {
     sl__free(b->p, b->cap);
     *b = (sl__bytes){0};
-}
-
-static void put_u32(unsigned char *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static void put_u64(unsigned char *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint32_t get_u32(const unsigned char *p)
-{
-    uint32_t v = 0;
-    for (int i = 0; i < 4; i++)
-        v |= (uint32_t)p[i] << (8 * i);
-    return v;
-}
-
-static uint64_t get_u64(const unsigned char *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
 }
 
 /* ---- writing ---- */
@@ -91,13 +70,13 @@ int sl__state_node(sl__bytes *w, const sl__iter *it, int nfields, const int64_t 
     if (rc)
         return rc;
     unsigned char *p = w->p + w->n;
-    put_u64(p, it->key);
-    put_u32(p + 8, (uint32_t)nfields);
-    put_u32(p + 12, (uint32_t)nchildren);
-    put_u64(p + 16, (uint64_t)it->ok_count);
-    put_u64(p + 24, (uint64_t)it->fail_count);
+    sl__put_le64(p, it->key);
+    sl__put_le32(p + 8, (uint32_t)nfields);
+    sl__put_le32(p + 12, (uint32_t)nchildren);
+    sl__put_le64(p + 16, (uint64_t)it->ok_count);
+    sl__put_le64(p + 24, (uint64_t)it->fail_count);
     for (int i = 0; i < nfields; i++)
-        put_u64(p + REC_HDR + 8 * i, (uint64_t)fields[i]);
+        sl__put_le64(p + REC_HDR + 8 * i, (uint64_t)fields[i]);
     w->n += need;
     return 0;
 }
@@ -131,6 +110,15 @@ int sl__snap_check(const sl__snapper *s, const char *node)
     return sl__set_error(rc, "%s: cannot save: %s", node, s->msg ? s->msg : sl_strerror(rc));
 }
 
+int sl__save_async(sl__bytes *w, const sl__iter *it, const sl__snapper *s, int nfields,
+                   const int64_t *fields, const void *p, size_t n)
+{
+    int rc = sl__snap_check(s, sl_dataset_name(it->ds));
+    if (rc == 0)
+        rc = sl__state_node(w, it, nfields, fields, 1);
+    return rc ? rc : sl__bytes_append(w, p, n);
+}
+
 void sl__snap_fini(sl__snapper *s)
 {
     sl__strfree(s->msg);
@@ -150,15 +138,15 @@ int sl__state_write(sl__bytes *out, const sl__state_info *info, sl__iter *root)
     unsigned char *h = out->p;
     memset(h, 0, HDR_SIZE);
     memcpy(h, MAGIC, sizeof MAGIC);
-    put_u32(h + 8, VERSION);
-    put_u32(h + 12, HDR_SIZE);
-    put_u64(h + 16, info->fingerprint);
-    put_u64(h + 24, (uint64_t)info->seed);
-    put_u64(h + 32, (uint64_t)info->epoch);
-    put_u64(h + 40, (uint64_t)info->elements);
+    sl__put_le32(h + 8, VERSION);
+    sl__put_le32(h + 12, HDR_SIZE);
+    sl__put_le64(h + 16, info->fingerprint);
+    sl__put_le64(h + 24, (uint64_t)info->seed);
+    sl__put_le64(h + 32, (uint64_t)info->epoch);
+    sl__put_le64(h + 40, (uint64_t)info->elements);
     size_t body = out->n - HDR_SIZE;
-    put_u64(h + 48, body);
-    put_u32(h + 56, (uint32_t)crc32(crc32(0, NULL, 0), out->p + HDR_SIZE, (uInt)body));
+    sl__put_le64(h + 48, body);
+    sl__put_le32(h + 56, (uint32_t)crc32(crc32(0, NULL, 0), out->p + HDR_SIZE, (uInt)body));
     return 0;
 }
 
@@ -203,9 +191,9 @@ static int parse_record(sl__restore *r, const unsigned char *body, size_t len, s
     if (len - *pos < REC_HDR)
         return corrupt("truncated record", at);
     const unsigned char *p = body + *pos;
-    uint64_t key = get_u64(p);
-    uint32_t nfields = get_u32(p + 8), nchildren = get_u32(p + 12);
-    int64_t ok = (int64_t)get_u64(p + 16), fail = (int64_t)get_u64(p + 24);
+    uint64_t key = sl__get_le64(p);
+    uint32_t nfields = sl__get_le32(p + 8), nchildren = sl__get_le32(p + 12);
+    int64_t ok = (int64_t)sl__get_le64(p + 16), fail = (int64_t)sl__get_le64(p + 24);
     if (nfields > MAX_FIELDS || nchildren > MAX_CHILDREN || ok < 0 || fail < 0)
         return corrupt("bad record header", at);
     if ((len - *pos - REC_HDR) / 8 < nfields)
@@ -231,7 +219,7 @@ static int parse_record(sl__restore *r, const unsigned char *body, size_t len, s
     /* fields go into one array, indexed until parsing ends (it may move) */
     e->fields = (int64_t *)(uintptr_t)r->nf;
     for (uint32_t i = 0; i < nfields; i++)
-        r->fields[r->nf++] = (int64_t)get_u64(p + REC_HDR + 8 * i);
+        r->fields[r->nf++] = (int64_t)sl__get_le64(p + REC_HDR + 8 * i);
     *pos += REC_HDR + 8 * (size_t)nfields;
     for (uint32_t c = 0; c < nchildren; c++) {
         int rc = parse_record(r, body, len, pos, depth + 1);
@@ -250,7 +238,7 @@ int sl__restore_parse(const void *state, size_t len, sl__state_info *info, sl__r
                              "header (truncated, or not a state)", state ? len : 0, HDR_SIZE);
     if (memcmp(h, MAGIC, sizeof MAGIC) != 0)
         return sl__set_error(SL_ECORRUPT, "saved state: bad magic (not a sluice iterator state)");
-    uint32_t version = get_u32(h + 8), hsize = get_u32(h + 12);
+    uint32_t version = sl__get_le32(h + 8), hsize = sl__get_le32(h + 12);
     if (version > VERSION)
         return sl__set_error(SL_EUNSUPPORTED, "saved state: format version %u is newer than "
                              "this library's (%u, sluice %s): restore it with a newer libsluice",
@@ -258,18 +246,18 @@ int sl__restore_parse(const void *state, size_t len, sl__state_info *info, sl__r
     if (version == 0 || hsize != HDR_SIZE)
         return sl__set_error(SL_ECORRUPT, "saved state: bad header (version %u, size %u)",
                              version, hsize);
-    uint64_t body = get_u64(h + 48);
+    uint64_t body = sl__get_le64(h + 48);
     if (body != len - HDR_SIZE)
         return sl__set_error(SL_ECORRUPT, "saved state: %zu bytes, the header says %llu%s", len,
                              (unsigned long long)(body + HDR_SIZE),
                              len < body + HDR_SIZE ? " (truncated)" : "");
     const unsigned char *b = h + HDR_SIZE;
-    if ((uint32_t)crc32(crc32(0, NULL, 0), b, (uInt)body) != get_u32(h + 56))
+    if ((uint32_t)crc32(crc32(0, NULL, 0), b, (uInt)body) != sl__get_le32(h + 56))
         return sl__set_error(SL_ECORRUPT, "saved state: checksum mismatch (damaged)");
-    info->fingerprint = get_u64(h + 16);
-    info->seed = (int64_t)get_u64(h + 24);
-    info->epoch = (int64_t)get_u64(h + 32);
-    info->elements = (int64_t)get_u64(h + 40);
+    info->fingerprint = sl__get_le64(h + 16);
+    info->seed = (int64_t)sl__get_le64(h + 24);
+    info->epoch = (int64_t)sl__get_le64(h + 32);
+    info->elements = (int64_t)sl__get_le64(h + 40);
     if (info->epoch < 0 || info->elements < 0)
         return sl__set_error(SL_ECORRUPT, "saved state: negative epoch or count");
     sl__restore *r = sl__calloc(1, sizeof *r);

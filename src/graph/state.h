@@ -36,6 +36,8 @@ typedef struct sl__bytes {
 
 int sl__bytes_reserve(sl__bytes *b, size_t extra);
 int sl__bytes_append(sl__bytes *b, const void *p, size_t n);
+/* Makes b a copy of p[0..n). */
+int sl__bytes_assign(sl__bytes *b, const void *p, size_t n);
 void sl__bytes_free(sl__bytes *b);
 static inline void sl__bytes_swap(sl__bytes *a, sl__bytes *b)
 {
@@ -65,6 +67,10 @@ typedef struct sl__snapper {
 int sl__snap(sl__snapper *s, sl__iter *input, sl__bytes *dst);
 /* For the node's save: s's error with its message, or 0. */
 int sl__snap_check(const sl__snapper *s, const char *node);
+/* An asynchronous node's record: its fields, then the snapshot p[0..n)
+ * as its input's record (after s's check). */
+int sl__save_async(sl__bytes *w, const sl__iter *it, const sl__snapper *s, int nfields,
+                   const int64_t *fields, const void *p, size_t n);
 void sl__snap_fini(sl__snapper *s);
 
 /* ---- restoring ---- */

@@ -44,6 +44,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
+#include "../core/le.h"
 #include "../core/log.h"
 #include "../core/salts.h"
 #include "../graph/node.h"
@@ -124,36 +125,6 @@ static int fail_state(cache_iter *it, int rc)
     it->mode = FAILED;
     it->failed_rc = rc;
     return rc;
-}
-
-/* ---- little-endian fields ---- */
-
-static void put_u32(unsigned char *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static void put_u64(unsigned char *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint32_t get_u32(const unsigned char *p)
-{
-    uint32_t v = 0;
-    for (int i = 0; i < 4; i++)
-        v |= (uint32_t)p[i] << (8 * i);
-    return v;
-}
-
-static uint64_t get_u64(const unsigned char *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
 }
 
 static uint32_t crc_update(uint32_t crc, const void *p, size_t n)
@@ -359,16 +330,16 @@ static int put(cache_iter *it, const void *p, size_t n)
 static int put_element(cache_iter *it, const sl_element *el)
 {
     unsigned char h[8 + 8 * SL_MAX_DIMS + 8];
-    put_u32(h, el->n);
+    sl__put_le32(h, el->n);
     int rc = put(it, h, 4);
     for (int i = 0; i < el->n && !rc; i++) {
         const struct sl_tensor *t = &el->t[i];
-        put_u32(h, (uint32_t)t->dtype);
-        put_u32(h + 4, (uint32_t)t->ndim);
+        sl__put_le32(h, (uint32_t)t->dtype);
+        sl__put_le32(h + 4, (uint32_t)t->ndim);
         size_t at = 8;
         for (int d = 0; d < t->ndim; d++, at += 8)
-            put_u64(h + at, (uint64_t)t->shape[d]);
-        put_u64(h + at, t->nbytes);
+            sl__put_le64(h + at, (uint64_t)t->shape[d]);
+        sl__put_le64(h + at, t->nbytes);
         rc = put(it, h, at + 8);
         if (!rc && t->nbytes)
             rc = put(it, t->data, t->nbytes);
@@ -382,13 +353,13 @@ static void make_header(unsigned char *h, uint64_t fp, uint64_t count, uint64_t 
                         uint32_t crc)
 {
     memcpy(h, MAGIC, 8);
-    put_u32(h + 8, VERSION);
-    put_u32(h + 12, HDR_SIZE);
-    put_u64(h + 16, fp);
-    put_u64(h + 24, count);
-    put_u64(h + 32, len);
-    put_u32(h + 40, crc);
-    put_u32(h + 44, 0);
+    sl__put_le32(h + 8, VERSION);
+    sl__put_le32(h + 12, HDR_SIZE);
+    sl__put_le64(h + 16, fp);
+    sl__put_le64(h + 24, count);
+    sl__put_le64(h + 32, len);
+    sl__put_le32(h + 40, crc);
+    sl__put_le32(h + 44, 0);
 }
 
 static void remember(cache_iter *it, const struct stat *st)
@@ -542,18 +513,18 @@ static bool validate(cache_iter *it, const struct stat *st, bool check_crc, char
         snprintf(why, n, "not a sluice cache file (bad magic)");
         return false;
     }
-    if (get_u32(h + 8) != VERSION || get_u32(h + 12) != HDR_SIZE) {
-        snprintf(why, n, "unsupported format version %u", get_u32(h + 8));
+    if (sl__get_le32(h + 8) != VERSION || sl__get_le32(h + 12) != HDR_SIZE) {
+        snprintf(why, n, "unsupported format version %u", sl__get_le32(h + 8));
         return false;
     }
-    uint64_t fp = get_u64(h + 16);
+    uint64_t fp = sl__get_le64(h + 16);
     if (fp != it->fingerprint) {
         snprintf(why, n, "built by a different pipeline (fingerprint %016llx, expected %016llx)",
                  (unsigned long long)fp, (unsigned long long)it->fingerprint);
         return false;
     }
-    it->count = get_u64(h + 24);
-    it->payload_len = get_u64(h + 32);
+    it->count = sl__get_le64(h + 24);
+    it->payload_len = sl__get_le64(h + 32);
     if (it->payload_len != (uint64_t)st->st_size - HDR_SIZE) {
         snprintf(why, n, "payload is %lld bytes, the header says %llu (truncated?)",
                  (long long)st->st_size - HDR_SIZE, (unsigned long long)it->payload_len);
@@ -574,9 +545,9 @@ static bool validate(cache_iter *it, const struct stat *st, bool check_crc, char
         crc = crc_update(crc, it->buf, k);
         off += k;
     }
-    if (crc != get_u32(h + 40)) {
+    if (crc != sl__get_le32(h + 40)) {
         snprintf(why, n, "checksum mismatch (payload crc32 %08x, header says %08x)", crc,
-                 get_u32(h + 40));
+                 sl__get_le32(h + 40));
         return false;
     }
     return true;
@@ -672,7 +643,7 @@ static int get_field(cache_iter *it, size_t n, uint64_t *v)
     int rc = get_bytes(it, b, n);
     if (rc)
         return rc;
-    *v = n == 4 ? get_u32(b) : get_u64(b);
+    *v = n == 4 ? sl__get_le32(b) : sl__get_le64(b);
     return 0;
 }
 

@@ -395,8 +395,7 @@ static int map_next(sl__iter *base, sl_element **out)
             it->cur = NULL;
             if (c->n) { /* its last position outlives it */
                 size_t from = c->n > 1 ? c->snap_end[c->n - 2] : 0;
-                it->taken.n = 0;
-                int e = sl__bytes_append(&it->taken, c->snaps.p + from,
+                int e = sl__bytes_assign(&it->taken, c->snaps.p + from,
                                          c->snap_end[c->n - 1] - from);
                 it->taken_index = c->first_index + c->n;
                 if (e) {
@@ -471,9 +470,6 @@ static int map_save(sl__iter *base, sl__bytes *w)
         return sl__set_error(SL_EUNSUPPORTED, "%s: an unordered map (SL_MAP_UNORDERED, or "
                              "SL_OPT_DETERMINISTIC off) has no position to save",
                              sl_dataset_name(base->ds));
-    int rc = sl__snap_check(&it->snap, sl_dataset_name(base->ds));
-    if (rc)
-        return rc;
     const chunk *c = it->cur;
     const unsigned char *p = it->taken.p;
     size_t n = it->taken.n;
@@ -484,8 +480,7 @@ static int map_save(sl__iter *base, sl__bytes *w)
         n = c->snap_end[c->pos - 1] - from;
         index = c->first_index + c->pos;
     }
-    rc = sl__state_node(w, base, 1, &index, 1);
-    return rc ? rc : sl__bytes_append(w, p, n);
+    return sl__save_async(w, base, &it->snap, 1, &index, p, n);
 }
 
 static const sl__iter_ops map_iter_ops = {map_next, map_cancel, map_destroy, map_save};

@@ -444,8 +444,7 @@ static int batch_done(fused_iter *it, ibatch *b)
     int rc = 0;
     if (b->n) {
         size_t from = b->n > 1 ? b->slots[b->n - 2].snap_end : 0;
-        it->taken.n = 0;
-        rc = sl__bytes_append(&it->taken, b->snaps.p + from, b->slots[b->n - 1].snap_end - from);
+        rc = sl__bytes_assign(&it->taken, b->snaps.p + from, b->slots[b->n - 1].snap_end - from);
         it->taken_index = b->first + b->n;
     }
     batch_recycle(it, b);
@@ -653,9 +652,6 @@ static void fused_destroy(sl__iter *base)
 static int fused_save(sl__iter *base, sl__bytes *w)
 {
     fused_iter *it = (fused_iter *)base;
-    int rc = sl__snap_check(&it->snap, "map_image");
-    if (rc)
-        return rc;
     const ibatch *b = it->cur;
     const unsigned char *p = it->taken.p;
     size_t n = it->taken.n;
@@ -667,8 +663,7 @@ static int fused_save(sl__iter *base, sl__bytes *w)
         index = b->first + it->pos;
     }
     int64_t f[2] = {index, atomic_load(&it->failed)};
-    rc = sl__state_node(w, base, 2, f, 1);
-    return rc ? rc : sl__bytes_append(w, p, n);
+    return sl__save_async(w, base, &it->snap, 2, f, p, n);
 }
 
 static const sl__iter_ops fused_iter_ops = {fused_next, fused_cancel, fused_destroy, fused_save};

@@ -147,10 +147,7 @@ static void prefetch_destroy(sl__iter *base)
 static int prefetch_save(sl__iter *base, sl__bytes *w)
 {
     prefetch_iter *it = (prefetch_iter *)base;
-    int rc = sl__snap_check(&it->snap, "prefetch");
-    if (rc == 0)
-        rc = sl__state_node(w, base, 0, NULL, 1);
-    return rc ? rc : sl__bytes_append(w, it->taken.p, it->taken.n);
+    return sl__save_async(w, base, &it->snap, 0, NULL, it->taken.p, it->taken.n);
 }
 
 static const sl__iter_ops prefetch_iter_ops = {prefetch_next, prefetch_cancel, prefetch_destroy,

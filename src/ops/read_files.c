@@ -548,10 +548,7 @@ static void read_destroy(sl__iter *base)
 static int read_save(sl__iter *base, sl__bytes *w)
 {
     read_iter *it = (read_iter *)base;
-    int rc = sl__snap_check(&it->snap, sl_dataset_name(base->ds));
-    if (rc == 0)
-        rc = sl__state_node(w, base, 0, NULL, 1);
-    return rc ? rc : sl__bytes_append(w, it->taken.p, it->taken.n);
+    return sl__save_async(w, base, &it->snap, 0, NULL, it->taken.p, it->taken.n);
 }
 
 static const sl__iter_ops read_iter_ops = {read_next, read_cancel, read_destroy, read_save};
