@@ -128,6 +128,7 @@ BUILTINS = {
     "UnsupportedError": ValueError, "CallbackError": RuntimeError,
     "TooManyErrorsError": RuntimeError, "StateError": RuntimeError,
     "InternalError": RuntimeError, "PermissionDeniedError": PermissionError,
+    "StateMismatchError": ValueError,
 }
 
 
