@@ -126,12 +126,17 @@ SL_API uint64_t sl_dataset_fingerprint(const sl_dataset *ds)
 {
     if (!ds)
         return 0;
+    sl_dataset *d = (sl_dataset *)ds; /* the memo only: the node is immutable */
+    if (atomic_load_explicit(&d->has_fingerprint, memory_order_acquire))
+        return atomic_load_explicit(&d->fingerprint, memory_order_relaxed);
     uint64_t h = sl__hash_str(SL__SALT_FINGERPRINT, ds->ops->kind);
     h = sl__hash_str(h, ds->name);
     if (ds->ops->fingerprint)
         h = ds->ops->fingerprint(ds, h);
     for (int i = 0; i < ds->ninputs; i++)
         h = sl__hash_u64(h, sl_dataset_fingerprint(ds->inputs[i]));
+    atomic_store_explicit(&d->fingerprint, h, memory_order_relaxed);
+    atomic_store_explicit(&d->has_fingerprint, true, memory_order_release);
     return h;
 }
 

@@ -74,6 +74,10 @@ struct sl_dataset {
     sl_dataset *inputs[SL__MAX_INPUTS];
     char *name;  /* display name (owned), NULL: ops->kind */
     size_t size; /* allocation size of the derived struct */
+    /* sl_dataset_fingerprint, kept once computed (a listing of a million
+     * paths takes tens of milliseconds to hash) */
+    _Atomic uint64_t fingerprint;
+    atomic_bool has_fingerprint;
 };
 
 /* Allocates a derived dataset of `size` bytes (zeroed, base filled in) that

@@ -17,7 +17,6 @@ struct sl_iterator {
     sl__tree tree;
     sl__iter *root;
     sl_dataset *ds;
-    uint64_t fingerprint; /* of ds, for saved states */
     sl__bytes saved;      /* the last state written, reused */
     int err;
     int64_t last_return_ns; /* when sl_next last returned; 0 before the first call */
@@ -47,7 +46,6 @@ static sl_iterator *create(sl_dataset *ds, const sl_options *opts, sl__restore *
         return NULL;
     }
     it->ds = sl_dataset_retain(ds);
-    it->fingerprint = sl_dataset_fingerprint(ds);
     int64_t epoch = sl_options_get(opts, SL_OPT_EPOCH);
     if (restore) {
         epoch = info->epoch;
@@ -96,7 +94,8 @@ SL_API int64_t sl_iterator_save(sl_iterator *it, void *buf, size_t cap)
     if (it->err)
         return sl__set_error(SL_ESTATE, "sl_iterator_save: the iterator failed (%s); it has "
                              "no position to save", it->errmsg);
-    sl__state_info info = {it->fingerprint, it->tree.seed_option, it->tree.epoch,
+    /* computed on the first save, then kept by the dataset */
+    sl__state_info info = {sl_dataset_fingerprint(it->ds), it->tree.seed_option, it->tree.epoch,
                            atomic_load(&it->tree.elements)};
     int rc = sl__state_write(&it->saved, &info, it->root);
     if (rc < 0) {
