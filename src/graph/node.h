@@ -214,7 +214,8 @@ struct sl__tree {
     atomic_int budget_waiters;
     sl__iter *async_head;
     struct sl__slot *slots;
-    /* while the root is made from a saved state: its records by key */
+    /* a saved state's records by key, while the root is made from it
+     * (read only by the thread making it: state.h) */
     sl__restore *restore;
 };
 

@@ -280,8 +280,22 @@ int sl__restore_parse(const void *state, size_t len, sl__state_info *info, sl__r
     return 0;
 }
 
+static _Thread_local sl__tree *restoring;
+
+void sl__restore_begin(sl__tree *t)
+{
+    restoring = t;
+}
+
+void sl__restore_end(void)
+{
+    restoring = NULL;
+}
+
 void sl__restore_attach(sl__tree *t, sl__iter *it)
 {
+    if (restoring != t)
+        return;
     sl__restore *r = t->restore;
     if (!r)
         return;

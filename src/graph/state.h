@@ -88,7 +88,11 @@ typedef struct sl__state_info {
  * with a message saying which. */
 int sl__restore_parse(const void *state, size_t len, sl__state_info *info, sl__restore **out);
 void sl__restore_free(sl__restore *r);
-/* Called by sl__iter_alloc: gives it its record if there is one. */
+/* Between begin and end, node iterators this thread makes in t take their
+ * records (sl__iter_alloc calls attach). Only the thread restoring: nodes
+ * made later, or by a producer thread (a repeat's next pass), start fresh. */
+void sl__restore_begin(sl__tree *t);
+void sl__restore_end(void);
 void sl__restore_attach(sl__tree *t, sl__iter *it);
 /* After the root is made: every record must have found its node. */
 int sl__restore_check(const sl__tree *t);

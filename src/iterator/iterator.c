@@ -56,7 +56,10 @@ static sl_iterator *create(sl_dataset *ds, const sl_options *opts, sl__restore *
     } else if (epoch < 0) {
         epoch = atomic_fetch_add_explicit(&ds->next_epoch, 1, memory_order_relaxed);
     }
+    if (restore)
+        sl__restore_begin(&it->tree);
     rc = sl__iter_make_root(ds, &it->tree, epoch, &it->root);
+    sl__restore_end();
     if (rc == 0 && restore) {
         rc = sl__restore_check(&it->tree);
         sl__restore_free(it->tree.restore);
