@@ -299,6 +299,10 @@ typedef enum sl_option {
      * creation fails has still taken its epoch. For resuming, and for
      * processes that must agree on the epoch. */
     SL_OPT_EPOCH,
+    /* The largest record a TFRecord or tar shard may hold, bytes (default
+     * 256 MiB): a length over it is a corrupt record, refused before any
+     * allocation. */
+    SL_OPT_MAX_RECORD_BYTES,
     SL_OPT_COUNT
 } sl_option;
 
@@ -510,6 +514,138 @@ SL_API sl_dataset *sl_file_list(const char *list_path, const char *root, unsigne
  * take, skip, shard and shuffle placed after it move before it, so files
  * they drop are never opened. */
 SL_API sl_dataset *sl_read_files(sl_dataset *in, unsigned flags);
+
+/* ------------------------------------------------------------------------ */
+/* Sharded records                                                          */
+
+/* Flag for sl_list_files: a new order each epoch (tf.data's list_files
+ * shuffles by default); without it, sorted. */
+#define SL_LIST_SHUFFLE 1u
+
+/* The paths (scalar strings) matching any of n glob(3) patterns
+ * ("/data/train-*-of-01024.tfrecord"; a pattern without wildcards names one
+ * file), sorted and without duplicates, so every process lists the same
+ * shards; with SL_LIST_SHUFFLE, permuted per epoch by `seed` (-1: the
+ * iterator's seed) as shuffle(SL_SHUFFLE_ALL) does. Nothing is opened:
+ * sl_shard right after it splits files between workers. NULL with
+ * SL_ENOENT naming the pattern if one matches nothing. */
+SL_API sl_dataset *sl_list_files(const char *const *patterns, int n, unsigned flags,
+                                 int64_t seed);
+
+/* One dataset per input element, for sl_interleave: a new reference (the
+ * interleave frees it), or NULL with the reason in sl_last_error(), which
+ * is an element error (the error policy decides). `el` is valid during the
+ * call. Called on the interleave's thread, one call at a time. */
+typedef sl_dataset *(*sl_interleave_fn)(const sl_element *el, void *user);
+
+/* Flag for sl_interleave: emit in completion order (faster when inputs are
+ * uneven, not reproducible). */
+#define SL_NONDETERMINISTIC 1u
+
+/* tf.data's interleave: fn(element) for cycle_length input elements at a
+ * time, cycling through their datasets block_length elements each; when
+ * one ends, the next input element takes its place. The output order is
+ * tf.data's and does not depend on timing or threads (unless
+ * SL_NONDETERMINISTIC). `parallelism` threads of the node's own pull
+ * ahead from the open inputs (reads and parsing overlap; none of them is
+ * a pool worker), >= 1 or SL_AUTOTUNE (the controller moves it, up to
+ * cycle_length). Each input's dataset runs its own epoch, derived from the
+ * pass's epoch and the input's position, so random ops inside differ per
+ * input and per epoch. cycle_length >= 1, block_length >= 1. */
+SL_API sl_dataset *sl_interleave(sl_dataset *in, sl_interleave_fn fn, void *user,
+                                 int cycle_length, int block_length, int parallelism,
+                                 unsigned flags);
+/* A dataset of exactly one element, el (retained): tf.data's
+ * from_tensors, for interleave functions ("this path"). */
+SL_API sl_dataset *sl_from_element(sl_element *el);
+
+typedef enum sl_compression {
+    SL_COMPRESSION_NONE = 0,
+    SL_COMPRESSION_ZLIB, /* TFRecordWriter's "ZLIB": a zlib stream */
+    SL_COMPRESSION_GZIP, /* "GZIP" (concatenated members are read through) */
+} sl_compression;
+
+/* Flag for sl_tfrecord: do not check the data CRC (the length's is
+ * always checked: a bad length cannot be skipped). */
+#define SL_TFRECORD_NO_DATA_CRC 2u
+
+/* TFRecord files, as tf.data.TFRecordDataset reads them: for each path in
+ * `paths` (scalar strings: sl_list_files, sl_from_files), its records in
+ * order, each (record: scalar string), plus (path) with SL_WITH_PATHS. The
+ * framing (u64 length, masked CRC-32C of the length, data, masked CRC-32C
+ * of the data) is checked as read; compression one of sl_compression,
+ * inflated as it streams. Files are read in large sequential chunks
+ * through the I/O engine, reads ahead in flight; never a whole file in
+ * memory. Errors name the file and the byte offset (in the uncompressed
+ * stream when compressed): a bad data CRC or a record over
+ * SL_OPT_MAX_RECORD_BYTES is an element error (the policy may skip the
+ * record); a bad length CRC, a truncated record or a broken compressed
+ * stream lose the rest of that file (under a skip policy counted as one
+ * error, and the next file is read). */
+SL_API sl_dataset *sl_tfrecord(sl_dataset *paths, int compression, unsigned flags);
+/* sl_interleave_fn for TFRecord files: user points to an int, an
+ * sl_compression (NULL: none). */
+SL_API sl_dataset *sl_tfrecord_fn(const sl_element *path, void *user);
+
+/* A tf.train.Example feature to parse (tf.io.FixedLenFeature /
+ * VarLenFeature). */
+typedef enum sl_feature_type {
+    SL_FEATURE_BYTES = 0, /* bytes_list: SL_STRING */
+    SL_FEATURE_INT64,     /* int64_list: SL_INT64 */
+    SL_FEATURE_FLOAT,     /* float_list: SL_FLOAT32 */
+} sl_feature_type;
+
+typedef struct sl_feature {
+    const char *key;      /* "image/encoded" */
+    sl_feature_type type;
+    /* FixedLenFeature: ndim >= 0 and shape (ndim 0: a scalar; the value
+     * count must be the shape's product). VarLenFeature: ndim -1, every
+     * value as a 1-D tensor (tf gives a SparseTensor; this is its values). */
+    int ndim;
+    int64_t shape[SL_MAX_DIMS];
+    /* For a fixed feature absent from an Example: has_default 1 fills the
+     * shape with this value (bytes: default_bytes, default_len bytes);
+     * otherwise absence is an element error. Absent varlen: 0 values. */
+    int has_default;
+    int64_t default_int64;
+    float default_float;
+    const void *default_bytes;
+    size_t default_len;
+} sl_feature;
+
+/* tf.io.parse_single_example on tensor 0 of each element (a serialized
+ * tf.train.Example: scalar string or uint8 [n]): one tensor per feature,
+ * in the order given, then the input's other tensors. The wire format is
+ * read with bounds checks (no protobuf library): a malformed varint, a
+ * truncated field or a field of the wrong wire type is an element error
+ * naming the record's file, with the byte offset in the record; so are a
+ * feature of another type than asked and a fixed feature with the wrong
+ * number of values. features (and their strings) are copied; 1 <= n <=
+ * 1024. */
+SL_API sl_dataset *sl_parse_example(sl_dataset *in, const sl_feature *features, int n,
+                                    unsigned flags);
+
+/* WebDataset tar shards: for each path in `paths`, its members grouped
+ * into samples by key (the member's path up to the first '.' of its base
+ * name: "n01/x.jpg", "n01/x.cls", "n01/x.json" are one sample "n01/x",
+ * extensions "jpg", "cls", "json"); each sample yields the values of
+ * `keys` in that order (a key may list alternatives, "jpg;jpeg;png"), as
+ * types[i]: SL_UINT8 (bytes, uint8 [n]), SL_STRING (scalar string) or
+ * SL_INT64 (the text as a decimal integer, as webdataset decodes "cls");
+ * types NULL: all SL_UINT8. Plus (key: string) with SL_WITH_PATHS. POSIX
+ * ustar, GNU (long names) and pax (path, size) members; other member kinds
+ * are skipped; a gzip-compressed shard (.tar.gz, found by its magic bytes)
+ * is inflated as it streams. Read like sl_tfrecord. Errors name the shard
+ * and the byte offset: a sample missing a key or with an unparsable
+ * integer is an element error; a header with a bad checksum or a member
+ * running past the end loses the rest of that shard. 1 <= nkeys <= 64. */
+SL_API sl_dataset *sl_tar_shards(sl_dataset *paths, const char *const *keys,
+                                 const sl_dtype *types, int nkeys, unsigned flags);
+
+/* CRC-32C (Castagnoli) of data[0..n), continuing from crc (0 to start): the
+ * checksum TFRecord framing uses, with SSE4.2 where the CPU has it. A
+ * record's stored CRCs are masked: ((c >> 15) | (c << 17)) + 0xa282ead8. */
+SL_API uint32_t sl_crc32c(uint32_t crc, const void *data, size_t n);
 
 typedef enum sl_crop_policy {
     /* torchvision RandomResizedCrop: area fraction in [scale_min, scale_max],

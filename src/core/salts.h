@@ -19,5 +19,6 @@
 #define SL__SALT_OP_SEED 0x0bull         /* an op's own seed (shuffle's) */
 #define SL__SALT_ROOT_KEY 0x726f6f74ull  /* the root node's key ("root") */
 #define SL__SALT_CACHE_SEEN 0x66696c65ull /* cache: the slot of the file checked ("file") */
+#define SL__SALT_INTERLEAVE 0x696e746cull /* interleave: its inputs' keys ("intl") */
 
 #endif

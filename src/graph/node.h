@@ -131,6 +131,7 @@ struct sl__iter {
      * its depth below the root; own_count: the node counts its elements
      * itself (in other units than output elements), sl__iter_next doesn't */
     sl__node_stats *stats;
+    uint64_t stats_key; /* its entry's key: the key, but shared under an interleave */
     int depth;
     bool own_count;
     /* while it is being made from a saved state: its record (state.c),
@@ -146,6 +147,11 @@ int sl__iter_make_input(sl__iter *parent, int i, int64_t epoch, sl__iter **out);
 /* Makes the iterator of any dataset under a derived key. */
 int sl__iter_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
                   sl__iter **out);
+/* Makes the iterator of ds (not one of parent's inputs: an interleave's
+ * per-element dataset) one level below parent, with its own key and the
+ * statistics key its nodes share with the other such datasets'. */
+int sl__iter_make_under(sl__iter *parent, const sl_dataset *ds, uint64_t key,
+                        uint64_t stats_key, int64_t epoch, sl__iter **out);
 /* For a counter only one thread writes at a time (handed over under a lock
  * or a join): a relaxed load and store, no locked instruction. */
 static inline void sl__stat_add_single(atomic_llong *c, int64_t v)
@@ -184,6 +190,7 @@ struct sl__tree {
     bool deterministic;
     int io_backend;        /* requested sl_io_backend */
     int io_depth;          /* reads in flight per reading node */
+    int64_t max_record;    /* SL_OPT_MAX_RECORD_BYTES */
     atomic_int io_backend_used; /* what reads actually use (statistics) */
     atomic_llong bytes_read;
 

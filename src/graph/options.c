@@ -25,6 +25,7 @@ static const struct {
     [SL_OPT_TRACE_EVENTS] = {0, 0, 1 << 26},
     [SL_OPT_AUTOTUNE_LOG] = {0, 0, 1},
     [SL_OPT_EPOCH] = {-1, -1, INT64_MAX},
+    [SL_OPT_MAX_RECORD_BYTES] = {256 << 20, 1, (int64_t)1 << 40},
 };
 
 SL_API sl_options *sl_options_create(void)

@@ -105,7 +105,7 @@ sl__knob *sl__iter_knob(sl__iter *it, int node_kind, int knob_kind, int64_t requ
     int64_t initial = requested != SL_AUTOTUNE ? requested : autotune ? auto_start : fixed;
     int64_t max = autotune && auto_max > initial ? auto_max : initial;
     sl__node_stats *ns =
-        sl__stats_node(it->tree, it->key, sl_dataset_name(it->ds), node_kind, it->depth);
+        sl__stats_node(it->tree, it->stats_key, sl_dataset_name(it->ds), node_kind, it->depth);
     sl__knob *k = ns ? sl__stats_knob(ns, knob_kind, 1, max, initial, autotune) : NULL;
     if (!k)
         sl__set_error(SL_EINTERNAL, "%s: cannot register its %s knob", sl_dataset_name(it->ds),

@@ -19,6 +19,10 @@
  * around the child's make, so sl__iter_alloc knows it without a parameter
  * in every op. */
 static _Thread_local int making_depth;
+/* Likewise the statistics key of the node being made: its key, except
+ * under an interleave, whose inputs' nodes have keys of their own (their
+ * random streams differ) but share statistics entries. 0: the key. */
+static _Thread_local uint64_t making_stats_key;
 
 void *sl__iter_alloc(const sl__iter_ops *ops, size_t size, const sl_dataset *ds,
                      sl__tree *tree, uint64_t key, int64_t epoch)
@@ -27,7 +31,10 @@ void *sl__iter_alloc(const sl__iter_ops *ops, size_t size, const sl_dataset *ds,
     if (!it)
         return NULL;
     it->depth = making_depth;
-    it->stats = sl__stats_node(tree, key, sl_dataset_name(ds), SL__NODE_OTHER, it->depth);
+    it->stats_key = making_stats_key ? making_stats_key : key;
+    making_stats_key = 0;
+    it->stats = sl__stats_node(tree, it->stats_key, sl_dataset_name(ds), SL__NODE_OTHER,
+                               it->depth);
     if (!it->stats) {
         sl__free(it, size);
         return NULL;
@@ -49,13 +56,31 @@ int sl__iter_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t ep
     return ds->ops->make_iter(ds, tree, key, epoch, out);
 }
 
+static uint64_t child_key(uint64_t parent, int i, const sl_dataset *in)
+{
+    return sl__hash_str(sl__hash_u64(parent, (uint64_t)i + 1), in->ops->kind);
+}
+
 int sl__iter_make_input(sl__iter *parent, int i, int64_t epoch, sl__iter **out)
 {
     const sl_dataset *in = parent->ds->inputs[i];
-    uint64_t key = sl__hash_str(sl__hash_u64(parent->key, (uint64_t)i + 1), in->ops->kind);
     int saved = making_depth;
     making_depth = parent->depth + 1;
-    int rc = sl__iter_make(in, parent->tree, key, epoch, out);
+    making_stats_key = parent->stats_key == parent->key ? 0 : child_key(parent->stats_key, i, in);
+    int rc = sl__iter_make(in, parent->tree, child_key(parent->key, i, in), epoch, out);
+    making_stats_key = 0;
+    making_depth = saved;
+    return rc;
+}
+
+int sl__iter_make_under(sl__iter *parent, const sl_dataset *ds, uint64_t key,
+                        uint64_t stats_key, int64_t epoch, sl__iter **out)
+{
+    int saved = making_depth;
+    making_depth = parent->depth + 1;
+    making_stats_key = stats_key;
+    int rc = sl__iter_make(ds, parent->tree, key, epoch, out);
+    making_stats_key = 0;
     making_depth = saved;
     return rc;
 }
@@ -295,6 +320,7 @@ int sl__tree_init(sl__tree *t, const sl_options *opts)
     t->deterministic = sl_options_get(opts, SL_OPT_DETERMINISTIC) != 0;
     t->io_backend = (int)sl_options_get(opts, SL_OPT_IO_BACKEND);
     t->io_depth = (int)sl_options_get(opts, SL_OPT_IO_DEPTH);
+    t->max_record = sl_options_get(opts, SL_OPT_MAX_RECORD_BYTES);
     t->start_ns = sl__now_ns();
     t->autotune = sl_options_get(opts, SL_OPT_AUTOTUNE) != 0;
     t->autotune_log = sl_options_get(opts, SL_OPT_AUTOTUNE_LOG) != 0 ||

@@ -7,9 +7,15 @@
  * (io_uring_sq_ready), in the kernel, or finished in the CQ ring
  * (io_uring_cq_ready). Knowing how many are in the kernel tells whether
  * waiting for a completion can ever return, and what close must wait for.
+ *
+ * Closed rings with nothing left in them go to a small cache that the next
+ * open of the same depth takes: record readers open an engine per shard,
+ * and a ring costs system calls and mappings to set up.
  */
 #include <errno.h>
 #include <liburing.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include "../core/alloc.h"
@@ -17,12 +23,18 @@
 #include "io.h"
 
 #define PEEK_BATCH 64
+#define CACHE_MAX 16
 
 typedef struct uring_io {
     sl__io base;
     struct io_uring ring;
     int outstanding; /* prepared and not yet reaped */
+    struct uring_io *next; /* in the cache */
 } uring_io;
+
+static pthread_mutex_t cache_mu = PTHREAD_MUTEX_INITIALIZER;
+static uring_io *cache;
+static int cached;
 
 static int in_kernel(uring_io *u)
 {
@@ -137,8 +149,36 @@ static void uring_close(sl__io *base)
         if (r < 0 && r != -EINTR && r != -EAGAIN)
             break;
     }
+    if (u->outstanding == 0 && !io_uring_sq_ready(&u->ring)) {
+        pthread_mutex_lock(&cache_mu);
+        bool keep = cached < CACHE_MAX;
+        if (keep) {
+            u->next = cache;
+            cache = u;
+            cached++;
+        }
+        pthread_mutex_unlock(&cache_mu);
+        if (keep)
+            return;
+    }
     io_uring_queue_exit(&u->ring);
-    sl__free(u, sizeof *u);
+    free(u);
+}
+
+/* A cached ring of this depth, or NULL. */
+static uring_io *from_cache(int depth)
+{
+    pthread_mutex_lock(&cache_mu);
+    uring_io **p = &cache;
+    while (*p && (*p)->base.depth != depth)
+        p = &(*p)->next;
+    uring_io *u = *p;
+    if (u) {
+        *p = u->next;
+        cached--;
+    }
+    pthread_mutex_unlock(&cache_mu);
+    return u;
 }
 
 static const sl__io_ops uring_ops = {uring_prep, uring_submit, uring_reap, uring_close};
@@ -146,12 +186,18 @@ static const sl__io_ops uring_ops = {uring_prep, uring_submit, uring_reap, uring
 int sl__io_uring_open(int depth, sl__io **out, int *sys_err)
 {
     *out = NULL;
-    uring_io *u = sl__calloc(1, sizeof *u);
+    uring_io *u = from_cache(depth);
+    if (u) {
+        u->next = NULL;
+        *out = &u->base;
+        return 0;
+    }
+    u = calloc(1, sizeof *u); /* libc: a cached ring outlives every iterator */
     if (!u)
         return SL_ENOMEM;
     int r = io_uring_queue_init((unsigned)depth, &u->ring, 0);
     if (r < 0) {
-        sl__free(u, sizeof *u);
+        free(u);
         *sys_err = -r;
         return SL_EUNSUPPORTED;
     }

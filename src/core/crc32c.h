@@ -1,0 +1,26 @@
+/* CRC-32C (Castagnoli): the checksum of TFRecord framing. */
+#ifndef SL_CORE_CRC32C_H
+#define SL_CORE_CRC32C_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "sluice.h"
+
+/* crc of data[0..n) continuing from crc (0 to start): the fastest way the
+ * CPU has. */
+uint32_t sl__crc32c(uint32_t crc, const void *data, size_t n);
+/* The two ways, for tests: tables (any CPU) and SSE4.2 (x86 with it). */
+uint32_t sl__crc32c_table(uint32_t crc, const void *data, size_t n);
+uint32_t sl__crc32c_sse42(uint32_t crc, const void *data, size_t n);
+bool sl__crc32c_has_sse42(void);
+
+/* TFRecord's masked form of a CRC, so that a CRC of data holding CRCs does
+ * not come out trivially. */
+static inline uint32_t sl__crc32c_mask(uint32_t crc)
+{
+    return ((crc >> 15) | (crc << 17)) + 0xa282ead8u;
+}
+
+#endif

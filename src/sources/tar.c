@@ -1,0 +1,614 @@
+/*
+ * WebDataset tar shards (sl_tar_shards). A tar file is 512-byte headers,
+ * each followed by its member's data padded to 512 bytes, ended by zero
+ * blocks. Members are grouped into samples by key (the path up to the
+ * first '.' of the base name; consecutive members with one key are one
+ * sample), and each sample yields the members asked for.
+ *
+ * Headers: POSIX ustar (name and prefix), GNU ('L' long names before the
+ * member they name, base-256 sizes) and pax ('x' records path= and size=
+ * for the next member; 'g' global records are skipped). Only regular
+ * members are samples' parts; directories, links and the like are skipped.
+ * The member read past the end of a sample is kept for the next one, so a
+ * saved position is that member's first header.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include "shards.h"
+
+#define BLOCK 512
+#define MAX_NAME 65536
+#define MAX_PAX (1 << 20)
+#define MAX_KEYS 64
+
+typedef struct tar_ds {
+    sl_dataset base;
+    int nkeys;
+    char **keys;       /* alternatives separated by ';' */
+    sl_dtype *types;
+    unsigned flags;
+} tar_ds;
+
+/* A member's data, read into a buffer laid out as a string tensor
+ * (offsets, then the bytes) so that any type can view it. */
+typedef struct value {
+    sl__buf *buf;
+    uint64_t size;
+} value;
+
+typedef struct member {
+    bool have;          /* read ahead: the first member of the next sample */
+    uint64_t start;     /* offset of its first header */
+    sl__bytes name;     /* NUL-terminated */
+    size_t klen;        /* key = name[0..klen) */
+    int slot;           /* the key asked for that it is, or -1 */
+    value v;
+    int rc;             /* an error of its own (too large), with msg */
+    char *msg;
+} member;
+
+typedef struct tar_iter {
+    sl__iter base;
+    sl__shards sh;
+    member m;
+    bool file_over;     /* the current file has no member left */
+    int file_rc;        /* the file failed after the last sample (message kept) */
+    char *file_msg;
+    value *vals;        /* per key, the current sample's */
+    sl__bytes pax_path, long_name, key;
+} tar_iter;
+
+static void value_drop(value *v)
+{
+    sl__buf_release(v->buf);
+    *v = (value){0};
+}
+
+static void member_clear(member *m)
+{
+    value_drop(&m->v);
+    sl__strfree(m->msg);
+    m->msg = NULL;
+    m->rc = 0;
+    m->have = false;
+}
+
+static int corrupt(tar_iter *it, const char *what, uint64_t at)
+{
+    return sl__set_error(SL_ECORRUPT, "%s: %s at byte %llu%s", sl__stream_path(it->sh.s), what,
+                         (unsigned long long)at,
+                         sl__stream_compressed(it->sh.s) ? " of the uncompressed stream" : "");
+}
+
+static int read_all(tar_iter *it, void *dst, size_t n, uint64_t at, const char *what)
+{
+    size_t got;
+    int rc = sl__stream_read(it->sh.s, dst, n, &got);
+    if (rc == 0 && got < n)
+        rc = corrupt(it, what, at);
+    return rc;
+}
+
+static int skip_all(tar_iter *it, uint64_t n, uint64_t at)
+{
+    uint64_t got;
+    int rc = sl__stream_skip(it->sh.s, n, &got);
+    if (rc == 0 && got < n)
+        rc = corrupt(it, "a member runs past the end of the file", at);
+    return rc;
+}
+
+static uint64_t padding(uint64_t size)
+{
+    return (BLOCK - size % BLOCK) % BLOCK;
+}
+
+/* An octal field (spaces and NULs around it), or GNU base-256. */
+static bool number(const unsigned char *f, size_t n, uint64_t *out)
+{
+    uint64_t v = 0;
+    if (f[0] & 0x80) {
+        if (f[0] != 0x80) /* negative, or wider than 64 bits */
+            return false;
+        for (size_t i = 1; i < n; i++) {
+            if (v >> 56)
+                return false;
+            v = v << 8 | f[i];
+        }
+        *out = v;
+        return true;
+    }
+    size_t i = 0;
+    while (i < n && (f[i] == ' ' || f[i] == 0))
+        i++;
+    bool any = false;
+    for (; i < n && f[i] >= '0' && f[i] <= '7'; i++) {
+        if (v >> 61)
+            return false;
+        v = v << 3 | (uint64_t)(f[i] - '0');
+        any = true;
+    }
+    for (; i < n; i++)
+        if (f[i] != ' ' && f[i] != 0)
+            return false;
+    *out = v;
+    return any || n == 0;
+}
+
+static bool checksum_ok(const unsigned char *h)
+{
+    uint64_t want;
+    if (!number(h + 148, 8, &want))
+        return false;
+    uint64_t u = 0;
+    int64_t s = 0; /* some old tars summed signed chars */
+    for (int i = 0; i < BLOCK; i++) {
+        unsigned char c = i >= 148 && i < 156 ? ' ' : h[i];
+        u += c;
+        s += (signed char)c;
+    }
+    return u == want || (uint64_t)s == want;
+}
+
+static bool all_zero(const unsigned char *h)
+{
+    for (int i = 0; i < BLOCK; i++)
+        if (h[i])
+            return false;
+    return true;
+}
+
+static int set_str(sl__bytes *b, const void *p, size_t n)
+{
+    int rc = sl__bytes_assign(b, p, n);
+    return rc ? rc : sl__bytes_append(b, "", 1);
+}
+
+/* A pax extended header's records ("<len> key=value\n"): path and size. */
+static int read_pax(tar_iter *it, uint64_t size, uint64_t at, int64_t *pax_size)
+{
+    if (size > MAX_PAX)
+        return corrupt(it, "pax header too large", at);
+    char *p = sl__alloc(size + 1);
+    if (!p)
+        return SL_ENOMEM;
+    int rc = read_all(it, p, (size_t)size, at, "a pax header runs past the end of the file");
+    p[size] = '\0';
+    for (size_t i = 0; rc == 0 && i < size;) {
+        char *end;
+        unsigned long long len = strtoull(p + i, &end, 10);
+        char *kv = end + 1;
+        if (end == p + i || *end != ' ' || len < 5 || len > size - i || p[i + len - 1] != '\n') {
+            rc = corrupt(it, "malformed pax record", at);
+            break;
+        }
+        char *eq = memchr(kv, '=', (size_t)(p + i + len - 1 - kv));
+        if (eq) {
+            size_t klen = (size_t)(eq - kv), vlen = (size_t)(p + i + len - 1 - (eq + 1));
+            if (klen == 4 && !memcmp(kv, "path", 4)) {
+                rc = set_str(&it->pax_path, eq + 1, vlen);
+            } else if (klen == 4 && !memcmp(kv, "size", 4)) {
+                char num[32];
+                if (vlen == 0 || vlen >= sizeof num)
+                    rc = corrupt(it, "malformed pax size", at);
+                memcpy(num, eq + 1, vlen < sizeof num ? vlen : 0);
+                num[vlen < sizeof num ? vlen : 0] = '\0';
+                char *e;
+                long long v = strtoll(num, &e, 10);
+                if (rc == 0 && (*e || v < 0))
+                    rc = corrupt(it, "malformed pax size", at);
+                *pax_size = v;
+            }
+        }
+        i += (size_t)len;
+    }
+    sl__free(p, size + 1);
+    return rc ? rc : skip_all(it, padding(size), at);
+}
+
+/* The slot of the key asked for that matches extension ext, or -1. */
+static int slot_of(const tar_ds *d, const char *ext)
+{
+    size_t elen = strlen(ext);
+    for (int i = 0; i < d->nkeys; i++) {
+        const char *k = d->keys[i];
+        while (*k) {
+            const char *e = strchr(k, ';');
+            size_t n = e ? (size_t)(e - k) : strlen(k);
+            if (n == elen && strncasecmp(k, ext, n) == 0)
+                return i;
+            k += n + (e != NULL);
+        }
+    }
+    return -1;
+}
+
+/* Reads the next regular member into it->m: 0, 1 at the end of the file
+ * (zero blocks or its end), or an error that loses the file. */
+static int read_member(tar_iter *it)
+{
+    const tar_ds *d = (const tar_ds *)it->base.ds;
+    member *m = &it->m;
+    member_clear(m);
+    it->pax_path.n = it->long_name.n = 0;
+    int64_t pax_size = -1;
+    m->start = sl__stream_offset(it->sh.s);
+    for (;;) {
+        unsigned char h[BLOCK];
+        uint64_t at = sl__stream_offset(it->sh.s);
+        size_t got;
+        int rc = sl__stream_read(it->sh.s, h, BLOCK, &got);
+        if (rc < 0)
+            return rc;
+        if (got == 0 || (got == BLOCK && all_zero(h)))
+            return 1; /* the end: zero blocks, or a file without them */
+        if (got < BLOCK)
+            return corrupt(it, "the file ends inside a header", at);
+        if (!checksum_ok(h))
+            return corrupt(it, "bad header checksum (not a tar file, or damaged)", at);
+        uint64_t size;
+        if (!number(h + 124, 12, &size))
+            return corrupt(it, "bad size field in a header", at);
+        char type = (char)h[156];
+        if (type == 'L') { /* GNU: the next member's long name */
+            if (size > MAX_NAME)
+                return corrupt(it, "long name too large", at);
+            if ((rc = sl__bytes_reserve(&it->long_name, (size_t)size + 1)) < 0)
+                return rc;
+            rc = read_all(it, it->long_name.p, (size_t)size, at, "a long name runs past the end");
+            if (rc == 0)
+                rc = skip_all(it, padding(size), at);
+            if (rc < 0)
+                return rc;
+            it->long_name.n = strnlen((char *)it->long_name.p, (size_t)size);
+            it->long_name.p[it->long_name.n++] = '\0';
+            continue;
+        }
+        if (type == 'x') {
+            if ((rc = read_pax(it, size, at, &pax_size)) < 0)
+                return rc;
+            continue;
+        }
+        if (pax_size >= 0)
+            size = (uint64_t)pax_size;
+        if (type != '0' && type != '\0' && type != '7') { /* not a file: skip it */
+            if ((rc = skip_all(it, size + padding(size), at)) < 0)
+                return rc;
+            it->pax_path.n = it->long_name.n = 0;
+            pax_size = -1;
+            m->start = sl__stream_offset(it->sh.s);
+            continue;
+        }
+        /* the name: pax path, GNU long name, or ustar prefix/name */
+        if (it->pax_path.n) {
+            rc = set_str(&m->name, it->pax_path.p, it->pax_path.n - 1);
+        } else if (it->long_name.n) {
+            rc = set_str(&m->name, it->long_name.p, it->long_name.n - 1);
+        } else {
+            char full[256 + 2];
+            size_t pl = !memcmp(h + 257, "ustar", 5) ? strnlen((char *)h + 345, 155) : 0;
+            size_t nl = strnlen((char *)h, 100);
+            memcpy(full, h + 345, pl);
+            if (pl)
+                full[pl++] = '/';
+            memcpy(full + pl, h, nl);
+            rc = set_str(&m->name, full, pl + nl);
+        }
+        if (rc < 0)
+            return rc;
+        const char *name = (const char *)m->name.p;
+        const char *base = strrchr(name, '/');
+        base = base ? base + 1 : name;
+        const char *dot = base[0] != '.' ? strchr(base, '.') : NULL;
+        m->slot = -1;
+        if (dot && dot[1]) {
+            m->klen = (size_t)(dot - name);
+            m->slot = slot_of(d, dot + 1);
+        } else {
+            m->klen = 0; /* no extension: not part of a sample */
+        }
+        if (m->slot >= 0 && size > (uint64_t)it->sh.max_record) {
+            char what[160];
+            snprintf(what, sizeof what, "member %.64s of %llu bytes is over the limit of %lld "
+                     "(SL_OPT_MAX_RECORD_BYTES)", name, (unsigned long long)size,
+                     (long long)it->sh.max_record);
+            corrupt(it, what, at);
+            m->msg = sl__strdup(sl__error_msg());
+            m->rc = m->msg ? SL_ECORRUPT : SL_ENOMEM;
+            m->slot = -1;
+        }
+        if (m->slot >= 0) {
+            m->v.buf = sl__buf_get(16 + (size_t)size);
+            if (!m->v.buf)
+                return SL_ENOMEM;
+            m->v.size = size;
+            rc = read_all(it, (unsigned char *)m->v.buf->data + 16, (size_t)size, at,
+                          "a member runs past the end of the file");
+            if (rc == 0)
+                rc = skip_all(it, padding(size), at);
+        } else {
+            rc = skip_all(it, size + padding(size), at);
+        }
+        if (rc < 0)
+            return rc;
+        if (m->klen == 0) { /* skipped: the next member starts a fresh name */
+            member_clear(m);
+            it->pax_path.n = it->long_name.n = 0;
+            pax_size = -1;
+            m->start = sl__stream_offset(it->sh.s);
+            continue;
+        }
+        m->have = true;
+        return 0;
+    }
+}
+
+static bool same_key(const tar_iter *it)
+{
+    return it->key.n == it->m.klen && !memcmp(it->key.p, it->m.name.p, it->m.klen);
+}
+
+/* The sample in it->vals as an element, or an element error. */
+static int emit(tar_iter *it, uint64_t at, int err, char *msg, sl_element **out)
+{
+    const tar_ds *d = (const tar_ds *)it->base.ds;
+    bool paths = d->flags & SL_WITH_PATHS;
+    int rc = 0, missing = -1;
+    for (int i = 0; i < d->nkeys && missing < 0; i++)
+        if (!it->vals[i].buf)
+            missing = i;
+    if (err)
+        sl__set_error_str(err, msg);
+    else if (missing >= 0)
+        err = sl__set_error(SL_ECORRUPT, "%s: sample %.*s (at byte %llu) has no '%s'",
+                            sl__stream_path(it->sh.s), (int)it->key.n, (const char *)it->key.p,
+                            (unsigned long long)at, d->keys[missing]);
+    sl_element *el = NULL;
+    if (!err) {
+        el = sl__element_new(d->nkeys + paths, paths ? 16 + it->key.n + 16 : 0);
+        if (!el)
+            return SL_ENOMEM;
+    }
+    for (int i = 0; !err && i < d->nkeys; i++) {
+        value *v = &it->vals[i];
+        uint64_t *off = (uint64_t *)(void *)v->buf->data;
+        char *text = (char *)(off + 2);
+        if (d->types[i] == SL_INT64) {
+            char num[32];
+            size_t n = v->size;
+            while (n && isspace((unsigned char)text[n - 1]))
+                n--;
+            size_t s0 = 0;
+            while (s0 < n && isspace((unsigned char)text[s0]))
+                s0++;
+            char *end = num;
+            long long x = 0;
+            if (n - s0 > 0 && n - s0 < sizeof num) {
+                memcpy(num, text + s0, n - s0);
+                num[n - s0] = '\0';
+                errno = 0;
+                x = strtoll(num, &end, 10);
+            }
+            if (end == num || *end || errno) {
+                err = sl__set_error(SL_ECORRUPT, "%s: sample %.*s (at byte %llu): '%s' is not "
+                                    "an integer", sl__stream_path(it->sh.s), (int)it->key.n,
+                                    (const char *)it->key.p, (unsigned long long)at,
+                                    d->keys[i]);
+                break;
+            }
+            rc = sl_element_add_int64(el, (int64_t)x);
+        } else if (d->types[i] == SL_STRING) {
+            off[0] = 0;
+            off[1] = v->size;
+            rc = sl__element_push_view(el, SL_STRING, 0, NULL, off, 16 + (size_t)v->size, v->buf)
+                     ? 0 : SL_ENOMEM;
+        } else {
+            int64_t shape[1] = {(int64_t)v->size};
+            rc = sl__element_push_view(el, SL_UINT8, 1, shape, text, (size_t)v->size, v->buf)
+                     ? 0 : SL_ENOMEM;
+        }
+        if (rc < 0) {
+            sl_element_release(el);
+            return rc;
+        }
+    }
+    if (!err && paths)
+        rc = sl_element_add_string(el, it->key.p, it->key.n);
+    for (int i = 0; i < d->nkeys; i++)
+        value_drop(&it->vals[i]);
+    if (err) {
+        sl_element_release(el);
+        sl__error_prefix(sl_dataset_name(it->base.ds));
+        int prc = sl__policy(&it->base, err);
+        return prc ? prc : 2;
+    }
+    if (rc < 0) {
+        sl_element_release(el);
+        return rc;
+    }
+    sl__element_set_origin(el, it->sh.path);
+    it->base.ok_count++;
+    *out = el;
+    return 0;
+}
+
+/* One sample of the current file: 0 with *out, 1 to go on with the next
+ * file, 2 to try again (a sample skipped), or an error. */
+static int sample(tar_iter *it, sl_element **out)
+{
+    if (it->file_rc) { /* found while finishing the last sample */
+        int rc = it->file_rc;
+        sl__set_error_str(rc, it->file_msg);
+        sl__strfree(it->file_msg);
+        it->file_msg = NULL;
+        it->file_rc = 0;
+        return (rc = sl__shards_lose_file(&it->base, &it->sh, rc)) ? rc : 1;
+    }
+    if (!it->m.have) {
+        if (it->file_over) {
+            it->file_over = false;
+            sl__shards_end_file(&it->base, &it->sh);
+            return 1;
+        }
+        int rc = read_member(it);
+        if (rc == 1) {
+            sl__shards_end_file(&it->base, &it->sh);
+            return 1;
+        }
+        if (rc < 0) {
+            member_clear(&it->m);
+            return (rc = sl__shards_lose_file(&it->base, &it->sh, rc)) ? rc : 1;
+        }
+    }
+    uint64_t at = it->m.start;
+    int rc = set_str(&it->key, it->m.name.p, it->m.klen);
+    if (rc < 0)
+        return rc;
+    it->key.n--; /* without its NUL */
+    int err = 0;
+    char *msg = NULL;
+    do {
+        member *m = &it->m;
+        if (m->rc && !err) {
+            err = m->rc;
+            msg = m->msg;
+            m->msg = NULL;
+        }
+        if (m->slot >= 0) {
+            value_drop(&it->vals[m->slot]); /* a repeated extension: the last one */
+            it->vals[m->slot] = m->v;
+            m->v = (value){0};
+        }
+        rc = read_member(it);
+        if (rc == 1) {
+            member_clear(m);
+            it->file_over = true;
+        } else if (rc < 0) {
+            /* the sample so far is whole (its members were read): it goes
+             * out, and the next call loses the rest of the file */
+            member_clear(m);
+            it->file_rc = rc;
+            it->file_msg = sl__strdup(sl__error_msg());
+            if (!it->file_msg)
+                return SL_ENOMEM;
+        }
+    } while (it->m.have && same_key(it));
+    rc = emit(it, at, err, msg, out);
+    sl__strfree(msg);
+    return rc;
+}
+
+static int tar_next(sl__iter *base, sl_element **out)
+{
+    tar_iter *it = (tar_iter *)base;
+    for (;;) {
+        int rc = sl__shards_stream(base, &it->sh);
+        if (rc)
+            return rc;
+        rc = sample(it, out);
+        if (rc <= 0)
+            return rc;
+    }
+}
+
+static void tar_destroy(sl__iter *base)
+{
+    tar_iter *it = (tar_iter *)base;
+    const tar_ds *d = (const tar_ds *)base->ds;
+    member_clear(&it->m);
+    sl__bytes_free(&it->m.name);
+    for (int i = 0; it->vals && i < d->nkeys; i++)
+        value_drop(&it->vals[i]);
+    sl__free(it->vals, (size_t)d->nkeys * sizeof *it->vals);
+    sl__bytes_free(&it->pax_path);
+    sl__bytes_free(&it->long_name);
+    sl__bytes_free(&it->key);
+    sl__strfree(it->file_msg);
+    sl__shards_fini(&it->sh);
+}
+
+/* Inside a file, the next sample starts at the member read ahead (or
+ * where the stream is, when there is none). */
+static int tar_save(sl__iter *base, sl__bytes *w)
+{
+    tar_iter *it = (tar_iter *)base;
+    int64_t at = -1;
+    if (it->sh.s)
+        at = (int64_t)(it->m.have ? it->m.start : sl__stream_offset(it->sh.s));
+    return sl__shards_save(base, &it->sh, w, at);
+}
+
+static const sl__iter_ops tar_iter_ops = {tar_next, NULL, tar_destroy, tar_save};
+
+static int tar_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
+                    sl__iter **out)
+{
+    const tar_ds *d = (const tar_ds *)ds;
+    tar_iter *it = sl__iter_alloc(&tar_iter_ops, sizeof *it, ds, tree, key, epoch);
+    if (!it)
+        return SL_ENOMEM;
+    it->vals = sl__calloc((size_t)d->nkeys, sizeof *it->vals);
+    int rc = it->vals ? sl__shards_init(&it->base, &it->sh, SL__STREAM_DETECT, epoch) : SL_ENOMEM;
+    if (rc < 0) {
+        sl__iter_free(&it->base);
+        return rc;
+    }
+    *out = &it->base;
+    return 0;
+}
+
+static uint64_t tar_fp(const sl_dataset *ds, uint64_t h)
+{
+    const tar_ds *d = (const tar_ds *)ds;
+    for (int i = 0; i < d->nkeys; i++)
+        h = sl__hash_u64(sl__hash_str(h, d->keys[i]), (uint64_t)d->types[i]);
+    return sl__hash_u64(h, d->flags);
+}
+
+static void tar_ds_destroy(sl_dataset *ds)
+{
+    tar_ds *d = (tar_ds *)ds;
+    for (int i = 0; d->keys && i < d->nkeys; i++)
+        sl__strfree(d->keys[i]);
+    sl__free(d->keys, (size_t)d->nkeys * sizeof *d->keys);
+    sl__free(d->types, (size_t)d->nkeys * sizeof *d->types);
+}
+
+static const sl__node_ops tar_ops = {
+    .kind = "tar_shards",
+    .make_iter = tar_make,
+    .fingerprint = tar_fp,
+    .destroy = tar_ds_destroy,
+};
+
+SL_API sl_dataset *sl_tar_shards(sl_dataset *paths, const char *const *keys,
+                                 const sl_dtype *types, int nkeys, unsigned flags)
+{
+    tar_ds *d = (tar_ds *)sl__dataset_new(&tar_ops, sizeof *d, paths);
+    if (!d)
+        return NULL;
+    if (!keys || nkeys < 1 || nkeys > MAX_KEYS || (flags & ~SL_WITH_PATHS))
+        return sl__dataset_fail(&d->base, SL_EINVAL, "tar_shards: bad arguments (%d keys, "
+                                "flags 0x%x)", nkeys, flags);
+    d->keys = sl__calloc((size_t)nkeys, sizeof *d->keys);
+    d->types = sl__calloc((size_t)nkeys, sizeof *d->types);
+    if (!d->keys || !d->types)
+        return sl__dataset_fail(&d->base, SL_ENOMEM, "tar_shards: out of memory");
+    d->nkeys = nkeys;
+    d->flags = flags;
+    for (int i = 0; i < nkeys; i++) {
+        sl_dtype t = types ? types[i] : SL_UINT8;
+        if (!keys[i] || !keys[i][0] || (t != SL_UINT8 && t != SL_STRING && t != SL_INT64))
+            return sl__dataset_fail(&d->base, SL_EINVAL, "tar_shards: key %d is %s", i,
+                                    !keys[i] || !keys[i][0] ? "empty"
+                                    : "of a type other than uint8, string or int64");
+        if (!(d->keys[i] = sl__strdup(keys[i])))
+            return sl__dataset_fail(&d->base, SL_ENOMEM, "tar_shards: out of memory");
+        d->types[i] = t;
+    }
+    return &d->base;
+}
