@@ -105,6 +105,10 @@ SL_API const char *sl_last_error(void);
 SL_API int sl_last_error_code(void);
 /* Clears sl_last_error() and its code on this thread. */
 SL_API void sl_clear_error(void);
+/* Sets this thread's last error: code (negative) and message (copied,
+ * NULL: sl_strerror's). For callbacks that report through sl_last_error,
+ * such as an sl_interleave_fn returning NULL. Returns code. */
+SL_API int sl_set_last_error(int code, const char *msg);
 
 /* ------------------------------------------------------------------------ */
 /* Memory                                                                   */

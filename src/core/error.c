@@ -45,6 +45,13 @@ SL_API int sl_last_error_code(void)
     return tls_code;
 }
 
+SL_API int sl_set_last_error(int code, const char *msg)
+{
+    if (code >= 0)
+        code = SL_EINVAL;
+    return sl__set_error_str(code, msg ? msg : sl_strerror(code));
+}
+
 SL_API void sl_clear_error(void)
 {
     tls_msg[0] = '\0';
