@@ -15,6 +15,9 @@ uint32_t sl__crc32c(uint32_t crc, const void *data, size_t n);
 uint32_t sl__crc32c_table(uint32_t crc, const void *data, size_t n);
 uint32_t sl__crc32c_sse42(uint32_t crc, const void *data, size_t n);
 bool sl__crc32c_has_sse42(void);
+/* Copies src to dst (n bytes, not overlapping) and returns the CRC of
+ * them continuing from crc, in one pass where SSE4.2 allows. */
+uint32_t sl__crc32c_copy(uint32_t crc, void *dst, const void *src, size_t n);
 
 /* TFRecord's masked form of a CRC, so that a CRC of data holding CRCs does
  * not come out trivially. */

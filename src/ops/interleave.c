@@ -23,12 +23,15 @@
  */
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include "../core/clock.h"
 #include "../core/salts.h"
 #include "../graph/node.h"
 
 #define MAX_CYCLE 1024
 #define MAX_FETCHERS 64
+#define PARKED_NS 20000000L /* how often a fetcher the knob parks looks at it again */
+#define SOURCE_BUF 16 /* elements a source buffers ahead, at least (block_length if more) */
 
 typedef struct ileave_ds {
     sl_dataset base;
@@ -60,12 +63,14 @@ typedef struct ileave_iter {
     sl__iter *input;
     const ileave_ds *d;
     pthread_mutex_t mu;
-    pthread_cond_t cv_consumer, cv_work;
+    pthread_cond_t cv_consumer, cv_work, cv_parked;
     atomic_bool stop;
     pthread_t threads[MAX_FETCHERS];
     int nthreads;
     sl__knob *parallelism;
     int working;          /* fetchers pulling now */
+    int idle;             /* fetchers waiting for work */
+    bool consumer_waiting;
     /* the input, pulled by one fetcher at a time (opening) */
     bool opening, input_ended;
     int input_rc;
@@ -117,7 +122,7 @@ static source *source_open(ileave_iter *it, const sl_element *el, int64_t index)
     if (!s)
         return NULL;
     s->index = index;
-    s->cap = it->d->block > 2 ? it->d->block : 2;
+    s->cap = it->d->block > SOURCE_BUF ? it->d->block : SOURCE_BUF;
     s->buf = sl__calloc((size_t)s->cap, sizeof *s->buf);
     s->snaps = sl__calloc((size_t)s->cap, sizeof *s->snaps);
     if (!s->buf || !s->snaps) {
@@ -207,7 +212,10 @@ static void fill(ileave_iter *it, source *s)
             if (rc < 0)
                 s->msg = sl__strdup(sl__error_msg());
         }
-        pthread_cond_broadcast(&it->cv_consumer);
+        /* a waiting consumer is woken once the buffer is half full (or the
+         * source ended), not per element: one wake-up per several */
+        if (it->consumer_waiting && (rc || s->count >= s->cap / 2))
+            pthread_cond_signal(&it->cv_consumer);
         pthread_mutex_unlock(&it->mu);
         if (rc)
             break;
@@ -248,8 +256,10 @@ static void open_next(ileave_iter *it)
             it->input_msg = sl__strdup(sl__error_msg());
     }
     it->opening = false;
-    pthread_cond_broadcast(&it->cv_consumer);
-    pthread_cond_broadcast(&it->cv_work);
+    if (it->consumer_waiting)
+        pthread_cond_signal(&it->cv_consumer);
+    if (it->idle)
+        pthread_cond_signal(&it->cv_work); /* the new source wants filling */
     pthread_mutex_unlock(&it->mu);
 }
 
@@ -265,11 +275,25 @@ static void *fetcher_main(void *arg)
     sl__free(arg, sizeof(fetcher));
     pthread_mutex_lock(&it->mu);
     while (!atomic_load(&it->stop)) {
-        source *s = id < active(it) ? work(it) : NULL;
-        bool open = !s && id < active(it) && !it->opening && !it->input_ended &&
-                    it->nfut < it->d->cycle;
+        if (id >= active(it)) {
+            /* parked by the knob: look again now and then (the controller
+             * moves it without telling), leaving wake-ups to active ones */
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += PARKED_NS;
+            if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+            }
+            pthread_cond_timedwait(&it->cv_parked, &it->mu, &ts);
+            continue;
+        }
+        source *s = work(it);
+        bool open = !s && !it->opening && !it->input_ended && it->nfut < it->d->cycle;
         if (!s && !open) {
+            it->idle++;
             pthread_cond_wait(&it->cv_work, &it->mu);
+            it->idle--;
             continue;
         }
         if (s)
@@ -288,13 +312,25 @@ static void *fetcher_main(void *arg)
             s->busy = false;
         it->working--;
         atomic_store_explicit(&it->base.stats->in_flight, it->working, memory_order_relaxed);
-        pthread_cond_broadcast(&it->cv_consumer);
+        if (it->consumer_waiting) /* a source it held may have ended */
+            pthread_cond_signal(&it->cv_consumer);
     }
     pthread_mutex_unlock(&it->mu);
     return NULL;
 }
 
 /* ---- the consumer: tf.data's order ---- */
+
+/* The consumer waits for a fetcher (under mu), waking one that is idle. */
+static void consumer_wait(ileave_iter *it, bool *waited)
+{
+    *waited = true;
+    if (it->idle)
+        pthread_cond_signal(&it->cv_work);
+    it->consumer_waiting = true;
+    pthread_cond_wait(&it->cv_consumer, &it->mu);
+    it->consumer_waiting = false;
+}
 
 static void advance(ileave_iter *it)
 {
@@ -314,7 +350,9 @@ static sl_element *take(ileave_iter *it, source *s)
     s->held -= b;
     atomic_fetch_sub(&it->buffered, 1);
     sl__iter_unhold_nowake(&it->base, b);
-    pthread_cond_broadcast(&it->cv_work);
+    /* half empty: time to refill, in one go */
+    if (s->count == s->cap / 2 && !s->busy && !s->ended && it->idle)
+        pthread_cond_signal(&it->cv_work);
     return el;
 }
 
@@ -345,9 +383,7 @@ static int next_ordered(ileave_iter *it, sl_element **out, bool *waited)
                 return 0;
             }
             if (!s->ended || s->busy) { /* a fetcher may still hold an ended one */
-                *waited = true;
-                pthread_cond_broadcast(&it->cv_work);
-                pthread_cond_wait(&it->cv_consumer, &it->mu);
+                consumer_wait(it, waited);
                 continue;
             }
             it->slot[it->ci] = NULL;
@@ -376,9 +412,7 @@ static int next_ordered(ileave_iter *it, sl_element **out, bool *waited)
                     return it->input_rc;
                 }
             } else {
-                *waited = true;
-                pthread_cond_broadcast(&it->cv_work);
-                pthread_cond_wait(&it->cv_consumer, &it->mu);
+                consumer_wait(it, waited);
             }
         } else {
             advance(it);
@@ -439,9 +473,7 @@ static int next_any(ileave_iter *it, sl_element **out, bool *waited)
             }
             return SL_EOF;
         }
-        *waited = true;
-        pthread_cond_broadcast(&it->cv_work);
-        pthread_cond_wait(&it->cv_consumer, &it->mu);
+        consumer_wait(it, waited);
     }
 }
 
@@ -471,6 +503,7 @@ static void ileave_cancel(sl__iter *base)
     atomic_store(&it->stop, true);
     pthread_mutex_lock(&it->mu);
     pthread_cond_broadcast(&it->cv_work);
+    pthread_cond_broadcast(&it->cv_parked);
     pthread_cond_broadcast(&it->cv_consumer);
     pthread_mutex_unlock(&it->mu);
 }
@@ -494,6 +527,7 @@ static void ileave_destroy(sl__iter *base)
     sl__strfree(it->input_msg);
     sl__iter_free(it->input);
     pthread_cond_destroy(&it->cv_work);
+    pthread_cond_destroy(&it->cv_parked);
     pthread_cond_destroy(&it->cv_consumer);
     pthread_mutex_destroy(&it->mu);
 }
@@ -587,10 +621,13 @@ static int ileave_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64
     pthread_mutex_init(&it->mu, NULL);
     pthread_cond_init(&it->cv_consumer, NULL);
     pthread_cond_init(&it->cv_work, NULL);
+    pthread_cond_init(&it->cv_parked, NULL);
     int max = d->cycle < MAX_FETCHERS ? d->cycle : MAX_FETCHERS;
     int asked = d->parallelism != SL_AUTOTUNE && d->parallelism > max ? max : d->parallelism;
-    it->parallelism = sl__iter_knob(&it->base, SL__NODE_MAP, SL__KNOB_PARALLELISM, asked, 1,
-                                    max, max);
+    /* the fetchers wait on their inputs' reads more than they compute: a
+     * reading node to the controller (in flight, not a CPU claim) */
+    it->parallelism = sl__iter_knob(&it->base, SL__NODE_READ, SL__KNOB_IO_DEPTH, asked, 1, max,
+                                    max);
     it->slot = sl__calloc((size_t)d->cycle, sizeof *it->slot);
     int rc = it->parallelism && it->slot ? 0 : it->slot ? SL_EINTERNAL : SL_ENOMEM;
     int64_t f[4 + 64];

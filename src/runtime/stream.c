@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <zlib.h>
 #include "../core/alloc.h"
+#include "../core/crc32c.h"
 #include "../core/error.h"
 #include "io.h"
 #include "stream.h"
@@ -137,7 +138,7 @@ static int raw(sl__stream *s, const unsigned char **p, size_t *len)
     }
 }
 
-static int raw_read(sl__stream *s, void *dst, size_t n, size_t *got)
+static int raw_read(sl__stream *s, void *dst, size_t n, size_t *got, uint32_t *crc)
 {
     size_t done = 0;
     while (done < n) {
@@ -149,7 +150,9 @@ static int raw_read(sl__stream *s, void *dst, size_t n, size_t *got)
         if (len == 0)
             break;
         size_t k = len < n - done ? len : n - done;
-        if (dst)
+        if (crc)
+            *crc = sl__crc32c_copy(*crc, (unsigned char *)dst + done, p, k);
+        else if (dst)
             memcpy((unsigned char *)dst + done, p, k);
         s->pos += k;
         done += k;
@@ -213,7 +216,7 @@ static int z_read(sl__stream *s, void *dst, size_t n, size_t *got)
 int sl__stream_read(sl__stream *s, void *dst, size_t n, size_t *got)
 {
     if (!s->zon)
-        return raw_read(s, dst, n, got);
+        return raw_read(s, dst, n, got, NULL);
     size_t done = 0; /* zlib counts in 32 bits */
     while (done < n) {
         size_t piece = n - done > ((size_t)1 << 30) ? (size_t)1 << 30 : n - done, k;
@@ -228,6 +231,16 @@ int sl__stream_read(sl__stream *s, void *dst, size_t n, size_t *got)
     return 0;
 }
 
+int sl__stream_read_crc(sl__stream *s, void *dst, size_t n, size_t *got, uint32_t *crc)
+{
+    if (!s->zon)
+        return raw_read(s, dst, n, got, crc);
+    int rc = sl__stream_read(s, dst, n, got);
+    if (rc == 0)
+        *crc = sl__crc32c(*crc, dst, *got);
+    return rc;
+}
+
 int sl__stream_skip(sl__stream *s, uint64_t n, uint64_t *skipped)
 {
     uint64_t done = 0;
@@ -239,7 +252,7 @@ int sl__stream_skip(sl__stream *s, uint64_t n, uint64_t *skipped)
                 return SL_ENOMEM;
             rc = z_read(s, s->skip, want < SKIP_BUF ? want : SKIP_BUF, &got);
         } else {
-            rc = raw_read(s, NULL, want, &got);
+            rc = raw_read(s, NULL, want, &got, NULL);
         }
         if (rc < 0)
             return rc;
@@ -305,7 +318,7 @@ int sl__stream_open(const char *path, const sl__stream_opts *o, sl__stream **out
     s->cqes = sl__calloc((size_t)s->n, sizeof *s->cqes);
     int rc = s->path && s->c && s->cqes ? open_file(s) : SL_ENOMEM;
     for (int i = 0; rc == 0 && i < s->n; i++)
-        if (!(s->c[i].buf = sl__alloc(s->csize)))
+        if (!(s->c[i].buf = sl__obj_get(s->csize))) /* pooled: pages stay mapped */
             rc = SL_ENOMEM;
     if (rc == 0)
         rc = sl__io_open(o->backend, s->n, path, &s->io);
@@ -370,7 +383,7 @@ void sl__stream_close(sl__stream *s)
     if (s->zon)
         inflateEnd(&s->z);
     for (int i = 0; s->c && i < s->n; i++)
-        sl__free(s->c[i].buf, s->csize);
+        sl__obj_put(s->c[i].buf, s->csize);
     sl__free(s->c, (size_t)s->n * sizeof *s->c);
     sl__free(s->cqes, (size_t)s->n * sizeof *s->cqes);
     sl__free(s->skip, s->skip ? SKIP_BUF : 0);

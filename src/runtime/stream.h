@@ -32,6 +32,9 @@ int sl__stream_open(const char *path, const sl__stream_opts *o, sl__stream **out
 /* Copies up to n bytes into dst; *got is less than n only at the end of the
  * stream. 0, or a code with the message set (the file, the offset). */
 int sl__stream_read(sl__stream *s, void *dst, size_t n, size_t *got);
+/* The same, also folding the bytes into *crc (CRC-32C), in the copy's pass
+ * when the stream is not compressed. */
+int sl__stream_read_crc(sl__stream *s, void *dst, size_t n, size_t *got, uint32_t *crc);
 /* Drops n bytes (read, not copied); *skipped as *got above. */
 int sl__stream_skip(sl__stream *s, uint64_t n, uint64_t *skipped);
 /* The offset of the next byte, and whether the stream is compressed. */

@@ -90,7 +90,10 @@ static int record(tfrecord_iter *it, sl_element **out)
     off[1] = len;
     unsigned char crc[4];
     size_t got2 = 0;
-    rc = sl__stream_read(s, off + 2, (size_t)len, &got);
+    bool check = !(d->flags & SL_TFRECORD_NO_DATA_CRC);
+    uint32_t sum = 0; /* the data's CRC, computed as it is copied out */
+    rc = check ? sl__stream_read_crc(s, off + 2, (size_t)len, &got, &sum)
+               : sl__stream_read(s, off + 2, (size_t)len, &got);
     if (rc == 0 && got == len)
         rc = sl__stream_read(s, crc, 4, &got2);
     if (rc == 0 && (got < len || got2 < 4))
@@ -99,8 +102,7 @@ static int record(tfrecord_iter *it, sl_element **out)
         sl_element_release(el);
         return (rc = lose(it, rc)) ? rc : 1;
     }
-    if (!(d->flags & SL_TFRECORD_NO_DATA_CRC) &&
-        sl__crc32c_mask(sl__crc32c(0, off + 2, (size_t)len)) != sl__get_le32(crc)) {
+    if (check && sl__crc32c_mask(sum) != sl__get_le32(crc)) {
         sl_element_release(el);
         corrupt(it, "bad data CRC in the record", at);
         sl__error_prefix(sl_dataset_name(it->base.ds));
