@@ -357,6 +357,10 @@ static int bench(const config *cfg)
     if (cfg->sweep)
         return bench_sweep(cfg, src);
     run_state st = {.cfg = cfg, .files = sl_dataset_cardinality(src), .first_wait_s = -1};
+    if (cfg->format != FORMAT_FOLDER && (st.files = shards_count(cfg)) < 0) {
+        sl_dataset_free(src);
+        return 1;
+    }
     path_list pl = {0};
     ceilings c = {0};
     st.epoch_rate = calloc((size_t)cfg->epochs, sizeof *st.epoch_rate);
@@ -392,6 +396,8 @@ static void usage(FILE *f)
         "usage: sluice-bench DIR [options]\n"
         "       sluice-bench --list FILE [DIR] [options]\n"
         "       sluice-bench --make-sample DIR [--count N]\n"
+        "       sluice-bench DIR --make-shards OUT --format tfrecord|tar\n"
+        "                    [--compression gzip] [--shard-size N]\n"
         "  DIR                  an ImageFolder (DIR/class/image.jpg); with --list, the\n"
         "                       root its paths are relative to (default: the list's folder)\n"
         "  --list FILE          read 'relative/path label' lines instead of scanning DIR\n"
@@ -406,6 +412,11 @@ static void usage(FILE *f)
         "  --prefetch D|auto    batches ready ahead (default auto)\n"
         "  --io uring|pread     file reading backend (default: io_uring where available)\n"
         "  --cold               empty the page cache of the files before each epoch\n"
+        "  --format F           what DIR holds: folder (default), or tfrecord / tar shards\n"
+        "                       (read with list_files -> interleave -> the reader)\n"
+        "  --cycle N            shards read at a time (interleave's cycle_length, default 4)\n"
+        "  --make-shards OUT    write DIR's images as --format shards into OUT, --shard-size\n"
+        "                       images each (default 125), --compression gzip or none\n"
         "  --fast-upsample      replicate chroma instead of interpolating it (faster;\n"
         "                       pixels differ slightly from PIL's)\n"
         "  --ceiling            also measure full-size libjpeg decode of the same files\n"
@@ -511,15 +522,28 @@ static int parse_option(config *cfg, const char *a, const char *v)
     static const char *const switches[] = {"off", "on"};
     int64_t x = 0;
     int rc = 0;
+    static const char *const compressions[] = {"none", "gzip"};
     if (!strcmp(a, "--list") || !strcmp(a, "--json") || !strcmp(a, "--make-sample") ||
-        !strcmp(a, "--trace") || !strcmp(a, "--plot")) {
-        const char **dst = a[2] == 'l'   ? &cfg->list
-                         : a[2] == 'j'   ? &cfg->json_path
-                         : a[2] == 'm'   ? &cfg->sample_dir
-                         : a[2] == 't'   ? &cfg->trace_path
-                                         : &cfg->plot_path;
+        !strcmp(a, "--trace") || !strcmp(a, "--plot") || !strcmp(a, "--make-shards")) {
+        const char **dst = a[2] == 'l'                ? &cfg->list
+                         : a[2] == 'j'                ? &cfg->json_path
+                         : !strcmp(a, "--make-shards") ? &cfg->shards_out
+                         : a[2] == 'm'                ? &cfg->sample_dir
+                         : a[2] == 't'                ? &cfg->trace_path
+                                                      : &cfg->plot_path;
         *dst = v;
         rc = v ? 0 : -1;
+    } else if (!strcmp(a, "--format")) {
+        rc = parse_choice(a, v, format_names, 3);
+        cfg->format = (format)rc;
+    } else if (!strcmp(a, "--compression")) {
+        rc = parse_choice(a, v, compressions, 2);
+        cfg->compression = rc == 1;
+    } else if (!strcmp(a, "--shard-size")) {
+        rc = parse_int(a, v, 1, INT64_MAX, &cfg->shard_size);
+    } else if (!strcmp(a, "--cycle")) {
+        rc = parse_int(a, v, 1, 1024, &x);
+        cfg->cycle = (int)x;
     } else if (!strcmp(a, "--consumer-ms")) {
         rc = parse_double(a, v, 0, 3.6e6, &cfg->consumer_ms);
     } else if (!strcmp(a, "--consumer-schedule")) {
@@ -612,6 +636,16 @@ static int parse_args(int argc, char **argv, config *cfg)
         fprintf(stderr, "sluice-bench: which folder?\n");
         return -1;
     }
+    if (cfg->shards_out && (!cfg->dir || cfg->format == FORMAT_FOLDER)) {
+        fprintf(stderr, "sluice-bench: --make-shards OUT needs the image folder and "
+                "--format tfrecord|tar\n");
+        return -1;
+    }
+    if (!cfg->shards_out && cfg->format != FORMAT_FOLDER && (cfg->ceiling || cfg->list)) {
+        fprintf(stderr, "sluice-bench: --ceiling and --list are for image folders; run the "
+                "folder the shards came from for the ceiling\n");
+        return -1;
+    }
     if (cfg->sweep && (cfg->cold || cfg->ceiling || cfg->preset == PRESET_READ)) {
         fprintf(stderr, "sluice-bench: --sweep runs a decoding preset, warm, without "
                 "--cold or --ceiling\n");
@@ -627,6 +661,7 @@ int main(int argc, char **argv)
         .epochs = 1, .limit = -1, .parallelism = SL_AUTOTUNE, .prefetch = SL_AUTOTUNE,
         .io = SL_IO_AUTO, .policy = SL_ERRORS_FAIL, .sample_count = SAMPLE_DEFAULT_COUNT,
         .autotune = 1, .sweep_seconds = SWEEP_SECONDS, .sweep_rounds = 1,
+        .shard_size = 125, .cycle = 4,
     };
     int rc = parse_args(argc, argv, &cfg);
     if (rc != 0) {
@@ -636,5 +671,7 @@ int main(int argc, char **argv)
     }
     if (cfg.sample_dir)
         return sample_write_folder(cfg.sample_dir, cfg.sample_count) < 0 ? 1 : 0;
+    if (cfg.shards_out)
+        return shards_write(&cfg) < 0 ? 1 : 0;
     return bench(&cfg);
 }

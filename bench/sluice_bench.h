@@ -151,8 +151,21 @@ void series_json(FILE *f, const series *s);
 typedef enum preset { PRESET_TRAIN, PRESET_EVAL, PRESET_DECODE, PRESET_READ } preset;
 extern const char *const preset_names[4];
 
+/* Records a shuffled training pass over shards mixes at once. */
+#define SHARD_SHUFFLE_BUFFER 1024
+
+/* What DIR holds: an image folder, or shards (sluice_bench_shards.c). */
+typedef enum format { FORMAT_FOLDER, FORMAT_TFRECORD, FORMAT_TAR } format;
+extern const char *const format_names[3];
+
 typedef struct config {
     const char *dir, *list, *json_path, *sample_dir;
+    /* shards: DIR's format, and --make-shards' output and layout */
+    format format;
+    const char *shards_out;
+    bool compression;   /* gzip */
+    int64_t shard_size; /* images per shard */
+    int cycle;          /* interleave's cycle_length */
     preset preset;
     int size, threads, epochs, sample_count;
     int64_t batch, limit, seed;
@@ -183,6 +196,21 @@ typedef struct path_list {
     size_t n, cap;
     int64_t bytes;
 } path_list;
+
+int path_list_add(path_list *pl, const char *s, size_t len);
+
+/* ---- sluice_bench_shards.c ---- */
+
+/* --make-shards: DIR's images into cfg->shards_out as cfg->format. 0, or
+ * -1 after saying why. */
+int shards_write(const config *cfg);
+/* The source over DIR's shards: list_files -> interleave(cycle) -> the
+ * reader (and parse_example for TFRecord): (encoded image, label). */
+sl_dataset *shards_source(const config *cfg, unsigned flags);
+/* The shard files (for --cold), with their sizes. */
+int shards_paths(const config *cfg, path_list *pl);
+/* Samples in the shards (an untimed pass that only reads them), or -1. */
+int64_t shards_count(const config *cfg);
 
 typedef struct run_state {
     const config *cfg;

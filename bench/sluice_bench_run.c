@@ -35,7 +35,7 @@ void path_list_free(path_list *pl)
     free(pl->paths);
 }
 
-static int path_list_add(path_list *pl, const char *s, size_t len)
+int path_list_add(path_list *pl, const char *s, size_t len)
 {
     if (pl->n == pl->cap) {
         size_t cap = pl->cap ? 2 * pl->cap : 1024;
@@ -97,6 +97,8 @@ static int list_pass(sl_iterator *it, path_list *pl)
  * pipeline's does not). */
 int list_files(const config *cfg, path_list *pl)
 {
+    if (cfg->format != FORMAT_FOLDER)
+        return shards_paths(cfg, pl);
     sl_dataset *ds = sl_prefetch(open_source(cfg, SL_WITH_PATHS), SL_AUTOTUNE);
     sl_options *opts = make_options(cfg, cfg->seed);
     sl_iterator *it = ds && opts ? sl_iterator_create(ds, opts) : NULL;
@@ -162,6 +164,8 @@ static double resident_fraction(const path_list *pl)
 
 sl_dataset *open_source(const config *cfg, unsigned flags)
 {
+    if (cfg->format != FORMAT_FOLDER)
+        return shards_source(cfg, flags);
     sl_dataset *ds = cfg->list ? sl_file_list(cfg->list, cfg->dir, flags)
                                : sl_image_folder(cfg->dir, NULL, flags);
     if (cfg->limit >= 0)
@@ -181,8 +185,11 @@ sl_dataset *build_pipeline(const config *cfg, sl_dataset *src, int64_t repeat,
                                   int64_t shuffle_seed)
 {
     sl_dataset *ds = sl_dataset_retain(src);
+    /* shards have no random access: their order is shuffled per epoch and
+     * their records through a buffer, as tf.data pipelines do */
     if (cfg->preset == PRESET_TRAIN)
-        ds = sl_shuffle(ds, SL_SHUFFLE_ALL, shuffle_seed, 0);
+        ds = cfg->format == FORMAT_FOLDER ? sl_shuffle(ds, SL_SHUFFLE_ALL, shuffle_seed, 0)
+                                          : sl_shuffle(ds, SHARD_SHUFFLE_BUFFER, shuffle_seed, 0);
     if (repeat != 1)
         ds = sl_repeat(ds, repeat);
     if (cfg->preset != PRESET_READ) {
