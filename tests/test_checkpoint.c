@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "jpegutil.h"
+#include "recordutil.h"
 #include "testutil.h"
 
 #define SEED 5
@@ -318,6 +319,68 @@ static sl_dataset *images(const char *root, int batch, unsigned flags)
     return batch ? sl_prefetch(sl_batch(ds, batch, flags), SL_AUTOTUNE) : ds;
 }
 
+/* shards: three TFRecord files (plain, gzip, plain) and two tars */
+static char shard_pat[400], gz_pat[400], tar_pat[400];
+
+static sl_dataset *shard_list(const char *pat)
+{
+    const char *pats[] = {pat};
+    return sl_list_files(pats, 1, 0, -1);
+}
+
+static sl_dataset *p_tfrecord(void) { return sl_tfrecord(shard_list(shard_pat), 0, 0); }
+static sl_dataset *p_tfrecord_gz(void)
+{
+    return sl_tfrecord(shard_list(gz_pat), SL_COMPRESSION_GZIP, SL_WITH_PATHS);
+}
+
+static sl_dataset *p_tar(void)
+{
+    static const char *keys[] = {"bin", "cls"};
+    static const sl_dtype types[] = {SL_UINT8, SL_INT64};
+    return sl_tar_shards(shard_list(tar_pat), keys, types, 2, 0);
+}
+
+static sl_dataset *p_interleave(void)
+{
+    sl_dataset *ds = sl_list_files((const char *const[]){shard_pat}, 1, SL_LIST_SHUFFLE, 3);
+    ds = sl_interleave(ds, sl_tfrecord_fn, NULL, 2, 3, SL_AUTOTUNE, 0);
+    return sl_prefetch(sl_map(ds, "id", tu_identity, NULL, 2, 0), 3);
+}
+
+static void make_shards(void)
+{
+    snprintf(shard_pat, sizeof shard_pat, "%s/s*.tfrecord", dir);
+    snprintf(gz_pat, sizeof gz_pat, "%s/g*.tfrecord.gz", dir);
+    snprintf(tar_pat, sizeof tar_pat, "%s/t*.tar", dir);
+    for (int f = 0; f < 3; f++) {
+        ru_buf b = {0}, t = {0};
+        for (int r = 0; r < 30 + 7 * f; r++) {
+            char rec[64];
+            int n = snprintf(rec, sizeof rec, "file %d record %d", f, r);
+            ru_record(&b, rec, (size_t)n);
+            char name[64], cls[16];
+            snprintf(name, sizeof name, "k%d/%04d.bin", f, r);
+            ru_tar_file(&t, name, rec, (size_t)n);
+            snprintf(name, sizeof name, "k%d/%04d.cls", f, r);
+            snprintf(cls, sizeof cls, "%d", r % 5);
+            ru_tar_file(&t, name, cls, strlen(cls));
+        }
+        ru_tar_end(&t);
+        char p[500];
+        snprintf(p, sizeof p, "%s/s%d.tfrecord", dir, f);
+        ru_write(p, b.p, b.n);
+        ru_buf z = ru_deflate(&b, 31);
+        snprintf(p, sizeof p, "%s/g%d.tfrecord.gz", dir, f);
+        ru_write(p, z.p, z.n);
+        if (f < 2) {
+            snprintf(p, sizeof p, "%s/t%d.tar", dir, f);
+            ru_write(p, t.p, t.n);
+        }
+        free(b.p), free(z.p), free(t.p);
+    }
+}
+
 static sl_dataset *p_map_image(void) { return images(folder, 0, 0); }
 static sl_dataset *p_image_batch(void) { return images(folder, 5, 0); }
 static sl_dataset *p_image_batch_drop(void) { return images(folder, 5, SL_DROP_REMAINDER); }
@@ -334,6 +397,16 @@ static void test_sources(void **state)
     check_op(p_files, SL_ERRORS_FAIL, NULL, 0);
     check_op(p_folder, SL_ERRORS_FAIL, NULL, 0);
     check_op(p_file_list, SL_ERRORS_FAIL, NULL, 0);
+}
+
+static void test_records(void **state)
+{
+    (void)state;
+    long bounds[] = {29, 30, 31, 66, 67, 68};
+    check_op(p_tfrecord, SL_ERRORS_FAIL, bounds, 6);
+    check_op(p_tfrecord_gz, SL_ERRORS_FAIL, bounds, 6);
+    check_op(p_tar, SL_ERRORS_FAIL, bounds, 4);
+    check_op(p_interleave, SL_ERRORS_FAIL, bounds, 6);
 }
 
 static void test_maps(void **state)
@@ -688,6 +761,7 @@ static int setup(void **state)
     snprintf(cache_path, sizeof cache_path, "%s/cache.bin", dir);
     make_images(folder, 3, 7, false);
     make_images(damaged, 2, 7, true);
+    make_shards();
     FILE *f = fopen(list_path, "w");
     for (int i = 0; i < 21; i++)
         fprintf(f, "clean/c%d/%02d.jpg %d\n", i / 7, i, i % 4);
@@ -712,7 +786,8 @@ int main(int argc, char **argv)
         return child_save(p, atol(argv[3]));
     }
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_sources),       cmocka_unit_test(test_maps),
+        cmocka_unit_test(test_sources),       cmocka_unit_test(test_records),
+        cmocka_unit_test(test_maps),
         cmocka_unit_test(test_batching),      cmocka_unit_test(test_order),
         cmocka_unit_test(test_cache),         cmocka_unit_test(test_skips),
         cmocka_unit_test(test_small_and_lazy), cmocka_unit_test(test_other_process),
