@@ -28,6 +28,9 @@ from ._version import __version__
 from .dataset import ALL, AUTOTUNE, INFINITE, UNKNOWN, Dataset, MapContext
 from .iterator import Iterator
 from .options import Options
+from .records import FixedLenFeature, VarLenFeature
+
+TFRecordDataset = Dataset.tfrecord  # tf.data.TFRecordDataset(filenames, compression_type, ...)
 
 library_path = _lib.sluice_path
 library_version = _lib.sl_version_string().decode()
@@ -51,7 +54,8 @@ def cpu_count():
 
 
 __all__ = [
-    "ALL", "AUTOTUNE", "INFINITE", "UNKNOWN", "Array", "DTYPE_NAMES", "Dataset", "Iterator",
-    "LibraryError", "MapContext", "Options", "__version__", "cpu_count", "library_path",
-    "library_version", "memory_in_use", "release_memory",
+    "ALL", "AUTOTUNE", "INFINITE", "UNKNOWN", "Array", "DTYPE_NAMES", "Dataset",
+    "FixedLenFeature", "Iterator", "LibraryError", "MapContext", "Options", "TFRecordDataset",
+    "VarLenFeature", "__version__", "cpu_count", "library_path", "library_version",
+    "memory_in_use", "release_memory",
 ] + list(_error_names)

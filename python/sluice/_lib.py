@@ -56,10 +56,27 @@ class ImageSpec(ctypes.Structure):
     ]
 
 
-# Callback types (sl_map_fn, sl_predicate_fn). ctypes takes the GIL around
+class Feature(ctypes.Structure):
+    """sl_feature, field for field (include/sluice.h)."""
+
+    _fields_ = [
+        ("key", c_char_p),
+        ("type", c_int),
+        ("ndim", c_int),
+        ("shape", c_int64 * 8),  # SL_MAX_DIMS
+        ("has_default", c_int),
+        ("default_int64", c_int64),
+        ("default_float", c_float),
+        ("default_bytes", c_void_p),
+        ("default_len", c_size_t),
+    ]
+
+
+# Callback types (sl_map_fn, sl_predicate_fn, sl_interleave_fn). ctypes takes the GIL around
 # the Python function, whichever library thread calls it.
 MAP_FN = ctypes.CFUNCTYPE(c_int, c_void_p, c_void_p, P(c_void_p), c_void_p)
 PREDICATE_FN = ctypes.CFUNCTYPE(c_int, c_void_p, c_void_p, c_void_p)
+INTERLEAVE_FN = ctypes.CFUNCTYPE(c_void_p, c_void_p, c_void_p)
 
 # name: (restype, argtypes). Functions that may be absent from an older
 # library are in _OPTIONAL and looked up on first use.
@@ -137,6 +154,15 @@ _PROTOTYPES = {
     "sl_iterator_save": (c_int64, [c_void_p, c_void_p, c_size_t]),
     "sl_iterator_restore": (c_void_p, [c_void_p, c_char_p, c_size_t, c_void_p]),
     "sl_iterator_stat": (c_int64, [c_void_p, c_int]),
+    "sl_set_last_error": (c_int, [c_int, c_char_p]),
+    "sl_list_files": (c_void_p, [P(c_char_p), c_int, c_unsigned, c_int64]),
+    "sl_interleave": (c_void_p, [c_void_p, INTERLEAVE_FN, c_void_p, c_int, c_int, c_int,
+                                 c_unsigned]),
+    "sl_from_element": (c_void_p, [c_void_p]),
+    "sl_tfrecord": (c_void_p, [c_void_p, c_int, c_unsigned]),
+    "sl_parse_example": (c_void_p, [c_void_p, P(Feature), c_int, c_unsigned]),
+    "sl_tar_shards": (c_void_p, [c_void_p, P(c_char_p), P(c_int), c_int, c_unsigned]),
+    "sl_crc32c": (ctypes.c_uint32, [ctypes.c_uint32, c_char_p, c_size_t]),
 }
 
 _OPTIONAL = {

@@ -8,7 +8,10 @@ value per tensor:
   read-only memoryview of the same memory;
 - string tensors: ``str`` for a scalar, nested lists of ``str`` otherwise
   (bytes decoded as UTF-8 with surrogateescape, like os.fsdecode, so
-  ``s.encode("utf-8", "surrogateescape")`` gives the exact bytes back).
+  ``s.encode("utf-8", "surrogateescape")`` gives the exact bytes back);
+  ``bytes`` instead for the datasets of binary records (tfrecord,
+  webdataset, parse_example's bytes features: ``Dataset.strings`` is
+  "bytes"), as tf.data yields them.
 
 Every view holds an ``ElementRef`` (through the ctypes buffer it is built
 on), and the element is released when the last view is garbage collected.
@@ -131,41 +134,46 @@ def _nest(items, shape):
     return [_nest(items[i * step:(i + 1) * step], shape[1:]) for i in range(shape[0])]
 
 
-def _strings(ndim, shape_p, data, nbytes, count):
+def _strings(ndim, shape_p, data, nbytes, count, as_bytes):
+    if ndim == 0 and as_bytes:  # one record: copy only its bytes
+        off = ctypes.cast(data, ctypes.POINTER(ctypes.c_uint64))
+        return ctypes.string_at(data + 16 + off[0], off[1] - off[0])
     raw = ctypes.string_at(data, nbytes) if nbytes else b""
     offs = struct.unpack_from("=%dQ" % (count + 1), raw)
     base = 8 * (count + 1)
-    items = [raw[base + offs[i]:base + offs[i + 1]].decode("utf-8", "surrogateescape")
-             for i in range(count)]
+    items = [raw[base + offs[i]:base + offs[i + 1]] for i in range(count)]
+    if not as_bytes:
+        items = [b.decode("utf-8", "surrogateescape") for b in items]
     if ndim == 0:
         return items[0]
     return _nest(items, [shape_p[i] for i in range(ndim)])
 
 
-def tensor_value(t, owner):
-    """The Python value of tensor `t` (an address) of the element `owner`."""
+def tensor_value(t, owner, as_bytes=False):
+    """The Python value of tensor `t` (an address) of the element `owner`;
+    strings as bytes when as_bytes."""
     code = lib.sl_tensor_dtype(t)
     ndim = lib.sl_tensor_ndim(t)
     shape_p = lib.sl_tensor_shape(t)
     data = lib.sl_tensor_data(t)
     nbytes = lib.sl_tensor_nbytes(t)
     if code == SL_STRING:
-        return _strings(ndim, shape_p, data, nbytes, lib.sl_tensor_count(t))
+        return _strings(ndim, shape_p, data, nbytes, lib.sl_tensor_count(t), as_bytes)
     return _numeric(code, ndim, shape_p, data, nbytes, owner)
 
 
-def element_values(owner):
+def element_values(owner, as_bytes=False):
     """A tuple with the value of each tensor of owner's element."""
     el = owner.ptr
     n = lib.sl_element_size(el)
-    return tuple(tensor_value(lib.sl_element_tensor(el, i), owner) for i in range(n))
+    return tuple(tensor_value(lib.sl_element_tensor(el, i), owner, as_bytes) for i in range(n))
 
 
-def element_value(owner):
+def element_value(owner, as_bytes=False):
     """What iterating yields for owner's element: the value of its only
     tensor, or a tuple with one value per tensor (tf.data's structure for
     single- and multi-component elements)."""
-    values = element_values(owner)
+    values = element_values(owner, as_bytes)
     return values[0] if len(values) == 1 else values
 
 

@@ -1,11 +1,11 @@
 """Datasets: immutable descriptions of a pipeline (sl_dataset), tf.data style."""
 
+import collections
 import ctypes
-import itertools
 import operator
 import os
 
-from . import _tensor
+from . import _tensor, records as _records
 from ._errors import make_error, pending_interrupt
 from ._lib import MAP_FN, PREDICATE_FN, ImageSpec, lib
 from .iterator import Iterator
@@ -57,29 +57,23 @@ class _Callback:
     "TypeName: text"); the last one is kept to chain onto the Error that
     iteration raises. A KeyboardInterrupt is kept aside and re-raised."""
 
-    _seq = itertools.count()
-
-    def __init__(self, fn, kind, with_context):
+    def __init__(self, fn, kind, with_context, as_bytes=False):
         self.fn = fn
         self.with_context = with_context
+        self.as_bytes = as_bytes
         self.interrupt = None
         self.last_exception = None
         self.last_seq = -1
+        self.recent = collections.deque(maxlen=16)  # (message text, exception)
         self.c_fn = (MAP_FN if kind == "map" else PREDICATE_FN)(
             self._map if kind == "map" else self._predicate)
 
     def _fail(self, ctx, e):
-        if isinstance(e, (KeyboardInterrupt, SystemExit)):
-            self.interrupt = e
-            text = "interrupted"
-        else:
-            self.last_exception, self.last_seq = e, next(self._seq)
-            text = "%s: %s" % (type(e).__name__, e)
-        return lib.sl_map_ctx_error(ctx, SL_ECALLBACK, text.encode("utf-8", "replace"))
+        return lib.sl_map_ctx_error(ctx, SL_ECALLBACK, _records.note_failure(self, e))
 
     def _call(self, ctx, el):
         owner = _tensor.ElementRef(lib.sl_element_retain(el))
-        args = _tensor.element_values(owner)
+        args = _tensor.element_values(owner, self.as_bytes)
         if self.with_context:
             mc = MapContext(ctx)
             try:
@@ -161,11 +155,23 @@ class Dataset:
     thread at a time.
     """
 
-    def __init__(self, ptr, callbacks=(), options=None, image_layout=None):
+    def __init__(self, ptr, callbacks=(), options=None, image_layout=None, strings="str"):
         self._ptr = ptr
         self._callbacks = tuple(callbacks)
         self.options = options if options is not None else Options()
         self.image_layout = image_layout  # "HWC"/"CHW" after map_image (for sluice.torch)
+        # how string values come out: "str" (paths, labels: os.fsdecode's
+        # surrogateescape) or "bytes" (records: tfrecord, webdataset); an
+        # Interleaver in place of either: whatever its map_func's datasets
+        # have (known once it has run, before the first element comes out)
+        self._strings = strings
+
+    @property
+    def strings(self):
+        """How string values come out: "str" (paths; os.fsdecode's
+        surrogateescape) or "bytes" (records, as tf.data yields them)."""
+        s = self._strings
+        return s if isinstance(s, str) else (s.strings or "str")
 
     def __del__(self, _free=lib.sl_dataset_free, _pending=pending_interrupt):
         p, self._ptr = getattr(self, "_ptr", None), None
@@ -175,11 +181,11 @@ class Dataset:
             except KeyboardInterrupt:  # see sluice._errors.pending_interrupt
                 _pending[0] = True
 
-    def _derive(self, builder, *args, callback=None, image_layout=False):
+    def _derive(self, builder, *args, callback=None, image_layout=False, strings=None):
         ptr = _check(builder(lib.sl_dataset_retain(self._ptr), *args))
         cbs = self._callbacks + ((callback,) if callback else ())
         layout = self.image_layout if image_layout is False else image_layout
-        return Dataset(ptr, cbs, self.options, layout)
+        return Dataset(ptr, cbs, self.options, layout, strings or self._strings)
 
     # ---- sources ----
 
@@ -208,6 +214,18 @@ class Dataset:
                             "arrays instead of a dict")
         el = _tensor.make_element(tensors)
         return Dataset(_check(lib.sl_from_tensors(el)))
+
+    @staticmethod
+    def from_tensors(*tensors):
+        """A dataset of one element, the tensors as given (tf.data's
+        from_tensors): an interleave's map_func often wraps its input so."""
+        if len(tensors) == 1 and isinstance(tensors[0], tuple):
+            tensors = tensors[0]
+        el = _tensor.make_element(tensors)
+        try:
+            return Dataset(_check(lib.sl_from_element(el)))
+        finally:
+            lib.sl_element_release(el)
 
     @staticmethod
     def from_files(paths, labels=None, with_paths=False):
@@ -244,6 +262,102 @@ class Dataset:
         flags = _SL_WITH_PATHS if with_paths else 0
         return Dataset(_check(lib.sl_file_list(os.fsencode(list_path), r, flags)))
 
+    @staticmethod
+    def list_files(file_pattern, shuffle=None, seed=None):
+        """The paths (str) matching a glob pattern or a list of them, as
+        tf.data.Dataset.list_files: sorted and without duplicates, so every
+        process lists the same files; shuffled (the default, as in tf.data;
+        shuffle=False keeps them sorted) with a new order each epoch from
+        seed (None: Options(seed)). Nothing is opened: ``.shard()`` or
+        ``.distribute()`` right after it splits files between workers. A
+        pattern matching nothing is a NotFoundError naming it."""
+        pats = _records.path_list(file_pattern, "list_files")
+        arr = (ctypes.c_char_p * len(pats))(*pats)
+        flags = 0 if shuffle is False else 1  # SL_LIST_SHUFFLE
+        return Dataset(_check(lib.sl_list_files(arr, len(pats), flags,
+                                                -1 if seed is None else seed)))
+
+    @staticmethod
+    def _paths(filenames, op):
+        """A dataset of paths: a Dataset as is, else the given files in order."""
+        if isinstance(filenames, Dataset):
+            return filenames
+        paths = _records.path_list(filenames, op)
+        arr = (ctypes.c_char_p * len(paths))(*paths)
+        return Dataset(_check(lib.sl_from_files(arr, None, len(paths))))
+
+    @staticmethod
+    def tfrecord(filenames, compression_type=None, buffer_size=None, num_parallel_reads=None,
+                 *, with_paths=False, check_crc=True, deterministic=None):
+        """tf.data.TFRecordDataset: the records of TFRecord files as bytes,
+        in file order. filenames: a path, a list of paths or a Dataset of
+        them (list_files). compression_type None or "" (none), "ZLIB" or
+        "GZIP", inflated as the file streams. num_parallel_reads: read that
+        many files at a time (interleaved record by record, in a fixed
+        order unless deterministic=False; sluice.AUTOTUNE: one per CPU);
+        None reads them one after another. buffer_size is accepted for
+        tf.data's signature: sluice reads in large chunks ahead anyway.
+        Both CRCs are checked; check_crc=False skips the data's. A bad
+        record is a CorruptDataError naming the file and the byte offset,
+        which Options(error_policy="skip") skips. with_paths=True yields
+        (record, path)."""
+        del buffer_size
+        comp = {None: 0, "": 0, "NONE": 0, "ZLIB": 1, "GZIP": 2}.get(
+            compression_type.upper() if isinstance(compression_type, str) else compression_type)
+        if comp is None:
+            raise ValueError("tfrecord: compression_type must be None, 'ZLIB' or 'GZIP', not %r"
+                             % (compression_type,))
+        flags = (_SL_WITH_PATHS if with_paths else 0) | (0 if check_crc else 2)
+        paths = Dataset._paths(filenames, "tfrecord")
+        if num_parallel_reads is None:
+            return paths._derive(lib.sl_tfrecord, comp, flags, strings="bytes")
+        n = _count("tfrecord", "num_parallel_reads", num_parallel_reads)
+        if n != AUTOTUNE and n < 1:
+            raise ValueError("tfrecord: num_parallel_reads must be >= 1 or sluice.AUTOTUNE")
+        if flags == 0:  # the reader in C, never through Python
+            keep = ctypes.c_int(comp)
+            cycle = lib.sl_cpu_count() if n == AUTOTUNE else n
+            ds = paths._derive(lib.sl_interleave, _records.TFRECORD_FN,
+                               ctypes.c_void_p(ctypes.addressof(keep)), cycle, 1,
+                               n, 1 if deterministic is False else 0, strings="bytes")
+            ds._callbacks += (_records.KeepAlive(keep),)
+            return ds
+        return paths.interleave(
+            lambda p: Dataset.tfrecord(p, compression_type, with_paths=with_paths,
+                                       check_crc=check_crc),
+            cycle_length=n, block_length=1, num_parallel_calls=n, deterministic=deterministic)
+
+    @staticmethod
+    def webdataset(urls, keys=("jpg", "cls"), *, with_keys=False):
+        """WebDataset tar shards (plain or .tar.gz): members grouped into
+        samples by key (the path up to the first "." of the base name), each
+        sample yielding the values of `keys` as a tuple in that order, like
+        webdataset's ``.to_tuple("jpg", "cls")``: "cls", "cls2", "index",
+        "inx" and "id" as int64 (the text parsed), everything else as bytes
+        (feed map_image directly). A key may list alternatives, "jpg;png".
+        urls: a path, "shard-{000000..000015}.tar" brace notation, a list,
+        or a Dataset of paths. with_keys=True adds the sample's key (str,
+        webdataset's "__key__"). A sample without a requested key, a bad
+        header checksum or a member running past the end is a
+        CorruptDataError naming the shard and the byte offset."""
+        if isinstance(keys, str):
+            keys = keys.split()
+        keys = [k.encode() if isinstance(k, str) else bytes(k) for k in keys]
+        if not keys:
+            raise ValueError("webdataset: give at least one key")
+        ints = {b"cls", b"cls2", b"index", b"inx", b"id"}
+        types = [5 if k in ints else 8 for k in keys]  # SL_INT64, SL_STRING
+        if isinstance(urls, Dataset):
+            paths = urls
+        else:
+            expanded = [u for url in _records.path_list(urls, "webdataset")
+                        for u in _records.brace_expand(os.fsdecode(url))]
+            paths = Dataset._paths(expanded, "webdataset")
+        karr = (ctypes.c_char_p * len(keys))(*keys)
+        tarr = (ctypes.c_int * len(keys))(*types)
+        return paths._derive(lib.sl_tar_shards, karr, tarr, len(keys),
+                             _SL_WITH_PATHS if with_keys else 0, strings="bytes")
+
     # ---- transformations ----
 
     def read_files(self, with_paths=False):
@@ -273,7 +387,7 @@ class Dataset:
         per-element random stream that is the same on any thread count).
         name shows in messages and statistics and is part of the pipeline's
         fingerprint (default: the function's name)."""
-        cb = _Callback(map_func, "map", with_context)
+        cb = _Callback(map_func, "map", with_context, self.strings == "bytes")
         flags = 0 if deterministic is None else _SL_MAP_ORDERED if deterministic else _SL_MAP_UNORDERED
         label = (name or getattr(map_func, "__name__", None) or "python").encode()
         return self._derive(lib.sl_map, label, cb.c_fn, None, _parallel("map", num_parallel_calls),
@@ -322,11 +436,53 @@ class Dataset:
         return self._derive(lib.sl_map_image, spec, _parallel("map_image", num_parallel_calls),
                             image_layout=layout)
 
+    def interleave(self, map_func, cycle_length=None, block_length=None,
+                   num_parallel_calls=None, deterministic=None):
+        """tf.data's interleave: map_func(element) returns a Dataset (a
+        path -> sluice.Dataset.tfrecord(path), say); cycle_length of them
+        are open at a time, block_length elements (default 1) taken from
+        each in turn, and one that ends is replaced by the next input's.
+        The order is tf.data's and does not depend on threads or timing
+        (deterministic=False: completion order, faster on uneven inputs).
+        cycle_length None or AUTOTUNE: one per CPU. num_parallel_calls:
+        threads pulling ahead from the open inputs, up to cycle_length
+        (AUTOTUNE or None: the controller picks). map_func is called on a
+        library thread holding the GIL, once per input; keep Python maps
+        after the interleave rather than inside map_func."""
+        cycle = AUTOTUNE if cycle_length is None else _count("interleave", "cycle_length",
+                                                             cycle_length)
+        if cycle == AUTOTUNE:
+            cycle = lib.sl_cpu_count()
+        block = 1 if block_length is None else _count("interleave", "block_length",
+                                                      block_length)
+        par = _parallel("interleave", num_parallel_calls)
+        cb = _records.Interleaver(map_func, self.strings == "bytes")
+        flags = 1 if deterministic is False else 0  # SL_NONDETERMINISTIC
+        return self._derive(lib.sl_interleave, cb.c_fn, None, cycle, block, par, flags,
+                            callback=cb, image_layout=None, strings=cb)
+
+    def parse_example(self, features):
+        """tf.io.parse_single_example on the first value of each element (a
+        serialized tf.train.Example, as tfrecord yields): features is a dict
+        key -> FixedLenFeature / VarLenFeature; the element becomes a tuple
+        of the parsed values in the dict's order (a tuple, not a dict:
+        sluice elements are tuples, and batch, map_image and torch take
+        them as is), then the element's other values. string features come
+        out as bytes (uint8 arrays after map_image), int64 and float32 as
+        arrays of the feature's shape; a VarLenFeature as a 1-D array of
+        all its values. Reads the Examples that TensorFlow's
+        build_imagenet_data.py writes ("image/encoded",
+        "image/class/label", ...). A malformed Example or a feature of
+        another type or shape is a CorruptDataError naming the file."""
+        arr, keep = _records.features_array(features)
+        ds = self._derive(lib.sl_parse_example, arr, len(arr), 0, strings="bytes")
+        return ds
+
     def filter(self, predicate, name=None, *, with_context=False):
         """Keeps the elements for which predicate (called as map calls its
         function) is true. Runs on the thread pulling from it, holding the
         GIL (see map)."""
-        cb = _Callback(predicate, "filter", with_context)
+        cb = _Callback(predicate, "filter", with_context, self.strings == "bytes")
         label = (name or getattr(predicate, "__name__", None) or "python").encode()
         return self._derive(lib.sl_filter, label, cb.c_fn, None, callback=cb)
 
@@ -400,7 +556,7 @@ class Dataset:
         epoch count of this dataset."""
         opts = self.options.merge(options).merge(Options(**kwargs))
         return Dataset(lib.sl_dataset_retain(self._ptr), self._callbacks, opts,
-                       self.image_layout)
+                       self.image_layout, self._strings)
 
     # ---- iteration and inspection ----
 

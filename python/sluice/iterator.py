@@ -161,6 +161,7 @@ class Iterator:
             raise make_error(lib.sl_last_error_code(), lib.sl_last_error().decode())
         self._it = it
         self._dataset = dataset  # keeps Python callbacks alive
+        self._bytes = None  # strings as bytes? (known at the first element)
         self._interruptible = interruptible
         self._puller = None
         self.epoch = lib.sl_iterator_stat(it, SL_STAT_EPOCH)
@@ -195,13 +196,16 @@ class Iterator:
         raise self._error(rc)
 
     def __next__(self):
-        return _tensor.element_value(self.next_element())
+        owner = self.next_element()
+        if self._bytes is None:
+            self._bytes = self._dataset.strings == "bytes"
+        return _tensor.element_value(owner, self._bytes)
 
     def _error(self, rc):
         msg = lib.sl_iterator_errmsg(self._it).decode("utf-8", "replace")
         err = make_error(rc, msg or lib.sl_strerror(rc).decode())
         if rc == SL_ECALLBACK:
-            err.__cause__ = _dataset_callbacks_last_exception(self._dataset)
+            err.__cause__ = _dataset_callbacks_last_exception(self._dataset, msg)
         return err
 
     # ---- checkpoints ----
@@ -315,7 +319,13 @@ def _dataset_callbacks_check(dataset):
             raise exc
 
 
-def _dataset_callbacks_last_exception(dataset):
+def _dataset_callbacks_last_exception(dataset, msg=""):
+    # the exception whose text the message carries (calls run ahead of the
+    # consumer: the latest may belong to a later element), else the latest
+    for cb in dataset._callbacks:
+        for text, exc in reversed(getattr(cb, "recent", ())):
+            if text in msg:
+                return exc
     latest = None
     for cb in dataset._callbacks:
         if cb.last_exception is not None and (latest is None or cb.last_seq > latest.last_seq):

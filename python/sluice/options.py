@@ -20,6 +20,7 @@ _KEYS = {
     "trace_events": 12,
     "autotune_log": 13,
     "epoch": 14,
+    "max_record_bytes": 15,
 }
 
 _CHOICES = {
@@ -52,6 +53,9 @@ class Options:
     autotune_log    log every knob change
     epoch           the epoch to run (keys shuffles and crops with the seed);
                     None: each iterator takes its dataset's next epoch
+    max_record_bytes the largest TFRecord record or tar member (default 256
+                    MiB): a longer one is a corrupt record, refused before
+                    anything is allocated
 
     Options combine: ``a.merge(b)`` is a with b's non-None fields on top.
     """

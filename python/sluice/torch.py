@@ -37,15 +37,16 @@ __all__ = ["DataLoader", "to_torch"]
 _SL_STRING = 8
 
 
-def to_torch(owner):
+def to_torch(owner, as_bytes=False):
     """The tensors of an element (an ElementRef) as a tuple: torch tensors
-    for numeric tensors (zero-copy), str / lists of str for strings."""
+    for numeric tensors (zero-copy), str / lists of str for strings (bytes
+    when as_bytes: the dataset's ``strings`` is "bytes")."""
     el = owner.ptr
     out = []
     for i in range(lib.sl_element_size(el)):
         t = lib.sl_element_tensor(el, i)
         if lib.sl_tensor_dtype(t) == _SL_STRING:
-            out.append(_tensor.tensor_value(t, owner))
+            out.append(_tensor.tensor_value(t, owner, as_bytes))
         else:
             out.append(_from_dlpack(_dlpack.element_capsule(el, i)))
     return tuple(out)
@@ -194,6 +195,7 @@ class DataLoader:
         # The pass stays open after its end (or a break) so that stats() and
         # report() can describe it; the next pass or close() frees it. An
         # error or Ctrl-C frees it at once.
+        as_bytes = None  # known once the first element is out (see Dataset.strings)
         try:
             while True:
                 try:
@@ -201,7 +203,9 @@ class DataLoader:
                 except StopIteration:
                     self._exhausted = True
                     return
-                yield self._convert(to_torch(owner))
+                if as_bytes is None:
+                    as_bytes = self.dataset.strings == "bytes"
+                yield self._convert(to_torch(owner, as_bytes))
         except GeneratorExit:
             raise
         except BaseException:

@@ -1,0 +1,508 @@
+"""Sharded records from Python: list_files, tfrecord / TFRecordDataset,
+interleave, parse_example and webdataset; the shards that sluice-bench
+--make-shards writes, checked with Python's own tarfile and gzip and a
+CRC-32C written here."""
+
+import gzip
+import io
+import os
+import struct
+import subprocess
+import tarfile
+import zlib
+
+import numpy as np
+import pytest
+
+import sluice
+
+# ---- CRC-32C and TFRecord framing, written here from the format ----
+
+_CRC_TABLE = []
+for _n in range(256):
+    _c = _n
+    for _ in range(8):
+        _c = (_c >> 1) ^ 0x82F63B78 if _c & 1 else _c >> 1
+    _CRC_TABLE.append(_c)
+
+
+def crc32c(data):
+    c = 0xFFFFFFFF
+    for b in data:
+        c = _CRC_TABLE[(c ^ b) & 0xFF] ^ (c >> 8)
+    return c ^ 0xFFFFFFFF
+
+
+def masked(c):
+    return (((c >> 15) | (c << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def frame(data):
+    n = struct.pack("<Q", len(data))
+    return n + struct.pack("<I", masked(crc32c(n))) + data + struct.pack("<I", masked(crc32c(data)))
+
+
+def unframe(stream):
+    """The records of a TFRecord byte string, every CRC checked."""
+    out, off = [], 0
+    while off < len(stream):
+        n_bytes = stream[off:off + 8]
+        (n,) = struct.unpack("<Q", n_bytes)
+        (lcrc,) = struct.unpack("<I", stream[off + 8:off + 12])
+        assert lcrc == masked(crc32c(n_bytes)), "length CRC at %d" % off
+        data = stream[off + 12:off + 12 + n]
+        (dcrc,) = struct.unpack("<I", stream[off + 12 + n:off + 16 + n])
+        assert dcrc == masked(crc32c(data)), "data CRC at %d" % off
+        out.append(data)
+        off += 16 + n
+    assert off == len(stream)
+    return out
+
+
+# ---- tf.train.Example, written and read here from the proto definitions ----
+
+def _varint(v):
+    v &= (1 << 64) - 1
+    out = bytearray()
+    while True:
+        b = v & 0x7F
+        v >>= 7
+        if v:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def _field(num, wire, payload):
+    key = _varint(num << 3 | wire)
+    if wire == 2:
+        return key + _varint(len(payload)) + payload
+    return key + payload
+
+
+def example(features):
+    """A serialized Example from {key: bytes | [bytes] | [int] | [float]
+    | ("int", [...]) ...}: lists of ints are packed int64_list, of floats
+    packed float_list, of bytes bytes_list."""
+    entries = b""
+    for key, value in features.items():
+        if isinstance(value, bytes):
+            value = [value]
+        if value and isinstance(value[0], bytes):
+            feat = _field(1, 2, b"".join(_field(1, 2, v) for v in value))
+        elif value and isinstance(value[0], float):
+            feat = _field(2, 2, _field(1, 2, struct.pack("<%df" % len(value), *value)))
+        else:
+            feat = _field(3, 2, _field(1, 2, b"".join(_varint(v) for v in value)))
+        entry = _field(1, 2, key.encode()) + _field(2, 2, feat)
+        entries += _field(1, 2, entry)
+    return _field(1, 2, entries)
+
+
+def _read_varint(b, i):
+    v = shift = 0
+    while True:
+        c = b[i]
+        i += 1
+        v |= (c & 0x7F) << shift
+        shift += 7
+        if not c & 0x80:
+            return v, i
+
+
+def _fields(b):
+    i = 0
+    while i < len(b):
+        key, i = _read_varint(b, i)
+        assert key & 7 == 2
+        n, i = _read_varint(b, i)
+        yield key >> 3, b[i:i + n]
+        i += n
+
+
+def read_example(b):
+    """{key: (kind, payload)} of a serialized Example (kind 1 bytes_list,
+    3 int64_list); enough to check what --make-shards wrote."""
+    out = {}
+    for num, features in _fields(b):
+        assert num == 1
+        for num2, entry in _fields(features):
+            kv = dict(_fields(entry))
+            (kind, lst), = _fields(kv[2])
+            if kind == 1:
+                out[kv[1].decode()] = [v for _, v in _fields(lst)]
+            else:
+                (_, packed), = _fields(lst)
+                vals, i = [], 0
+                while i < len(packed):
+                    v, i = _read_varint(packed, i)
+                    vals.append(v)
+                out[kv[1].decode()] = vals
+    return out
+
+
+# ---- fixtures ----
+
+@pytest.fixture(scope="module")
+def bench():
+    path = os.environ.get("SLUICE_BENCH")
+    if not path:
+        pytest.skip("SLUICE_BENCH (the sluice-bench binary) is not set")
+    return path
+
+
+@pytest.fixture(scope="module")
+def shards(bench, image_dir, tmp_path_factory):
+    """{format: directory} of shards of image_dir, 5 images per shard."""
+    out = {}
+    for name, args in (("tfrecord", ["--format", "tfrecord"]),
+                       ("tfrecord.gz", ["--format", "tfrecord", "--compression", "gzip"]),
+                       ("tar", ["--format", "tar"]),
+                       ("tar.gz", ["--format", "tar", "--compression", "gzip"])):
+        d = str(tmp_path_factory.mktemp(name.replace(".", "_")))
+        subprocess.run([bench, image_dir, "--make-shards", d, "--shard-size", "5"] + args,
+                       check=True, stdout=subprocess.DEVNULL)
+        out[name] = d
+    return out
+
+
+def _files(d):
+    return sorted(os.path.join(d, f) for f in os.listdir(d))
+
+
+def _contents(image_files):
+    """(bytes, label, base name) of every image, sorted: --make-shards
+    shuffles the images across shards (as build_imagenet_data.py does)."""
+    with_labels = []
+    for path, label in image_files:
+        with open(path, "rb") as f:
+            with_labels.append((f.read(), label, os.path.basename(path)))
+    return sorted(with_labels)
+
+
+def _records_of(files):
+    """The records of TFRecord files in order, read and checked here."""
+    out = []
+    for f in files:
+        with (gzip.open if f.endswith(".gz") else open)(f, "rb") as fh:
+            out += unframe(fh.read())
+    return out
+
+
+# ---- the writer's output, read by Python's own modules ----
+
+def test_make_shards_tfrecord_is_valid(shards, image_files):
+    want = _contents(image_files)
+    files = _files(shards["tfrecord"])
+    assert len(files) == -(-len(want) // 5)
+    assert all(f.endswith("-of-%05d.tfrecord" % len(files)) for f in files)
+    got = []
+    for rec in _records_of(files):
+        ex = read_example(rec)
+        assert ex["image/format"] == [b"JPEG"]
+        got.append((ex["image/encoded"][0], ex["image/class/label"][0],
+                    ex["image/filename"][0].decode()))
+    assert sorted(got) == want
+
+
+def test_make_shards_gzip_is_valid(shards):
+    plain, gz = _files(shards["tfrecord"]), _files(shards["tfrecord.gz"])
+    assert len(plain) == len(gz)
+    for p, g in zip(plain, gz):
+        with open(p, "rb") as fp, gzip.open(g, "rb") as fg:
+            assert fg.read() == fp.read()
+
+
+@pytest.mark.parametrize("fmt", ["tar", "tar.gz"])
+def test_make_shards_tar_is_valid(shards, image_files, fmt):
+    want = _contents(image_files)
+    got = []
+    for f in _files(shards[fmt]):
+        with tarfile.open(f, "r:*") as t:
+            members = t.getmembers()
+            assert all(m.isfile() for m in members)
+            for jpg, cls in zip(members[::2], members[1::2]):
+                assert jpg.name.endswith(".jpg") and cls.name == jpg.name[:-4] + ".cls"
+                got.append((t.extractfile(jpg).read(), int(t.extractfile(cls).read())))
+    assert sorted(got) == [(d, label) for d, label, _ in want]
+
+
+# ---- reading them back ----
+
+def test_list_files(shards):
+    d = shards["tfrecord"]
+    files = _files(d)
+    ordered = sluice.Dataset.list_files(os.path.join(d, "*.tfrecord"), shuffle=False)
+    assert list(ordered) == files
+    assert len(ordered) == len(files)
+    both = sluice.Dataset.list_files([os.path.join(d, "*-00001-*"), os.path.join(d, "*-0000*")],
+                                     shuffle=False)
+    assert list(both) == files[:10]  # sorted, duplicates dropped
+    shuffled = sluice.Dataset.list_files(os.path.join(d, "*.tfrecord"), seed=3)  # tf's default
+    e0, e1 = list(shuffled), list(shuffled)
+    assert sorted(e0) == files and sorted(e1) == files and e0 != e1
+    assert list(shuffled.iterator(epoch=0)) == e0
+    with pytest.raises(sluice.NotFoundError, match="nothing-here"):
+        sluice.Dataset.list_files(os.path.join(d, "nothing-here-*"))
+    with pytest.raises(FileNotFoundError):
+        sluice.Dataset.list_files(os.path.join(d, "nothing-here-*"))
+
+
+@pytest.mark.parametrize("fmt,compression", [("tfrecord", None), ("tfrecord.gz", "GZIP")])
+def test_tfrecord_and_parse_example(shards, image_files, fmt, compression):
+    want = _contents(image_files)
+    files = _files(shards[fmt])
+    ds = sluice.TFRecordDataset(files, compression_type=compression)
+    recs = list(ds)
+    assert all(type(r) is bytes for r in recs)
+    assert recs == _records_of(files)  # in file order
+    parsed = ds.parse_example({
+        "image/encoded": sluice.FixedLenFeature([], "string"),
+        "image/class/label": sluice.FixedLenFeature([], "int64"),
+        "image/filename": sluice.FixedLenFeature([], "string", default_value=b""),
+    })
+    got = [(e, int(lab), n) for e, lab, n in parsed]
+    assert sorted(got) == [(d, label, name.encode()) for d, label, name in want]
+    # records feed map_image directly
+    images = parsed.map_image("eval", size=32).batch(len(want))
+    x, labels, names = next(iter(images))
+    assert x.shape == (len(want), 32, 32, 3)
+    assert list(labels) == [lab for _, lab, _ in got]
+
+
+def test_tfrecord_zlib_and_paths(tmp_path):
+    recs = [b"", b"a", bytes(range(256)) * 40]
+    path = tmp_path / "z.tfrecord"
+    path.write_bytes(zlib.compress(b"".join(frame(r) for r in recs)))
+    ds = sluice.Dataset.tfrecord(str(path), compression_type="ZLIB", with_paths=True)
+    assert list(ds) == [(r, os.fsencode(path)) for r in recs]
+    with pytest.raises(ValueError, match="compression_type"):
+        sluice.Dataset.tfrecord(str(path), compression_type="LZ4")
+
+
+def tf_interleave(inputs, cycle, block):
+    """tf.data's interleave order (interleave_dataset_op.cc's GetNext),
+    over lists: an exhausted input frees its slot and the cycle moves on;
+    the slot takes the next input when the cycle comes back to it."""
+    inputs, slots, out = list(inputs), [None] * cycle, []
+    i = taken = 0
+    while inputs or any(s is not None for s in slots):
+        if slots[i] is not None:
+            if slots[i]:
+                out.append(slots[i].pop(0))
+                taken += 1
+                if taken == block:
+                    i, taken = (i + 1) % cycle, 0
+                continue
+            slots[i] = None
+            i, taken = (i + 1) % cycle, 0
+        elif inputs:
+            slots[i] = list(inputs.pop(0))
+        else:
+            i, taken = (i + 1) % cycle, 0
+    return out
+
+
+def test_tf_interleave_helper():
+    assert tf_interleave([[x] * 6 for x in range(1, 6)], 2, 4) == [
+        1, 1, 1, 1, 2, 2, 2, 2, 1, 1, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 3, 3, 4, 4, 5, 5, 5, 5, 5, 5]
+
+
+def test_tfrecord_parallel_reads(shards):
+    files = _files(shards["tfrecord"])
+    per_file = [list(sluice.TFRecordDataset(f)) for f in files]
+    par = sluice.TFRecordDataset(files, num_parallel_reads=3)
+    assert list(par) == tf_interleave(per_file, 3, 1)
+    assert list(par) == list(par)  # the same on every epoch and thread count
+    unordered = sluice.TFRecordDataset(files, num_parallel_reads=sluice.AUTOTUNE,
+                                       deterministic=False)
+    assert sorted(unordered) == sorted(r for recs in per_file for r in recs)
+    # a Python map_func gives the same order as the C reader
+    listed = sluice.Dataset.list_files(os.path.join(shards["tfrecord"], "*"), shuffle=False)
+    via_python = listed.interleave(lambda p: sluice.TFRecordDataset(p), cycle_length=3,
+                                   num_parallel_calls=2)
+    assert list(via_python) == tf_interleave(per_file, 3, 1)
+
+
+def test_interleave_uneven():
+    lens = [3, 0, 5, 1, 2, 7, 4]
+    ds = sluice.Dataset.from_tensor_slices(np.array(lens)).interleave(
+        lambda n: sluice.Dataset.range(int(n)).map(lambda v, n=int(n): v + 100 * n),
+        cycle_length=3, block_length=2, num_parallel_calls=3)
+    want = tf_interleave([[v + 100 * n for v in range(n)] for n in lens], 3, 2)
+    assert [int(v) for v in ds] == want
+
+
+def test_interleave_tf_docstring():
+    # tf.data.Dataset.interleave's docstring examples
+    ds = sluice.Dataset.range(1, 6).interleave(
+        lambda x: sluice.Dataset.from_tensors(x).repeat(6), cycle_length=2, block_length=4)
+    assert [int(v) for v in ds] == [1, 1, 1, 1, 2, 2, 2, 2, 1, 1, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4,
+                                     3, 3, 4, 4, 5, 5, 5, 5, 5, 5]
+    ds = sluice.Dataset.range(1, 6).interleave(
+        lambda x: sluice.Dataset.from_tensors(x).repeat(6), cycle_length=3, block_length=2,
+        num_parallel_calls=3)
+    want = [1, 1, 2, 2, 3, 3, 1, 1, 2, 2, 3, 3, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 4, 4, 5, 5, 4,
+            4, 5, 5]
+    assert [int(v) for v in ds] == want
+    assert sorted(int(v) for v in ds.with_options(deterministic=False)) == sorted(want)
+
+
+def test_interleave_errors():
+    def boom(x):
+        raise KeyError("no shard %d" % int(x))
+    with pytest.raises(sluice.CallbackError, match="KeyError: 'no shard 0'") as e:
+        list(sluice.Dataset.range(3).interleave(boom, cycle_length=2))
+    assert isinstance(e.value.__cause__, KeyError) and "no shard 0" in str(e.value.__cause__)
+    with pytest.raises(sluice.CallbackError, match="must return a sluice.Dataset"):
+        list(sluice.Dataset.range(3).interleave(lambda x: [x]))
+    # under skip, an input whose function fails is dropped
+    ds = sluice.Dataset.range(4).interleave(
+        lambda x: boom(x) if int(x) == 2 else sluice.Dataset.from_tensors(x))
+    assert [int(v) for v in ds.with_options(error_policy="skip")] == [0, 1, 3]
+    with pytest.raises(ValueError):
+        sluice.Dataset.range(3).interleave(lambda x: x, num_parallel_calls=0)
+
+
+def test_webdataset(shards, image_files):
+    want = _contents(image_files)
+    d = shards["tar"]
+    n = len(_files(d))
+    url = os.path.join(d, "train-{00000..%05d}-of-%05d.tar" % (n - 1, n))
+    ds = sluice.Dataset.webdataset(url, keys=("jpg", "cls"))
+    got = [(j, int(c)) for j, c in ds]
+    assert sorted(got) == [(data, label) for data, label, _ in want]
+    keyed = sluice.Dataset.webdataset(_files(shards["tar.gz"]), keys="cls jpg;png",
+                                      with_keys=True)
+    first = next(iter(keyed))
+    assert (first[1], int(first[0])) == got[0] and first[2] == b"00000000"
+    files = sluice.Dataset.list_files(os.path.join(d, "*.tar"), shuffle=False)
+    mixed = files.interleave(lambda p: sluice.Dataset.webdataset(p), cycle_length=4,
+                             num_parallel_calls=2)
+    assert sorted((j, int(c)) for j, c in mixed) == sorted(got)
+    batch = mixed.map_image("train", size=24).batch(8)
+    x, y = next(iter(batch))
+    assert x.shape == (8, 24, 24, 3) and y.dtype == np.int64
+
+
+def test_brace_expand():
+    from sluice.records import brace_expand
+    assert brace_expand("s-{000..002}.tar") == ["s-000.tar", "s-001.tar", "s-002.tar"]
+    assert brace_expand("{a,b}/{1..2}") == ["a/1", "a/2", "b/1", "b/2"]
+    assert brace_expand("plain.tar") == ["plain.tar"]
+
+
+def _tar_bytes(members):
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as t:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            t.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def test_webdataset_bad_input(tmp_path):
+    path = tmp_path / "s.tar"
+    path.write_bytes(_tar_bytes([("a.jpg", b"A"), ("a.cls", b"1"), ("b.jpg", b"B"),
+                                 ("c.jpg", b"C"), ("c.cls", b"3")]))
+    ds = sluice.Dataset.webdataset(str(path))
+    with pytest.raises(sluice.CorruptDataError, match=r"s\.tar.*cls") as e:
+        list(ds)
+    assert isinstance(e.value, ValueError)
+    assert [(j, int(c)) for j, c in ds.with_options(error_policy="skip")] == [(b"A", 1),
+                                                                              (b"C", 3)]
+    raw = bytearray(path.read_bytes())
+    raw[148:156] = b"0000000\0"  # a header checksum that does not match
+    path.write_bytes(bytes(raw))
+    with pytest.raises(sluice.CorruptDataError, match=r"s\.tar.*at byte 0"):
+        list(ds)
+
+
+def test_tfrecord_bad_input(tmp_path):
+    recs = [b"one", b"two", b"three"]
+    good = b"".join(frame(r) for r in recs)
+    path = tmp_path / "bad.tfrecord"
+    second = len(frame(recs[0]))
+    broken = bytearray(good)
+    broken[second + 12] ^= 0xFF  # the second record's data: its CRC fails
+    path.write_bytes(bytes(broken))
+    ds = sluice.TFRecordDataset(str(path))
+    with pytest.raises(sluice.CorruptDataError,
+                       match=r"bad\.tfrecord.*at byte %d" % second):
+        list(ds)
+    assert list(ds.with_options(error_policy="skip")) == [b"one", b"three"]
+    assert list(sluice.TFRecordDataset(str(path), check_crc=False)) == \
+        [b"one", bytes([ord("t") ^ 0xFF]) + b"wo", b"three"]
+    path.write_bytes(good[:-5])  # the last record cut short
+    with pytest.raises(sluice.CorruptDataError, match="bad.tfrecord"):
+        list(ds)
+    assert list(ds.with_options(error_policy="skip")) == [b"one", b"two"]
+    path.write_bytes(struct.pack("<Q", 1 << 40) + good[8:])  # a huge length, bad CRC
+    with pytest.raises(sluice.CorruptDataError, match="at byte 0"):
+        list(ds)
+    gz = tmp_path / "cut.tfrecord.gz"
+    gz.write_bytes(gzip.compress(good)[:-12])
+    with pytest.raises(sluice.CorruptDataError, match="cut.tfrecord.gz"):
+        list(sluice.TFRecordDataset(str(gz), "GZIP"))
+
+
+def test_max_record_bytes(tmp_path):
+    path = tmp_path / "big.tfrecord"
+    path.write_bytes(frame(b"x" * 100) + frame(b"y" * 10))
+    ds = sluice.TFRecordDataset(str(path))
+    with pytest.raises(sluice.CorruptDataError, match="big.tfrecord"):
+        list(ds.with_options(max_record_bytes=50))
+    assert list(ds.with_options(max_record_bytes=50, error_policy="skip")) == [b"y" * 10]
+
+
+def test_parse_example_specs(tmp_path):
+    exs = [example({"b": b"raw", "i": [1, -2, 3], "f": [0.5, 1.5], "v": [7]}),
+           example({"b": b"two", "i": [4, 5, 6], "f": [2.0, 3.0]})]
+    path = tmp_path / "ex.tfrecord"
+    path.write_bytes(b"".join(frame(e) for e in exs))
+    ds = sluice.TFRecordDataset(str(path)).parse_example({
+        "i": sluice.FixedLenFeature([3], "int64"),
+        "b": sluice.FixedLenFeature([], bytes),
+        "f": sluice.FixedLenFeature([2], np.float32),
+        "v": sluice.VarLenFeature("int64"),
+        "missing": sluice.FixedLenFeature([2], "float32", default_value=[9.0, 9.0]),
+    })
+    got = list(ds)
+    assert [list(g[0]) for g in got] == [[1, -2, 3], [4, 5, 6]]
+    assert [g[1] for g in got] == [b"raw", b"two"]
+    assert [list(g[2]) for g in got] == [[0.5, 1.5], [2.0, 3.0]]
+    assert [list(g[3]) for g in got] == [[7], []]
+    assert [list(g[4]) for g in got] == [[9.0, 9.0]] * 2
+    wrong = sluice.TFRecordDataset(str(path)).parse_example(
+        {"i": sluice.FixedLenFeature([], "float32")})
+    with pytest.raises(sluice.DTypeError, match=r"ex\.tfrecord: feature 'i' is an int64_list"):
+        list(wrong)
+    garbage = tmp_path / "garbage.tfrecord"
+    garbage.write_bytes(frame(b"\x0a\xff") + frame(exs[1]))  # a length varint cut short
+    parsed = sluice.TFRecordDataset(str(garbage)).parse_example(
+        {"b": sluice.FixedLenFeature([], "string")})
+    with pytest.raises(sluice.CorruptDataError, match=r"garbage\.tfrecord"):
+        list(parsed)
+    assert list(parsed.with_options(error_policy="skip")) == [b"two"]
+    with pytest.raises(ValueError, match="one value"):
+        sluice.Dataset.range(1).parse_example(
+            {"i": sluice.FixedLenFeature([2], "int64", default_value=[1, 2])})
+    with pytest.raises(TypeError):
+        sluice.FixedLenFeature([], "complex64")
+    with pytest.raises(TypeError):
+        sluice.TFRecordDataset(str(path)).parse_example([("i", "int64")])
+
+
+def test_resume_over_interleaved_shards(shards):
+    files = sluice.Dataset.list_files(os.path.join(shards["tfrecord"], "*.tfrecord"), seed=1)
+    ds = files.interleave(lambda p: sluice.TFRecordDataset(p), cycle_length=3,
+                          block_length=2, num_parallel_calls=2).shuffle(7, seed=2)
+    full = list(ds.iterator(epoch=4))
+    it = ds.iterator(epoch=4)
+    head = [next(it) for _ in range(13)]
+    state = it.state()
+    it.close()
+    rest = list(ds.iterator(state=state))
+    assert head + rest == full
