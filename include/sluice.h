@@ -458,6 +458,64 @@ SL_API sl_dataset *sl_skip(sl_dataset *in, int64_t n);
 /* Elements whose index i satisfies i % num_shards == index. */
 SL_API sl_dataset *sl_shard(sl_dataset *in, int64_t num_shards, int64_t index);
 
+/* Many processes (data-parallel training) */
+
+/* Where this process stands in a job of several, as its launcher says. */
+typedef struct sl_dist_context {
+    int rank, world_size;             /* 0 <= rank < world_size */
+    int local_rank, local_world_size; /* on this host */
+    int node;                         /* this host's index (0 when unknown) */
+    /* the launcher whose variables were used: "sluice", "torchrun",
+     * "openmpi", "pmi", "slurm", or "none" (one process) */
+    char source[12];
+} sl_dist_context;
+
+/* Reads the launcher's environment, in this order of precedence (the first
+ * whose rank or size variable is set wins):
+ *   SLUICE_RANK, SLUICE_WORLD_SIZE (overrides; SLUICE_LOCAL_RANK and
+ *     SLUICE_LOCAL_WORLD_SIZE optional)
+ *   torchrun: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK
+ *   Open MPI: OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE
+ *   MPICH, Intel MPI (PMI): PMI_RANK, PMI_SIZE, MPI_LOCALRANKID,
+ *     MPI_LOCALNRANKS
+ *   Slurm: SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NODEID,
+ *     SLURM_NTASKS_PER_NODE
+ * Launchers nest (srun starting one torchrun agent per host, a batch
+ * script's Slurm variables inherited by mpirun's ranks): a job of another
+ * size is an outer one and is ignored. Two launchers that describe a job of
+ * the same size must agree on the rank; if not, SL_EINVAL naming both
+ * variables. So is a rank without a size, a value that is not a number, or
+ * a rank outside [0, size). No variable: rank 0 of 1. Without local
+ * variables the local fields are the global ones; without a node variable
+ * node is rank / local_world_size. 0 or a negative error code. */
+SL_API int sl_distributed_context(sl_dist_context *ctx);
+
+/* Flags for sl_distribute. Equal steps: by default every rank gets
+ * ceil(n / world_size) elements, the last ranks wrapping around to the
+ * start of the epoch's order (as torch's DistributedSampler; the repeats
+ * are counted in SL_STAT_PADDED); SL_DISTRIBUTE_DROP gives every rank
+ * floor(n / world_size) (DistributedSampler(drop_last=True)). */
+#define SL_DISTRIBUTE_PAD 0u
+#define SL_DISTRIBUTE_DROP 1u
+/* Where to split (tf.data's AutoShardPolicy); neither: AUTO. */
+#define SL_DISTRIBUTE_BY_FILE 2u /* split the files under a record reader */
+#define SL_DISTRIBUTE_BY_DATA 4u /* split the elements */
+
+/* This rank's part of `in` (consumed): ctx NULL reads the environment
+ * (sl_distributed_context). AUTO: when `in` is a record reader (sl_tfrecord,
+ * sl_tar_shards, sl_interleave) over a list of at least world_size files,
+ * possibly under nodes that read files, the files are split (FILE): a rank
+ * never opens another's shards, and equal steps hold for files (shards of
+ * equal record counts give equal steps); otherwise the elements are split
+ * (DATA), below the nodes that read files, as sl_shard is. Each rank takes
+ * positions rank, rank + world_size, ... of the same sequence, so put it
+ * after shuffle(SL_SHUFFLE_ALL) or a shuffled sl_list_files with the same
+ * seed on every rank: each epoch is then one global permutation split
+ * between the ranks, a new one every epoch. DATA needs a known
+ * cardinality for equal steps; with an unknown one it splits by position
+ * and says so in a warning. world_size 1 returns `in`. */
+SL_API sl_dataset *sl_distribute(sl_dataset *in, const sl_dist_context *ctx, unsigned flags);
+
 /* Buffering */
 
 /* Keeps up to `depth` elements ready ahead of the consumer, produced on a
@@ -785,6 +843,7 @@ typedef enum sl_stat {
     SL_STAT_IO_BACKEND,       /* sl_io_backend in use by reads (AUTO: none yet) */
     SL_STAT_BYTES_READ,       /* file bytes read */
     SL_STAT_EPOCH,            /* the epoch the iterator runs (SL_OPT_EPOCH) */
+    SL_STAT_PADDED,           /* elements sl_distribute repeated for equal steps */
     SL_STAT_COUNT
 } sl_stat;
 /* One counter of the iterator; -1 for an unknown key. Any thread. */

@@ -25,7 +25,8 @@ from ._errors import __all__ as _error_names
 from ._lib import LibraryError, lib as _lib
 from ._tensor import Array, DTYPE_NAMES
 from ._version import __version__
-from .dataset import ALL, AUTOTUNE, INFINITE, UNKNOWN, Dataset, MapContext
+from .dataset import (ALL, AUTOTUNE, INFINITE, UNKNOWN, Dataset, DistributedContext, MapContext,
+                      distributed_context)
 from .iterator import Iterator
 from .options import Options
 from .records import FixedLenFeature, VarLenFeature
@@ -55,6 +56,7 @@ def cpu_count():
 
 __all__ = [
     "ALL", "AUTOTUNE", "INFINITE", "UNKNOWN", "Array", "DTYPE_NAMES", "Dataset",
+    "DistributedContext", "distributed_context",
     "FixedLenFeature", "Iterator", "LibraryError", "MapContext", "Options", "TFRecordDataset",
     "VarLenFeature", "__version__", "cpu_count", "library_path", "library_version",
     "memory_in_use", "release_memory",

@@ -72,6 +72,19 @@ class Feature(ctypes.Structure):
     ]
 
 
+class DistContext(ctypes.Structure):
+    """sl_dist_context, field for field (include/sluice.h)."""
+
+    _fields_ = [
+        ("rank", c_int),
+        ("world_size", c_int),
+        ("local_rank", c_int),
+        ("local_world_size", c_int),
+        ("node", c_int),
+        ("source", ctypes.c_char * 12),
+    ]
+
+
 # Callback types (sl_map_fn, sl_predicate_fn, sl_interleave_fn). ctypes takes the GIL around
 # the Python function, whichever library thread calls it.
 MAP_FN = ctypes.CFUNCTYPE(c_int, c_void_p, c_void_p, P(c_void_p), c_void_p)
@@ -163,6 +176,8 @@ _PROTOTYPES = {
     "sl_parse_example": (c_void_p, [c_void_p, P(Feature), c_int, c_unsigned]),
     "sl_tar_shards": (c_void_p, [c_void_p, P(c_char_p), P(c_int), c_int, c_unsigned]),
     "sl_crc32c": (ctypes.c_uint32, [ctypes.c_uint32, c_char_p, c_size_t]),
+    "sl_distributed_context": (c_int, [P(DistContext)]),
+    "sl_distribute": (c_void_p, [c_void_p, P(DistContext), c_unsigned]),
 }
 
 _OPTIONAL = {

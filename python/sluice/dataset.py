@@ -7,7 +7,7 @@ import os
 
 from . import _tensor, records as _records
 from ._errors import make_error, pending_interrupt
-from ._lib import MAP_FN, PREDICATE_FN, ImageSpec, lib
+from ._lib import MAP_FN, PREDICATE_FN, DistContext, ImageSpec, lib
 from .iterator import Iterator
 from .options import Options
 
@@ -165,6 +165,7 @@ class Dataset:
         # Interleaver in place of either: whatever its map_func's datasets
         # have (known once it has run, before the first element comes out)
         self._strings = strings
+        self.distributed = None  # (rank, world_size) once distribute() is in the pipeline
 
     @property
     def strings(self):
@@ -185,7 +186,9 @@ class Dataset:
         ptr = _check(builder(lib.sl_dataset_retain(self._ptr), *args))
         cbs = self._callbacks + ((callback,) if callback else ())
         layout = self.image_layout if image_layout is False else image_layout
-        return Dataset(ptr, cbs, self.options, layout, strings or self._strings)
+        ds = Dataset(ptr, cbs, self.options, layout, strings or self._strings)
+        ds.distributed = self.distributed
+        return ds
 
     # ---- sources ----
 
@@ -538,6 +541,45 @@ class Dataset:
         return self._derive(lib.sl_shard, _count("shard", "num_shards", num_shards),
                             _count("shard", "index", index))
 
+    def distribute(self, rank=None, world_size=None, drop_last=False, policy="auto"):
+        """This process's part of the dataset in data-parallel training, as
+        torch's DistributedSampler gives it, with the rank read from the
+        launcher (torchrun, mpirun, srun; see distributed_context()) unless
+        rank and world_size are given. Every rank gets the same number of
+        elements: ceil(n / world_size), the last ranks wrapping around to
+        the start (counted in stats()["padded"]), or floor(n / world_size)
+        with drop_last=True; with a batch after it, the same number of
+        steps. Put it after shuffle(sluice.ALL) (or a shuffled list_files)
+        with the same seed on every rank: each epoch is then one global
+        permutation split between the ranks, a new one every epoch.
+
+        policy (tf.data's AutoShardPolicy): "auto" splits the files under a
+        record reader (tfrecord, webdataset, interleave) when there are at
+        least as many as ranks, else the elements; "file" or "data" forces
+        one; "off" returns the dataset as is. Reads move below the split,
+        so a rank never reads another's files."""
+        if policy == "off":
+            return self
+        flags = {"auto": 0, "file": 2, "data": 4}.get(policy)
+        if flags is None:
+            raise ValueError("distribute: policy must be 'auto', 'file', 'data' or 'off', not %r"
+                             % (policy,))
+        if drop_last:
+            flags |= 1
+        if (rank is None) != (world_size is None):
+            raise ValueError("distribute: give both rank and world_size, or neither")
+        ctx = None
+        if rank is not None:
+            rank = _count("distribute", "rank", rank)
+            world_size = _count("distribute", "world_size", world_size)
+            ctx = DistContext(rank=rank, world_size=world_size, local_rank=rank,
+                              local_world_size=world_size)
+        else:
+            ctx = distributed_context()._c
+        ds = self._derive(lib.sl_distribute, ctx, flags)
+        ds.distributed = (ctx.rank, ctx.world_size)
+        return ds
+
     def prefetch(self, buffer_size=AUTOTUNE):
         """Keeps buffer_size elements ready ahead, on a background thread
         (sluice.AUTOTUNE: the controller sizes it)."""
@@ -555,8 +597,10 @@ class Dataset:
         current ones (Options(...) and/or keyword arguments). It shares the
         epoch count of this dataset."""
         opts = self.options.merge(options).merge(Options(**kwargs))
-        return Dataset(lib.sl_dataset_retain(self._ptr), self._callbacks, opts,
-                       self.image_layout, self._strings)
+        ds = Dataset(lib.sl_dataset_retain(self._ptr), self._callbacks, opts,
+                     self.image_layout, self._strings)
+        ds.distributed = self.distributed
+        return ds
 
     # ---- iteration and inspection ----
 
@@ -613,3 +657,40 @@ def _numpy_value(v):
     if isinstance(v, np.ndarray):
         return v[()] if v.ndim == 0 else v.view(np.ndarray)
     return v
+
+
+class DistributedContext:
+    """Where this process stands in a data-parallel job (sl_dist_context):
+    rank, world_size, local_rank, local_world_size, node, and source, the
+    launcher whose variables said so ("torchrun", "openmpi", "pmi",
+    "slurm", "sluice" for SLUICE_RANK / SLUICE_WORLD_SIZE, or "none")."""
+
+    __slots__ = ("_c",)
+
+    def __init__(self, c):
+        self._c = c
+
+    rank = property(lambda self: self._c.rank)
+    world_size = property(lambda self: self._c.world_size)
+    local_rank = property(lambda self: self._c.local_rank)
+    local_world_size = property(lambda self: self._c.local_world_size)
+    node = property(lambda self: self._c.node)
+    source = property(lambda self: self._c.source.decode())
+
+    def __repr__(self):
+        return ("DistributedContext(rank=%d, world_size=%d, local_rank=%d, "
+                "local_world_size=%d, node=%d, source=%r)"
+                % (self.rank, self.world_size, self.local_rank, self.local_world_size,
+                   self.node, self.source))
+
+
+def distributed_context():
+    """This process's rank and world from its launcher's environment
+    (torchrun, Open MPI, MPICH/Intel MPI, Slurm; SLUICE_RANK and
+    SLUICE_WORLD_SIZE override). Launchers that disagree about one job
+    raise InvalidArgumentError naming both variables."""
+    c = DistContext()
+    rc = lib.sl_distributed_context(ctypes.byref(c))
+    if rc < 0:
+        raise make_error(rc, lib.sl_last_error().decode())
+    return DistributedContext(c)

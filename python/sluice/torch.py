@@ -25,6 +25,8 @@ Strings (paths) stay Python lists. Treat the tensors as read-only: the
 library may hand the same memory out again (cache).
 """
 
+import warnings
+
 import torch as _torch
 from torch.utils.dlpack import from_dlpack as _from_dlpack
 
@@ -81,7 +83,13 @@ class DataLoader:
     options: sluice.Options for each pass, on top of the dataset's.
 
     ``stats()``, ``report()``, ``iterator`` and ``epoch`` refer to the
-    current (last started) pass."""
+    current (last started) pass.
+
+    Data-parallel training (DDP): build the dataset with ``distribute()``
+    after its shuffle; every rank then gets its part of each epoch and the
+    same number of batches, with no sampler (see examples/ddp_train.py).
+    The loader warns when torch.distributed runs several processes over a
+    dataset without it."""
 
     def __init__(self, dataset, layout="NCHW", dtype=None, mean=None, std=None, device=None,
                  options=None):
@@ -101,6 +109,7 @@ class DataLoader:
         self._next_epoch = 0
         self._exhausted = False  # the current pass has yielded its last batch
         self._resume = None  # a state for the next iter()
+        _warn_if_not_distributed(dataset)
 
     def set_epoch(self, epoch):
         """The epoch the next ``iter()`` runs (later ones follow from it)."""
@@ -229,3 +238,18 @@ class DataLoader:
         if self.iterator is not None:
             self.iterator.close()
             self.iterator = None
+
+
+def _warn_if_not_distributed(dataset):
+    """Under DDP (torch.distributed initialised, world size > 1) a dataset
+    without distribute() gives every rank the whole epoch."""
+    try:
+        import torch.distributed as tdist
+        ddp = tdist.is_available() and tdist.is_initialized() and tdist.get_world_size() > 1
+    except Exception:  # a partial torch build
+        return
+    if ddp and dataset.distributed is None:
+        warnings.warn("sluice.torch.DataLoader: torch.distributed runs %d processes but the "
+                      "dataset has no distribute(): every rank reads the whole epoch. Call "
+                      "ds.distribute() after the shuffle (it reads the rank from the "
+                      "launcher); no sampler is needed." % tdist.get_world_size(), stacklevel=3)

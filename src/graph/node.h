@@ -58,6 +58,11 @@ typedef struct sl__node_ops {
      * permute by position (take, skip, shard, shuffle-all) move below such
      * nodes, so files they drop are never read. NULL: not movable. */
     sl_dataset *(*rebuild)(const sl_dataset *ds, sl_dataset *new_input);
+    /* For record readers whose input is a list of files (tfrecord, tar
+     * shards, interleave): the same reader over another list (consumed), so
+     * that sl_distribute can split files rather than records. Never used by
+     * the ops that select by position (the reader is not 1:1). NULL: none. */
+    sl_dataset *(*rebuild_files)(const sl_dataset *ds, sl_dataset *new_files);
     /* batch(ds, size, flags) as one node, for ops that write their output
      * straight into the batch (map_image). Consumes ds. NULL: none. */
     sl_dataset *(*fuse_batch)(sl_dataset *ds, int64_t size, unsigned flags);
@@ -198,6 +203,7 @@ struct sl__tree {
     atomic_llong held;      /* bytes in buffers now */
     atomic_llong peak_held;
     atomic_llong skipped;   /* element errors dropped */
+    atomic_llong padded;    /* elements distribute repeated for equal steps */
     atomic_llong elements;  /* handed to the consumer */
 
     /* observation and control (src/graph/stats.h, src/autotune/) */

@@ -361,6 +361,8 @@ int64_t sl__tree_stat(const sl__tree *t, sl_stat key)
         return atomic_load(&t->bytes_read);
     case SL_STAT_EPOCH:
         return t->epoch;
+    case SL_STAT_PADDED:
+        return atomic_load(&t->padded);
     default:
         return -1;
     }

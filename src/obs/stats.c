@@ -373,7 +373,7 @@ SL_API const char *sl_stats_json(sl_stats *s)
                    "\"peak_buffered_bytes\":%lld,\"ram_budget\":%lld,\"cpu_budget\":%.0f,"
                    "\"threads\":%d,\"autotune\":%s,\"io_backend\":\"%s\",\"io_in_flight\":%.0f,"
                    "\"io_bytes_per_s\":%.6g,\"bytes_read\":%lld,\"errors_skipped\":%lld,"
-                   "\"knob_changes\":%.0f,\"epoch\":%lld,\"nodes\":[",
+                   "\"knob_changes\":%.0f,\"epoch\":%lld,\"padded\":%lld,\"nodes\":[",
                    json_num(g[SL_GLOBAL_WALL_SECONDS]), json_num(g[SL_GLOBAL_STALL_FRACTION]),
                    s->stall_target, json_num(g[SL_GLOBAL_STEP_SECONDS]),
                    (long long)st[SL_STAT_ELEMENTS], (long long)st[SL_STAT_BUFFERED_BYTES],
@@ -382,7 +382,7 @@ SL_API const char *sl_stats_json(sl_stats *s)
                    backend_name((int)st[SL_STAT_IO_BACKEND]), g[SL_GLOBAL_IO_IN_FLIGHT],
                    json_num(g[SL_GLOBAL_IO_BYTES_PER_S]), (long long)st[SL_STAT_BYTES_READ],
                    (long long)st[SL_STAT_ERRORS_SKIPPED], g[SL_GLOBAL_KNOB_CHANGES],
-                   (long long)st[SL_STAT_EPOCH]);
+                   (long long)st[SL_STAT_EPOCH], (long long)st[SL_STAT_PADDED]);
     for (int i = 0; i < s->n; i++) {
         if (i)
             sl__obs_printf(&o, ",");

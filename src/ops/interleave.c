@@ -676,10 +676,17 @@ static uint64_t ileave_fp(const sl_dataset *ds, uint64_t h)
     return sl__hash_u64(h, d->flags);
 }
 
+static sl_dataset *ileave_rebuild_files(const sl_dataset *ds, sl_dataset *files)
+{
+    const ileave_ds *d = (const ileave_ds *)ds;
+    return sl_interleave(files, d->fn, d->user, d->cycle, d->block, d->parallelism, d->flags);
+}
+
 static const sl__node_ops ileave_ops = {
     .kind = "interleave",
     .make_iter = ileave_make,
     .fingerprint = ileave_fp,
+    .rebuild_files = ileave_rebuild_files,
 };
 
 SL_API sl_dataset *sl_interleave(sl_dataset *in, sl_interleave_fn fn, void *user,

@@ -578,11 +578,18 @@ static void tar_ds_destroy(sl_dataset *ds)
     sl__free(d->types, (size_t)d->nkeys * sizeof *d->types);
 }
 
+static sl_dataset *tar_rebuild_files(const sl_dataset *ds, sl_dataset *files)
+{
+    const tar_ds *d = (const tar_ds *)ds;
+    return sl_tar_shards(files, (const char *const *)d->keys, d->types, d->nkeys, d->flags);
+}
+
 static const sl__node_ops tar_ops = {
     .kind = "tar_shards",
     .make_iter = tar_make,
     .fingerprint = tar_fp,
     .destroy = tar_ds_destroy,
+    .rebuild_files = tar_rebuild_files,
 };
 
 SL_API sl_dataset *sl_tar_shards(sl_dataset *paths, const char *const *keys,

@@ -167,10 +167,17 @@ static uint64_t tfrecord_fp(const sl_dataset *ds, uint64_t h)
     return sl__hash_u64(sl__hash_u64(h, (uint64_t)d->compression), d->flags);
 }
 
+static sl_dataset *tfrecord_rebuild_files(const sl_dataset *ds, sl_dataset *files)
+{
+    const tfrecord_ds *d = (const tfrecord_ds *)ds;
+    return sl_tfrecord(files, d->compression, d->flags);
+}
+
 static const sl__node_ops tfrecord_ops = {
     .kind = "tfrecord",
     .make_iter = tfrecord_make,
     .fingerprint = tfrecord_fp,
+    .rebuild_files = tfrecord_rebuild_files,
 };
 
 SL_API sl_dataset *sl_tfrecord(sl_dataset *paths, int compression, unsigned flags)

@@ -1,0 +1,291 @@
+/*
+ * distribute(ctx, flags): this rank's part of a dataset of n elements, for
+ * data-parallel training, with the same number of elements on every rank.
+ *
+ * Rank r of W takes positions r, r + W, r + 2W, ... of the input: m =
+ * ceil(n / W) of them, where the last ranks' final position runs past the
+ * end and wraps to position p mod n (torch's DistributedSampler pads the
+ * same way; only a rank's last position can run past), or m = floor(n / W)
+ * with SL_DISTRIBUTE_DROP. A wrapped position is below W, so the element
+ * is kept when the pass goes by it and
+ * handed out at the end; a pass resumed past it pulls it again from a fresh
+ * pass of the input (the same order: same key and epoch).
+ *
+ * sl_distribute places the node: over the file list of a record reader
+ * (FILE), or over the elements below the nodes that read files (DATA).
+ */
+#include <string.h>
+#include "../core/log.h"
+#include "../graph/node.h"
+
+typedef struct dist_ds {
+    sl_dataset base;
+    int64_t world, rank, n, m; /* n: input cardinality, m: this rank's */
+} dist_ds;
+
+typedef struct dist_iter {
+    sl__iter base;
+    sl__iter *in;
+    int64_t pos;     /* input position of the next pull */
+    int64_t emitted; /* elements handed out */
+    sl_element *pad; /* the wrapped position's element, once seen */
+    bool done;
+} dist_iter;
+
+/* Input position of this rank's k-th element, before wrapping. */
+static int64_t position(const dist_ds *d, int64_t k) { return d->rank + k * d->world; }
+
+static int64_t dist_card(const sl_dataset *ds) { return ((const dist_ds *)ds)->m; }
+
+/* The wrapped position this rank needs, or -1. */
+static int64_t pad_pos(const dist_ds *d)
+{
+    if (d->m == 0)
+        return -1;
+    int64_t last = position(d, d->m - 1);
+    return last >= d->n ? last % d->n : -1; /* past the end (several times when W > n) */
+}
+
+static int fetch_pad(dist_iter *it, const dist_ds *d, sl_element **out)
+{
+    if (!it->pad) { /* resumed after the pass went by it: a fresh pass */
+        sl__iter_free(it->in);
+        it->in = NULL;
+        int rc = sl__iter_make_input(&it->base, 0, it->base.epoch, &it->in);
+        for (int64_t p = 0; rc == 0; p++) {
+            sl_element *el;
+            if ((rc = sl__iter_next(it->in, &el)) != 0)
+                break;
+            if (p == pad_pos(d)) {
+                it->pad = el;
+                break;
+            }
+            sl_element_release(el);
+        }
+        if (rc == SL_EOF)
+            rc = sl__set_error(SL_EINVAL, "distribute: the input ended before position %lld "
+                               "on its second pass", (long long)pad_pos(d));
+        if (rc < 0)
+            return rc;
+    }
+    *out = it->pad;
+    it->pad = NULL;
+    atomic_fetch_add(&it->base.tree->padded, 1);
+    return 0;
+}
+
+static int dist_next(sl__iter *base, sl_element **out)
+{
+    dist_iter *it = (dist_iter *)base;
+    const dist_ds *d = (const dist_ds *)base->ds;
+    if (it->done || it->emitted >= d->m) {
+        it->done = true;
+        return SL_EOF;
+    }
+    int64_t want = position(d, it->emitted);
+    if (want >= d->n) { /* the wrapped one, at the end */
+        int rc = fetch_pad(it, d, out);
+        if (rc == 0)
+            it->emitted++;
+        return rc;
+    }
+    int64_t pad_at = pad_pos(d);
+    for (;;) {
+        sl_element *el;
+        int rc = sl__iter_next(it->in, &el);
+        if (rc == SL_EOF)
+            return sl__set_error(SL_EINVAL, "distribute: the input ended at position %lld, "
+                                 "before the %lld elements its cardinality promised",
+                                 (long long)it->pos, (long long)d->n);
+        if (rc < 0)
+            return rc;
+        int64_t p = it->pos++;
+        if (p == pad_at && !it->pad)
+            it->pad = sl_element_retain(el);
+        if (p == want) {
+            *out = el;
+            it->emitted++;
+            return 0;
+        }
+        sl_element_release(el);
+    }
+}
+
+static void dist_destroy(sl__iter *base)
+{
+    dist_iter *it = (dist_iter *)base;
+    if (it->pad)
+        sl_element_release(it->pad);
+    sl__iter_free(it->in);
+}
+
+static int dist_save(sl__iter *base, sl__bytes *w)
+{
+    dist_iter *it = (dist_iter *)base;
+    const dist_ds *d = (const dist_ds *)base->ds;
+    int64_t f[4] = {it->pos, it->emitted, d->world, d->rank};
+    return sl__save_sync(w, base, 4, f, it->in);
+}
+
+static const sl__iter_ops dist_iter_ops = {dist_next, NULL, dist_destroy, dist_save};
+
+static int dist_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
+                     sl__iter **out)
+{
+    const dist_ds *d = (const dist_ds *)ds;
+    dist_iter *it = sl__iter_alloc(&dist_iter_ops, sizeof *it, ds, tree, key, epoch);
+    if (!it)
+        return SL_ENOMEM;
+    int64_t f[4];
+    int rc = sl__iter_restored(&it->base, 4, f);
+    if (rc > 0) {
+        if (f[2] != d->world || f[3] != d->rank)
+            rc = sl__set_error(SL_EMISMATCH,
+                               "distribute: the state was saved by rank %lld of %lld, this is "
+                               "rank %lld of %lld; restore each rank's own state with the same "
+                               "world size", (long long)f[3], (long long)f[2],
+                               (long long)d->rank, (long long)d->world);
+        else
+            rc = sl__state_range(&it->base, "emitted", f[1], 0, d->m);
+        if (rc == 0)
+            rc = sl__state_range(&it->base, "pos", f[0], 0, d->n);
+        it->pos = f[0];
+        it->emitted = f[1];
+    }
+    if (rc == 0)
+        rc = sl__iter_make_input(&it->base, 0, epoch, &it->in);
+    if (rc < 0) {
+        sl__iter_free(&it->base);
+        return rc;
+    }
+    *out = &it->base;
+    return 0;
+}
+
+static uint64_t dist_fp(const sl_dataset *ds, uint64_t h)
+{
+    const dist_ds *d = (const dist_ds *)ds;
+    h = sl__hash_u64(h, (uint64_t)d->world);
+    h = sl__hash_u64(h, (uint64_t)d->rank);
+    return sl__hash_u64(h, (uint64_t)d->m);
+}
+
+static bool dist_can_get(const sl_dataset *ds) { return sl__dataset_can_get(ds->inputs[0]); }
+
+static int dist_get(const sl_dataset *ds, int64_t index, sl_element **out)
+{
+    const dist_ds *d = (const dist_ds *)ds;
+    const sl_dataset *in = ds->inputs[0];
+    return in->ops->get(in, position(d, index) % d->n, out);
+}
+
+static const sl__node_ops dist_ops = {
+    .kind = "distribute",
+    .make_iter = dist_make,
+    .cardinality = dist_card,
+    .fingerprint = dist_fp,
+    .can_get = dist_can_get,
+    .get = dist_get,
+};
+
+typedef struct dist_args {
+    int64_t world, rank;
+    unsigned flags;
+} dist_args;
+
+/* The node over x, or shard(world, rank) when x's size is unknown. */
+static sl_dataset *apply(sl_dataset *x, void *arg)
+{
+    const dist_args *a = arg;
+    int64_t n = x ? sl_dataset_cardinality(x) : 0;
+    if (x && n == SL_INFINITE) {
+        sl_dataset_free(x);
+        sl__set_error(SL_EINVAL, "distribute: the input is infinite; distribute before the "
+                      "repeat");
+        return NULL;
+    }
+    if (x && n < 0) {
+        sl__log(SL_LOG_WARN, "distribute: %s has no known size, so its elements are split by "
+                "position (rank %lld of %lld) and the ranks may get different counts; "
+                "equal steps need a known size (or split by file)",
+                sl_dataset_name(x), (long long)a->rank, (long long)a->world);
+        return sl_shard(x, a->world, a->rank);
+    }
+    dist_ds *d = (dist_ds *)sl__dataset_new(&dist_ops, sizeof *d, x);
+    if (!d)
+        return NULL;
+    d->world = a->world;
+    d->rank = a->rank;
+    d->n = n;
+    d->m = (a->flags & SL_DISTRIBUTE_DROP) ? n / a->world : (n + a->world - 1) / a->world;
+    return &d->base;
+}
+
+/* The record reader under the 1:1 file-reading nodes at the top of ds,
+ * or NULL. */
+static const sl_dataset *reader_below(const sl_dataset *ds)
+{
+    while (ds && !ds->ops->rebuild_files && ds->ops->rebuild && ds->ninputs == 1)
+        ds = ds->inputs[0];
+    return ds && ds->ops->rebuild_files ? ds : NULL;
+}
+
+/* ds with the reader `r` (somewhere under ds's rebuildable chain) made over
+ * distribute(r's files). Consumes ds. */
+static sl_dataset *split_files(sl_dataset *ds, const sl_dataset *r, dist_args *a)
+{
+    if (ds == r) {
+        sl_dataset *files = apply(sl_dataset_retain(r->inputs[0]), a);
+        sl_dataset *out = files ? r->ops->rebuild_files(r, files) : NULL;
+        sl_dataset_free(ds);
+        return out;
+    }
+    sl_dataset *below = split_files(sl_dataset_retain(ds->inputs[0]), r, a);
+    sl_dataset *out = below ? ds->ops->rebuild(ds, below) : NULL;
+    sl_dataset_free(ds);
+    return out;
+}
+
+SL_API sl_dataset *sl_distribute(sl_dataset *in, const sl_dist_context *ctx, unsigned flags)
+{
+    if (!in)
+        return NULL;
+    sl_dist_context env;
+    if (!ctx) {
+        if (sl_distributed_context(&env) < 0) {
+            sl_dataset_free(in);
+            return NULL;
+        }
+        ctx = &env;
+    }
+    const unsigned known = SL_DISTRIBUTE_DROP | SL_DISTRIBUTE_BY_FILE | SL_DISTRIBUTE_BY_DATA;
+    const char *bad = NULL;
+    if (flags & ~known)
+        bad = "unknown flags";
+    else if ((flags & SL_DISTRIBUTE_BY_FILE) && (flags & SL_DISTRIBUTE_BY_DATA))
+        bad = "BY_FILE and BY_DATA together";
+    else if (ctx->world_size < 1 || ctx->rank < 0 || ctx->rank >= ctx->world_size)
+        bad = "rank outside [0, world_size)";
+    if (bad) {
+        sl__set_error(SL_EINVAL, "distribute: %s (rank %d, world_size %d, flags 0x%x)", bad,
+                      ctx->rank, ctx->world_size, flags);
+        sl_dataset_free(in);
+        return NULL;
+    }
+    if (ctx->world_size == 1)
+        return in;
+    dist_args a = {ctx->world_size, ctx->rank, flags};
+    const sl_dataset *r = (flags & SL_DISTRIBUTE_BY_DATA) ? NULL : reader_below(in);
+    int64_t files = r ? sl_dataset_cardinality(r->inputs[0]) : -1;
+    if (r && files >= ctx->world_size)
+        return split_files(in, r, &a);
+    if (flags & SL_DISTRIBUTE_BY_FILE) {
+        sl__set_error(SL_EINVAL, "distribute: BY_FILE needs a record reader over a list of at "
+                      "least %d files at the top of the pipeline; %s", ctx->world_size,
+                      !r ? "there is none" : files < 0 ? "its file count is unknown"
+                                                       : "it has fewer");
+        sl_dataset_free(in);
+        return NULL;
+    }
+    return sl__push_below(in, apply, &a);
+}
