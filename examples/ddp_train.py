@@ -24,6 +24,8 @@ the ranks' step counts are equal; exits 1 if not.
 """
 
 import argparse
+import datetime
+import faulthandler
 import os
 import sys
 
@@ -57,7 +59,9 @@ def model_for(classes):
 
 def main(argv):
     args = parse_args(argv)
-    dist.init_process_group("gloo")
+    if args.check:  # a test: a stuck rank prints where it is and fails
+        faulthandler.dump_traceback_later(150, exit=True)
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=120))
     rank, world = dist.get_rank(), dist.get_world_size()
     ctx = sluice.distributed_context()
     assert (ctx.rank, ctx.world_size) == (rank, world), (ctx, rank, world)

@@ -3,6 +3,7 @@ runs of examples/ddp_train.py (gloo on loopback): every epoch split across
 the ranks with equal steps, the split checked with all_gather_object."""
 
 import os
+import socket
 import subprocess
 import sys
 
@@ -87,7 +88,7 @@ def test_restore_needs_same_world(clean_env):
         ds.distribute(rank=1, world_size=2).iterator(state=state)
 
 
-def _torchrun(nproc, args, timeout=240):
+def _torchrun(nproc, args, timeout=200):
     try:
         import torch.distributed  # noqa: F401
     except ImportError:
@@ -95,12 +96,23 @@ def _torchrun(nproc, args, timeout=240):
     # Debian's torch 1.13 under Python 3.11 cannot parse torchrun's default
     # --redirects/--tee of 0 (Std.NONE is not iterated in 3.11's Flag enums):
     # stdout redirected and teed (1) is the setting that works
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+    # a free port rather than --standalone's fixed 29400, which another job
+    # on the machine may hold
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1",
+           "--rdzv_backend", "c10d", "--rdzv_endpoint", "127.0.0.1:%d" % port,
            "--nproc_per_node", str(nproc), "--redirects", "1", "--tee", "1", EXAMPLE] + args
     env = dict(os.environ, OMP_NUM_THREADS="1")
     for v in LAUNCHER_VARS:
         env.pop(v, None)
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired as e:
+        out = (e.stdout or b"").decode(errors="replace") + (e.stderr or b"").decode(
+            errors="replace")
+        pytest.fail("torchrun did not end in %d s; its output:\n%s" % (timeout, out))
     return p.returncode, p.stdout + p.stderr
 
 
