@@ -221,9 +221,13 @@ static void test_equal_steps(void **state)
         }
     /* padding is DistributedSampler's: rank 2 of 4 over 10 gets 2, 6, 0 */
     int64_t want[] = {2, 6, 0};
-    tu_expect(dist(sl_range(0, 10, 1), 2, 4, 0), want, 3);
+    sl_dataset *ds = dist(sl_range(0, 10, 1), 2, 4, 0);
+    tu_expect(ds, want, 3);
+    sl_dataset_free(ds);
     int64_t want_drop[] = {2, 6};
-    tu_expect(dist(sl_range(0, 10, 1), 2, 4, SL_DISTRIBUTE_DROP), want_drop, 2);
+    ds = dist(sl_range(0, 10, 1), 2, 4, SL_DISTRIBUTE_DROP);
+    tu_expect(ds, want_drop, 2);
+    sl_dataset_free(ds);
 }
 
 /* Every rank takes its part of one permutation per epoch, a new one each
