@@ -106,7 +106,18 @@ def main(argv):
             ok = check(gathered, len(files), world, args)
     dist.barrier()
     dist.destroy_process_group()
-    return 0 if ok else 1
+    leave(0 if ok else 1)
+
+
+def leave(rc):
+    # Debian's torch 1.13 can deadlock when a DDP model is freed: the
+    # reducer's destructor joins a gloo thread that waits for the GIL the
+    # destructor's thread holds (seen here: a rank spinning after its last
+    # line, at main's return). Leave while the model is still referenced,
+    # without running destructors, once the work is done and flushed.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(rc)
 
 
 def check(gathered, n, world, args):
@@ -139,11 +150,4 @@ def check(gathered, n, world, args):
 
 
 if __name__ == "__main__":
-    rc = main(sys.argv[1:])
-    # Debian's torch 1.13 can deadlock at interpreter exit: the DDP reducer's
-    # destructor joins a gloo thread that waits for the GIL the destructor's
-    # thread holds (seen here: a rank spinning after its last line). Leave
-    # without running destructors once the work is done and flushed.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(rc)
+    main(sys.argv[1:])
