@@ -621,6 +621,53 @@ SL_API sl_dataset *sl_interleave(sl_dataset *in, sl_interleave_fn fn, void *user
  * from_tensors, for interleave functions ("this path"). */
 SL_API sl_dataset *sl_from_element(sl_element *el);
 
+/* Sources the program feeds. */
+
+/* The function of sl_from_generator. With out != NULL: returns 0 with a
+ * new element reference in *out (the dataset takes it), SL_EOF when the
+ * pass is over, or a negative code (message with sl_set_last_error) that
+ * is an element error: the error policy decides, and a skipped error is
+ * followed by another call. With out == NULL: pass `pass` has ended (its
+ * node iterator is being freed, after SL_EOF or early), so the program
+ * may let go of what it kept for it; the return value is ignored. `pass`
+ * numbers the passes over this dataset in the order they start (each
+ * iterator, each repeat), from 0. Calls never overlap, over every pass and
+ * iterator of the dataset, but come from whichever thread pulls the source
+ * (a prefetch's producer, or the one calling sl_next). */
+typedef int (*sl_generator_fn)(void *user, int64_t pass, sl_element **out);
+/* tf.data's from_generator: elements `next` makes, one call at a time.
+ * Cardinality SL_UNKNOWN; no random access (shuffle with a buffer);
+ * an iterator over it cannot be saved. `user` must outlive the dataset.
+ * flags: 0. */
+SL_API sl_dataset *sl_from_generator(sl_generator_fn next, void *user, unsigned flags);
+
+/* A bounded queue of elements, for online training: other threads push
+ * what they receive, a from_queue source pops it in order. Bounded by the
+ * bytes of the elements' tensors (an element larger than the capacity
+ * still enters an empty queue). Thread-safe; reference counted: each
+ * dataset made from it holds a reference. */
+typedef struct sl_queue sl_queue;
+/* capacity_bytes > 0. NULL with the error set. */
+SL_API sl_queue *sl_queue_create(int64_t capacity_bytes);
+/* Appends el (the queue takes its own reference; the caller keeps its
+ * one). While the queue is full it waits: timeout_ns < 0 for as long as
+ * it takes, 0 not at all, > 0 up to that long. 0, SL_EBUSY (still full
+ * at the timeout), SL_ESTATE (the queue is closed), SL_ENOMEM. Any
+ * thread. */
+SL_API int sl_queue_push(sl_queue *q, sl_element *el, int64_t timeout_ns);
+/* No more pushes: readers get what is queued, then SL_EOF. Pushes waiting
+ * now return SL_ESTATE. Idempotent; NULL ok. */
+SL_API void sl_queue_close(sl_queue *q);
+/* Elements queued now. */
+SL_API int64_t sl_queue_length(sl_queue *q);
+/* Drops the caller's reference (datasets keep theirs); NULL ok. */
+SL_API void sl_queue_free(sl_queue *q);
+/* The source popping q's elements, in push order; SL_EOF once q is closed
+ * and empty. Cardinality SL_UNKNOWN; several iterators over it share the
+ * stream (each element goes to one of them); cannot be saved. Freeing the
+ * iterator wakes a pop that waits. */
+SL_API sl_dataset *sl_from_queue(sl_queue *q);
+
 typedef enum sl_compression {
     SL_COMPRESSION_NONE = 0,
     SL_COMPRESSION_ZLIB, /* TFRecordWriter's "ZLIB": a zlib stream */

@@ -27,6 +27,7 @@ from ._tensor import Array, DTYPE_NAMES
 from ._version import __version__
 from .dataset import (ALL, AUTOTUNE, INFINITE, UNKNOWN, Dataset, DistributedContext, MapContext,
                       distributed_context)
+from .dynamic import Queue, TensorSpec
 from .iterator import Iterator
 from .options import Options
 from .records import FixedLenFeature, VarLenFeature
@@ -59,5 +60,5 @@ __all__ = [
     "DistributedContext", "distributed_context",
     "FixedLenFeature", "Iterator", "LibraryError", "MapContext", "Options", "TFRecordDataset",
     "VarLenFeature", "__version__", "cpu_count", "library_path", "library_version",
-    "memory_in_use", "release_memory",
+    "memory_in_use", "release_memory", "Queue", "TensorSpec",
 ] + list(_error_names)

@@ -85,11 +85,12 @@ class DistContext(ctypes.Structure):
     ]
 
 
-# Callback types (sl_map_fn, sl_predicate_fn, sl_interleave_fn). ctypes takes the GIL around
+# Callback types (sl_map_fn, sl_predicate_fn, sl_interleave_fn, sl_generator_fn). ctypes takes the GIL around
 # the Python function, whichever library thread calls it.
 MAP_FN = ctypes.CFUNCTYPE(c_int, c_void_p, c_void_p, P(c_void_p), c_void_p)
 PREDICATE_FN = ctypes.CFUNCTYPE(c_int, c_void_p, c_void_p, c_void_p)
 INTERLEAVE_FN = ctypes.CFUNCTYPE(c_void_p, c_void_p, c_void_p)
+GENERATOR_FN = ctypes.CFUNCTYPE(c_int, c_void_p, c_int64, P(c_void_p))
 
 # name: (restype, argtypes). Functions that may be absent from an older
 # library are in _OPTIONAL and looked up on first use.
@@ -172,6 +173,13 @@ _PROTOTYPES = {
     "sl_interleave": (c_void_p, [c_void_p, INTERLEAVE_FN, c_void_p, c_int, c_int, c_int,
                                  c_unsigned]),
     "sl_from_element": (c_void_p, [c_void_p]),
+    "sl_from_generator": (c_void_p, [GENERATOR_FN, c_void_p, c_unsigned]),
+    "sl_queue_create": (c_void_p, [c_int64]),
+    "sl_queue_push": (c_int, [c_void_p, c_void_p, c_int64]),
+    "sl_queue_close": (None, [c_void_p]),
+    "sl_queue_length": (c_int64, [c_void_p]),
+    "sl_queue_free": (None, [c_void_p]),
+    "sl_from_queue": (c_void_p, [c_void_p]),
     "sl_tfrecord": (c_void_p, [c_void_p, c_int, c_unsigned]),
     "sl_parse_example": (c_void_p, [c_void_p, P(Feature), c_int, c_unsigned]),
     "sl_tar_shards": (c_void_p, [c_void_p, P(c_char_p), P(c_int), c_int, c_unsigned]),

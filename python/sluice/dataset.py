@@ -5,7 +5,7 @@ import ctypes
 import operator
 import os
 
-from . import _tensor, records as _records
+from . import _tensor, dynamic as _dynamic, records as _records
 from ._errors import make_error, pending_interrupt
 from ._lib import MAP_FN, PREDICATE_FN, DistContext, ImageSpec, lib
 from .iterator import Iterator
@@ -229,6 +229,31 @@ class Dataset:
             return Dataset(_check(lib.sl_from_element(el)))
         finally:
             lib.sl_element_release(el)
+
+    @staticmethod
+    def from_generator(generator, output_types=None, output_shapes=None, args=None,
+                       output_signature=None, name=None):
+        """tf.data's from_generator: the values a Python generator yields.
+        generator: a callable returning an iterator (called with *args at
+        the start of every pass: each epoch, each repeat) or an iterable
+        (iter() of it each pass). output_signature: a sluice.TensorSpec, or
+        a tuple of them for tuple elements; values are converted to its
+        dtypes and their shapes checked (a mismatch is an element error,
+        CallbackError from the TypeError). Without a signature, values go
+        in as they are (as Dataset.map's results do). Calls never overlap;
+        cardinality is unknown; map, batch, prefetch and autotune work over
+        it as over any source."""
+        specs, is_tuple = _dynamic._specs(output_signature, output_types, output_shapes)
+        gen = _dynamic.Generator(generator, args, specs, is_tuple)
+        return Dataset(_check(lib.sl_from_generator(gen.c_fn, None, 0)), (gen,))
+
+    @staticmethod
+    def from_queue(q):
+        """The samples other threads put into a sluice.Queue, in order,
+        until it is closed: a source for online training."""
+        if not isinstance(q, _dynamic.Queue):
+            raise TypeError("from_queue: q must be a sluice.Queue, not %s" % type(q).__name__)
+        return Dataset(_check(lib.sl_from_queue(q._q)))
 
     @staticmethod
     def from_files(paths, labels=None, with_paths=False):

@@ -224,11 +224,7 @@ int sl__autotune_start(sl__tree *t)
         return sl__set_error(SL_ENOMEM, "autotune: out of memory");
     at->t = t;
     pthread_mutex_init(&at->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&at->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    sl__cond_init_monotonic(&at->cv);
     int64_t now = sl__now_ns();
     sl__at_init(&at->state, now);
     /* the first tick's deltas start at the iterator's creation */

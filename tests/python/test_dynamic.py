@@ -1,0 +1,114 @@
+"""Data that changes while training runs, from Python: from_generator with
+tf.data's names, the push Queue and from_queue, a rescanned image folder."""
+
+import queue
+import threading
+
+import numpy as np
+import pytest
+
+import sluice
+
+
+def test_from_generator_signature():
+    def gen(n):
+        for i in range(n):
+            yield np.arange(i % 4), i
+
+    sig = (sluice.TensorSpec(shape=(None,), dtype="int64"), sluice.TensorSpec((), "int32"))
+    ds = sluice.Dataset.from_generator(gen, args=(6,), output_signature=sig)
+    assert ds.cardinality() == sluice.UNKNOWN
+    got = [(a.tolist(), int(b), b.dtype) for a, b in ds]
+    assert got == [([], 0, np.int32), ([0], 1, np.int32), ([0, 1], 2, np.int32),
+                   ([0, 1, 2], 3, np.int32), ([], 4, np.int32), ([0], 5, np.int32)]
+    # every pass calls the generator again: repeat, map, batch, prefetch over it
+    out = list(ds.repeat(2).map(lambda a, b: b * 2).batch(4).prefetch(sluice.AUTOTUNE))
+    assert [v.tolist() for v in out] == [[0, 2, 4, 6], [8, 10, 0, 2], [4, 6, 8, 10]]
+    # the old names, and an iterable in place of a callable
+    ds = sluice.Dataset.from_generator([1.5, 2.5], output_types="float32", output_shapes=())
+    assert [float(v) for v in ds] == [1.5, 2.5] and [float(v) for v in ds] == [1.5, 2.5]
+    assert sluice.TensorSpec((None, 3)).is_compatible_with(np.zeros((5, 3)))
+    assert not sluice.TensorSpec((None, 3)).is_compatible_with(np.zeros((5, 2)))
+    strings = sluice.Dataset.from_generator(lambda: iter(["a", "bc"]),
+                                            output_signature=sluice.TensorSpec((), "string"))
+    assert list(strings) == ["a", "bc"]
+
+
+def test_from_generator_errors():
+    def bad():
+        yield np.zeros(3)
+        yield np.zeros(4)
+
+    ds = sluice.Dataset.from_generator(bad, output_signature=sluice.TensorSpec((3,), "float64"))
+    it = iter(ds)
+    assert next(it).shape == (3,)
+    with pytest.raises(sluice.CallbackError) as e:
+        next(it)
+    assert isinstance(e.value.__cause__, TypeError)
+    assert "shape (4,) where an element of shape (3,)" in str(e.value)
+
+    def failing():
+        yield 1
+        raise ConnectionError("sensor went away")
+
+    ds = sluice.Dataset.from_generator(failing)
+    with pytest.raises(sluice.CallbackError, match="ConnectionError: sensor went away"):
+        list(ds)
+    # under the skip policy the stream goes on (here: it has ended)
+    assert [int(v) for v in ds.with_options(error_policy="skip")] == [1]
+    with pytest.raises(TypeError, match="tuple of TensorSpecs"):
+        sluice.Dataset.from_generator(bad, output_signature={"x": sluice.TensorSpec(())})
+    with pytest.raises(sluice.UnsupportedError, match="from_generator"):
+        it = ds.iterator()
+        next(it)
+        it.state()
+
+
+def test_generator_closed_when_pass_ends():
+    closed = []
+
+    def gen():
+        try:
+            for i in range(1000):
+                yield i
+        finally:
+            closed.append(True)
+
+    it = sluice.Dataset.from_generator(gen).iterator()
+    assert int(next(it)) == 0
+    it.close()  # the pass ends early: the generator is closed
+    assert closed == [True]
+
+
+def test_queue_stream():
+    q = sluice.Queue(capacity_bytes=4096,
+                     element_spec=(sluice.TensorSpec((100,), "float32"), sluice.TensorSpec((), "int64")))
+    seen_full = []
+
+    def producer():
+        for i in range(200):
+            q.put((np.full(100, i), i))
+            seen_full.append(q.qsize())
+        q.close()
+
+    t = threading.Thread(target=producer)
+    t.start()
+    total, rows = 0, 0
+    for x, y in sluice.Dataset.from_queue(q).batch(8).prefetch(2):
+        assert x.shape[1:] == (100,) and x.dtype == np.float32
+        assert (x[:, 0] == y).all()
+        total += int(y.sum())
+        rows += len(y)
+    t.join()
+    assert rows == 200 and total == sum(range(200))
+    assert max(seen_full) <= 10  # 4 KiB holds 9 elements of 408 bytes
+    with pytest.raises(sluice.StateError):
+        q.put((np.zeros(100), 1))
+    small = sluice.Queue(64)
+    small.put(np.zeros(8))  # 64 bytes: full
+    with pytest.raises(queue.Full):
+        small.put_nowait(np.zeros(8))
+    with pytest.raises(queue.Full):
+        small.put(np.zeros(8), timeout=0.01)
+    with pytest.raises(TypeError):
+        sluice.Dataset.from_queue(object())
