@@ -16,6 +16,7 @@
 #define SEC 1000000000.0
 #define MAX_STAGES 4
 #define MAX_FLY 512
+#define MAX_FIFO 1024
 #define MAX_LOG 4096
 
 enum { ST_READ, ST_MAP, ST_PREFETCH };
@@ -25,17 +26,22 @@ typedef struct stage {
     double cost_ns; /* MAP: CPU time per element; READ: latency of a read */
     int64_t knob, kmin, kmax;
     bool tuned;
-    double el_bytes;
+    double el_bytes; /* of the elements entering it from now on */
     /* state */
     int ready, nfly;
+    /* sizes of its elements (in flight, then ready) in arrival order, and
+     * their bytes (the real map reserves its output when it submits) */
+    double fifo[MAX_FIFO];
+    int fifo_head, fifo_n;
+    double held;
     double rem[MAX_FLY];
     bool waiting; /* wants input, found none */
     /* counters, cumulative */
     int64_t elements, takes, occ, empty;
-    double busy, wait;
+    double busy, wait, out_bytes;
     /* at the previous tick */
     int64_t p_elements, p_takes, p_occ, p_empty;
-    double p_busy, p_wait;
+    double p_busy, p_wait, p_out_bytes;
 } stage;
 
 typedef struct logged {
@@ -126,6 +132,31 @@ static stage *add_stage(sim *s, int type, double cost_ns, int64_t knob, bool tun
     return st;
 }
 
+static double bytes_held(const sim *s);
+
+/* An element of el_bytes enters st; one leaves it (its size). */
+static void fifo_push(stage *st)
+{
+    assert_true(st->fifo_n < MAX_FIFO);
+    st->fifo[(st->fifo_head + st->fifo_n++) % MAX_FIFO] = st->el_bytes;
+    st->held += st->el_bytes; /* map reserves its output at submission */
+}
+
+static double fifo_pop(stage *st)
+{
+    double b = st->fifo[st->fifo_head];
+    st->fifo_head = (st->fifo_head + 1) % MAX_FIFO;
+    st->fifo_n--;
+    return b;
+}
+
+/* One more element of st is ready: the next in arrival order. */
+static void ready_one(stage *st)
+{
+    st->out_bytes += st->fifo[(st->fifo_head + st->ready) % MAX_FIFO];
+    st->ready++;
+}
+
 static bool has_room(const stage *st)
 {
     switch (st->type) {
@@ -152,6 +183,7 @@ static bool take(stage *from, bool *waiting)
         }
         *waiting = false;
         from->ready--;
+        from->held -= fifo_pop(from);
         return true;
     }
     if (!*waiting) {
@@ -169,10 +201,17 @@ static bool pull(sim *s, int i)
         st->waiting = false;
         return false;
     }
+    /* the nodes' RAM budget wait: no pull while the budget is spent and
+     * the node's own buffer has something to give */
+    if (bytes_held(s) >= (double)s->ram_budget && st->nfly + st->ready > 0) {
+        st->waiting = false;
+        return false;
+    }
     if (!take(i > 0 ? &s->st[i - 1] : NULL, &st->waiting))
         return false;
+    fifo_push(st);
     if (st->type == ST_PREFETCH) {
-        st->ready++;
+        ready_one(st);
         st->elements++;
     } else {
         st->rem[st->nfly++] = jittered(s, st->cost_ns);
@@ -250,7 +289,7 @@ static void advance(sim *s, double t)
             st->rem[k] -= dt * r;
             if (st->rem[k] <= 1e-3) {
                 st->rem[k--] = st->rem[--st->nfly];
-                st->ready++;
+                ready_one(st);
                 st->elements++;
             }
         }
@@ -267,7 +306,7 @@ static double bytes_held(const sim *s)
 {
     double b = 0;
     for (int i = 0; i < s->n; i++)
-        b += s->st[i].ready * s->st[i].el_bytes;
+        b += s->st[i].held;
     return b;
 }
 
@@ -297,9 +336,11 @@ static void build_snapshot(sim *s)
         nd->takes = st->takes - st->p_takes;
         nd->occupancy_sum = st->occ - st->p_occ;
         nd->empty_takes = st->empty - st->p_empty;
+        nd->bytes_out = (int64_t)(st->out_bytes - st->p_out_bytes);
+        st->p_out_bytes = st->out_bytes;
         st->p_elements = st->elements, st->p_busy = st->busy, st->p_wait = st->wait;
         st->p_takes = st->takes, st->p_occ = st->occ, st->p_empty = st->empty;
-        nd->bytes_held = (int64_t)(st->ready * st->el_bytes);
+        nd->bytes_held = (int64_t)st->held;
         nd->in_flight = st->nfly;
         nd->capacity = (int)(st->type == ST_PREFETCH ? st->knob : 2 * st->knob);
         nd->nknobs = 1;
@@ -329,7 +370,7 @@ static void apply(sim *s, const sl__at_decision *d)
         assert_true(strlen(ch->reason) > 10); /* every change says why */
         if (s->check_ram && st->type == ST_PREFETCH && ch->to > ch->from) {
             /* never grows a buffer past the RAM budget */
-            double others = bytes_held(s) - st->ready * st->el_bytes;
+            double others = bytes_held(s) - st->held;
             assert_true(others + (double)ch->to * st->el_bytes <= (double)s->ram_budget);
         }
         st->knob = ch->to;
@@ -649,6 +690,97 @@ static void test_retunes_after_step_changes(void **state)
     assert_true(s.st[0].knob <= 2);
 }
 
+/* The elements grow tenfold and later shrink back (batches of 10k samples
+ * become 100k: ten times the bytes and the work per element) under a RAM
+ * budget that the large ones fill. The buffered bytes never pass the
+ * budget by more than the one element each buffer may always take; from
+ * 2 s after each change on, the consumer stalls under 2%; the workers
+ * added for the costly elements are given back after the shrink, and the
+ * depth the small elements had grown is cut to what fits while they are
+ * large. */
+static void set_size(sim *s, double bytes, double cost)
+{
+    for (int i = 0; i < s->n; i++)
+        s->st[i].el_bytes = bytes;
+    s->st[0].cost_ns = cost;
+}
+
+static void test_retunes_when_elements_change_size(void **state)
+{
+    (void)state;
+    static sim s;
+    cpu_pipeline(&s, 16, 0.6 * MS, 1 * MS, 1, 1, true);
+    s.jitter = 0.3;
+    s.burst_n = 20, s.burst_quick = 0.1 * MS, s.burst_long = 15 * MS; /* wants a buffer */
+    s.ram_budget = 24 << 20;
+    s.check_ram = true;
+    const double small = 80 << 10, large = 800 << 10;
+    set_size(&s, small, 0.6 * MS);
+    double before = stall(&s, 20 * SEC, 30 * SEC);
+    int64_t d_small = s.st[1].knob, p_small = s.st[0].knob;
+
+    set_size(&s, large, 6 * MS); /* 10x */
+    double after_grow = stall(&s, 32 * SEC, 60 * SEC);
+    int64_t d_large = s.st[1].knob, p_large = s.st[0].knob;
+
+    set_size(&s, small, 0.6 * MS); /* and back */
+    double after_shrink = stall(&s, 62 * SEC, 200 * SEC);
+    dump_log(&s, "element size");
+    printf("element size: p %lld -> %lld -> %lld, d %lld -> %lld -> %lld; stall %.2f%%, "
+           "%.2f%% from 2 s after growing, %.2f%% from 2 s after shrinking; peak %.2f of "
+           "%.0f MiB\n",
+           (long long)p_small, (long long)p_large, (long long)s.st[0].knob,
+           (long long)d_small, (long long)d_large, (long long)s.st[1].knob, 100 * before,
+           100 * after_grow, 100 * after_shrink, s.peak_bytes / 1048576,
+           (double)s.ram_budget / 1048576);
+    /* one element of slack per buffer: the map's and the prefetch's */
+    assert_true(s.peak_bytes <= (double)s.ram_budget + 2 * large);
+    assert_true(before <= 0.02 && after_grow <= 0.02 && after_shrink <= 0.02);
+    assert_true(p_large > p_small);             /* workers for the costly elements */
+    assert_true((double)d_large * large <= (double)s.ram_budget); /* cut to fit */
+    assert_true(d_large < d_small);
+    assert_true(s.st[0].knob < p_large);        /* ... given back after the shrink */
+}
+
+/* A buffer of 32 whose elements are now 1 MiB each, under an 8 MiB
+ * budget: the controller cuts its depth to the 8 that fit, saying why. */
+static void test_ram_cut_when_elements_grow(void **state)
+{
+    (void)state;
+    static sl__at_state st;
+    static sl__at_snapshot sn;
+    sl__at_decision d;
+    sl__at_init(&st, 0);
+    memset(&sn, 0, sizeof sn);
+    sn.nnodes = 1;
+    sn.cpu_budget = 2;
+    sn.ram_budget = 8 << 20;
+    sn.stall_target_ppm = 20000;
+    sl__at_node *n = &sn.nodes[0];
+    n->key = 1;
+    n->kind = SL__NODE_PREFETCH;
+    n->nknobs = 1;
+    n->knobs[0] = (sl__at_knob){SL__KNOB_DEPTH, 32, 1, 64, true, NULL};
+    int t = 1;
+    for (; t <= 40; t++) {
+        sn.now_ns = t * 50 * (int64_t)MS;
+        sn.consumer_calls = 5;
+        sn.consumer_step_ns = 50 * (int64_t)MS;
+        n->elements = n->takes = 5;
+        n->bytes_out = 5 << 20;
+        n->occupancy_sum = 5 * 8;
+        n->bytes_held = sn.buffered_bytes = 8 << 20;
+        sl__at_decide(&st, &sn, &d);
+        if (d.nchanges)
+            break;
+    }
+    assert_true(t <= 40);
+    assert_int_equal(d.nchanges, 1);
+    assert_int_equal(d.changes[0].why, SL__AT_RAM);
+    assert_int_equal(d.changes[0].to, 8);
+    assert_non_null(strstr(d.changes[0].reason, "RAM budget"));
+}
+
 /* Two CPU-bound maps under a budget of 3 workers on 8 cores: the sum of
  * their parallelism never exceeds it (apply() checks at every tick) and
  * ends at it; a lower budget is obeyed at the next tick. */
@@ -798,6 +930,8 @@ int main(void)
         cmocka_unit_test(test_io_bound_grows_io_depth),
         cmocka_unit_test(test_shrinks_when_over_provisioned),
         cmocka_unit_test(test_retunes_after_step_changes),
+        cmocka_unit_test(test_retunes_when_elements_change_size),
+        cmocka_unit_test(test_ram_cut_when_elements_grow),
         cmocka_unit_test(test_cpu_budget),
         cmocka_unit_test(test_ram_budget),
         cmocka_unit_test(test_no_oscillation),

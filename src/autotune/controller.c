@@ -209,10 +209,16 @@ static void update_el_bytes(sl__at_state *s, const sl__at_snapshot *snap)
     for (int i = 0; i < s->nnodes && i < snap->nnodes; i++) {
         const sl__at_node *n = &snap->nodes[i];
         sl__at_node_state *ns = &s->nodes[i];
-        if (n->bytes_held <= 0 || ns->takes <= 0)
-            continue;
-        double occ = frac(ns->occupancy_sum, ns->takes);
-        double est = (double)n->bytes_held / (occ > 1 ? occ : 1);
+        double est;
+        if (ns->bytes_out > 0 && ns->elements > 0) {
+            est = (double)ns->bytes_out / (double)ns->elements; /* the mean, exactly */
+        } else {
+            /* a node that counts its own elements: from what it holds */
+            if (n->bytes_held <= 0 || ns->takes <= 0)
+                continue;
+            double occ = frac(ns->occupancy_sum, ns->takes);
+            est = (double)n->bytes_held / (occ > 1 ? occ : 1);
+        }
         ns->el_bytes = ns->el_bytes > 0 ? 0.5 * ns->el_bytes + 0.5 * est : est;
     }
 }
@@ -266,6 +272,41 @@ static int64_t ram_cap(const sl__at_state *s, const sl__at_snapshot *snap, int i
     int64_t others = snap->buffered_bytes - snap->nodes[i].bytes_held;
     double fit = floor((double)(snap->ram_budget - others) / el);
     return fit < (double)want ? (int64_t)(fit > 0 ? fit : 0) : want;
+}
+
+/* Buffers whose depth, at today's element size, no longer fits the RAM
+ * budget (elements grew): cut the largest to what fits, so the knob says
+ * what the buffer can hold and a later shrink of the elements does not
+ * find a buffer as deep as the small ones had made it. One per call. */
+static void enforce_ram(sl__at_state *s, const sl__at_snapshot *snap, sl__at_decision *out)
+{
+    int best = -1, bk = -1;
+    int64_t best_to = 0;
+    double best_over = 0;
+    for (int i = 0; i < snap->nnodes && i < s->nnodes; i++) {
+        int k = find_knob(&snap->nodes[i], SL__KNOB_DEPTH, true);
+        double el = s->nodes[i].el_bytes;
+        if (k < 0 || el <= 0)
+            continue;
+        const sl__at_knob *kb = &snap->nodes[i].knobs[k];
+        int64_t fit = ram_cap(s, snap, i, kb->value);
+        int64_t to = fit < kb->min ? kb->min : fit;
+        double over = (double)(kb->value - to) * el;
+        /* a margin, so that a noisy size estimate does not cut and regrow */
+        if ((double)to < 0.8 * (double)kb->value && over > best_over)
+            best = i, bk = k, best_to = to, best_over = over;
+    }
+    if (best < 0)
+        return;
+    const sl__at_knob *kb = &snap->nodes[best].knobs[bk];
+    sl__at_change *c = add_change(out, SL__AT_RAM, best, bk, kb->value, best_to);
+    if (c)
+        snprintf(c->reason, sizeof c->reason,
+                 "RAM budget: elements of %.0f KiB, %lld fit beside the %.1f MiB buffered "
+                 "elsewhere (budget %.1f MiB)",
+                 s->nodes[best].el_bytes / 1024, (long long)best_to,
+                 (double)(snap->buffered_bytes - snap->nodes[best].bytes_held) / 1048576.0,
+                 (double)snap->ram_budget / 1048576.0);
 }
 
 static bool ram_full(const sl__at_snapshot *snap)
@@ -583,8 +624,10 @@ static bool moved(double now, double ref, double floor_abs)
 static void take_reference(sl__at_state *s, const sl__at_snapshot *snap)
 {
     s->ref_step_ns = s->cur_step_ns;
-    for (int i = 0; i < s->nnodes && i < snap->nnodes; i++)
+    for (int i = 0; i < s->nnodes && i < snap->nnodes; i++) {
         s->nodes[i].ref_cost_ns = s->nodes[i].cur_cost_ns;
+        s->nodes[i].ref_el_bytes = s->nodes[i].el_bytes;
+    }
     s->have_ref = s->cur_step_ns >= 0;
 }
 
@@ -612,6 +655,10 @@ static bool changed(sl__at_state *s, const sl__at_snapshot *snap)
         const sl__at_node_state *ns = &s->nodes[i];
         if (ns->ref_cost_ns > 0 && ns->cur_cost_ns > 0)
             ch = moved(ns->cur_cost_ns, ns->ref_cost_ns, 2000);
+        /* elements that grew or shrank: what the buffers hold per slot
+         * moved, and with it what each knob's setting costs */
+        if (!ch && ns->ref_el_bytes > 0 && ns->el_bytes > 0)
+            ch = moved(ns->el_bytes, ns->ref_el_bytes, 256);
     }
     return ch;
 }
@@ -704,6 +751,7 @@ void sl__at_decide(sl__at_state *s, const sl__at_snapshot *snap, sl__at_decision
         accumulate(s, snap, dt > 0 ? dt : 0);
     }
     enforce_cpu(s, snap, out);
+    enforce_ram(s, snap, out);
     if (out->nchanges == 0 && now > s->settle_until_ns && window_ready(s)) {
         if (judge_window(s, snap, out))
             window_reset(s);

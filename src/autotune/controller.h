@@ -64,7 +64,7 @@ typedef struct sl__at_snapshot {
     sl__at_node nodes[SL__AT_MAX_NODES];
 } sl__at_snapshot;
 
-enum { SL__AT_GROW = 0, SL__AT_SHRINK, SL__AT_UNDO, SL__AT_BUDGET };
+enum { SL__AT_GROW = 0, SL__AT_SHRINK, SL__AT_UNDO, SL__AT_BUDGET, SL__AT_RAM };
 
 typedef struct sl__at_change {
     int node, knob; /* indices into the snapshot */
@@ -102,6 +102,7 @@ typedef struct sl__at_node_state {
     int64_t quiet_empty;    /* empty takes */
     double quiet_busy;      /* highest mean number of busy workers/reads */
     double el_bytes;        /* estimated bytes per buffered element */
+    double ref_el_bytes;    /* ... when the controller became stable */
     double cur_cost_ns;     /* busy ns per element, smoothed over windows */
     double ref_cost_ns;     /* ... when the controller became stable */
     sl__at_knob_state knobs[SL__MAX_KNOBS];

@@ -168,8 +168,10 @@ static inline int sl__iter_next(sl__iter *it, sl_element **out)
 {
     int rc = it->ops->next(it, out);
     /* node iterators are used by one thread at a time: single writer */
-    if (rc == 0 && !it->own_count)
+    if (rc == 0 && !it->own_count) {
         sl__stat_add_single(&it->stats->elements, 1);
+        sl__stat_add_single(&it->stats->bytes_out, (int64_t)sl__element_bytes(*out));
+    }
     return rc;
 }
 /* Destroys and frees; NULL ok. */
