@@ -545,6 +545,19 @@ SL_API sl_dataset *sl_cache(sl_dataset *in, const char *path);
  * map_image's, and those of a map or filter applied to the read elements
  * (the file is the element's origin; elements a map makes have none). */
 #define SL_WITH_PATHS 1u
+/* Flag for sl_image_folder: list the folder again at the start of every
+ * pass after the first (each epoch, each repeat), for data that arrives
+ * while training runs. New files are appended after those listed before
+ * (existing indices, and so a pass begun earlier, never move); a new class
+ * folder takes the next label, so existing labels never change; a file
+ * deleted since it was listed is skipped with a warning under any error
+ * policy (counted in SL_STAT_ERRORS_SKIPPED). A rescan that fails (the
+ * folder briefly missing) is logged and the pass runs on the old listing.
+ * The fingerprint covers the root only. sl_distribute refuses such a
+ * source (ranks rescanning at different times would split different
+ * lists); a saved state resumes in a new process only if the folder
+ * lists the same. */
+#define SL_FOLDER_RESCAN 2u
 
 /* torchvision ImageFolder: classes are the sorted names of root's
  * subdirectories (label = index), walked recursively like os.walk with
@@ -560,7 +573,7 @@ SL_API sl_dataset *sl_cache(sl_dataset *in, const char *path);
  * SLUICE_IO=pread). Per-file errors are element errors naming the path:
  * missing (SL_ENOENT), unreadable for lack of permission (SL_EACCES),
  * empty (SL_ECORRUPT), not a regular file, other read failures, changed
- * size (SL_EIO). flags: 0 or SL_WITH_PATHS. */
+ * size (SL_EIO). flags: SL_WITH_PATHS, SL_FOLDER_RESCAN. */
 SL_API sl_dataset *sl_image_folder(const char *root, const char *extensions, unsigned flags);
 /* The same elements from a text file of "relative/path label" lines (the
  * format make_dataset.py writes; the label is the last field, so paths may

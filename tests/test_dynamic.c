@@ -202,11 +202,142 @@ static void test_queue(void **state)
     sl_queue_free(q); /* the dataset's reference went first: the queue goes now */
 }
 
+/* ---- a folder rescanned each epoch ---- */
+
+static void put_file(const char *root, const char *rel)
+{
+    char path[512], dir[512];
+    snprintf(path, sizeof path, "%s/%s", root, rel);
+    snprintf(dir, sizeof dir, "%s", path);
+    *strrchr(dir, '/') = 0;
+    mkdir(dir, 0755);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(rel, f); /* the contents name the file */
+    fclose(f);
+}
+
+/* Runs one pass (the dataset's next epoch): how many elements, and the
+ * label of the one whose contents are `rel` (-1: not seen). */
+static int64_t pass(sl_dataset *ds, const char *rel, int64_t *label, int64_t *skipped)
+{
+    sl_options *o = tu_opts(2, 0);
+    sl_options_set(o, SL_OPT_EPOCH, -1); /* the dataset's own count */
+    sl_iterator *it = sl_iterator_create(ds, o);
+    assert_non_null(it);
+    sl_element *el;
+    int64_t n = 0;
+    *label = -1;
+    int rc;
+    while ((rc = sl_next(it, &el)) == 0) {
+        const sl_tensor *t = sl_element_tensor(el, 0);
+        if (rel && sl_tensor_nbytes(t) == strlen(rel) && !memcmp(sl_tensor_data(t), rel, strlen(rel)))
+            *label = sl_tensor_int64(sl_element_tensor(el, 1));
+        sl_element_release(el);
+        n++;
+    }
+    assert_int_equal(rc, SL_EOF);
+    *skipped = sl_iterator_stat(it, SL_STAT_ERRORS_SKIPPED);
+    sl_iterator_free(it);
+    sl_options_free(o);
+    return n;
+}
+
+static void test_folder_rescan(void **state)
+{
+    (void)state;
+    char root[256];
+    tu_tmpdir(root);
+    const char *first[] = {"a/1.jpg", "a/2.jpg", "a/3.jpg", "b/1.jpg", "b/2.jpg", "b/3.jpg"};
+    for (int i = 0; i < 6; i++)
+        put_file(root, first[i]);
+    sl_dataset *ds = sl_image_folder(root, NULL, SL_FOLDER_RESCAN);
+    sl_dataset *fixed = sl_image_folder(root, NULL, 0);
+    assert_non_null(ds);
+    int64_t label, skipped;
+    assert_int_equal(pass(ds, "b/2.jpg", &label, &skipped), 6);
+    assert_int_equal(label, 1);
+
+    /* a new file in a class, a new class that sorts first, a deleted file */
+    put_file(root, "a/0.jpg");
+    put_file(root, "0new/x.jpg");
+    put_file(root, "c/y.jpg");
+    char gone[512];
+    snprintf(gone, sizeof gone, "%s/b/1.jpg", root);
+    assert_int_equal(unlink(gone), 0);
+    assert_int_equal(pass(ds, "0new/x.jpg", &label, &skipped), 8); /* 6 + 3 - 1 */
+    assert_int_equal(label, 2);    /* after a and b, though it sorts first */
+    assert_int_equal(skipped, 1);  /* the deleted one, under the FAIL policy */
+    assert_int_equal(pass(ds, "c/y.jpg", &label, &skipped), 8);
+    assert_int_equal(label, 3);
+    assert_int_equal(pass(ds, "a/0.jpg", &label, &skipped), 8);
+    assert_int_equal(label, 0);    /* old labels never move */
+    assert_int_equal(sl_dataset_cardinality(ds), 9);
+    /* the folder without the flag keeps its build listing, and the
+     * deleted file is an error there, as the policy says */
+    sl_options *o = tu_opts(2, 0);
+    assert_int_equal(sl_dataset_cardinality(fixed), 6);
+    sl_iterator *fit = sl_iterator_create(fixed, o);
+    sl_element *el;
+    int frc;
+    while ((frc = sl_next(fit, &el)) == 0)
+        sl_element_release(el);
+    assert_int_equal(frc, SL_ENOENT);
+    assert_non_null(strstr(sl_iterator_errmsg(fit), "b/1.jpg"));
+    sl_iterator_free(fit);
+
+    /* shuffle-all reads by index without the folder's iterator: it too
+     * sees the files added since */
+    put_file(root, "b/4.jpg");
+    sl_dataset *sh = sl_shuffle(sl_dataset_retain(ds), SL_SHUFFLE_ALL, 1, 0);
+    assert_non_null(sh);
+    assert_int_equal(pass(sh, "b/4.jpg", &label, &skipped), 9);
+    assert_int_equal(label, 1);
+
+    /* within one iterator: repeat's second pass lists again */
+    sl_dataset *rep = sl_repeat(sl_dataset_retain(ds), 2);
+    sl_iterator *it = sl_iterator_create(rep, o);
+    for (int i = 0; i < 9; i++) {
+        assert_int_equal(sl_next(it, &el), 0);
+        sl_element_release(el);
+    }
+    put_file(root, "c/z.jpg"); /* before the second pass begins */
+    int64_t n = 0;
+    while (sl_next(it, &el) == 0) {
+        sl_element_release(el);
+        n++;
+    }
+    assert_int_equal(n, 10);
+    sl_iterator_free(it);
+
+    /* ranks could list different files: distribute refuses */
+    sl_dist_context ctx = {.rank = 0, .world_size = 2};
+    assert_null(sl_distribute(sl_dataset_retain(ds), &ctx, 0));
+    assert_int_equal(sl_last_error_code(), SL_EUNSUPPORTED);
+    assert_non_null(strstr(sl_last_error(), "SL_FOLDER_RESCAN"));
+
+    /* a folder that cannot be listed for a while: the old listing serves */
+    char moved[600];
+    snprintf(moved, sizeof moved, "%s.away", root);
+    assert_int_equal(rename(root, moved), 0);
+    assert_int_equal(pass(ds, NULL, &label, &skipped), 0); /* every file is gone */
+    assert_int_equal(skipped, 11);                           /* (b/1.jpg among them) */
+    assert_int_equal(rename(moved, root), 0);
+    assert_int_equal(pass(ds, NULL, &label, &skipped), 10);
+    sl_options_free(o);
+    sl_dataset_free(rep);
+    sl_dataset_free(sh);
+    sl_dataset_free(fixed);
+    sl_dataset_free(ds);
+    tu_rmdir(root);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_generator),
         cmocka_unit_test(test_queue),
+        cmocka_unit_test(test_folder_rescan),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

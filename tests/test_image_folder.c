@@ -247,7 +247,7 @@ static void test_order_and_labels(void **state)
     sl_options_free(o);
     sl_dataset_free(ds);
     o = sl_options_create();
-    assert_null(sl_image_folder(root, NULL, 2));
+    assert_null(sl_image_folder(root, NULL, 4));
     assert_int_equal(sl_last_error_code(), SL_EINVAL);
     sl_options_free(o);
 }

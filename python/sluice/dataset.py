@@ -19,6 +19,7 @@ UNKNOWN = -2  # SL_UNKNOWN cardinality
 SL_ECALLBACK = -12
 _SL_MAP_UNORDERED, _SL_MAP_ORDERED = 1, 2
 _SL_WITH_PATHS = 1
+_SL_FOLDER_RESCAN = 2
 _CROPS = {"train": 0, "random_resized": 0, "eval": 1, "center": 1, "resize": 2, "decode": 2}
 _LAYOUTS = {"HWC": 0, "CHW": 1}
 _DTYPES = {"uint8": 0, "float32": 6}
@@ -273,13 +274,17 @@ class Dataset:
         return Dataset(_check(lib.sl_from_files(arr, lab, n))).read_files(with_paths)
 
     @staticmethod
-    def image_folder(root, extensions=None, with_paths=False):
+    def image_folder(root, extensions=None, with_paths=False, rescan=False):
         """torchvision's ImageFolder: (bytes uint8 [n], label int64) pairs,
         classes from the sorted subdirectory names, files in sorted order;
         with_paths=True adds the path (a str) as a third value. Messages
-        about a file name it either way."""
+        about a file name it either way. rescan=True lists the folder again
+        at the start of every epoch (and every repeat) after the first:
+        new files come after the known ones, a new class folder takes the
+        next label (existing labels never move), and a file deleted since
+        it was listed is skipped with a warning."""
         ext = extensions.encode() if isinstance(extensions, str) else extensions
-        flags = _SL_WITH_PATHS if with_paths else 0
+        flags = (_SL_WITH_PATHS if with_paths else 0) | (_SL_FOLDER_RESCAN if rescan else 0)
         return Dataset(_check(lib.sl_image_folder(os.fsencode(root), ext, flags)))
 
     @staticmethod

@@ -151,3 +151,28 @@ sl_dataset *sl__push_below(sl_dataset *in, sl_dataset *(*op)(sl_dataset *x, void
     sl_dataset_free(in);
     return out;
 }
+
+int sl__dataset_refresh(const sl_dataset *ds, int64_t epoch)
+{
+    if (ds->ops->refresh) {
+        int rc = ds->ops->refresh(ds, epoch);
+        if (rc < 0)
+            return rc;
+    }
+    for (int i = 0; i < ds->ninputs; i++) {
+        int rc = sl__dataset_refresh(ds->inputs[i], epoch);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+bool sl__dataset_changing(const sl_dataset *ds)
+{
+    if (ds->ops->refresh)
+        return true;
+    for (int i = 0; i < ds->ninputs; i++)
+        if (sl__dataset_changing(ds->inputs[i]))
+            return true;
+    return false;
+}

@@ -66,6 +66,14 @@ typedef struct sl__node_ops {
     /* batch(ds, size, flags) as one node, for ops that write their output
      * straight into the batch (map_image). Consumes ds. NULL: none. */
     sl_dataset *(*fuse_batch)(sl_dataset *ds, int64_t size, unsigned flags);
+    /* For sources whose contents change between passes (a folder with
+     * SL_FOLDER_RESCAN): brings ds up to date for a pass of `epoch`, at
+     * most once per epoch, appending only (an index keeps its element), so
+     * that passes begun earlier stay valid. Any thread. The source's own
+     * make_iter calls it, and so do ops that read their input by random
+     * access without making its iterator (shuffle-all, through
+     * sl__dataset_refresh). NULL: contents fixed at build. */
+    int (*refresh)(const sl_dataset *ds, int64_t epoch);
 } sl__node_ops;
 
 struct sl_dataset {
@@ -100,6 +108,10 @@ int sl__dataset_set_name(sl_dataset *ds, const char *name);
  * and returns NULL. */
 sl_dataset *sl__dataset_fail(sl_dataset *ds, int code, const char *fmt, ...) SL__PRINTF(3, 4);
 bool sl__dataset_can_get(const sl_dataset *ds);
+/* Refreshes every changing source under ds (ops->refresh) for `epoch`:
+ * 0 or a negative code. sl__dataset_changing: whether there is one. */
+int sl__dataset_refresh(const sl_dataset *ds, int64_t epoch);
+bool sl__dataset_changing(const sl_dataset *ds);
 /* Applies `op` (a builder taking its input and arg) below the chain of
  * rebuildable nodes at the top of `in`: op(read(x)) becomes read(op(x)).
  * Consumes in; returns the new top or NULL. */
@@ -239,6 +251,10 @@ struct sl__tree {
  * logged) or the code to fail with. it->fail_count is updated here;
  * producing nodes bump it->ok_count for their good elements. */
 int sl__policy(sl__iter *it, int code);
+/* Counts an element error as skipped and logs it (the first few), whatever
+ * the policy: for errors that are no fault of the data (a file deleted
+ * from a rescanning folder). */
+void sl__skip_logged(sl__iter *it);
 
 /* Seed for a node: an explicit op seed wins, else the global seed; both are
  * mixed with the node key so twin nodes differ. */

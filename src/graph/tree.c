@@ -238,11 +238,17 @@ int sl__policy(sl__iter *it, int code)
                                  (double)t->error_max_ppm / 1e4);
         }
     }
+    sl__skip_logged(it);
+    return 0;
+}
+
+void sl__skip_logged(sl__iter *it)
+{
+    sl__tree *t = it->tree;
     long long n = atomic_fetch_add(&t->skipped, 1) + 1;
     if (n <= t->error_log_limit)
         sl__log(SL_LOG_WARN, "skipped element: %s%s", sl__error_msg(),
                 n == t->error_log_limit ? " (further skips are counted, not logged)" : "");
-    return 0;
 }
 
 uint64_t sl__node_seed(const sl__iter *it, int64_t op_seed)

@@ -274,6 +274,13 @@ SL_API sl_dataset *sl_distribute(sl_dataset *in, const sl_dist_context *ctx, uns
     }
     if (ctx->world_size == 1)
         return in;
+    if (sl__dataset_changing(in)) {
+        sl__set_error(SL_EUNSUPPORTED, "distribute: the input lists its files anew each "
+                      "epoch (SL_FOLDER_RESCAN); ranks rescanning at different moments would "
+                      "split different lists, so equal steps cannot be promised");
+        sl_dataset_free(in);
+        return NULL;
+    }
     dist_args a = {ctx->world_size, ctx->rank, flags};
     const sl_dataset *r = (flags & SL_DISTRIBUTE_BY_DATA) ? NULL : reader_below(in);
     int64_t files = r ? sl_dataset_cardinality(r->inputs[0]) : -1;

@@ -23,6 +23,7 @@
 #include <unistd.h>
 #include "../core/clock.h"
 #include "../graph/node.h"
+#include "read_files.h"
 #include "../runtime/io.h"
 
 #define DEFAULT_DEPTH 32
@@ -508,6 +509,10 @@ static int read_next(sl__iter *base, sl_element **out)
         }
         sl__set_error_str(s.rc, s.msg);
         sl__strfree(s.msg);
+        if (s.rc == SL_ENOENT && (((const read_ds *)base->ds)->flags & SL__READ_GONE_OK)) {
+            sl__skip_logged(base); /* gone since the folder was listed */
+            continue;
+        }
         rc = sl__policy(base, s.rc);
         if (rc)
             return rc;
@@ -650,7 +655,7 @@ SL_API sl_dataset *sl_read_files(sl_dataset *in, unsigned flags)
     if (!r)
         return NULL;
     r->flags = flags;
-    if (flags & ~SL_WITH_PATHS)
+    if (flags & ~(SL_WITH_PATHS | SL__READ_GONE_OK))
         return sl__dataset_fail(&r->base, SL_EINVAL, "read: unknown flags 0x%x", flags);
     return &r->base;
 }

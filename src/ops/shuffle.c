@@ -274,6 +274,11 @@ static const sl__iter_ops all_iter_ops = {all_next, NULL, all_destroy, all_save}
 static int make_all_iter(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
                          sl__iter **out)
 {
+    /* a folder that rescans lists its new files now: this pass reads them
+     * by index without making the folder's iterator */
+    int rc = sl__dataset_refresh(ds->inputs[0], epoch);
+    if (rc < 0)
+        return rc;
     all_iter *it = sl__iter_alloc(&all_iter_ops, sizeof *it, ds, tree, key, epoch);
     if (!it)
         return SL_ENOMEM;
@@ -288,7 +293,7 @@ static int make_all_iter(const sl_dataset *ds, sl__tree *tree, uint64_t key, int
     }
     it->rng = make_rng(&it->base);
     int64_t pos = 0;
-    int rc = sl__restored_pos(&it->base, it->n, &pos);
+    rc = sl__restored_pos(&it->base, it->n, &pos);
     if (rc < 0) {
         sl__iter_free(&it->base);
         return rc;

@@ -143,7 +143,7 @@ SL_API sl_dataset *sl_file_list(const char *list_path, const char *root, unsigne
     char *dir = root ? NULL : list_dir(list_path);
     if (!root && !dir)
         return NULL;
-    sl__listing_ds *l = sl__listing_new(&file_list_ops, root ? root : dir);
+    sl__listing_ds *l = sl__listing_new(&file_list_ops, sizeof *l, root ? root : dir);
     sl__strfree(dir);
     if (!l)
         return NULL;

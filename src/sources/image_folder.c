@@ -20,6 +20,7 @@
 #include <unistd.h>
 #include "../core/log.h"
 #include "listing.h"
+#include "../ops/read_files.h"
 
 #define DENTS_BUF (256u << 10)
 #define MAX_EXTS 32
@@ -298,7 +299,80 @@ static int scan_all(scan *s, sl__listing_ds *l)
     return 0;
 }
 
+/* A folder that rescans: what a rescan needs to list it again and keep
+ * its labels. */
+typedef struct folder_ds {
+    sl__listing_ds l;
+    char *exts;
+    size_t exts_len;
+    sl__strs classes; /* by label: new classes are appended */
+} folder_ds;
+
+static void scan_free(scan *s)
+{
+    if (s->rootfd >= 0)
+        close(s->rootfd);
+    sl__free(s->dents, DENTS_BUF);
+    sl__strs_free(&s->classes);
+    sl__strs_free(&s->dirs);
+    sl__strs_free(&s->names);
+    sl__free(s->dir, s->dir_cap * sizeof *s->dir);
+}
+
+/* The folder's label for a class name, a new one after the others when
+ * the class is new: >= 0, or SL_ENOMEM. */
+static int64_t label_of(folder_ds *f, const char *name, size_t len)
+{
+    for (size_t c = 0; c < f->classes.n; c++)
+        if (sl__strs_len(&f->classes, c) == len && !memcmp(sl__strs_get(&f->classes, c), name, len))
+            return (int64_t)c;
+    if (sl__strs_push(&f->classes, name, len, NULL, 0))
+        return SL_ENOMEM;
+    sl__log(SL_LOG_INFO, "image_folder: %s: new class \"%.*s\" is label %zu", f->l.root,
+            (int)len, name, f->classes.n - 1);
+    return (int64_t)f->classes.n - 1;
+}
+
+static int relist(sl__listing_ds *l, sl__listing_ds *fresh)
+{
+    folder_ds *f = (folder_ds *)l;
+    scan s = {.root = l->root, .ext_spec = f->exts, .rootfd = -1};
+    int rc = scan_all(&s, fresh);
+    int64_t *map = rc ? NULL : sl__alloc(s.classes.n * sizeof *map);
+    if (!rc && !map)
+        rc = SL_ENOMEM;
+    for (size_t c = 0; rc == 0 && c < s.classes.n; c++) {
+        map[c] = label_of(f, sl__strs_get(&s.classes, c), sl__strs_len(&s.classes, c));
+        rc = map[c] < 0 ? (int)map[c] : 0;
+    }
+    for (size_t i = 0; rc == 0 && i < fresh->paths.n; i++)
+        fresh->labels[i] = map[fresh->labels[i]];
+    if (map)
+        sl__free(map, s.classes.n * sizeof *map);
+    scan_free(&s);
+    return rc;
+}
+
+static void folder_destroy(sl_dataset *ds)
+{
+    folder_ds *f = (folder_ds *)ds;
+    if (f->exts)
+        sl__free(f->exts, f->exts_len + 1);
+    sl__strs_free(&f->classes);
+    sl__listing_destroy(ds);
+}
+
 static const sl__node_ops image_folder_ops = SL__LISTING_OPS("image_folder");
+static const sl__node_ops rescan_folder_ops = {
+    .kind = "image_folder",
+    .make_iter = sl__listing_make,
+    .cardinality = sl__listing_card,
+    .fingerprint = sl__listing_fp,
+    .destroy = folder_destroy,
+    .can_get = sl__listing_can_get,
+    .get = sl__listing_get,
+    .refresh = sl__listing_refresh,
+};
 
 SL_API sl_dataset *sl_image_folder(const char *root, const char *extensions, unsigned flags)
 {
@@ -306,21 +380,37 @@ SL_API sl_dataset *sl_image_folder(const char *root, const char *extensions, uns
         sl__set_error(SL_EINVAL, "image_folder: no root directory");
         return NULL;
     }
-    sl__listing_ds *l = sl__listing_new(&image_folder_ops, root);
+    if (flags & ~(SL_WITH_PATHS | SL_FOLDER_RESCAN)) {
+        sl__set_error(SL_EINVAL, "image_folder: unknown flags 0x%x", flags);
+        return NULL;
+    }
+    bool rescan = flags & SL_FOLDER_RESCAN;
+    flags &= ~SL_FOLDER_RESCAN;
+    sl__listing_ds *l = rescan ? sl__listing_new(&rescan_folder_ops, sizeof(folder_ds), root)
+                               : sl__listing_new(&image_folder_ops, sizeof *l, root);
     if (!l)
         return NULL;
-    scan s = {.root = l->root, .ext_spec = extensions ? extensions : "jpg,jpeg", .rootfd = -1};
+    const char *exts = extensions ? extensions : "jpg,jpeg";
+    scan s = {.root = l->root, .ext_spec = exts, .rootfd = -1};
     int rc = scan_all(&s, l);
-    if (s.rootfd >= 0)
-        close(s.rootfd);
-    sl__free(s.dents, DENTS_BUF);
-    sl__strs_free(&s.classes);
-    sl__strs_free(&s.dirs);
-    sl__strs_free(&s.names);
-    sl__free(s.dir, s.dir_cap * sizeof *s.dir);
+    if (rc == 0 && rescan) {
+        /* keep what a rescan needs: the extensions, the classes by label */
+        folder_ds *f = (folder_ds *)l;
+        f->exts_len = strlen(exts);
+        f->exts = sl__alloc(f->exts_len + 1);
+        if (f->exts)
+            memcpy(f->exts, exts, f->exts_len + 1);
+        f->classes = s.classes;
+        memset(&s.classes, 0, sizeof s.classes);
+        rc = f->exts ? sl__listing_rescan_init(l, relist) : SL_ENOMEM;
+        if (rc == SL_ENOMEM)
+            sl__set_error(rc, "image_folder: %s: out of memory", l->root);
+    }
+    scan_free(&s);
     if (rc < 0) {
         sl_dataset_free(&l->base);
         return NULL;
     }
-    return sl_read_files(&l->base, flags);
+    /* a file deleted since it was listed is skipped, under any policy */
+    return sl_read_files(&l->base, flags | (rescan ? SL__READ_GONE_OK : 0));
 }

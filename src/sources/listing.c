@@ -2,6 +2,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include "../core/log.h"
 #include "listing.h"
 
 /* ---- string arrays ---- */
@@ -87,9 +88,9 @@ void sl__sorted_free(size_t *order, size_t count)
 
 /* ---- the node ---- */
 
-sl__listing_ds *sl__listing_new(const sl__node_ops *ops, const char *root)
+sl__listing_ds *sl__listing_new(const sl__node_ops *ops, size_t size, const char *root)
 {
-    sl__listing_ds *l = (sl__listing_ds *)sl__dataset_new_source(ops, sizeof *l);
+    sl__listing_ds *l = (sl__listing_ds *)sl__dataset_new_source(ops, size);
     if (!l)
         return NULL;
     size_t n = strlen(root);
@@ -117,9 +118,163 @@ int sl__listing_add(sl__listing_ds *l, const char *dir, size_t dlen, const char 
     return 0;
 }
 
+/* ---- rescanning ---- */
+
+struct sl__rescan {
+    pthread_rwlock_t lock;  /* the arrays: passes read, a rescan appends */
+    pthread_mutex_t scan_mu; /* one rescan at a time; the fields below */
+    sl__relist_fn relist;
+    bool fresh;             /* the build's listing, no pass has run yet */
+    int64_t epoch;          /* the pass last listed for */
+    /* the paths listed, by hash: index + 1 (0: empty), open addressing */
+    uint32_t *set;
+    size_t set_cap, set_n;
+};
+
+static uint64_t path_hash(const char *p, size_t n)
+{
+    return sl__hash_bytes(0x5ca9, p, n);
+}
+
+static bool set_has(const sl__listing_ds *l, const char *p, size_t n)
+{
+    const sl__rescan *r = l->rescan;
+    for (size_t h = path_hash(p, n) & (r->set_cap - 1);; h = (h + 1) & (r->set_cap - 1)) {
+        uint32_t v = r->set[h];
+        if (!v)
+            return false;
+        if (sl__strs_len(&l->paths, v - 1) == n && !memcmp(sl__strs_get(&l->paths, v - 1), p, n))
+            return true;
+    }
+}
+
+static void set_put(sl__rescan *r, const sl__listing_ds *l, size_t i)
+{
+    size_t h = path_hash(sl__strs_get(&l->paths, i), sl__strs_len(&l->paths, i));
+    for (h &= r->set_cap - 1; r->set[h]; h = (h + 1) & (r->set_cap - 1)) {
+    }
+    r->set[h] = (uint32_t)(i + 1);
+    r->set_n++;
+}
+
+/* Room in the set for `n` paths at most half full: 0 or SL_ENOMEM. */
+static int set_reserve(sl__rescan *r, const sl__listing_ds *l, size_t n)
+{
+    if (2 * n <= r->set_cap)
+        return 0;
+    size_t cap = r->set_cap ? r->set_cap : 1024;
+    while (cap < 2 * n)
+        cap *= 2;
+    uint32_t *set = sl__calloc(cap, sizeof *set);
+    if (!set)
+        return SL_ENOMEM;
+    sl__free(r->set, r->set_cap * sizeof *r->set);
+    r->set = set;
+    r->set_cap = cap;
+    r->set_n = 0;
+    for (size_t i = 0; i < l->paths.n; i++)
+        set_put(r, l, i);
+    return 0;
+}
+
+int sl__listing_rescan_init(sl__listing_ds *l, sl__relist_fn relist)
+{
+    if (l->paths.n >= UINT32_MAX)
+        return sl__set_error(SL_ERANGE, "%s: %s: too many files to rescan",
+                             sl_dataset_name(&l->base), l->root);
+    sl__rescan *r = sl__calloc(1, sizeof *r);
+    if (!r)
+        return SL_ENOMEM;
+    pthread_rwlock_init(&r->lock, NULL);
+    pthread_mutex_init(&r->scan_mu, NULL);
+    r->relist = relist;
+    r->fresh = true;
+    l->rescan = r;
+    return 0;
+}
+
+/* The files of `fresh` that l lacks, appended (under the write lock). */
+static int append_new(sl__listing_ds *l, const sl__listing_ds *fresh, size_t *added)
+{
+    sl__rescan *r = l->rescan;
+    int rc = set_reserve(r, l, l->paths.n + fresh->paths.n);
+    pthread_rwlock_wrlock(&r->lock);
+    for (size_t i = 0; rc == 0 && i < fresh->paths.n; i++) {
+        const char *p = sl__strs_get(&fresh->paths, i);
+        size_t n = sl__strs_len(&fresh->paths, i);
+        if (set_has(l, p, n))
+            continue;
+        if (l->paths.n + 1 >= UINT32_MAX) {
+            rc = sl__set_error(SL_ERANGE, "%s: %s: too many files", sl_dataset_name(&l->base),
+                               l->root);
+            break;
+        }
+        rc = sl__listing_add(l, p, n, NULL, 0, fresh->labels[i]);
+        if (rc == 0) {
+            set_put(r, l, l->paths.n - 1);
+            ++*added;
+        }
+    }
+    pthread_rwlock_unlock(&r->lock);
+    return rc;
+}
+
+/* what a rescan lists into, freed once merged */
+static const sl__node_ops fresh_ops = SL__LISTING_OPS("rescan");
+
+int sl__listing_refresh(const sl_dataset *ds, int64_t epoch)
+{
+    sl__listing_ds *l = (sl__listing_ds *)ds; /* (the dataset's mutable part) */
+    sl__rescan *r = l->rescan;
+    if (!r)
+        return 0;
+    pthread_mutex_lock(&r->scan_mu);
+    int rc = 0;
+    if (r->fresh || r->epoch == epoch) {
+        r->fresh = false;
+        r->epoch = epoch;
+        pthread_mutex_unlock(&r->scan_mu);
+        return 0;
+    }
+    r->epoch = epoch;
+    sl__listing_ds *fresh = sl__listing_new(&fresh_ops, sizeof *fresh, l->root);
+    if (!fresh) {
+        rc = SL_ENOMEM;
+    } else if ((rc = r->relist(l, fresh)) < 0 && rc != SL_ENOMEM) {
+        /* the folder cannot be listed now (moved, being replaced): the
+         * pass runs on what was listed before */
+        sl__log(SL_LOG_WARN, "%s: rescan for epoch %lld failed (%s); the %zu files listed "
+                "before stay", sl_dataset_name(ds), (long long)epoch, sl__error_msg(),
+                l->paths.n);
+        rc = 0;
+    } else if (rc == 0) {
+        size_t added = 0;
+        rc = append_new(l, fresh, &added);
+        if (added)
+            sl__log(SL_LOG_INFO, "%s: %s: %zu new files for epoch %lld (%zu in all)",
+                    sl_dataset_name(ds), l->root, added, (long long)epoch, l->paths.n);
+    }
+    sl_dataset_free(&fresh->base);
+    pthread_mutex_unlock(&r->scan_mu);
+    return rc == SL_ENOMEM ? sl__set_error(SL_ENOMEM, "%s: %s: out of memory rescanning",
+                                           sl_dataset_name(ds), l->root)
+                           : rc;
+}
+
+static void rescan_free(sl__rescan *r)
+{
+    if (!r)
+        return;
+    pthread_rwlock_destroy(&r->lock);
+    pthread_mutex_destroy(&r->scan_mu);
+    sl__free(r->set, r->set_cap * sizeof *r->set);
+    sl__free(r, sizeof *r);
+}
+
 void sl__listing_destroy(sl_dataset *ds)
 {
     sl__listing_ds *l = (sl__listing_ds *)ds;
+    rescan_free(l->rescan);
     if (l->root)
         sl__free(l->root, l->root_len + 1);
     sl__strs_free(&l->paths);
@@ -128,12 +283,20 @@ void sl__listing_destroy(sl_dataset *ds)
 
 int64_t sl__listing_card(const sl_dataset *ds)
 {
-    return (int64_t)((const sl__listing_ds *)ds)->paths.n;
+    const sl__listing_ds *l = (const sl__listing_ds *)ds;
+    if (!l->rescan)
+        return (int64_t)l->paths.n;
+    pthread_rwlock_rdlock(&l->rescan->lock);
+    int64_t n = (int64_t)l->paths.n;
+    pthread_rwlock_unlock(&l->rescan->lock);
+    return n;
 }
 
 uint64_t sl__listing_fp(const sl_dataset *ds, uint64_t h)
 {
     const sl__listing_ds *l = (const sl__listing_ds *)ds;
+    if (l->rescan) /* its files change; the folder is what it is */
+        return sl__hash_str(sl__hash_u64(h, 0x7e5ca9), l->root);
     /* the arena and the offsets together say exactly which paths */
     h = sl__hash_str(h, l->root);
     h = sl__hash_bytes(h, l->paths.buf, l->paths.len);
@@ -147,9 +310,21 @@ bool sl__listing_can_get(const sl_dataset *ds)
     return true;
 }
 
+static int listing_get(const sl__listing_ds *l, int64_t index, sl_element **out);
+
 int sl__listing_get(const sl_dataset *ds, int64_t index, sl_element **out)
 {
     const sl__listing_ds *l = (const sl__listing_ds *)ds;
+    if (!l->rescan)
+        return listing_get(l, index, out);
+    pthread_rwlock_rdlock(&l->rescan->lock);
+    int rc = listing_get(l, index, out);
+    pthread_rwlock_unlock(&l->rescan->lock);
+    return rc;
+}
+
+static int listing_get(const sl__listing_ds *l, int64_t index, sl_element **out)
+{
     const char *rel = sl__strs_get(&l->paths, (size_t)index);
     size_t rlen = sl__strs_len(&l->paths, (size_t)index);
     /* an absolute path in a file list stands on its own, as os.path.join does */
@@ -177,13 +352,13 @@ int sl__listing_get(const sl_dataset *ds, int64_t index, sl_element **out)
 
 typedef struct listing_iter {
     sl__iter base;
-    size_t next;
+    size_t next, n; /* n: the entries when the pass began */
 } listing_iter;
 
 static int listing_next(sl__iter *base, sl_element **out)
 {
     listing_iter *it = (listing_iter *)base;
-    if (it->next >= ((const sl__listing_ds *)base->ds)->paths.n)
+    if (it->next >= it->n)
         return SL_EOF;
     int rc = sl__listing_get(base->ds, (int64_t)it->next, out);
     if (rc == 0)
@@ -201,11 +376,15 @@ static const sl__iter_ops listing_iter_ops = {listing_next, NULL, NULL, listing_
 int sl__listing_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
                      sl__iter **out)
 {
+    int rc = sl__listing_refresh(ds, epoch);
+    if (rc < 0)
+        return rc;
     listing_iter *it = sl__iter_alloc(&listing_iter_ops, sizeof *it, ds, tree, key, epoch);
     if (!it)
         return SL_ENOMEM;
+    it->n = (size_t)sl__listing_card(ds);
     int64_t pos = 0;
-    int rc = sl__restored_pos(&it->base, (int64_t)(((const sl__listing_ds *)ds)->paths.n), &pos);
+    rc = sl__restored_pos(&it->base, (int64_t)it->n, &pos);
     if (rc < 0) {
         sl__iter_free(&it->base);
         return rc;

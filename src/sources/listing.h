@@ -40,6 +40,8 @@ void sl__strs_free(sl__strs *s);
 size_t *sl__strs_sorted(const sl__strs *s, size_t from, size_t count);
 void sl__sorted_free(size_t *order, size_t count);
 
+typedef struct sl__rescan sl__rescan;
+
 typedef struct sl__listing_ds {
     sl_dataset base;
     char *root; /* paths are relative to it, unless absolute */
@@ -47,14 +49,29 @@ typedef struct sl__listing_ds {
     sl__strs paths;
     int64_t *labels;
     size_t labels_cap;
+    /* a listing that picks up new files at each pass (NULL: fixed): the
+     * arrays grow under its lock while passes read them */
+    sl__rescan *rescan;
 } sl__listing_ds;
 
-/* A listing node under `root` (copied; trailing slashes dropped). NULL with
- * SL_ENOMEM. */
-sl__listing_ds *sl__listing_new(const sl__node_ops *ops, const char *root);
+/* A listing node under `root` (copied; trailing slashes dropped) in a
+ * dataset of `size` bytes (>= sizeof(sl__listing_ds): a kind's own
+ * fields follow). NULL with SL_ENOMEM. */
+sl__listing_ds *sl__listing_new(const sl__node_ops *ops, size_t size, const char *root);
+
+/* Lists the files anew into `fresh` (an empty listing over the same
+ * root), labels final: 0, or a negative code with the message set. */
+typedef int (*sl__relist_fn)(sl__listing_ds *l, sl__listing_ds *fresh);
+/* Makes l rescan with `relist` at each pass after the first (the build's
+ * listing serves it): the files relist finds that l lacks are appended,
+ * in relist's order, so no index moves. Its ops must have .refresh =
+ * sl__listing_refresh. 0 or SL_ENOMEM. */
+int sl__listing_rescan_init(sl__listing_ds *l, sl__relist_fn relist);
+int sl__listing_refresh(const sl_dataset *ds, int64_t epoch);
 /* Appends the file dir/name (name NULL: dir is the whole relative path). */
 int sl__listing_add(sl__listing_ds *l, const char *dir, size_t dlen, const char *name,
                     size_t nlen, int64_t label);
+/* Entries now; only for a listing no pass reads yet (at build). */
 static inline size_t sl__listing_count(const sl__listing_ds *l)
 {
     return l->paths.n;

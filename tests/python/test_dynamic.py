@@ -1,6 +1,7 @@
 """Data that changes while training runs, from Python: from_generator with
 tf.data's names, the push Queue and from_queue, a rescanned image folder."""
 
+import os
 import queue
 import threading
 
@@ -112,3 +113,30 @@ def test_queue_stream():
         small.put(np.zeros(8), timeout=0.01)
     with pytest.raises(TypeError):
         sluice.Dataset.from_queue(object())
+
+
+def test_image_folder_rescan(tmp_path):
+    root = tmp_path / "stream"
+    for cls, names in (("a", "12"), ("b", "12")):
+        (root / cls).mkdir(parents=True)
+        for n in names:
+            (root / cls / (n + ".jpg")).write_bytes(b"%s/%s" % (cls.encode(), n.encode()))
+    ds = sluice.Dataset.image_folder(str(root), rescan=True, with_paths=True)
+
+    def epoch():
+        return {os.path.relpath(p, str(root)): (bytes(b), int(l)) for b, l, p in ds}
+
+    assert len(epoch()) == 4
+    (root / "a" / "0.jpg").write_bytes(b"a/0")
+    (root / "0new").mkdir()
+    (root / "0new" / "x.jpg").write_bytes(b"0new/x")
+    os.unlink(root / "b" / "1.jpg")
+    got = epoch()  # under the default "fail" policy: the deleted file is skipped
+    assert sorted(got) == ["0new/x.jpg", "a/0.jpg", "a/1.jpg", "a/2.jpg", "b/2.jpg"]
+    assert got["0new/x.jpg"][1] == 2 and got["a/0.jpg"][1] == 0 and got["b/2.jpg"][1] == 1
+    # tf.data-style: shuffle the whole (growing) folder each epoch
+    (root / "b" / "3.jpg").write_bytes(b"b/3")
+    shuffled = [os.path.relpath(p, str(root)) for _, _, p in ds.shuffle(sluice.ALL, seed=1)]
+    assert "b/3.jpg" in shuffled and len(shuffled) == 6
+    with pytest.raises(sluice.UnsupportedError, match="rescan|SL_FOLDER_RESCAN"):
+        ds.distribute(rank=0, world_size=2)
