@@ -201,3 +201,44 @@ SL_API uint32_t sl_crc32c(uint32_t crc, const void *data, size_t n)
 {
     return data || !n ? sl__crc32c(crc, data, n) : crc;
 }
+
+/* ---- CRC-32 (IEEE) ---- */
+
+#ifndef SLUICE_NO_ZLIB
+#include <zlib.h>
+
+uint32_t sl__crc32(uint32_t crc, const void *data, size_t n)
+{
+    const unsigned char *p = data;
+    while (n > 0) { /* zlib counts in 32 bits */
+        uInt k = n > UINT32_MAX ? UINT32_MAX : (uInt)n;
+        crc = (uint32_t)crc32(crc, p, k);
+        p += k;
+        n -= k;
+    }
+    return crc;
+}
+#else
+static uint32_t crc32_table[256];
+static pthread_once_t crc32_once = PTHREAD_ONCE_INIT;
+
+static void crc32_init(void)
+{
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++)
+            c = c & 1 ? 0xedb88320u ^ (c >> 1) : c >> 1;
+        crc32_table[i] = c;
+    }
+}
+
+uint32_t sl__crc32(uint32_t crc, const void *data, size_t n)
+{
+    pthread_once(&crc32_once, crc32_init);
+    const unsigned char *p = data;
+    crc = ~crc;
+    while (n--)
+        crc = crc32_table[(crc ^ *p++) & 0xff] ^ (crc >> 8);
+    return ~crc;
+}
+#endif

@@ -1,4 +1,4 @@
-/* CRC-32C (Castagnoli): the checksum of TFRecord framing. */
+/* CRC-32C (Castagnoli): the checksum of TFRecord framing; and CRC-32. */
 #ifndef SL_CORE_CRC32C_H
 #define SL_CORE_CRC32C_H
 
@@ -18,6 +18,12 @@ bool sl__crc32c_has_sse42(void);
 /* Copies src to dst (n bytes, not overlapping) and returns the CRC of
  * them continuing from crc, in one pass where SSE4.2 allows. */
 uint32_t sl__crc32c_copy(uint32_t crc, void *dst, const void *src, size_t n);
+
+/* CRC-32 (zlib's crc32, the IEEE polynomial) of data[0..n) continuing
+ * from crc (0 to start): the checksum of cache files and saved states.
+ * zlib's where the build has it, a table of its own where not, with the
+ * same values, so the files do not depend on the build. */
+uint32_t sl__crc32(uint32_t crc, const void *data, size_t n);
 
 /* TFRecord's masked form of a CRC, so that a CRC of data holding CRCs does
  * not come out trivially. */

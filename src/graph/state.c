@@ -5,7 +5,7 @@
  */
 #include <stdio.h>
 #include <string.h>
-#include <zlib.h>
+#include "../core/crc32c.h"
 #include "../core/le.h"
 #include "node.h"
 
@@ -146,7 +146,7 @@ int sl__state_write(sl__bytes *out, const sl__state_info *info, sl__iter *root)
     sl__put_le64(h + 40, (uint64_t)info->elements);
     size_t body = out->n - HDR_SIZE;
     sl__put_le64(h + 48, body);
-    sl__put_le32(h + 56, (uint32_t)crc32(crc32(0, NULL, 0), out->p + HDR_SIZE, (uInt)body));
+    sl__put_le32(h + 56, sl__crc32(0, out->p + HDR_SIZE, body));
     return 0;
 }
 
@@ -252,7 +252,7 @@ int sl__restore_parse(const void *state, size_t len, sl__state_info *info, sl__r
                              (unsigned long long)(body + HDR_SIZE),
                              len < body + HDR_SIZE ? " (truncated)" : "");
     const unsigned char *b = h + HDR_SIZE;
-    if ((uint32_t)crc32(crc32(0, NULL, 0), b, (uInt)body) != sl__get_le32(h + 56))
+    if (sl__crc32(0, b, body) != sl__get_le32(h + 56))
         return sl__set_error(SL_ECORRUPT, "saved state: checksum mismatch (damaged)");
     info->fingerprint = sl__get_le64(h + 16);
     info->seed = (int64_t)sl__get_le64(h + 24);

@@ -10,6 +10,47 @@
  * from malloc inside libjpeg (its memory manager cannot be redirected
  * without rebuilding it); our output buffer is ours and is reused.
  */
+#ifdef SLUICE_NO_JPEG
+/* Built without libjpeg (SLUICE_WITH_JPEG=OFF): every decode is refused;
+ * sl_map_image fails when the pipeline is built, before any of these runs. */
+#include "../core/error.h"
+#include "image.h"
+
+#define NO_JPEG "JPEG decoding is not in this build (SLUICE_WITH_JPEG=OFF)"
+
+sl__jpeg *sl__jpeg_new(void)
+{
+    sl__set_error(SL_EUNSUPPORTED, NO_JPEG);
+    return NULL;
+}
+
+void sl__jpeg_free(sl__jpeg *dec)
+{
+    (void)dec;
+}
+
+int sl__jpeg_header(sl__jpeg *dec, const uint8_t *data, size_t n, int64_t max_pixels,
+                    sl__jpeg_info *info)
+{
+    (void)dec, (void)data, (void)n, (void)max_pixels, (void)info;
+    return sl__set_error(SL_EUNSUPPORTED, NO_JPEG);
+}
+
+int sl__jpeg_decode(sl__jpeg *dec, const uint8_t *data, size_t n, const sl__window *win,
+                    int out_w, int out_h, unsigned flags, sl__decoded *out)
+{
+    (void)dec, (void)data, (void)n, (void)win, (void)out_w, (void)out_h, (void)flags;
+    (void)out;
+    return sl__set_error(SL_EUNSUPPORTED, NO_JPEG);
+}
+
+int sl__jpeg_decode_full(sl__jpeg *dec, const uint8_t *data, size_t n, int64_t max_pixels,
+                         unsigned flags, sl__decoded *out)
+{
+    (void)dec, (void)data, (void)n, (void)max_pixels, (void)flags, (void)out;
+    return sl__set_error(SL_EUNSUPPORTED, NO_JPEG);
+}
+#else
 #include <math.h>
 #include <setjmp.h>
 #include <stdio.h> /* before jpeglib.h, which needs FILE and size_t */
@@ -411,3 +452,4 @@ int sl__jpeg_decode_full(sl__jpeg *dec, const uint8_t *data, size_t n, int64_t m
     sl__window all = {0, 0, info.width, info.height};
     return decode(dec, data, n, &all, 1, flags, out);
 }
+#endif /* SLUICE_NO_JPEG */

@@ -27,7 +27,7 @@
  *    16  u64      sl_dataset_fingerprint() of the cached input
  *    24  u64      element count
  *    32  u64      payload length in bytes
- *    40  u32      zlib crc32 of the payload
+ *    40  u32      CRC-32 (zlib's crc32) of the payload
  *    44  u32      reserved (0)
  *   payload: one record per element
  *     u32 tensor count, then per tensor:
@@ -43,7 +43,7 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
+#include "../core/crc32c.h"
 #include "../core/le.h"
 #include "../core/log.h"
 #include "../core/salts.h"
@@ -125,18 +125,6 @@ static int fail_state(cache_iter *it, int rc)
     it->mode = FAILED;
     it->failed_rc = rc;
     return rc;
-}
-
-static uint32_t crc_update(uint32_t crc, const void *p, size_t n)
-{
-    const unsigned char *s = p;
-    while (n) {
-        uInt k = n > (1u << 30) ? (1u << 30) : (uInt)n;
-        crc = (uint32_t)crc32(crc, s, k);
-        s += k;
-        n -= k;
-    }
-    return crc;
 }
 
 /* ---- in memory ---- */
@@ -301,7 +289,7 @@ static int emit(cache_iter *it, const void *p, size_t n)
     int rc = write_all(it, p, n);
     if (rc)
         return rc;
-    it->crc = crc_update(it->crc, p, n);
+    it->crc = sl__crc32(it->crc, p, n);
     it->payload_len += n;
     return 0;
 }
@@ -532,7 +520,7 @@ static bool validate(cache_iter *it, const struct stat *st, bool check_crc, char
     }
     if (!check_crc)
         return true;
-    uint32_t crc = (uint32_t)crc32(0, NULL, 0);
+    uint32_t crc = 0;
     for (uint64_t off = HDR_SIZE; off < (uint64_t)st->st_size;) {
         size_t k = (uint64_t)st->st_size - off < IO_BUF ? (size_t)((uint64_t)st->st_size - off)
                                                         : IO_BUF;
@@ -542,7 +530,7 @@ static bool validate(cache_iter *it, const struct stat *st, bool check_crc, char
                      r < 0 ? strerror(errno) : "file shrank");
             return false;
         }
-        crc = crc_update(crc, it->buf, k);
+        crc = sl__crc32(crc, it->buf, k);
         off += k;
     }
     if (crc != sl__get_le32(h + 40)) {
@@ -739,7 +727,7 @@ static int file_start(cache_iter *it)
     int rc = read_start(it);
     if (rc)
         return rc < 0 ? rc : 0;
-    it->crc = (uint32_t)crc32(0, NULL, 0);
+    it->crc = 0;
     return write_start(it);
 }
 

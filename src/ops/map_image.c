@@ -337,6 +337,15 @@ static int spec_check(const sl_image_spec *s)
 
 SL_API sl_dataset *sl_map_image(sl_dataset *in, const sl_image_spec *spec, int parallelism)
 {
+#ifdef SLUICE_NO_JPEG
+    if (in) {
+        sl_dataset_free(in);
+        sl__set_error(SL_EUNSUPPORTED, "map_image: JPEG decoding is not in this build "
+                                       "(SLUICE_WITH_JPEG=OFF)");
+    }
+    (void)spec, (void)parallelism;
+    return NULL;
+#endif
     image_ds *d = (image_ds *)sl__dataset_new(&image_ops, sizeof *d, in);
     if (!d)
         return NULL;

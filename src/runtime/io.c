@@ -63,11 +63,16 @@ int sl__io_open(int requested, int depth, const char *who, sl__io **out)
         if (refusal_is_final(err))
             atomic_store(&uring_refused, err);
     }
+#ifdef SLUICE_NO_URING
+    const char *why = "this build has none: SLUICE_WITH_IO_URING=OFF";
+#else
+    const char *why = strerror(err);
+#endif
     if (want == SL_IO_URING)
-        return sl__set_error(SL_EUNSUPPORTED, "%s: io_uring unavailable (%s)%s", who,
-                             strerror(err), by_env ? ", and SLUICE_IO=uring asks for it" : "");
+        return sl__set_error(SL_EUNSUPPORTED, "%s: io_uring unavailable (%s)%s", who, why,
+                             by_env ? ", and SLUICE_IO=uring asks for it" : "");
     if (!atomic_exchange(&fallback_logged, true))
-        sl__log(SL_LOG_INFO, "io_uring unavailable (%s); reading with pread", strerror(err));
+        sl__log(SL_LOG_INFO, "io_uring unavailable (%s); reading with pread", why);
     return open_pread(depth, who, out);
 }
 

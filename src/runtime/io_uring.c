@@ -12,6 +12,20 @@
  * open of the same depth takes: record readers open an engine per shard,
  * and a ring costs system calls and mappings to set up.
  */
+#ifdef SLUICE_NO_URING
+/* Built without liburing (SLUICE_WITH_IO_URING=OFF): reads use pread. */
+#include <errno.h>
+#include "../core/error.h"
+#include "io.h"
+
+int sl__io_uring_open(int depth, sl__io **out, int *sys_err)
+{
+    (void)depth;
+    *out = NULL;
+    *sys_err = ENOSYS;
+    return SL_EUNSUPPORTED;
+}
+#else
 #include <errno.h>
 #include <liburing.h>
 #include <pthread.h>
@@ -207,3 +221,4 @@ int sl__io_uring_open(int depth, sl__io **out, int *sys_err)
     *out = &u->base;
     return 0;
 }
+#endif /* SLUICE_NO_URING */

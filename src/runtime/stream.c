@@ -12,7 +12,9 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#ifndef SLUICE_NO_ZLIB
 #include <zlib.h>
+#endif
 #include "../core/alloc.h"
 #include "../core/crc32c.h"
 #include "../core/error.h"
@@ -47,7 +49,9 @@ struct sl__stream {
     /* compressed */
     bool zon, zend;
     int zbits;         /* inflateInit2's windowBits */
+#ifndef SLUICE_NO_ZLIB
     z_stream z;
+#endif
     unsigned char *skip; /* scratch for skipping compressed bytes */
 };
 
@@ -162,6 +166,7 @@ static int raw_read(sl__stream *s, void *dst, size_t n, size_t *got, uint32_t *c
     return 0;
 }
 
+#ifndef SLUICE_NO_ZLIB
 /* gzip members may follow one another; anything else after the end of
  * the stream is ignored, as gzip(1) does. */
 static int next_member(sl__stream *s)
@@ -212,6 +217,14 @@ static int z_read(sl__stream *s, void *dst, size_t n, size_t *got)
     *got = done;
     return 0;
 }
+#else
+static int z_read(sl__stream *s, void *dst, size_t n, size_t *got)
+{
+    (void)dst, (void)n; /* zon is never set without zlib */
+    *got = 0;
+    return fail(s, SL_EUNSUPPORTED, "no zlib in this build", s->off);
+}
+#endif
 
 int sl__stream_read(sl__stream *s, void *dst, size_t n, size_t *got)
 {
@@ -295,11 +308,17 @@ static int start_inflate(sl__stream *s, int compression)
     }
     if (compression == SL_COMPRESSION_NONE)
         return 0;
+#ifdef SLUICE_NO_ZLIB
+    return sl__set_error(SL_EUNSUPPORTED, "%s: compressed (%s), but this build has no zlib "
+                         "(SLUICE_WITH_ZLIB=OFF)", s->path,
+                         compression == SL_COMPRESSION_GZIP ? "gzip" : "zlib");
+#else
     s->zbits = compression == SL_COMPRESSION_GZIP ? 31 : 15;
     if (inflateInit2(&s->z, s->zbits) != Z_OK)
         return sl__set_error(SL_ENOMEM, "%s: out of memory (inflate)", s->path);
     s->zon = true;
     return 0;
+#endif
 }
 
 int sl__stream_open(const char *path, const sl__stream_opts *o, sl__stream **out)
@@ -380,8 +399,10 @@ void sl__stream_close(sl__stream *s)
     sl__io_close(s->io); /* reads in flight write into the chunks until they end */
     if (s->fd >= 0)
         close(s->fd);
+#ifndef SLUICE_NO_ZLIB
     if (s->zon)
         inflateEnd(&s->z);
+#endif
     for (int i = 0; s->c && i < s->n; i++)
         sl__obj_put(s->c[i].buf, s->csize);
     sl__free(s->c, (size_t)s->n * sizeof *s->c);

@@ -190,6 +190,11 @@ SL_API sl_dataset *sl_tfrecord(sl_dataset *paths, int compression, unsigned flag
                                 compression);
     if (flags & ~(SL_WITH_PATHS | SL_TFRECORD_NO_DATA_CRC))
         return sl__dataset_fail(&d->base, SL_EINVAL, "tfrecord: unknown flags 0x%x", flags);
+#ifdef SLUICE_NO_ZLIB
+    if (compression != SL_COMPRESSION_NONE)
+        return sl__dataset_fail(&d->base, SL_EUNSUPPORTED, "tfrecord: compressed files need "
+                                "zlib, which this build has not (SLUICE_WITH_ZLIB=OFF)");
+#endif
     d->compression = compression;
     d->flags = flags;
     return &d->base;
