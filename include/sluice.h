@@ -307,8 +307,25 @@ typedef enum sl_option {
      * 256 MiB): a length over it is a corrupt record, refused before any
      * allocation. */
     SL_OPT_MAX_RECORD_BYTES,
+    /* One of sl_profile: defaults for a kind of machine. Options set
+     * explicitly win over a profile's defaults. */
+    SL_OPT_PROFILE,
     SL_OPT_COUNT
 } sl_option;
+
+typedef enum sl_profile {
+    SL_PROFILE_DEFAULT = 0,
+    /* A small device (one core, little memory): SL_OPT_THREADS 1,
+     * SL_OPT_AUTOTUNE 0, SL_OPT_RAM_BUDGET 64 MiB, SL_OPT_IO_DEPTH 4,
+     * SL_OPT_IO_BACKEND pread. With that one thread every node runs on
+     * the thread that calls sl_next: no pool worker, no producer, no
+     * controller, no reader threads; prefetch passes elements through,
+     * maps and map_image run their work when the consumer asks for it,
+     * file reads are pread calls there. The output is the default
+     * profile's, byte for byte, and saved states move between the two.
+     * Only sl_interleave keeps its fetcher threads. */
+    SL_PROFILE_EDGE,
+} sl_profile;
 
 typedef enum sl_io_backend { SL_IO_AUTO = 0, SL_IO_URING, SL_IO_PREAD } sl_io_backend;
 

@@ -21,11 +21,13 @@ _KEYS = {
     "autotune_log": 13,
     "epoch": 14,
     "max_record_bytes": 15,
+    "profile": 16,
 }
 
 _CHOICES = {
     "error_policy": {"fail": 0, "skip": 1, "skip_rate": 2},
     "io_backend": {"auto": 0, "uring": 1, "io_uring": 1, "pread": 2},
+    "profile": {"default": 0, "edge": 1},
 }
 
 
@@ -56,6 +58,10 @@ class Options:
     max_record_bytes the largest TFRecord record or tar member (default 256
                     MiB): a longer one is a corrupt record, refused before
                     anything is allocated
+    profile         "default", or "edge" for a small device: one thread
+                    (every node runs on the thread that iterates), no
+                    autotune, a 64 MiB RAM budget, pread; options given
+                    explicitly win over these
 
     Options combine: ``a.merge(b)`` is a with b's non-None fields on top.
     """

@@ -210,6 +210,7 @@ struct sl__tree {
     int io_backend;        /* requested sl_io_backend */
     int io_depth;          /* reads in flight per reading node */
     int64_t max_record;    /* SL_OPT_MAX_RECORD_BYTES */
+    bool edge;             /* SL_PROFILE_EDGE: nodes run on the caller's thread */
     atomic_int io_backend_used; /* what reads actually use (statistics) */
     atomic_llong bytes_read;
 
@@ -300,6 +301,9 @@ int64_t sl__tree_stat(const sl__tree *t, sl_stat key);
 int sl__iter_make_root(const sl_dataset *ds, sl__tree *t, int64_t epoch, sl__iter **out);
 /* The runtime set with sl_options_set_runtime, or NULL. */
 sl_runtime *sl__options_runtime(const sl_options *opts);
+/* An option as the iterator uses it: set explicitly, else the profile's
+ * default (SL_OPT_PROFILE), else the option's. */
+int64_t sl__options_get(const sl_options *opts, sl_option key);
 /* Blocks while the budget is exhausted and the caller's own buffer is not
  * empty (*own_count > 0; the caller's consumer must call sl__tree_unhold
  * after taking from that buffer, which wakes the wait). Returns false if the

@@ -4,6 +4,7 @@
 
 struct sl_options {
     int64_t v[SL_OPT_COUNT];
+    uint64_t set; /* bit k: key k set explicitly (a profile's default yields) */
     sl_runtime *rt;
 };
 
@@ -26,6 +27,7 @@ static const struct {
     [SL_OPT_AUTOTUNE_LOG] = {0, 0, 1},
     [SL_OPT_EPOCH] = {-1, -1, INT64_MAX},
     [SL_OPT_MAX_RECORD_BYTES] = {256 << 20, 1, (int64_t)1 << 40},
+    [SL_OPT_PROFILE] = {SL_PROFILE_DEFAULT, SL_PROFILE_DEFAULT, SL_PROFILE_EDGE},
 };
 
 SL_API sl_options *sl_options_create(void)
@@ -63,7 +65,32 @@ SL_API int sl_options_set(sl_options *o, sl_option key, int64_t value)
                              (int)key, (long long)value, (long long)option_spec[key].min,
                              (long long)option_spec[key].max);
     o->v[key] = value;
+    o->set |= (uint64_t)1 << key;
     return 0;
+}
+
+/* What a profile changes: the key's value unless it was set explicitly. */
+static const struct {
+    sl_option key;
+    int64_t value;
+} edge_defaults[] = {
+    {SL_OPT_THREADS, 1},
+    {SL_OPT_AUTOTUNE, 0},
+    {SL_OPT_RAM_BUDGET, 64 << 20},
+    {SL_OPT_IO_DEPTH, 4},
+    {SL_OPT_IO_BACKEND, SL_IO_PREAD},
+};
+
+int64_t sl__options_get(const sl_options *o, sl_option key)
+{
+    int64_t v = sl_options_get(o, key);
+    if (o && (o->set >> key & 1))
+        return v;
+    if (sl_options_get(o, SL_OPT_PROFILE) == SL_PROFILE_EDGE)
+        for (size_t i = 0; i < sizeof edge_defaults / sizeof edge_defaults[0]; i++)
+            if (edge_defaults[i].key == key)
+                return edge_defaults[i].value;
+    return v;
 }
 
 SL_API int64_t sl_options_get(const sl_options *o, sl_option key)

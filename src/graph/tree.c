@@ -11,6 +11,7 @@
 #include "../core/log.h"
 #include "../core/salts.h"
 #include "node.h"
+#include "../runtime/io.h"
 #include "trace.h"
 
 /* ---- node iterators ---- */
@@ -314,31 +315,38 @@ int sl__tree_init(sl__tree *t, const sl_options *opts)
 {
     pthread_mutex_init(&t->mu, NULL);
     pthread_cond_init(&t->budget_cv, NULL);
-    int64_t threads = sl_options_get(opts, SL_OPT_THREADS);
-    t->ram_budget = sl_options_get(opts, SL_OPT_RAM_BUDGET);
+    int64_t threads = sl__options_get(opts, SL_OPT_THREADS);
+    t->ram_budget = sl__options_get(opts, SL_OPT_RAM_BUDGET);
     if (t->ram_budget == 0)
         t->ram_budget = default_budget();
-    t->policy = (int)sl_options_get(opts, SL_OPT_ERROR_POLICY);
-    t->error_max_ppm = sl_options_get(opts, SL_OPT_ERROR_MAX_PPM);
-    t->error_log_limit = sl_options_get(opts, SL_OPT_ERROR_LOG_LIMIT);
-    t->seed_option = sl_options_get(opts, SL_OPT_SEED);
+    t->policy = (int)sl__options_get(opts, SL_OPT_ERROR_POLICY);
+    t->error_max_ppm = sl__options_get(opts, SL_OPT_ERROR_MAX_PPM);
+    t->error_log_limit = sl__options_get(opts, SL_OPT_ERROR_LOG_LIMIT);
+    t->seed_option = sl__options_get(opts, SL_OPT_SEED);
     t->seed = sl__hash_u64(SL__SALT_SEED, (uint64_t)t->seed_option);
-    t->deterministic = sl_options_get(opts, SL_OPT_DETERMINISTIC) != 0;
-    t->io_backend = (int)sl_options_get(opts, SL_OPT_IO_BACKEND);
-    t->io_depth = (int)sl_options_get(opts, SL_OPT_IO_DEPTH);
-    t->max_record = sl_options_get(opts, SL_OPT_MAX_RECORD_BYTES);
+    t->deterministic = sl__options_get(opts, SL_OPT_DETERMINISTIC) != 0;
+    t->io_backend = (int)sl__options_get(opts, SL_OPT_IO_BACKEND);
+    t->io_depth = (int)sl__options_get(opts, SL_OPT_IO_DEPTH);
+    t->max_record = sl__options_get(opts, SL_OPT_MAX_RECORD_BYTES);
+    t->edge = sl__options_get(opts, SL_OPT_PROFILE) == SL_PROFILE_EDGE;
+    if (t->edge && t->io_backend == SL_IO_PREAD)
+        t->io_backend |= SL__IO_INLINE; /* no reader threads either */
     t->start_ns = sl__now_ns();
-    t->autotune = sl_options_get(opts, SL_OPT_AUTOTUNE) != 0;
-    t->autotune_log = sl_options_get(opts, SL_OPT_AUTOTUNE_LOG) != 0 ||
+    t->autotune = sl__options_get(opts, SL_OPT_AUTOTUNE) != 0;
+    t->autotune_log = sl__options_get(opts, SL_OPT_AUTOTUNE_LOG) != 0 ||
                       sl__log_category_enabled("autotune");
-    t->cpu_budget = (int)sl_options_get(opts, SL_OPT_CPU_BUDGET);
+    t->cpu_budget = (int)sl__options_get(opts, SL_OPT_CPU_BUDGET);
     if (t->cpu_budget == 0)
         t->cpu_budget = sl_cpu_count();
-    t->stall_target_ppm = sl_options_get(opts, SL_OPT_STALL_TARGET_PPM);
-    int64_t events = sl_options_get(opts, SL_OPT_TRACE_EVENTS);
+    t->stall_target_ppm = sl__options_get(opts, SL_OPT_STALL_TARGET_PPM);
+    int64_t events = sl__options_get(opts, SL_OPT_TRACE_EVENTS);
     if (events > 0 && !(t->trace = sl__trace_new(events)))
         return SL_ENOMEM;
-    if (threads > 0) {
+    if (t->edge && threads == 1) {
+        /* the edge profile's one thread: work runs where it is asked for */
+        t->rt = sl__runtime_inline();
+        t->own_rt = true;
+    } else if (threads > 0) {
         t->rt = sl_runtime_create((int)threads);
         t->own_rt = true;
     } else {

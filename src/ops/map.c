@@ -83,6 +83,8 @@ typedef struct map_iter {
     sl__bytes taken;
     int64_t taken_index;
     sl__snapper snap;
+    int64_t p_index;    /* the producer's next input index */
+    bool inline_chunks; /* the edge profile: no producer thread */
 } map_iter;
 
 static void slot_clear(slot *s)
@@ -226,84 +228,92 @@ static int parallelism(const map_iter *it)
     return p < 1 ? 1 : p > it->ahead / 2 ? it->ahead / 2 : (int)p;
 }
 
+enum { ROUND_ON, ROUND_ENDED, ROUND_STOPPED };
+
+/* One chunk of the producer's work: pull its inputs, submit it.
+ * ROUND_ENDED: the pass is over (finished). */
+static int producer_round(map_iter *it)
+{
+    sl__node_stats *ns = it->base.stats;
+    pthread_mutex_lock(&it->a.mu);
+    while (!atomic_load(&it->a.stop) && (it->outstanding >= 2 * parallelism(it) ||
+                                       it->in_flight >= parallelism(it)))
+        pthread_cond_wait(&it->a.cv_producer, &it->a.mu);
+    if (atomic_load(&it->a.stop)) {
+        /* the consumer is gone or cancelled; nothing to report */
+        pthread_mutex_unlock(&it->a.mu);
+        return ROUND_STOPPED;
+    }
+    chunk *c = chunk_take_free(it);
+    pthread_mutex_unlock(&it->a.mu);
+    if (!c) {
+        sl__async_finish(&it->a, SL_ENOMEM, NULL);
+        return ROUND_ENDED;
+    }
+    if (!sl__tree_wait_budget(it->base.tree, &it->pending, &it->a.stop)) {
+        chunk_give_back(it, c);
+        return ROUND_STOPPED;
+    }
+    pthread_mutex_lock(&it->a.mu);
+    int k = chunk_target(it);
+    int64_t el_bytes = it->sizer.el_bytes;
+    atomic_store_explicit(&ns->capacity, 2 * parallelism(it) * k, memory_order_relaxed);
+    pthread_mutex_unlock(&it->a.mu);
+    c->owner = it;
+    c->task.run = run_chunk;
+    c->first_index = it->p_index;
+    c->n = c->pos = 0;
+    c->done = false;
+    c->bytes = 0;
+    c->reserved = 0;
+    c->snaps.n = 0;
+    int rc = 0;
+    int64_t t0 = sl__now_ns();
+    while (c->n < k) {
+        slot *s = &c->s[c->n];
+        s->msg = NULL;
+        s->rc = 0;
+        rc = sl__iter_next(it->input, &s->el);
+        if (rc)
+            break;
+        sl__snap(&it->snap, it->input, &c->snaps);
+        c->snap_end[c->n] = (uint32_t)c->snaps.n;
+        c->n++;
+    }
+    sl__stat_add(&ns->wait_ns, sl__now_ns() - t0);
+    it->p_index += c->n;
+    pthread_mutex_lock(&it->a.mu);
+    if (c->n) {
+        c->seq = it->next_seq++;
+        if (it->ordered)
+            it->window[c->seq % it->ahead] = c;
+        it->outstanding++;
+        it->in_flight++;
+        atomic_fetch_add(&it->pending, 1);
+    } else {
+        c->next = it->free_chunks;
+        it->free_chunks = c;
+    }
+    pthread_mutex_unlock(&it->a.mu);
+    if (c->n) {
+        /* count the output to come against the budget now, so the
+         * next chunk's size sees it */
+        c->reserved = el_bytes * c->n;
+        sl__iter_hold(&it->base, c->reserved);
+        atomic_fetch_add_explicit(&ns->in_flight, 1, memory_order_relaxed);
+        sl__runtime_submit(it->base.tree->rt, &c->task);
+    }
+    if (rc) {
+        sl__async_finish(&it->a, rc, NULL);
+        return ROUND_ENDED;
+    }
+    return ROUND_ON;
+}
+
 static void *producer_main(void *arg)
 {
     map_iter *it = arg;
-    sl__node_stats *ns = it->base.stats;
-    int64_t index = it->taken_index; /* 0, or where a saved state resumes */
-    for (;;) {
-        pthread_mutex_lock(&it->a.mu);
-        while (!atomic_load(&it->a.stop) && (it->outstanding >= 2 * parallelism(it) ||
-                                           it->in_flight >= parallelism(it)))
-            pthread_cond_wait(&it->a.cv_producer, &it->a.mu);
-        if (atomic_load(&it->a.stop)) {
-            /* the consumer is gone or cancelled; nothing to report */
-            pthread_mutex_unlock(&it->a.mu);
-            break;
-        }
-        chunk *c = chunk_take_free(it);
-        pthread_mutex_unlock(&it->a.mu);
-        if (!c) {
-            sl__async_finish(&it->a, SL_ENOMEM, NULL);
-            break;
-        }
-        if (!sl__tree_wait_budget(it->base.tree, &it->pending, &it->a.stop)) {
-            chunk_give_back(it, c);
-            break;
-        }
-        pthread_mutex_lock(&it->a.mu);
-        int k = chunk_target(it);
-        int64_t el_bytes = it->sizer.el_bytes;
-        atomic_store_explicit(&ns->capacity, 2 * parallelism(it) * k, memory_order_relaxed);
-        pthread_mutex_unlock(&it->a.mu);
-        c->owner = it;
-        c->task.run = run_chunk;
-        c->first_index = index;
-        c->n = c->pos = 0;
-        c->done = false;
-        c->bytes = 0;
-        c->reserved = 0;
-        c->snaps.n = 0;
-        int rc = 0;
-        int64_t t0 = sl__now_ns();
-        while (c->n < k) {
-            slot *s = &c->s[c->n];
-            s->msg = NULL;
-            s->rc = 0;
-            rc = sl__iter_next(it->input, &s->el);
-            if (rc)
-                break;
-            sl__snap(&it->snap, it->input, &c->snaps);
-            c->snap_end[c->n] = (uint32_t)c->snaps.n;
-            c->n++;
-        }
-        sl__stat_add(&ns->wait_ns, sl__now_ns() - t0);
-        index += c->n;
-        pthread_mutex_lock(&it->a.mu);
-        if (c->n) {
-            c->seq = it->next_seq++;
-            if (it->ordered)
-                it->window[c->seq % it->ahead] = c;
-            it->outstanding++;
-            it->in_flight++;
-            atomic_fetch_add(&it->pending, 1);
-        } else {
-            c->next = it->free_chunks;
-            it->free_chunks = c;
-        }
-        pthread_mutex_unlock(&it->a.mu);
-        if (c->n) {
-            /* count the output to come against the budget now, so the
-             * next chunk's size sees it */
-            c->reserved = el_bytes * c->n;
-            sl__iter_hold(&it->base, c->reserved);
-            atomic_fetch_add_explicit(&ns->in_flight, 1, memory_order_relaxed);
-            sl__runtime_submit(it->base.tree->rt, &c->task);
-        }
-        if (rc) {
-            sl__async_finish(&it->a, rc, NULL);
-            break;
-        }
+    while (producer_round(it) == ROUND_ON) {
     }
     return NULL;
 }
@@ -356,6 +366,14 @@ static chunk *chunk_next(map_iter *it, int *rc)
                       * controller sees a long one while it lasts */
             sl__stat_take(it->base.stats, 0);
         waited = true;
+        if (it->inline_chunks) {
+            /* the edge profile: this thread pulls and runs the next chunk
+             * (the runtime has no workers: it runs as it is submitted) */
+            pthread_mutex_unlock(&it->a.mu);
+            producer_round(it);
+            pthread_mutex_lock(&it->a.mu);
+            continue;
+        }
         pthread_cond_wait(&it->a.cv_consumer, &it->a.mu);
     }
     if (c) {
@@ -530,7 +548,10 @@ int sl__map_iter_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_
     }
     if (rc == 0) {
         sl__snap(&it->snap, it->input, &it->taken); /* nothing passed yet */
-        rc = sl__async_start(&it->a, producer_main, it, "map");
+        it->p_index = it->taken_index; /* 0, or where a saved state resumes */
+        it->inline_chunks = tree->edge && sl__runtime_is_inline(tree->rt);
+        if (!it->inline_chunks)
+            rc = sl__async_start(&it->a, producer_main, it, "map");
     }
     if (rc < 0) {
         sl__iter_free(&it->base);

@@ -95,6 +95,10 @@ typedef struct fused_iter {
     sl__bytes taken;
     int64_t taken_index;
     sl__snapper snap;
+    /* the producer's: the next input index (for the random streams) and
+     * the images assigned to batches so far */
+    int64_t p_index, p_assigned;
+    bool inline_batches; /* the edge profile: no producer thread */
 } fused_iter;
 
 static void slot_clear(islot *s)
@@ -308,75 +312,81 @@ static int wait_useful(fused_iter *it, int64_t assigned)
     return assigned >= useful(it);
 }
 
+enum { ROUND_ON, ROUND_ENDED, ROUND_STOPPED };
+
+/* One batch of the producer's work: open it, assign its images, hand
+ * them to the pool. ROUND_ENDED: the pass is over (finished). */
+static int producer_round(fused_iter *it)
+{
+    int done = wait_useful(it, it->p_assigned);
+    if (done < 0)
+        return ROUND_STOPPED;
+    if (done) {
+        sl__async_finish(&it->a, SL_EOF, NULL);
+        return ROUND_ENDED;
+    }
+    pthread_mutex_lock(&it->a.mu);
+    while (!atomic_load(&it->a.stop) && it->outstanding >= BATCHES_AHEAD)
+        pthread_cond_wait(&it->a.cv_producer, &it->a.mu);
+    ibatch *b = atomic_load(&it->a.stop) ? NULL : batch_take_free(it);
+    pthread_mutex_unlock(&it->a.mu);
+    if (atomic_load(&it->a.stop)) {
+        if (b)
+            batch_free(it, b);
+        return ROUND_STOPPED;
+    }
+    if (!b) {
+        sl__async_finish(&it->a, SL_ENOMEM, NULL);
+        return ROUND_ENDED;
+    }
+    if (!sl__tree_wait_budget(it->base.tree, &it->pending, &it->a.stop)) {
+        batch_free(it, b);
+        return ROUND_STOPPED;
+    }
+    if (!b->img && !(b->img = sl__buf_get((size_t)it->n * it->img_bytes))) {
+        batch_free(it, b);
+        sl__async_finish(&it->a, SL_ENOMEM, NULL);
+        return ROUND_ENDED;
+    }
+    /* end this batch where an output batch ends, given the failures
+     * seen so far (none: every batch is full size) */
+    int64_t assigned = it->p_assigned;
+    int64_t misalign = (assigned - atomic_load(&it->failed)) % it->n;
+    int want = it->n - (int)misalign;
+    if (it->drop_card >= 0 && want > useful(it) - assigned)
+        want = (int)(useful(it) - assigned);
+    b->n = b->remaining = 0;
+    b->closed = false;
+    b->first = it->p_index;
+    b->snaps.n = 0;
+    b->held = (int64_t)want * (int64_t)it->img_bytes;
+    sl__iter_hold(&it->base, b->held);
+    pthread_mutex_lock(&it->a.mu);
+    b->seq = it->next_seq++;
+    it->window[b->seq % BATCHES_AHEAD] = b;
+    it->outstanding++;
+    atomic_fetch_add(&it->pending, 1);
+    pthread_mutex_unlock(&it->a.mu);
+
+    int rc = fill_batch(it, b, want, &it->p_index);
+    it->p_assigned += b->n;
+    pthread_mutex_lock(&it->a.mu);
+    b->closed = true;
+    pthread_cond_broadcast(&it->a.cv_consumer);
+    pthread_mutex_unlock(&it->a.mu);
+    if (rc == SL_ECANCELED)
+        return ROUND_STOPPED;
+    if (rc) {
+        sl__async_finish(&it->a, rc, NULL);
+        return ROUND_ENDED;
+    }
+    return ROUND_ON;
+}
+
 static void *producer_main(void *arg)
 {
     fused_iter *it = arg;
-    /* input position, for the per-element random streams: 0, or where a
-     * saved state resumes */
-    int64_t index = it->taken_index;
-    int64_t assigned = index;
-    for (;;) {
-        int done = wait_useful(it, assigned);
-        if (done < 0)
-            break;
-        if (done) {
-            sl__async_finish(&it->a, SL_EOF, NULL);
-            break;
-        }
-        pthread_mutex_lock(&it->a.mu);
-        while (!atomic_load(&it->a.stop) && it->outstanding >= BATCHES_AHEAD)
-            pthread_cond_wait(&it->a.cv_producer, &it->a.mu);
-        ibatch *b = atomic_load(&it->a.stop) ? NULL : batch_take_free(it);
-        pthread_mutex_unlock(&it->a.mu);
-        if (atomic_load(&it->a.stop)) {
-            if (b)
-                batch_free(it, b);
-            break;
-        }
-        if (!b) {
-            sl__async_finish(&it->a, SL_ENOMEM, NULL);
-            break;
-        }
-        if (!sl__tree_wait_budget(it->base.tree, &it->pending, &it->a.stop)) {
-            batch_free(it, b);
-            break;
-        }
-        if (!b->img && !(b->img = sl__buf_get((size_t)it->n * it->img_bytes))) {
-            batch_free(it, b);
-            sl__async_finish(&it->a, SL_ENOMEM, NULL);
-            break;
-        }
-        /* end this batch where an output batch ends, given the failures
-         * seen so far (none: every batch is full size) */
-        int64_t misalign = (assigned - atomic_load(&it->failed)) % it->n;
-        int want = it->n - (int)misalign;
-        if (it->drop_card >= 0 && want > useful(it) - assigned)
-            want = (int)(useful(it) - assigned);
-        b->n = b->remaining = 0;
-        b->closed = false;
-        b->first = index;
-        b->snaps.n = 0;
-        b->held = (int64_t)want * (int64_t)it->img_bytes;
-        sl__iter_hold(&it->base, b->held);
-        pthread_mutex_lock(&it->a.mu);
-        b->seq = it->next_seq++;
-        it->window[b->seq % BATCHES_AHEAD] = b;
-        it->outstanding++;
-        atomic_fetch_add(&it->pending, 1);
-        pthread_mutex_unlock(&it->a.mu);
-
-        int rc = fill_batch(it, b, want, &index);
-        assigned += b->n;
-        pthread_mutex_lock(&it->a.mu);
-        b->closed = true;
-        pthread_cond_broadcast(&it->a.cv_consumer);
-        pthread_mutex_unlock(&it->a.mu);
-        if (rc == SL_ECANCELED)
-            break;
-        if (rc) {
-            sl__async_finish(&it->a, rc, NULL);
-            break;
-        }
+    while (producer_round(it) == ROUND_ON) {
     }
     return NULL;
 }
@@ -422,6 +432,14 @@ static ibatch *batch_next(fused_iter *it, int *rc)
         if (ready == 0) { /* an empty take counts when the wait starts */
             sl__stat_take(it->base.stats, 0);
             ready = -2;
+        }
+        if (it->inline_batches) {
+            /* the edge profile: this thread makes the batch (its images
+             * decode in place: the runtime has no workers) */
+            pthread_mutex_unlock(&it->a.mu);
+            producer_round(it);
+            pthread_mutex_lock(&it->a.mu);
+            continue;
         }
         pthread_cond_wait(&it->a.cv_consumer, &it->a.mu);
     }
@@ -708,7 +726,12 @@ int sl__image_batch_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int
         rc = sl__iter_make_input(&it->base, 0, epoch, &it->input);
     if (rc == 0) {
         sl__snap(&it->snap, it->input, &it->taken); /* nothing passed yet */
-        rc = sl__async_start(&it->a, producer_main, it, "map_image");
+        it->p_index = it->p_assigned = it->taken_index;
+        /* the edge profile's runtime runs tasks where they are submitted:
+         * the consumer's thread makes each batch when it needs it */
+        it->inline_batches = tree->edge && sl__runtime_is_inline(tree->rt);
+        if (!it->inline_batches)
+            rc = sl__async_start(&it->a, producer_main, it, "map_image");
     }
     if (rc < 0) {
         sl__iter_free(&it->base);

@@ -167,9 +167,54 @@ static int depth_knob(prefetch_iter *it, int64_t d)
     return 0;
 }
 
+/* The edge profile's prefetch: elements pass straight through on the
+ * caller's thread (no buffer, no producer); its record is the one the
+ * buffered node writes (no fields, then the input's). */
+typedef struct inline_iter {
+    sl__iter base;
+    sl__iter *input;
+} inline_iter;
+
+static int inline_next(sl__iter *base, sl_element **out)
+{
+    return sl__iter_next(((inline_iter *)base)->input, out);
+}
+
+static void inline_destroy(sl__iter *base)
+{
+    sl__iter_free(((inline_iter *)base)->input);
+}
+
+static int inline_save(sl__iter *base, sl__bytes *w)
+{
+    return sl__save_sync(w, base, 0, NULL, ((inline_iter *)base)->input);
+}
+
+static const sl__iter_ops inline_iter_ops = {inline_next, NULL, inline_destroy, inline_save};
+
+static int inline_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
+                       sl__iter **out)
+{
+    inline_iter *it = sl__iter_alloc(&inline_iter_ops, sizeof *it, ds, tree, key, epoch);
+    if (!it)
+        return SL_ENOMEM;
+    int64_t none[1];
+    int rc = sl__iter_restored(&it->base, 0, none);
+    if (rc >= 0)
+        rc = sl__iter_make_input(&it->base, 0, epoch, &it->input);
+    if (rc < 0) {
+        sl__iter_free(&it->base);
+        return rc;
+    }
+    *out = &it->base;
+    return 0;
+}
+
 static int prefetch_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
                          sl__iter **out)
 {
+    if (tree->edge)
+        return inline_make(ds, tree, key, epoch, out);
     prefetch_iter *it = sl__iter_alloc(&prefetch_iter_ops, sizeof *it, ds, tree, key, epoch);
     if (!it)
         return SL_ENOMEM;

@@ -63,6 +63,7 @@ typedef struct read_iter {
     int64_t last_ns;    /* statistics: when inflight last changed hands */
     int last_inflight;  /* ... and what it was then */
     bool input_done, fd_starved;
+    bool inline_reads;   /* the edge profile: no producer thread, take() runs rounds */
     sl_element *pending; /* pulled, waiting for a file descriptor */
     sl__io_cqe *cqes;
     slot **finished;
@@ -425,32 +426,37 @@ static void producer_finish(read_iter *it, int rc)
     sl__async_finish(&it->a, rc, msg);
 }
 
+enum { ROUND_ON, ROUND_IDLE, ROUND_ENDED, ROUND_STOPPED };
+
+/* One round of the producer's work: start what the ring and the budget
+ * allow, submit, take what finished. ROUND_IDLE: nothing in flight and
+ * no room to start more; ROUND_ENDED: the pass is over (finished). */
+static int producer_round(read_iter *it)
+{
+    fill(it);
+    account(it);
+    int rc = sl__io_submit(it->io);
+    if (rc == 0 && it->inflight == 0) {
+        if (!it->input_done)
+            return stopped(it) ? ROUND_STOPPED : ROUND_IDLE;
+    } else if (rc == 0) {
+        rc = reap(it);
+        account(it);
+        if (rc == 0)
+            return stopped(it) ? ROUND_STOPPED : ROUND_ON; /* destroy waits for reads */
+    }
+    producer_finish(it, rc);
+    return ROUND_ENDED;
+}
+
 static void *producer_main(void *arg)
 {
     read_iter *it = arg;
-    int rc = 0;
     for (;;) {
-        fill(it);
-        account(it);
-        rc = sl__io_submit(it->io);
-        if (rc < 0)
-            break;
-        if (it->inflight == 0) {
-            if (it->input_done)
-                break;
-            if (stopped(it) || !wait_room(it))
-                return NULL;
-            continue;
-        }
-        rc = reap(it);
-        account(it);
-        if (rc < 0)
-            break;
-        if (stopped(it))
-            return NULL; /* destroy waits for the reads in flight */
+        int r = producer_round(it);
+        if (r == ROUND_ENDED || r == ROUND_STOPPED || (r == ROUND_IDLE && !wait_room(it)))
+            return NULL;
     }
-    producer_finish(it, rc);
-    return NULL;
 }
 
 /* Takes the next slot in input order; 0, or the end code. */
@@ -483,6 +489,20 @@ static int take(read_iter *it, slot *out)
         if (stopped(it)) {
             rc = sl__set_error(SL_ECANCELED, "%s: canceled", sl_dataset_name(it->base.ds));
             break;
+        }
+        if (it->inline_reads) {
+            /* the edge profile: this thread does the producer's work (the
+             * slot it needs is in flight, or not started for lack of room
+             * the finished slots ahead of it will give back) */
+            pthread_mutex_unlock(&it->a.mu);
+            int r = producer_round(it);
+            pthread_mutex_lock(&it->a.mu);
+            if (r == ROUND_IDLE && !(s->done && atomic_load(&it->count) > 0)) {
+                rc = sl__set_error(SL_EINTERNAL, "%s: no read to wait for",
+                                   sl_dataset_name(it->base.ds));
+                break;
+            }
+            continue;
         }
         pthread_cond_wait(&it->a.cv_consumer, &it->a.mu);
     }
@@ -596,7 +616,8 @@ static int read_setup(read_iter *it, int64_t epoch)
     for (int i = 0; i < it->nslots; i++)
         it->slots[i].fd = -1;
     sl__snap(&it->snap, it->input, &it->taken); /* nothing passed yet */
-    return sl__async_start(&it->a, producer_main, it, "read");
+    it->inline_reads = t->edge;
+    return it->inline_reads ? 0 : sl__async_start(&it->a, producer_main, it, "read");
 }
 
 static int read_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,

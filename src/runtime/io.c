@@ -33,9 +33,9 @@ static int env_backend(void)
     return SL_IO_AUTO;
 }
 
-static int open_pread(int depth, const char *who, sl__io **out)
+static int open_pread(int depth, bool inline_reads, const char *who, sl__io **out)
 {
-    int rc = sl__io_pread_open(depth, out);
+    int rc = sl__io_pread_open(depth, inline_reads ? 0 : -1, out);
     if (rc < 0)
         sl__error_prefix(who);
     return rc;
@@ -44,14 +44,15 @@ static int open_pread(int depth, const char *who, sl__io **out)
 int sl__io_open(int requested, int depth, const char *who, sl__io **out)
 {
     *out = NULL;
-    int want = requested;
+    bool inline_reads = requested & SL__IO_INLINE;
+    int want = requested & ~SL__IO_INLINE;
     bool by_env = false;
     if (want == SL_IO_AUTO) {
         want = env_backend();
         by_env = want != SL_IO_AUTO;
     }
     if (want == SL_IO_PREAD)
-        return open_pread(depth, who, out);
+        return open_pread(depth, inline_reads, who, out);
 
     int err = atomic_load(&uring_refused);
     if (!err) {
@@ -73,7 +74,7 @@ int sl__io_open(int requested, int depth, const char *who, sl__io **out)
                              by_env ? ", and SLUICE_IO=uring asks for it" : "");
     if (!atomic_exchange(&fallback_logged, true))
         sl__log(SL_LOG_INFO, "io_uring unavailable (%s); reading with pread", why);
-    return open_pread(depth, who, out);
+    return open_pread(depth, inline_reads, who, out);
 }
 
 int sl__io_backend(const sl__io *io)

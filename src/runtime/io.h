@@ -34,6 +34,9 @@ typedef struct sl__io_cqe {
  * SL_EUNSUPPORTED and the reason. Returns 0 or a code with the message set
  * (prefixed by `who`). */
 int sl__io_open(int requested, int depth, const char *who, sl__io **out);
+/* Or'ed into `requested`: a pread engine does its reads in sl__io_submit
+ * on the caller's thread, with no threads of its own (the edge profile). */
+#define SL__IO_INLINE 0x100
 /* SL_IO_URING or SL_IO_PREAD. */
 int sl__io_backend(const sl__io *io);
 /* Queues a read of len bytes (at most SL__IO_MAX_READ) at off into buf;
@@ -73,6 +76,7 @@ struct sl__io {
  * a ring; or SL_ENOMEM. No message is set: the caller words it. */
 int sl__io_uring_open(int depth, sl__io **out, int *sys_err);
 /* 0 or a code with the message set. */
-int sl__io_pread_open(int depth, sl__io **out);
+/* threads: 0 for reads done inline by submit, < 0 for the default. */
+int sl__io_pread_open(int depth, int threads, sl__io **out);
 
 #endif

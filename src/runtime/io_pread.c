@@ -1,7 +1,8 @@
 /*
  * pread backend, for where io_uring cannot be set up: a few threads of the
  * engine's own take reads from a queue and post completions, so the
- * caller's thread never blocks on one read. Reads prepared between two
+ * caller's thread never blocks on one read (or none, for the edge profile:
+ * submit reads in place). Reads prepared between two
  * submits enter the queue under one lock.
  *
  * Queue and completion list are rings of `depth` entries: the caller keeps
@@ -100,6 +101,13 @@ static int pread_submit(sl__io *base)
     if (!p->nstaged)
         return 0;
     int depth = base->depth;
+    if (p->nthreads == 0) { /* inline: read now, on this thread */
+        for (int i = 0; i < p->nstaged; i++)
+            p->done[(p->dhead + p->dlen++) % depth] =
+                (sl__io_cqe){p->staged[i].user, read_fully(&p->staged[i])};
+        p->nstaged = 0;
+        return 0;
+    }
     pthread_mutex_lock(&p->mu);
     for (int i = 0; i < p->nstaged; i++)
         p->queue[(p->qhead + p->qlen + i) % depth] = p->staged[i];
@@ -162,10 +170,10 @@ static void pread_close(sl__io *base)
 
 static const sl__io_ops pread_ops = {pread_prep, pread_submit, pread_reap, pread_close};
 
-int sl__io_pread_open(int depth, sl__io **out)
+int sl__io_pread_open(int depth, int threads, sl__io **out)
 {
     *out = NULL;
-    int nthreads = depth < MAX_THREADS ? depth : MAX_THREADS;
+    int nthreads = threads >= 0 ? threads : depth < MAX_THREADS ? depth : MAX_THREADS;
     size_t size = sizeof(pread_io) + (size_t)nthreads * sizeof(pthread_t);
     pread_io *p = sl__calloc(1, size);
     if (!p)

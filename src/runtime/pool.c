@@ -18,6 +18,7 @@ struct sl_runtime {
     pthread_cond_t cv;
     sl__task *head, *tail;
     bool stopping;
+    bool inline_tasks; /* no workers: submit runs the task (the edge profile) */
     int nthreads;
     atomic_int cpu_claimed; /* worker units granted to autotune controllers */
     pthread_t threads[];
@@ -90,6 +91,10 @@ static void *worker(void *p)
 
 void sl__runtime_submit(sl_runtime *rt, sl__task *t)
 {
+    if (rt->inline_tasks) {
+        t->run(t);
+        return;
+    }
     t->next = NULL;
     pthread_mutex_lock(&rt->mu);
     if (rt->tail)
@@ -130,11 +135,11 @@ static void rt_stop(sl_runtime *rt, int started)
     rt->stopping = true;
     pthread_cond_broadcast(&rt->cv);
     pthread_mutex_unlock(&rt->mu);
-    for (int i = 0; i < started; i++)
+    for (int i = 0; i < started && !rt->inline_tasks; i++)
         pthread_join(rt->threads[i], NULL);
     pthread_cond_destroy(&rt->cv);
     pthread_mutex_destroy(&rt->mu);
-    sl__free(rt, rt_size(rt->nthreads));
+    sl__free(rt, rt_size(rt->inline_tasks ? 0 : rt->nthreads));
 }
 
 SL_API sl_runtime *sl_runtime_create(int threads)
@@ -157,6 +162,23 @@ SL_API sl_runtime *sl_runtime_create(int threads)
             return NULL;
         }
     return rt;
+}
+
+sl_runtime *sl__runtime_inline(void)
+{
+    sl_runtime *rt = sl__calloc(1, rt_size(0));
+    if (!rt)
+        return NULL;
+    rt->nthreads = 1; /* one unit of work at a time: the caller's */
+    rt->inline_tasks = true;
+    pthread_mutex_init(&rt->mu, NULL);
+    pthread_cond_init(&rt->cv, NULL);
+    return rt;
+}
+
+bool sl__runtime_is_inline(const sl_runtime *rt)
+{
+    return rt->inline_tasks;
 }
 
 SL_API void sl_runtime_free(sl_runtime *rt)

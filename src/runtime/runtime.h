@@ -3,6 +3,7 @@
 #define SL_RUNTIME_RUNTIME_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include "sluice.h"
 
@@ -20,6 +21,10 @@ int sl__runtime_cpu_claim(sl_runtime *rt, int want, int budget);
 void sl__runtime_cpu_release(sl_runtime *rt, int n);
 /* The process default runtime (created on first use), or NULL. */
 sl_runtime *sl__runtime_default(void);
+/* A runtime without workers: sl__runtime_submit runs each task at once on
+ * the submitting thread (the edge profile). Free with sl_runtime_free. */
+sl_runtime *sl__runtime_inline(void);
+bool sl__runtime_is_inline(const sl_runtime *rt);
 
 /* Bytes of memory this process may still use: MemAvailable from
  * <proc>/meminfo, lowered to the headroom under the limit of its memory

@@ -140,3 +140,19 @@ def test_image_folder_rescan(tmp_path):
     assert "b/3.jpg" in shuffled and len(shuffled) == 6
     with pytest.raises(sluice.UnsupportedError, match="rescan|SL_FOLDER_RESCAN"):
         ds.distribute(rank=0, world_size=2)
+
+
+def test_edge_profile_one_thread(image_dir):
+    ds = (sluice.Dataset.image_folder(image_dir).shuffle(sluice.ALL, seed=2)
+          .map_image(preset="train", size=24).batch(8).prefetch(sluice.AUTOTUNE))
+    before = len(os.listdir("/proc/self/task"))
+    edge = [x.tobytes() for x, _ in ds.with_options(profile="edge").iterator(epoch=1)]
+    plain = [x.tobytes() for x, _ in ds.with_options(threads=2).iterator(epoch=1)]
+    assert edge == plain
+    it = ds.with_options(profile="edge").iterator(epoch=0, interruptible=False)
+    next(it)
+    assert len(os.listdir("/proc/self/task")) == before  # no thread started
+    assert it.stat(4) == 64 << 20  # SL_STAT_RAM_BUDGET
+    it.close()
+    with pytest.raises(ValueError):
+        sluice.Options(profile="tiny").to_c()
