@@ -552,6 +552,28 @@ SL_API sl_dataset *sl_prefetch(sl_dataset *in, int64_t depth);
  * writer fails with SL_EBUSY. A pass cut short (take, an error) caches
  * nothing. */
 SL_API sl_dataset *sl_cache(sl_dataset *in, const char *path);
+/* sl_cache's path for a cache that chooses its place: sl_cache_auto(in,
+ * NULL). */
+#define SL_CACHE_AUTO ((const char *)-1)
+/* A cache that chooses where to live. Its first complete pass is kept in
+ * memory while it fits half the RAM budget (the rest moves to a spill file
+ * in spill_dir, NULL: $TMPDIR or /tmp, when it grows past that), timing
+ * what producing the stream costs (the input's time per byte). At the end
+ * of that pass: producing cheaper than ~1 ns/byte (about what reading the
+ * bytes back costs: a folder in the page cache, slices of an array) keeps
+ * nothing, later passes recompute; otherwise later passes are served from
+ * memory, or from the spill file if it did not fit. The spill file is
+ * removed with the dataset. The choice and its figures are logged (info)
+ * and in SL_STAT_CACHE_PLACEMENT / SL_STAT_CACHE_BYTES; the output is
+ * the uncached pipeline's in every case. */
+SL_API sl_dataset *sl_cache_auto(sl_dataset *in, const char *spill_dir);
+
+typedef enum sl_cache_placement {
+    SL_CACHE_UNDECIDED = 0, /* the first pass has not completed */
+    SL_CACHE_NONE,          /* producing is cheaper than reading back */
+    SL_CACHE_MEMORY,
+    SL_CACHE_FILE,
+} sl_cache_placement;
 
 /* ------------------------------------------------------------------------ */
 /* Files and images                                                         */
@@ -921,6 +943,8 @@ typedef enum sl_stat {
     SL_STAT_BYTES_READ,       /* file bytes read */
     SL_STAT_EPOCH,            /* the epoch the iterator runs (SL_OPT_EPOCH) */
     SL_STAT_PADDED,           /* elements sl_distribute repeated for equal steps */
+    SL_STAT_CACHE_PLACEMENT,  /* sl_cache_placement of an automatic cache it uses */
+    SL_STAT_CACHE_BYTES,      /* ... and the bytes it keeps there */
     SL_STAT_COUNT
 } sl_stat;
 /* One counter of the iterator; -1 for an unknown key. Any thread. */

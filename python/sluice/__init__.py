@@ -25,7 +25,7 @@ from ._errors import __all__ as _error_names
 from ._lib import LibraryError, lib as _lib
 from ._tensor import Array, DTYPE_NAMES
 from ._version import __version__
-from .dataset import (ALL, AUTOTUNE, INFINITE, UNKNOWN, Dataset, DistributedContext, MapContext,
+from .dataset import (ALL, AUTO, AUTOTUNE, INFINITE, UNKNOWN, Dataset, DistributedContext, MapContext,
                       distributed_context)
 from .dynamic import Queue, TensorSpec
 from .iterator import Iterator
@@ -56,7 +56,7 @@ def cpu_count():
 
 
 __all__ = [
-    "ALL", "AUTOTUNE", "INFINITE", "UNKNOWN", "Array", "DTYPE_NAMES", "Dataset",
+    "ALL", "AUTO", "AUTOTUNE", "INFINITE", "UNKNOWN", "Array", "DTYPE_NAMES", "Dataset",
     "DistributedContext", "distributed_context",
     "FixedLenFeature", "Iterator", "LibraryError", "MapContext", "Options", "TFRecordDataset",
     "VarLenFeature", "__version__", "cpu_count", "library_path", "library_version",

@@ -156,6 +156,7 @@ _PROTOTYPES = {
     "sl_shard": (c_void_p, [c_void_p, c_int64, c_int64]),
     "sl_prefetch": (c_void_p, [c_void_p, c_int64]),
     "sl_cache": (c_void_p, [c_void_p, c_char_p]),
+    "sl_cache_auto": (c_void_p, [c_void_p, c_char_p]),
     "sl_image_folder": (c_void_p, [c_char_p, c_char_p, c_unsigned]),
     "sl_file_list": (c_void_p, [c_char_p, c_char_p, c_unsigned]),
     "sl_read_files": (c_void_p, [c_void_p, c_unsigned]),

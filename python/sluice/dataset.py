@@ -14,6 +14,18 @@ from .options import Options
 AUTOTUNE = -1  # SL_AUTOTUNE: the library picks parallelism / depth
 ALL = -1  # SL_SHUFFLE_ALL: the whole dataset is the shuffle buffer
 INFINITE = -1  # SL_INFINITE cardinality
+
+
+class _Auto:
+    """sluice.AUTO: let the library choose (Dataset.cache's place)."""
+
+    __slots__ = ()
+
+    def __repr__(self):
+        return "sluice.AUTO"
+
+
+AUTO = _Auto()
 UNKNOWN = -2  # SL_UNKNOWN cardinality
 
 SL_ECALLBACK = -12
@@ -615,10 +627,19 @@ class Dataset:
         (sluice.AUTOTUNE: the controller sizes it)."""
         return self._derive(lib.sl_prefetch, _count("prefetch", "buffer_size", buffer_size))
 
-    def cache(self, filename=""):
+    def cache(self, filename="", spill_dir=None):
         """Caches the first complete pass: in memory (filename "", as in
         tf.data; None too) or in a file, reused while the pipeline's
-        fingerprint matches."""
+        fingerprint matches. filename=sluice.AUTO: the first pass chooses
+        (memory while it fits half the RAM budget, else a spill file in
+        spill_dir, default $TMPDIR; nothing when producing the stream is
+        cheaper than reading it back); Iterator.stats() says what it chose
+        ("cache_placement", "cache_bytes")."""
+        if filename is AUTO:
+            d = os.fsencode(spill_dir) if spill_dir else None
+            return self._derive(lib.sl_cache_auto, d)
+        if spill_dir is not None:
+            raise ValueError("cache: spill_dir is for filename=sluice.AUTO")
         f = os.fsencode(filename) if filename else None
         return self._derive(lib.sl_cache, f)
 

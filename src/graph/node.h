@@ -219,6 +219,8 @@ struct sl__tree {
     atomic_llong peak_held;
     atomic_llong skipped;   /* element errors dropped */
     atomic_llong padded;    /* elements distribute repeated for equal steps */
+    atomic_int cache_placement; /* an automatic cache's choice (sl_cache_placement) */
+    atomic_llong cache_bytes;
     atomic_llong elements;  /* handed to the consumer */
 
     /* observation and control (src/graph/stats.h, src/autotune/) */

@@ -377,6 +377,10 @@ int64_t sl__tree_stat(const sl__tree *t, sl_stat key)
         return t->epoch;
     case SL_STAT_PADDED:
         return atomic_load(&t->padded);
+    case SL_STAT_CACHE_PLACEMENT:
+        return atomic_load(&t->cache_placement);
+    case SL_STAT_CACHE_BYTES:
+        return atomic_load(&t->cache_bytes);
     default:
         return -1;
     }

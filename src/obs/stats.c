@@ -324,6 +324,12 @@ static const char *kind_name(int kind)
     return kind >= 0 && kind <= SL__NODE_READ ? names[kind] : "other";
 }
 
+static const char *placement_name(int p)
+{
+    static const char *const names[] = {"undecided", "none", "memory", "file"};
+    return p >= 0 && p < 4 ? names[p] : "?";
+}
+
 static const char *backend_name(int b)
 {
     return b == SL_IO_URING ? "io_uring" : b == SL_IO_PREAD ? "pread" : "none";
@@ -373,7 +379,8 @@ SL_API const char *sl_stats_json(sl_stats *s)
                    "\"peak_buffered_bytes\":%lld,\"ram_budget\":%lld,\"cpu_budget\":%.0f,"
                    "\"threads\":%d,\"autotune\":%s,\"io_backend\":\"%s\",\"io_in_flight\":%.0f,"
                    "\"io_bytes_per_s\":%.6g,\"bytes_read\":%lld,\"errors_skipped\":%lld,"
-                   "\"knob_changes\":%.0f,\"epoch\":%lld,\"padded\":%lld,\"nodes\":[",
+                   "\"knob_changes\":%.0f,\"epoch\":%lld,\"padded\":%lld,"
+                   "\"cache_placement\":\"%s\",\"cache_bytes\":%lld,\"nodes\":[",
                    json_num(g[SL_GLOBAL_WALL_SECONDS]), json_num(g[SL_GLOBAL_STALL_FRACTION]),
                    s->stall_target, json_num(g[SL_GLOBAL_STEP_SECONDS]),
                    (long long)st[SL_STAT_ELEMENTS], (long long)st[SL_STAT_BUFFERED_BYTES],
@@ -382,7 +389,9 @@ SL_API const char *sl_stats_json(sl_stats *s)
                    backend_name((int)st[SL_STAT_IO_BACKEND]), g[SL_GLOBAL_IO_IN_FLIGHT],
                    json_num(g[SL_GLOBAL_IO_BYTES_PER_S]), (long long)st[SL_STAT_BYTES_READ],
                    (long long)st[SL_STAT_ERRORS_SKIPPED], g[SL_GLOBAL_KNOB_CHANGES],
-                   (long long)st[SL_STAT_EPOCH], (long long)st[SL_STAT_PADDED]);
+                   (long long)st[SL_STAT_EPOCH], (long long)st[SL_STAT_PADDED],
+                   placement_name((int)st[SL_STAT_CACHE_PLACEMENT]),
+                   (long long)st[SL_STAT_CACHE_BYTES]);
     for (int i = 0; i < s->n; i++) {
         if (i)
             sl__obs_printf(&o, ",");

@@ -39,10 +39,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "../core/clock.h"
 #include "../core/crc32c.h"
 #include "../core/le.h"
 #include "../core/log.h"
@@ -72,9 +74,22 @@ typedef struct mem_cache {
 
 typedef struct cache_ds {
     sl_dataset base;
-    char *path;      /* NULL: in memory */
-    mem_cache *mem;  /* in memory: the cache */
+    char *path;      /* NULL: in memory (or automatic) */
+    mem_cache *mem;  /* in memory and automatic: the cache */
+    /* SL_CACHE_AUTO: the first complete pass measures and chooses; the
+     * choice and the spill file are under mem->mu */
+    bool automatic;
+    char *spill_dir;
+    char *spill_path; /* the spilled pass's file, removed with the dataset */
+    int placement;    /* sl_cache_placement */
+    int64_t kept_bytes; /* tensor bytes of the pass it keeps */
 } cache_ds;
+
+/* A cache is worth keeping when producing its stream costs more per byte
+ * than reading the bytes back would: about a page-cache read and a parse,
+ * ~1 GB/s here. Below it (a folder already in the page cache, slices of an
+ * array) the cache only takes memory or disk. */
+#define CHEAP_NS_PER_BYTE 1.0
 
 /* The file this tree already checked or wrote, so later epochs skip the
  * checksum pass over an unchanged file. */
@@ -86,7 +101,11 @@ typedef struct file_seen {
     struct timespec mtime;
 } file_seen;
 
-enum mode { START, PASS, MEM_FILL, MEM_SERVE, FILE_WRITE, FILE_READ, DONE, FAILED };
+enum mode {
+    START, PASS, MEM_FILL, MEM_SERVE, FILE_WRITE, FILE_READ, DONE, FAILED,
+    AUTO_FILL,  /* automatic, first pass: in memory while it fits its share */
+    AUTO_SPILL, /* ... then in the spill file */
+};
 
 typedef struct cache_iter {
     sl__iter base;
@@ -115,6 +134,8 @@ typedef struct cache_iter {
     int resume;
     int64_t resume_pos;
     uint64_t resume_off;
+    /* automatic, filling: time inside the input's next, bytes it gave */
+    int64_t produce_ns, produced_bytes;
 } cache_iter;
 
 /* What a saved cache position says. */
@@ -731,6 +752,173 @@ static int file_start(cache_iter *it)
     return write_start(it);
 }
 
+/* ---- automatic placement ---- */
+
+static const char *const placement_names[] = {"undecided", "nothing", "memory", "file"};
+
+static void publish_placement(cache_iter *it, int placement, int64_t bytes)
+{
+    atomic_store(&it->base.tree->cache_placement, placement);
+    atomic_store(&it->base.tree->cache_bytes, bytes);
+}
+
+/* The memory a cache may take: half the RAM budget. */
+static int64_t mem_share(const cache_iter *it)
+{
+    return it->base.tree->ram_budget / 2;
+}
+
+/* The pass no longer fits its share of memory: what it holds goes into
+ * the spill file, and the rest of the pass follows it there. */
+static int auto_spill(cache_iter *it)
+{
+    cache_ds *c = (cache_ds *)it->base.ds; /* (its mutable part, by the filler only) */
+    mem_cache *m = it->mem;
+    if (!c->spill_path) {
+        char name[4096];
+        snprintf(name, sizeof name, "%s/sluice-cache-%016llx-%d-%p", c->spill_dir,
+                 (unsigned long long)sl_dataset_fingerprint(c->base.inputs[0]), (int)getpid(),
+                 (void *)c);
+        if (!(c->spill_path = sl__strdup(name)))
+            return SL_ENOMEM;
+    }
+    it->path = c->spill_path;
+    size_t n = strlen(it->path) + sizeof ".partial";
+    if (!(it->partial = sl__alloc(n)) || !(it->buf = sl__alloc(IO_BUF)))
+        return SL_ENOMEM;
+    snprintf(it->partial, n, "%s.partial", it->path);
+    it->fingerprint = sl_dataset_fingerprint(c->base.inputs[0]);
+    it->crc = 0;
+    int rc = open_partial(it);
+    unsigned char h[HDR_SIZE] = {0};
+    if (rc == 0)
+        rc = write_all(it, h, HDR_SIZE);
+    for (int64_t i = 0; rc == 0 && i < m->n; i++)
+        rc = put_element(it, m->els[i]);
+    if (rc)
+        return rc;
+    sl__log(SL_LOG_INFO, "cache(auto): %.1f MiB in %lld elements passed the memory share "
+            "(%.1f MiB, half the RAM budget); spilling to %s", (double)m->bytes / 1048576,
+            (long long)m->n, (double)mem_share(it) / 1048576, it->path);
+    mem_discard(m);
+    mem_unhold(it);
+    it->mode = AUTO_SPILL;
+    return 0;
+}
+
+/* The first pass is complete: keep it where it pays, or not at all. */
+static int auto_decide(cache_iter *it, bool spilled)
+{
+    cache_ds *c = (cache_ds *)it->base.ds;
+    mem_cache *m = it->mem;
+    double ns_per_byte = it->produced_bytes > 0 ? (double)it->produce_ns /
+                                                      (double)it->produced_bytes : 0;
+    int placement = it->produced_bytes == 0 || ns_per_byte < CHEAP_NS_PER_BYTE
+                        ? SL_CACHE_NONE
+                        : spilled ? SL_CACHE_FILE : SL_CACHE_MEMORY;
+    if (spilled) {
+        int rc = finish_write(it);
+        if (rc)
+            return fail_state(it, rc);
+        if (placement == SL_CACHE_NONE)
+            unlink(c->spill_path);
+    } else if (placement == SL_CACHE_NONE) {
+        mem_discard(m);
+        mem_unhold(it);
+    }
+    sl__log(SL_LOG_INFO, "cache(auto): %.1f MiB in %lld elements, produced at %.3f ns/byte "
+            "(%.1f ms): keeping %s%s", (double)it->produced_bytes / 1048576,
+            (long long)it->served, ns_per_byte, (double)it->produce_ns / 1e6,
+            placement == SL_CACHE_NONE ? "nothing" : placement_names[placement],
+            placement == SL_CACHE_NONE ? " (producing is cheaper than reading back)"
+            : placement == SL_CACHE_FILE ? " (over the memory share)" : "");
+    pthread_mutex_lock(&m->mu);
+    c->placement = placement;
+    c->kept_bytes = placement == SL_CACHE_NONE ? 0 : it->produced_bytes;
+    m->complete = placement == SL_CACHE_MEMORY;
+    m->filling = false;
+    pthread_mutex_unlock(&m->mu);
+    it->filler = false;
+    publish_placement(it, placement, c->kept_bytes);
+    it->mode = DONE;
+    return SL_EOF;
+}
+
+/* Next of an automatic first pass, in memory or spilled. */
+static int auto_fill_next(cache_iter *it, sl_element **out)
+{
+    int64_t t0 = sl__now_ns();
+    int rc = sl__iter_next(it->input, out);
+    it->produce_ns += sl__now_ns() - t0;
+    if (rc == SL_EOF)
+        return auto_decide(it, it->mode == AUTO_SPILL);
+    if (rc)
+        return rc;
+    it->produced_bytes += (int64_t)sl__element_bytes(*out);
+    if (it->mode == AUTO_FILL) {
+        rc = mem_append(it, *out);
+        if (rc == 0 && it->mem->bytes > mem_share(it))
+            rc = auto_spill(it);
+    } else {
+        rc = put_element(it, *out);
+    }
+    if (rc) { /* the element is lost to the cache: a retry would leave a gap */
+        sl_element_release(*out);
+        *out = NULL;
+        if (rc == SL_ENOMEM)
+            sl__set_error(rc, "cache(auto): out of memory");
+        return fail_state(it, rc);
+    }
+    return 0;
+}
+
+/* Where a pass of an automatic cache comes from. */
+static int auto_start(cache_iter *it)
+{
+    cache_ds *c = (cache_ds *)it->base.ds;
+    mem_cache *m = c->mem;
+    it->mem = m;
+    pthread_mutex_lock(&m->mu);
+    int placement = c->placement;
+    bool fill = placement == SL_CACHE_UNDECIDED && !m->filling;
+    if (fill)
+        m->filling = it->filler = true;
+    int64_t bytes = m->bytes, kept = c->kept_bytes;
+    pthread_mutex_unlock(&m->mu);
+    if (placement == SL_CACHE_MEMORY) {
+        it->mode = MEM_SERVE;
+        if (it->resume == RESUME_MEM && it->resume_pos <= m->n) {
+            it->pos = it->resume_pos;
+            it->resume_pos = 0;
+        }
+        mem_hold(it, bytes);
+        publish_placement(it, placement, kept);
+        return 0;
+    }
+    if (placement == SL_CACHE_FILE) {
+        it->path = c->spill_path;
+        it->fingerprint = sl_dataset_fingerprint(c->base.inputs[0]);
+        if (!(it->buf = sl__alloc(IO_BUF)))
+            return SL_ENOMEM;
+        int rc = read_start(it);
+        if (rc < 0)
+            return rc;
+        if (rc == 1) {
+            publish_placement(it, placement, kept);
+            return 0;
+        }
+        /* the spill file went (a tmp cleaner): serve from the input, and
+         * let the next pass choose again */
+        pthread_mutex_lock(&m->mu);
+        c->placement = SL_CACHE_UNDECIDED;
+        pthread_mutex_unlock(&m->mu);
+        placement = SL_CACHE_UNDECIDED;
+    }
+    it->mode = fill ? AUTO_FILL : PASS;
+    publish_placement(it, placement, 0);
+    return sl__iter_make_input(&it->base, 0, INPUT_EPOCH, &it->input);
+}
+
 static int step(cache_iter *it, sl_element **out);
 
 /* A position the cache cannot serve from (an empty memory cache in a new
@@ -761,7 +949,9 @@ static int start(cache_iter *it)
         it->mode = DONE;
         return 0;
     }
-    if (c->path) {
+    if (c->automatic) {
+        rc = auto_start(it);
+    } else if (c->path) {
         rc = file_start(it);
     } else {
         mem_start(it);
@@ -805,6 +995,9 @@ static int step(cache_iter *it, sl_element **out)
         return file_write_next(it, out);
     case FILE_READ:
         return file_read_next(it, out);
+    case AUTO_FILL:
+    case AUTO_SPILL:
+        return auto_fill_next(it, out);
     case FAILED:
         return sl__set_error(it->failed_rc, "cache(%s): stopped after an earlier error",
                              it->path ? it->path : "memory");
@@ -817,7 +1010,7 @@ static void cache_destroy(sl__iter *base)
 {
     cache_iter *it = (cache_iter *)base;
     if (it->filler)
-        mem_end_fill(it, false);
+        mem_end_fill(it, false); /* (an automatic one stays undecided) */
     mem_unhold(it);
     if (it->locked) /* an unfinished pass: remove it while still holding the lock */
         unlink(it->partial);
@@ -843,6 +1036,8 @@ static int cache_save(sl__iter *base, sl__bytes *w)
     case PASS:
     case MEM_FILL:
     case FILE_WRITE:
+    case AUTO_FILL:
+    case AUTO_SPILL:
         f[0] = RESUME_INPUT;
         return sl__save_sync(w, base, 3, f, it->input);
     case MEM_SERVE:
@@ -914,14 +1109,19 @@ static int64_t cache_card(const sl_dataset *ds)
 
 static uint64_t cache_fp(const sl_dataset *ds, uint64_t h)
 {
-    const char *path = ((const cache_ds *)ds)->path;
-    return sl__hash_str(sl__hash_u64(h, path != NULL), path);
+    const cache_ds *c = (const cache_ds *)ds;
+    return sl__hash_str(sl__hash_u64(h, c->automatic ? 2 : c->path != NULL), c->path);
 }
 
 static void cache_ds_destroy(sl_dataset *ds)
 {
     cache_ds *c = (cache_ds *)ds;
     sl__strfree(c->path);
+    if (c->spill_path) {
+        unlink(c->spill_path); /* a spilled pass is this dataset's alone */
+        sl__strfree(c->spill_path);
+    }
+    sl__strfree(c->spill_dir);
     if (c->mem) {
         mem_discard(c->mem);
         pthread_mutex_destroy(&c->mem->mu);
@@ -937,8 +1137,23 @@ static const sl__node_ops cache_ops = {
     .destroy = cache_ds_destroy,
 };
 
+SL_API sl_dataset *sl_cache_auto(sl_dataset *in, const char *spill_dir)
+{
+    cache_ds *c = (cache_ds *)sl_cache(in, NULL);
+    if (!c)
+        return NULL;
+    c->automatic = true;
+    const char *dir = spill_dir && *spill_dir ? spill_dir : getenv("TMPDIR");
+    c->spill_dir = sl__strdup(dir && *dir ? dir : "/tmp");
+    if (!c->spill_dir)
+        return sl__dataset_fail(&c->base, SL_ENOMEM, "cache(auto): out of memory");
+    return &c->base;
+}
+
 SL_API sl_dataset *sl_cache(sl_dataset *in, const char *path)
 {
+    if (path == SL_CACHE_AUTO)
+        return sl_cache_auto(in, NULL);
     cache_ds *c = (cache_ds *)sl__dataset_new(&cache_ops, sizeof *c, in);
     if (!c)
         return NULL;

@@ -156,3 +156,22 @@ def test_edge_profile_one_thread(image_dir):
     it.close()
     with pytest.raises(ValueError):
         sluice.Options(profile="tiny").to_c()
+
+
+def test_cache_auto_placement(tmp_path):
+    calls = []
+
+    def slow(x):
+        calls.append(1)
+        return np.full(256, int(x), np.int64)
+
+    ds = sluice.Dataset.range(40).map(slow).cache(sluice.AUTO, spill_dir=str(tmp_path))
+    expect = [np.full(256, i, np.int64).tolist() for i in range(40)]
+    for epoch in range(2):
+        it = ds.iterator()
+        assert [v.tolist() for v in it] == expect
+        st = it.stats()
+        assert st["cache_placement"] == "memory" and st["cache_bytes"] == 40 * 256 * 8
+    assert len(calls) == 40  # the second pass came from memory
+    with pytest.raises(ValueError, match="spill_dir"):
+        sluice.Dataset.range(3).cache("x", spill_dir="/tmp")
