@@ -410,6 +410,8 @@ static void usage(FILE *f)
         "  --limit N            only the first N files\n"
         "  --parallelism P|auto decodes in flight (default auto)\n"
         "  --prefetch D|auto    batches ready ahead (default auto)\n"
+        "  --cache auto|none    cache(AUTO) on the read files, or no cache; both shuffle\n"
+        "                       the train preset through a buffer (a cache has no random access)\n"
         "  --io uring|pread     file reading backend (default: io_uring where available)\n"
         "  --cold               empty the page cache of the files before each epoch\n"
         "  --format F           what DIR holds: folder (default), or tfrecord / tar shards\n"
@@ -523,6 +525,7 @@ static int parse_option(config *cfg, const char *a, const char *v)
     int64_t x = 0;
     int rc = 0;
     static const char *const compressions[] = {"none", "gzip"};
+    static const char *const cache_names[] = {"none", "auto"};
     if (!strcmp(a, "--list") || !strcmp(a, "--json") || !strcmp(a, "--make-sample") ||
         !strcmp(a, "--trace") || !strcmp(a, "--plot") || !strcmp(a, "--make-shards")) {
         const char **dst = a[2] == 'l'                ? &cfg->list
@@ -566,6 +569,9 @@ static int parse_option(config *cfg, const char *a, const char *v)
     } else if (!strcmp(a, "--preset")) {
         rc = parse_choice(a, v, preset_names, 4);
         cfg->preset = (preset)rc;
+    } else if (!strcmp(a, "--cache")) {
+        rc = parse_choice(a, v, cache_names, 2);
+        cfg->cache = rc == 1 ? CACHE_AUTO : CACHE_NONE;
     } else if (!strcmp(a, "--io")) {
         rc = parse_choice(a, v, io_names, 2);
         cfg->io = rc == 0 ? SL_IO_URING : SL_IO_PREAD;

@@ -151,6 +151,7 @@ void series_json(FILE *f, const series *s);
 typedef enum preset { PRESET_TRAIN, PRESET_EVAL, PRESET_DECODE, PRESET_READ } preset;
 extern const char *const preset_names[4];
 
+enum { CACHE_UNSET = 0, CACHE_NONE, CACHE_AUTO };
 /* Records a shuffled training pass over shards mixes at once. */
 #define SHARD_SHUFFLE_BUFFER 1024
 
@@ -173,6 +174,9 @@ typedef struct config {
     int64_t prefetch;
     int io, policy;
     bool cold, ceiling, fast_upsample;
+    /* --cache: 0 not asked; CACHE_NONE or CACHE_AUTO (sl_cache_auto on the
+     * read files), both with a buffered shuffle, which works over a cache */
+    int cache;
     /* the consumer: a step of consumer_ms, then sched_ms[i] from second
      * sched_t[i] on */
     double consumer_ms;

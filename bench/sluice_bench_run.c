@@ -99,7 +99,9 @@ int list_files(const config *cfg, path_list *pl)
 {
     if (cfg->format != FORMAT_FOLDER)
         return shards_paths(cfg, pl);
-    sl_dataset *ds = sl_prefetch(open_source(cfg, SL_WITH_PATHS), SL_AUTOTUNE);
+    config plain = *cfg; /* (without the cache the run's own source has) */
+    plain.cache = CACHE_UNSET;
+    sl_dataset *ds = sl_prefetch(open_source(&plain, SL_WITH_PATHS), SL_AUTOTUNE);
     sl_options *opts = make_options(cfg, cfg->seed);
     sl_iterator *it = ds && opts ? sl_iterator_create(ds, opts) : NULL;
     int rc = -1;
@@ -170,7 +172,8 @@ sl_dataset *open_source(const config *cfg, unsigned flags)
                                : sl_image_folder(cfg->dir, NULL, flags);
     if (cfg->limit >= 0)
         ds = sl_take(ds, cfg->limit);
-    return ds;
+    /* the source lives across epochs (a cold run rebuilds the rest) */
+    return cfg->cache == CACHE_AUTO ? sl_cache_auto(ds, NULL) : ds;
 }
 
 static int crop_policy(preset p)
@@ -188,8 +191,9 @@ sl_dataset *build_pipeline(const config *cfg, sl_dataset *src, int64_t repeat,
     /* shards have no random access: their order is shuffled per epoch and
      * their records through a buffer, as tf.data pipelines do */
     if (cfg->preset == PRESET_TRAIN)
-        ds = cfg->format == FORMAT_FOLDER ? sl_shuffle(ds, SL_SHUFFLE_ALL, shuffle_seed, 0)
-                                          : sl_shuffle(ds, SHARD_SHUFFLE_BUFFER, shuffle_seed, 0);
+        ds = cfg->format == FORMAT_FOLDER && cfg->cache == CACHE_UNSET
+                 ? sl_shuffle(ds, SL_SHUFFLE_ALL, shuffle_seed, 0)
+                 : sl_shuffle(ds, SHARD_SHUFFLE_BUFFER, shuffle_seed, 0);
     if (repeat != 1)
         ds = sl_repeat(ds, repeat);
     if (cfg->preset != PRESET_READ) {
@@ -581,6 +585,8 @@ void json_config(FILE *f, const config *cfg)
     fprintf(f, ",\"seed\":%lld,\"cold\":%s,\"on_error\":\"%s\",\"fast_upsample\":%s",
             (long long)cfg->seed, cfg->cold ? "true" : "false",
             cfg->policy == SL_ERRORS_SKIP ? "skip" : "fail", cfg->fast_upsample ? "true" : "false");
+    if (cfg->cache)
+        fprintf(f, ",\"cache\":\"%s\"", cfg->cache == CACHE_AUTO ? "auto" : "none");
     fprintf(f, ",\"autotune\":%d,\"cpu_budget\":%lld,\"ram_budget_bytes\":%lld,"
             "\"consumer_ms\":", cfg->autotune, (long long)cfg->cpu_budget,
             (long long)cfg->ram_budget);
