@@ -6,10 +6,12 @@
 #define SLUICE_TESTS_JPEGUTIL_H
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h> /* before jpeglib.h */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <jpeglib.h>
 
 typedef struct ju_opts {
@@ -152,6 +154,34 @@ static inline uint8_t *ju_make(int w, int h, unsigned seed, const ju_opts *o, si
     uint8_t *jpg = ju_encode(rgb, w, h, 3, o, n);
     free(rgb);
     return jpg;
+}
+
+/* An image folder under root (which exists): root/c0 .. c<classes-1>,
+ * each with per_class JPEGs 00.jpg, 01.jpg, ... of assorted sizes
+ * (80 + 13 i by 60 + 17 c), seeded by their position. 0 or -1. */
+static inline int ju_write_folder(const char *root, int classes, int per_class)
+{
+    for (int c = 0; c < classes; c++) {
+        char dir[1024];
+        snprintf(dir, sizeof dir, "%s/c%d", root, c);
+        if (mkdir(dir, 0755) != 0)
+            return -1;
+        for (int i = 0; i < per_class; i++) {
+            size_t n;
+            uint8_t *jpg = ju_make(80 + 13 * i, 60 + 17 * c, (unsigned)(c * per_class + i),
+                                   NULL, &n);
+            char path[1100];
+            snprintf(path, sizeof path, "%s/%02d.jpg", dir, i);
+            FILE *f = fopen(path, "wb");
+            bool ok = f && fwrite(jpg, 1, n, f) == n;
+            if (f)
+                fclose(f);
+            free(jpg);
+            if (!ok)
+                return -1;
+        }
+    }
+    return 0;
 }
 
 #endif

@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include "jpegutil.h"
 #include "testutil.h"
 
@@ -23,24 +22,8 @@ static int make_folder(void **state)
 {
     (void)state;
     tu_tmpdir(root);
-    for (int c = 0; c < CLASSES; c++) {
-        char dir[320];
-        snprintf(dir, sizeof dir, "%s/c%d", root, c);
-        if (mkdir(dir, 0755) != 0)
-            return -1;
-        for (int i = 0; i < PER_CLASS; i++) {
-            size_t n;
-            uint8_t *jpg = ju_make(70 + 11 * i, 50 + 19 * c, (unsigned)(c * PER_CLASS + i),
-                                   NULL, &n);
-            char path[360];
-            snprintf(path, sizeof path, "%s/%02d.jpg", dir, i);
-            FILE *f = fopen(path, "wb");
-            if (!f || fwrite(jpg, 1, n, f) != n)
-                return -1;
-            fclose(f);
-            free(jpg);
-        }
-    }
+    if (ju_write_folder(root, CLASSES, PER_CLASS))
+        return -1;
     /* one that is not a JPEG: an element error, skipped by the policy */
     char bad[360];
     snprintf(bad, sizeof bad, "%s/c1/zz.jpg", root);

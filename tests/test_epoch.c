@@ -254,25 +254,7 @@ static int make_folder(void **state)
 {
     (void)state;
     tu_tmpdir(root);
-    for (int c = 0; c < CLASSES; c++) {
-        char dir[320];
-        snprintf(dir, sizeof dir, "%s/c%d", root, c);
-        if (mkdir(dir, 0755) != 0)
-            return -1;
-        for (int i = 0; i < PER_CLASS; i++) {
-            size_t n;
-            uint8_t *jpg = ju_make(80 + 13 * i, 60 + 17 * c, (unsigned)(c * PER_CLASS + i),
-                                   NULL, &n);
-            char path[360];
-            snprintf(path, sizeof path, "%s/%02d.jpg", dir, i);
-            FILE *f = fopen(path, "wb");
-            if (!f || fwrite(jpg, 1, n, f) != n)
-                return -1;
-            fclose(f);
-            free(jpg);
-        }
-    }
-    return 0;
+    return ju_write_folder(root, CLASSES, PER_CLASS);
 }
 
 static int remove_folder(void **state)
