@@ -545,7 +545,9 @@ SL_API sl_dataset *sl_prefetch(sl_dataset *in, int64_t depth);
  * below a cache draw once; the seed is the filling iterator's). path
  * NULL: in memory, kept by the dataset until it is freed (as tf.data's
  * memory cache); while one iterator fills it, others pass through, and
- * each iterator counts its bytes as buffered while it uses it. Otherwise a
+ * each iterator counts its bytes as buffered while it uses it; a pass that
+ * outgrows half the RAM budget moves to a spill file under $TMPDIR (or
+ * /tmp, removed with the dataset) instead of growing. Otherwise a
  * file: written to "<path>.partial" and renamed to path when a pass
  * completes; its header holds the pipeline fingerprint and a checksum, and
  * a file that does not match is rebuilt, never served. A second concurrent

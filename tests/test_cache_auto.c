@@ -129,6 +129,40 @@ static int pass_through(sl_map_ctx *ctx, const sl_element *in, sl_element **out,
     return 0;
 }
 
+/* A memory cache (path NULL) that outgrows its share of the budget moves
+ * to a file under $TMPDIR rather than growing; a cheap stream stays. */
+static void test_memory_cache_spills(void **state)
+{
+    (void)state;
+    char dir[256];
+    tu_tmpdir(dir);
+    const char *old = getenv("TMPDIR");
+    char *saved = old ? strdup(old) : NULL;
+    setenv("TMPDIR", dir, 1);
+    work w = {4096, 0, 0}, plain_w = {4096, 0, 0};
+    sl_dataset *ds = sl_cache(sl_map(sl_range(0, 400, 1), "produce", produce, &w, 2, 0), NULL);
+    sl_dataset *plain = pipeline(&plain_w, 400, NULL, false);
+    if (saved) {
+        setenv("TMPDIR", saved, 1);
+        free(saved);
+    } else {
+        unsetenv("TMPDIR");
+    }
+    int placement;
+    int64_t bytes;
+    int64_t expect = pass(plain, 1 << 20, &placement, &bytes);
+    for (int p = 0; p < 2; p++) {
+        assert_true(pass(ds, 1 << 20, &placement, &bytes) == expect);
+        assert_int_equal(placement, SL_CACHE_FILE); /* (never "nothing": it was asked for) */
+        assert_int_equal(atomic_load(&w.calls), 400);
+        assert_int_equal(files_in(dir), 1);
+    }
+    sl_dataset_free(ds);
+    assert_int_equal(files_in(dir), 0);
+    sl_dataset_free(plain);
+    tu_rmdir(dir);
+}
+
 static void test_cheap_keeps_nothing(void **state)
 {
     (void)state;
@@ -185,6 +219,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_costly_stays_in_memory),
         cmocka_unit_test(test_budget_too_small_spills),
+        cmocka_unit_test(test_memory_cache_spills),
         cmocka_unit_test(test_cheap_keeps_nothing),
         cmocka_unit_test(test_cut_pass_decides_nothing),
     };

@@ -79,6 +79,7 @@ typedef struct cache_ds {
     /* SL_CACHE_AUTO: the first complete pass measures and chooses; the
      * choice and the spill file are under mem->mu */
     bool automatic;
+    bool keep; /* a memory cache (path NULL): never "nothing", but it spills */
     char *spill_dir;
     char *spill_path; /* the spilled pass's file, removed with the dataset */
     int placement;    /* sl_cache_placement */
@@ -797,8 +798,9 @@ static int auto_spill(cache_iter *it)
         rc = put_element(it, m->els[i]);
     if (rc)
         return rc;
-    sl__log(SL_LOG_INFO, "cache(auto): %.1f MiB in %lld elements passed the memory share "
-            "(%.1f MiB, half the RAM budget); spilling to %s", (double)m->bytes / 1048576,
+    sl__log(SL_LOG_INFO, "cache(%s): %.1f MiB in %lld elements passed the memory share "
+            "(%.1f MiB, half the RAM budget); spilling to %s", c->keep ? "memory" : "auto",
+            (double)m->bytes / 1048576,
             (long long)m->n, (double)mem_share(it) / 1048576, it->path);
     mem_discard(m);
     mem_unhold(it);
@@ -813,9 +815,8 @@ static int auto_decide(cache_iter *it, bool spilled)
     mem_cache *m = it->mem;
     double ns_per_byte = it->produced_bytes > 0 ? (double)it->produce_ns /
                                                       (double)it->produced_bytes : 0;
-    int placement = it->produced_bytes == 0 || ns_per_byte < CHEAP_NS_PER_BYTE
-                        ? SL_CACHE_NONE
-                        : spilled ? SL_CACHE_FILE : SL_CACHE_MEMORY;
+    bool cheap = !c->keep && (it->produced_bytes == 0 || ns_per_byte < CHEAP_NS_PER_BYTE);
+    int placement = cheap ? SL_CACHE_NONE : spilled ? SL_CACHE_FILE : SL_CACHE_MEMORY;
     if (spilled) {
         int rc = finish_write(it);
         if (rc)
@@ -826,8 +827,9 @@ static int auto_decide(cache_iter *it, bool spilled)
         mem_discard(m);
         mem_unhold(it);
     }
-    sl__log(SL_LOG_INFO, "cache(auto): %.1f MiB in %lld elements, produced at %.3f ns/byte "
-            "(%.1f ms): keeping %s%s", (double)it->produced_bytes / 1048576,
+    sl__log(SL_LOG_INFO, "cache(%s): %.1f MiB in %lld elements, produced at %.3f ns/byte "
+            "(%.1f ms): keeping %s%s", c->keep ? "memory" : "auto",
+            (double)it->produced_bytes / 1048576,
             (long long)it->served, ns_per_byte, (double)it->produce_ns / 1e6,
             placement == SL_CACHE_NONE ? "nothing" : placement_names[placement],
             placement == SL_CACHE_NONE ? " (producing is cheaper than reading back)"
@@ -1110,7 +1112,7 @@ static int64_t cache_card(const sl_dataset *ds)
 static uint64_t cache_fp(const sl_dataset *ds, uint64_t h)
 {
     const cache_ds *c = (const cache_ds *)ds;
-    return sl__hash_str(sl__hash_u64(h, c->automatic ? 2 : c->path != NULL), c->path);
+    return sl__hash_str(sl__hash_u64(h, c->automatic && !c->keep ? 2 : c->path != NULL), c->path);
 }
 
 static void cache_ds_destroy(sl_dataset *ds)
@@ -1137,9 +1139,11 @@ static const sl__node_ops cache_ops = {
     .destroy = cache_ds_destroy,
 };
 
+static sl_dataset *cache_new(sl_dataset *in, const char *path);
+
 SL_API sl_dataset *sl_cache_auto(sl_dataset *in, const char *spill_dir)
 {
-    cache_ds *c = (cache_ds *)sl_cache(in, NULL);
+    cache_ds *c = (cache_ds *)cache_new(in, NULL);
     if (!c)
         return NULL;
     c->automatic = true;
@@ -1154,6 +1158,20 @@ SL_API sl_dataset *sl_cache(sl_dataset *in, const char *path)
 {
     if (path == SL_CACHE_AUTO)
         return sl_cache_auto(in, NULL);
+    if (path)
+        return cache_new(in, path);
+    /* in memory: the automatic cache that always keeps its pass, so one
+     * that outgrows its share of the RAM budget spills to a file rather
+     * than growing without end */
+    cache_ds *c = (cache_ds *)sl_cache_auto(in, NULL);
+    if (!c)
+        return NULL;
+    c->keep = true;
+    return &c->base;
+}
+
+static sl_dataset *cache_new(sl_dataset *in, const char *path)
+{
     cache_ds *c = (cache_ds *)sl__dataset_new(&cache_ops, sizeof *c, in);
     if (!c)
         return NULL;
