@@ -319,11 +319,11 @@ typedef enum sl_profile {
      * SL_OPT_AUTOTUNE 0, SL_OPT_RAM_BUDGET 64 MiB, SL_OPT_IO_DEPTH 4,
      * SL_OPT_IO_BACKEND pread. With that one thread every node runs on
      * the thread that calls sl_next: no pool worker, no producer, no
-     * controller, no reader threads; prefetch passes elements through,
-     * maps and map_image run their work when the consumer asks for it,
-     * file reads are pread calls there. The output is the default
-     * profile's, byte for byte, and saved states move between the two.
-     * Only sl_interleave keeps its fetcher threads. */
+     * controller, no reader or fetcher threads; prefetch passes elements
+     * through, maps, map_image and interleave do their work when the
+     * consumer asks for it, file reads are pread calls there. The output
+     * is the default profile's, byte for byte, and saved states move
+     * between the two. */
     SL_PROFILE_EDGE,
 } sl_profile;
 

@@ -156,6 +156,30 @@ static void test_same_output_no_threads(void **state)
     sl_dataset_free(pipes[1]);
 }
 
+static sl_dataset *tens(const sl_element *el, void *user)
+{
+    (void)user;
+    int64_t v = sl_tensor_int64(sl_element_tensor(el, 0));
+    return sl_range(10 * v, 10 * v + 3 + v % 3, 1);
+}
+
+/* interleave's fetchers too: the consumer fills its sources */
+static void test_interleave_inline(void **state)
+{
+    (void)state;
+    sl_dataset *ds = sl_prefetch(sl_interleave(sl_range(0, 9, 1), tens, NULL, 3, 2,
+                                               SL_AUTOTUNE, 0), 2);
+    assert_non_null(ds);
+    pass edge, dflt;
+    run(ds, true, 0, &edge);
+    run(ds, false, 0, &dflt);
+    assert_int_equal(edge.n, dflt.n);
+    assert_int_equal(edge.n, 9 * 3 + 3 * (0 + 1 + 2));
+    assert_memory_equal(edge.h, dflt.h, (size_t)edge.n * sizeof edge.h[0]);
+    assert_int_equal(edge.threads, 0);
+    sl_dataset_free(ds);
+}
+
 static void test_explicit_options_win(void **state)
 {
     (void)state;
@@ -223,6 +247,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_same_output_no_threads),
+        cmocka_unit_test(test_interleave_inline),
         cmocka_unit_test(test_explicit_options_win),
         cmocka_unit_test(test_resume_across_profiles),
     };

@@ -86,6 +86,7 @@ typedef struct ileave_iter {
     int64_t popped;       /* inputs taken into slots */
     bool ended;
     int ended_rc;
+    bool inline_fetch; /* the edge profile: no fetcher threads */
 } ileave_iter;
 
 static bool ordered(const ileave_iter *it)
@@ -268,6 +269,35 @@ typedef struct fetcher {
     int id;
 } fetcher;
 
+/* One piece of a fetcher's work (under mu, which it lets go of while it
+ * works): fill the source that needs it most, or open the next input.
+ * False when there is none. */
+static bool fetch_round(ileave_iter *it)
+{
+    source *s = work(it);
+    bool open = !s && !it->opening && !it->input_ended && it->nfut < it->d->cycle;
+    if (!s && !open)
+        return false;
+    if (s)
+        s->busy = true;
+    else
+        it->opening = true;
+    it->working++;
+    atomic_store_explicit(&it->base.stats->in_flight, it->working, memory_order_relaxed);
+    pthread_mutex_unlock(&it->mu);
+    /* (inline, the consumer is the only one to free the budget: no wait) */
+    if (s && (it->inline_fetch || sl__tree_wait_budget(it->base.tree, &it->buffered, &it->stop)))
+        fill(it, s);
+    else if (!s)
+        open_next(it);
+    pthread_mutex_lock(&it->mu);
+    if (s)
+        s->busy = false;
+    it->working--;
+    atomic_store_explicit(&it->base.stats->in_flight, it->working, memory_order_relaxed);
+    return true;
+}
+
 static void *fetcher_main(void *arg)
 {
     ileave_iter *it = ((fetcher *)arg)->it;
@@ -288,30 +318,12 @@ static void *fetcher_main(void *arg)
             pthread_cond_timedwait(&it->cv_parked, &it->mu, &ts);
             continue;
         }
-        source *s = work(it);
-        bool open = !s && !it->opening && !it->input_ended && it->nfut < it->d->cycle;
-        if (!s && !open) {
+        if (!fetch_round(it)) {
             it->idle++;
             pthread_cond_wait(&it->cv_work, &it->mu);
             it->idle--;
             continue;
         }
-        if (s)
-            s->busy = true;
-        else
-            it->opening = true;
-        it->working++;
-        atomic_store_explicit(&it->base.stats->in_flight, it->working, memory_order_relaxed);
-        pthread_mutex_unlock(&it->mu);
-        if (s && sl__tree_wait_budget(it->base.tree, &it->buffered, &it->stop))
-            fill(it, s);
-        else if (!s)
-            open_next(it);
-        pthread_mutex_lock(&it->mu);
-        if (s)
-            s->busy = false;
-        it->working--;
-        atomic_store_explicit(&it->base.stats->in_flight, it->working, memory_order_relaxed);
         if (it->consumer_waiting) /* a source it held may have ended */
             pthread_cond_signal(&it->cv_consumer);
     }
@@ -325,6 +337,10 @@ static void *fetcher_main(void *arg)
 static void consumer_wait(ileave_iter *it, bool *waited)
 {
     *waited = true;
+    if (it->inline_fetch) { /* the edge profile: do a fetcher's work here */
+        fetch_round(it);
+        return;
+    }
     if (it->idle)
         pthread_cond_signal(&it->cv_work);
     it->consumer_waiting = true;
@@ -643,7 +659,8 @@ static int ileave_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64
         rc = sl__iter_make_input(&it->base, 0, epoch, &it->input);
     if (rc == 0 && resumed > 0)
         rc = resume(it, f);
-    int64_t threads = it->parallelism ? it->parallelism->max : 0;
+    it->inline_fetch = tree->edge && sl__runtime_is_inline(tree->rt);
+    int64_t threads = it->parallelism && !it->inline_fetch ? it->parallelism->max : 0;
     for (int i = 0; rc == 0 && i < threads; i++) {
         fetcher *a = sl__alloc(sizeof *a);
         if (!a) {
