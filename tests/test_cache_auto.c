@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "graph/node.h"
 #include "testutil.h"
 
 typedef struct work {
@@ -161,10 +162,11 @@ static void test_memory_cache_spills(void **state)
 static void test_cheap_keeps_nothing(void **state)
 {
     (void)state;
-    /* rows of 1 MiB sliced out of one array, synchronously (no copy, no
-     * thread hand-off): well under a microsecond a row, so even a
-     * sanitizer build on a loaded machine stays far below 1 ns/byte */
-    const int64_t rows = 8, cols = 131072;
+    /* rows of 8 MiB sliced out of one array, synchronously (no copy, no
+     * thread hand-off): a slow row of a millisecond is still 0.0001 ns
+     * per byte, so even a sanitizer build on a loaded machine stays far
+     * below 1 ns/byte (the rule itself: test_choice_rule) */
+    const int64_t rows = 4, cols = 1 << 20; /* 8 MiB rows */
     sl_element *t = sl_element_create(1);
     int64_t shape[2] = {rows, cols};
     int64_t *d = sl_element_add_tensor(t, SL_INT64, 2, shape);
@@ -184,6 +186,22 @@ static void test_cheap_keeps_nothing(void **state)
         assert_int_equal(bytes, 0);
     }
     sl_dataset_free(ds);
+}
+
+/* The rule on exact figures, no clock. */
+static void test_choice_rule(void **state)
+{
+    (void)state;
+    assert_int_equal(sl__cache_choose(1 << 20, 100000, false, false), SL_CACHE_NONE);
+    assert_int_equal(sl__cache_choose(1 << 20, 2 << 20, false, false), SL_CACHE_MEMORY);
+    assert_int_equal(sl__cache_choose(1 << 20, 2 << 20, true, false), SL_CACHE_FILE);
+    assert_int_equal(sl__cache_choose(0, 0, false, false), SL_CACHE_NONE);
+    /* a memory cache keeps its pass, however cheap */
+    assert_int_equal(sl__cache_choose(1 << 20, 10, false, true), SL_CACHE_MEMORY);
+    assert_int_equal(sl__cache_choose(1 << 20, 10, true, true), SL_CACHE_FILE);
+    /* the line: 1 ns per byte */
+    assert_int_equal(sl__cache_choose(1000, 999, false, false), SL_CACHE_NONE);
+    assert_int_equal(sl__cache_choose(1000, 1000, false, false), SL_CACHE_MEMORY);
 }
 
 static void test_cut_pass_decides_nothing(void **state)
@@ -214,6 +232,7 @@ int main(void)
         cmocka_unit_test(test_budget_too_small_spills),
         cmocka_unit_test(test_memory_cache_spills),
         cmocka_unit_test(test_cheap_keeps_nothing),
+        cmocka_unit_test(test_choice_rule),
         cmocka_unit_test(test_cut_pass_decides_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -318,6 +318,13 @@ static inline bool sl__tree_cancelled(sl__tree *t)
     return atomic_load_explicit(&t->cancelled, memory_order_acquire);
 }
 
+/* An automatic cache's choice (sl_cache_placement) for a first pass of
+ * `bytes` that took `produce_ns` of its consumer's time: nothing when that
+ * is under about a page-cache read of the bytes (unless `keep`: a memory
+ * cache), else where the pass went (memory, or the spill file). A pure
+ * function, so tests can check the rule without a clock (ops/cache.c). */
+int sl__cache_choose(int64_t bytes, int64_t produce_ns, bool spilled, bool keep);
+
 /* Node state that outlives one pass (an in-memory cache): one slot per key,
  * created on first use, destroyed with the tree. Returns the slot's data
  * pointer (zeroed `size` bytes) or NULL on allocation failure. */

@@ -808,6 +808,14 @@ static int auto_spill(cache_iter *it)
     return 0;
 }
 
+int sl__cache_choose(int64_t bytes, int64_t produce_ns, bool spilled, bool keep)
+{
+    bool cheap = bytes == 0 || (double)produce_ns < CHEAP_NS_PER_BYTE * (double)bytes;
+    if (cheap && !keep)
+        return SL_CACHE_NONE;
+    return spilled ? SL_CACHE_FILE : SL_CACHE_MEMORY;
+}
+
 /* The first pass is complete: keep it where it pays, or not at all. */
 static int auto_decide(cache_iter *it, bool spilled)
 {
@@ -815,8 +823,7 @@ static int auto_decide(cache_iter *it, bool spilled)
     mem_cache *m = it->mem;
     double ns_per_byte = it->produced_bytes > 0 ? (double)it->produce_ns /
                                                       (double)it->produced_bytes : 0;
-    bool cheap = !c->keep && (it->produced_bytes == 0 || ns_per_byte < CHEAP_NS_PER_BYTE);
-    int placement = cheap ? SL_CACHE_NONE : spilled ? SL_CACHE_FILE : SL_CACHE_MEMORY;
+    int placement = sl__cache_choose(it->produced_bytes, it->produce_ns, spilled, c->keep);
     if (spilled) {
         int rc = finish_write(it);
         if (rc)
