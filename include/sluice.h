@@ -681,7 +681,9 @@ SL_API sl_dataset *sl_from_element(sl_element *el);
  * new element reference in *out (the dataset takes it), SL_EOF when the
  * pass is over, or a negative code (message with sl_set_last_error) that
  * is an element error: the error policy decides, and a skipped error is
- * followed by another call. With out == NULL: pass `pass` has ended (its
+ * followed by another call (so a function that fails for good should
+ * return SL_EOF after its error). 0 without an element, or another
+ * positive value, is SL_ECALLBACK whatever the policy. With out == NULL: pass `pass` has ended (its
  * node iterator is being freed, after SL_EOF or early), so the program
  * may let go of what it kept for it; the return value is ignored. `pass`
  * numbers the passes over this dataset in the order they start (each

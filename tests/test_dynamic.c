@@ -55,6 +55,12 @@ static int double_it(sl_map_ctx *ctx, const sl_element *in, sl_element **out, vo
     return 0;
 }
 
+static int forgets(void *user, int64_t pass, sl_element **out)
+{
+    (void)user, (void)pass, (void)out;
+    return 0; /* (and no element: a bug, reported as one) */
+}
+
 static void test_generator(void **state)
 {
     (void)state;
@@ -109,6 +115,14 @@ static void test_generator(void **state)
     assert_non_null(strstr(sl_last_error(), "from_generator"));
     sl_iterator_free(it); /* early: the pass still ends */
     assert_int_equal(c.ended[4], 1);
+    sl_dataset *bad = sl_from_generator(forgets, NULL, 0);
+    char bmsg[1024];
+    int64_t *bv;
+    size_t bn;
+    assert_int_equal(tu_collect(bad, o, &bv, &bn, bmsg), SL_ECALLBACK);
+    free(bv);
+    assert_non_null(strstr(bmsg, "returned 0 without an element"));
+    sl_dataset_free(bad);
     assert_null(sl_from_generator(NULL, NULL, 0));
     assert_int_equal(sl_last_error_code(), SL_EINVAL);
     sl_options_free(o);

@@ -20,5 +20,6 @@
 #define SL__SALT_ROOT_KEY 0x726f6f74ull  /* the root node's key ("root") */
 #define SL__SALT_CACHE_SEEN 0x66696c65ull /* cache: the slot of the file checked ("file") */
 #define SL__SALT_INTERLEAVE 0x696e746cull /* interleave: its inputs' keys ("intl") */
+#define SL__SALT_RESCAN 0x7e5ca9ull      /* a rescanning folder's fingerprint (its root) */
 
 #endif

@@ -210,7 +210,9 @@ struct sl__tree {
     int io_backend;        /* requested sl_io_backend */
     int io_depth;          /* reads in flight per reading node */
     int64_t max_record;    /* SL_OPT_MAX_RECORD_BYTES */
-    bool edge;             /* SL_PROFILE_EDGE: nodes run on the caller's thread */
+    /* SL_PROFILE_EDGE on one thread: the runtime has no workers and the
+     * async nodes do their producers' work on the thread that calls next */
+    bool inline_nodes;
     atomic_int io_backend_used; /* what reads actually use (statistics) */
     atomic_llong bytes_read;
 

@@ -328,8 +328,9 @@ int sl__tree_init(sl__tree *t, const sl_options *opts)
     t->io_backend = (int)sl__options_get(opts, SL_OPT_IO_BACKEND);
     t->io_depth = (int)sl__options_get(opts, SL_OPT_IO_DEPTH);
     t->max_record = sl__options_get(opts, SL_OPT_MAX_RECORD_BYTES);
-    t->edge = sl__options_get(opts, SL_OPT_PROFILE) == SL_PROFILE_EDGE;
-    if (t->edge && t->io_backend == SL_IO_PREAD)
+    /* the edge profile's one thread: every node works on the caller's */
+    t->inline_nodes = sl__options_get(opts, SL_OPT_PROFILE) == SL_PROFILE_EDGE && threads == 1;
+    if (t->inline_nodes && t->io_backend == SL_IO_PREAD)
         t->io_backend |= SL__IO_INLINE; /* no reader threads either */
     t->start_ns = sl__now_ns();
     t->autotune = sl__options_get(opts, SL_OPT_AUTOTUNE) != 0;
@@ -342,8 +343,7 @@ int sl__tree_init(sl__tree *t, const sl_options *opts)
     int64_t events = sl__options_get(opts, SL_OPT_TRACE_EVENTS);
     if (events > 0 && !(t->trace = sl__trace_new(events)))
         return SL_ENOMEM;
-    if (t->edge && threads == 1) {
-        /* the edge profile's one thread: work runs where it is asked for */
+    if (t->inline_nodes) { /* work runs where it is asked for */
         t->rt = sl__runtime_inline();
         t->own_rt = true;
     } else if (threads > 0) {

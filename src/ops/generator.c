@@ -35,15 +35,17 @@ static int gen_next(sl__iter *base, sl_element **out)
             *out = el;
             return 0;
         }
-        if (rc == 0 || rc == SL_EOF) {
-            if (rc == 0)
-                sl_element_release(el); /* (NULL) */
+        if (rc == SL_EOF) {
+            sl_element_release(el);
             it->ended = true;
             return SL_EOF;
         }
         sl_element_release(el);
-        if (rc > 0)
-            rc = SL_ECALLBACK;
+        if (rc >= 0) /* a bug in the function, not an element error: no policy
+                      * skips it (under SKIP it would be called forever) */
+            return sl__set_error(SL_ECALLBACK, "from_generator: the function returned %d%s",
+                                 rc, rc == 0 ? " without an element"
+                                             : " (expected 0, SL_EOF or < 0)");
         if (sl_last_error_code())
             sl__error_prefix("from_generator");
         else

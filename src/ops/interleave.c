@@ -659,7 +659,7 @@ static int ileave_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64
         rc = sl__iter_make_input(&it->base, 0, epoch, &it->input);
     if (rc == 0 && resumed > 0)
         rc = resume(it, f);
-    it->inline_fetch = tree->edge && sl__runtime_is_inline(tree->rt);
+    it->inline_fetch = tree->inline_nodes;
     int64_t threads = it->parallelism && !it->inline_fetch ? it->parallelism->max : 0;
     for (int i = 0; rc == 0 && i < threads; i++) {
         fetcher *a = sl__alloc(sizeof *a);

@@ -549,7 +549,7 @@ int sl__map_iter_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_
     if (rc == 0) {
         sl__snap(&it->snap, it->input, &it->taken); /* nothing passed yet */
         it->p_index = it->taken_index; /* 0, or where a saved state resumes */
-        it->inline_chunks = tree->edge && sl__runtime_is_inline(tree->rt);
+        it->inline_chunks = tree->inline_nodes;
         if (!it->inline_chunks)
             rc = sl__async_start(&it->a, producer_main, it, "map");
     }

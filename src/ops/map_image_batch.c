@@ -729,7 +729,7 @@ int sl__image_batch_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int
         it->p_index = it->p_assigned = it->taken_index;
         /* the edge profile's runtime runs tasks where they are submitted:
          * the consumer's thread makes each batch when it needs it */
-        it->inline_batches = tree->edge && sl__runtime_is_inline(tree->rt);
+        it->inline_batches = tree->inline_nodes;
         if (!it->inline_batches)
             rc = sl__async_start(&it->a, producer_main, it, "map_image");
     }

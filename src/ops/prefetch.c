@@ -213,7 +213,7 @@ static int inline_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64
 static int prefetch_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
                          sl__iter **out)
 {
-    if (tree->edge)
+    if (tree->inline_nodes)
         return inline_make(ds, tree, key, epoch, out);
     prefetch_iter *it = sl__iter_alloc(&prefetch_iter_ops, sizeof *it, ds, tree, key, epoch);
     if (!it)

@@ -4,7 +4,6 @@
  * instead of growing memory; one element larger than the whole capacity
  * still enters an empty queue. */
 #include <errno.h>
-#include <time.h>
 #include "../core/clock.h"
 #include "../graph/node.h"
 

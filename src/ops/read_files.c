@@ -616,7 +616,7 @@ static int read_setup(read_iter *it, int64_t epoch)
     for (int i = 0; i < it->nslots; i++)
         it->slots[i].fd = -1;
     sl__snap(&it->snap, it->input, &it->taken); /* nothing passed yet */
-    it->inline_reads = t->edge;
+    it->inline_reads = t->inline_nodes;
     return it->inline_reads ? 0 : sl__async_start(&it->a, producer_main, it, "read");
 }
 

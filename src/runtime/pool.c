@@ -176,11 +176,6 @@ sl_runtime *sl__runtime_inline(void)
     return rt;
 }
 
-bool sl__runtime_is_inline(const sl_runtime *rt)
-{
-    return rt->inline_tasks;
-}
-
 SL_API void sl_runtime_free(sl_runtime *rt)
 {
     if (rt)

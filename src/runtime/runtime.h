@@ -24,7 +24,6 @@ sl_runtime *sl__runtime_default(void);
 /* A runtime without workers: sl__runtime_submit runs each task at once on
  * the submitting thread (the edge profile). Free with sl_runtime_free. */
 sl_runtime *sl__runtime_inline(void);
-bool sl__runtime_is_inline(const sl_runtime *rt);
 
 /* Bytes of memory this process may still use: MemAvailable from
  * <proc>/meminfo, lowered to the headroom under the limit of its memory

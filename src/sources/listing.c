@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "../core/log.h"
+#include "../core/salts.h"
 #include "listing.h"
 
 /* ---- string arrays ---- */
@@ -128,7 +129,7 @@ struct sl__rescan {
     int64_t epoch;          /* the pass last listed for */
     /* the paths listed, by hash: index + 1 (0: empty), open addressing */
     uint32_t *set;
-    size_t set_cap, set_n;
+    size_t set_cap;
 };
 
 static uint64_t path_hash(const char *p, size_t n)
@@ -154,7 +155,6 @@ static void set_put(sl__rescan *r, const sl__listing_ds *l, size_t i)
     for (h &= r->set_cap - 1; r->set[h]; h = (h + 1) & (r->set_cap - 1)) {
     }
     r->set[h] = (uint32_t)(i + 1);
-    r->set_n++;
 }
 
 /* Room in the set for `n` paths at most half full: 0 or SL_ENOMEM. */
@@ -171,7 +171,6 @@ static int set_reserve(sl__rescan *r, const sl__listing_ds *l, size_t n)
     sl__free(r->set, r->set_cap * sizeof *r->set);
     r->set = set;
     r->set_cap = cap;
-    r->set_n = 0;
     for (size_t i = 0; i < l->paths.n; i++)
         set_put(r, l, i);
     return 0;
@@ -296,7 +295,7 @@ uint64_t sl__listing_fp(const sl_dataset *ds, uint64_t h)
 {
     const sl__listing_ds *l = (const sl__listing_ds *)ds;
     if (l->rescan) /* its files change; the folder is what it is */
-        return sl__hash_str(sl__hash_u64(h, 0x7e5ca9), l->root);
+        return sl__hash_str(sl__hash_u64(h, SL__SALT_RESCAN), l->root);
     /* the arena and the offsets together say exactly which paths */
     h = sl__hash_str(h, l->root);
     h = sl__hash_bytes(h, l->paths.buf, l->paths.len);
