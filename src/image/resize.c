@@ -430,7 +430,32 @@ vertical_avx512(const uint8_t *src, size_t stride, const int16_t *w, int taps, i
         vertical_avx2(src, stride, w, taps, dst, n);
         return;
     }
-    for (int x = 0; x < n; x += 32) {
+    /* 64 bytes a step: four independent chains of vpdpwssd hide its
+     * latency (one pair of chains waits on itself at every tap) */
+    int x = 0;
+    for (; x + 64 <= n; x += 64) {
+        __m512i lo0 = _mm512_set1_epi32(1 << (VSHIFT - 1)), hi0 = lo0, lo1 = lo0, hi1 = lo0;
+        for (int k = 0; k < taps; k += 2) {
+            const uint8_t *p = src + (size_t)k * stride + x;
+            const uint8_t *q = k + 1 < taps ? p + stride : p; /* odd last tap: weight 0 */
+            __m512i a0 = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)p));
+            __m512i a1 = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(p + 32)));
+            __m512i b0 = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)q));
+            __m512i b1 = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(q + 32)));
+            __m512i wv = _mm512_set1_epi32(tap_pair(w, k, taps));
+            lo0 = _mm512_dpwssd_epi32(lo0, _mm512_unpacklo_epi16(a0, b0), wv);
+            hi0 = _mm512_dpwssd_epi32(hi0, _mm512_unpackhi_epi16(a0, b0), wv);
+            lo1 = _mm512_dpwssd_epi32(lo1, _mm512_unpacklo_epi16(a1, b1), wv);
+            hi1 = _mm512_dpwssd_epi32(hi1, _mm512_unpackhi_epi16(a1, b1), wv);
+        }
+        lo0 = _mm512_srai_epi32(lo0, VSHIFT), hi0 = _mm512_srai_epi32(hi0, VSHIFT);
+        lo1 = _mm512_srai_epi32(lo1, VSHIFT), hi1 = _mm512_srai_epi32(hi1, VSHIFT);
+        _mm512_storeu_si512(dst + x, _mm512_packs_epi32(lo0, hi0));
+        _mm512_storeu_si512(dst + x + 32, _mm512_packs_epi32(lo1, hi1));
+    }
+    if (x == n)
+        return;
+    for (; x < n; x += 32) {
         if (x > n - 32)
             x = n - 32; /* the last step overlaps the one before: same values */
         __m512i lo = _mm512_set1_epi32(1 << (VSHIFT - 1)), hi = lo;
@@ -496,28 +521,46 @@ static int groups_build(axis *a)
     return 0;
 }
 
-__attribute__((target(AVX512))) static void
-horizontal_avx512(const axis *ax, const int16_t *row, uint8_t *line, bool flip)
+/* Two groups a step, two chains of vpdpwssd side by side; inlined per
+ * pair count so that the pair loop unrolls. */
+__attribute__((target(AVX512))) static inline __attribute__((always_inline)) __m512i
+group_sum(const int16_t *p, const int16_t *tab, int pairs)
 {
-    int out = ax->out, groups = out / GROUP, pairs = ax->pitch / 2;
+    __m512i a = _mm512_loadu_si512(p), b = _mm512_loadu_si512(p + 32);
+    __m512i acc = _mm512_set1_epi32(1 << (HSHIFT - 1));
+    for (int k = 0; k < pairs; k++, tab += 64) {
+        __m512i v = _mm512_permutex2var_epi16(a, _mm512_load_si512(tab), b);
+        acc = _mm512_dpwssd_epi32(acc, v, _mm512_load_si512(tab + 32));
+    }
+    return _mm512_srai_epi32(acc, HSHIFT);
+}
+
+__attribute__((target(AVX512))) static inline __attribute__((always_inline)) void
+horizontal_avx512_n(const axis *ax, const int16_t *row, uint8_t *line, bool flip, int pairs)
+{
+    int out = ax->out, groups = out / GROUP;
     /* dword results R G B - per pixel: bytes 0-2 of each, in order or with
      * the pixels reversed for a flip */
     const __m128i keep = _mm_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1);
     const __m128i rev = _mm_setr_epi8(12, 13, 14, 8, 9, 10, 4, 5, 6, 0, 1, 2, -1, -1, -1, -1);
     const __m128i order = flip ? rev : keep;
     const int16_t *tab = ax->g_tab;
-    for (int g = 0; g < groups; g++) {
-        const int16_t *p = row + ax->g_base[g];
-        __m512i a = _mm512_loadu_si512(p), b = _mm512_loadu_si512(p + 32);
-        __m512i acc = _mm512_set1_epi32(1 << (HSHIFT - 1));
-        for (int k = 0; k < pairs; k++, tab += 64) {
-            __m512i v = _mm512_permutex2var_epi16(a, _mm512_load_si512(tab), b);
-            acc = _mm512_dpwssd_epi32(acc, v, _mm512_load_si512(tab + 32));
-        }
-        acc = _mm512_srai_epi32(acc, HSHIFT);
-        __m128i px = _mm_shuffle_epi8(_mm512_cvtusepi32_epi8(acc), order);
-        int o = flip ? out - GROUP * (g + 1) : GROUP * g;
-        _mm_mask_storeu_epi8(line + 3 * o, 0x0fff, px);
+    size_t step = (size_t)pairs * 64;
+    int g = 0;
+    for (; g + 2 <= groups; g += 2, tab += 2 * step) {
+        __m512i s0 = group_sum(row + ax->g_base[g], tab, pairs);
+        __m512i s1 = group_sum(row + ax->g_base[g + 1], tab + step, pairs);
+        __m128i px0 = _mm_shuffle_epi8(_mm512_cvtusepi32_epi8(s0), order);
+        __m128i px1 = _mm_shuffle_epi8(_mm512_cvtusepi32_epi8(s1), order);
+        int o0 = flip ? out - GROUP * (g + 1) : GROUP * g;
+        int o1 = flip ? o0 - GROUP : o0 + GROUP;
+        _mm_mask_storeu_epi8(line + 3 * o0, 0x0fff, px0);
+        _mm_mask_storeu_epi8(line + 3 * o1, 0x0fff, px1);
+    }
+    if (g < groups) {
+        __m128i px = _mm_shuffle_epi8(
+            _mm512_cvtusepi32_epi8(group_sum(row + ax->g_base[g], tab, pairs)), order);
+        _mm_mask_storeu_epi8(line + 3 * (flip ? out - GROUP * (g + 1) : GROUP * g), 0x0fff, px);
     }
     if (groups * GROUP < out) { /* the last out % 4 pixels */
         int lo = groups * GROUP;
@@ -525,6 +568,18 @@ horizontal_avx512(const axis *ax, const int16_t *row, uint8_t *line, bool flip)
             horizontal_range(ax, row, line, flip, 0, out - lo);
         else
             horizontal_range(ax, row, line, flip, lo, out);
+    }
+}
+
+__attribute__((target(AVX512))) static void
+horizontal_avx512(const axis *ax, const int16_t *row, uint8_t *line, bool flip)
+{
+    switch (ax->pitch / 2) {
+    case 1: horizontal_avx512_n(ax, row, line, flip, 1); break;
+    case 2: horizontal_avx512_n(ax, row, line, flip, 2); break;
+    case 3: horizontal_avx512_n(ax, row, line, flip, 3); break;
+    case 4: horizontal_avx512_n(ax, row, line, flip, 4); break;
+    default: horizontal_avx512_n(ax, row, line, flip, ax->pitch / 2); break;
     }
 }
 
