@@ -29,6 +29,12 @@ with sluice-bench on the same folder, preset, batch and epochs (--threads
 defaults to the largest num_workers), --rounds times, and prints a JSON line
 with both medians, their ratio, and the median of the per-round ratios.
 
+--malloc tuned runs the baseline with glibc's malloc told to keep what it
+frees (GLIBC_TUNABLES: mmap_threshold at its 32 MiB maximum, trim_threshold
+4 GiB, so freed image buffers are reused instead of returned and faulted in
+again); the default is glibc's own behaviour. The JSON says which
+("malloc").
+
 Needs Debian's python3-torch and python3-torchvision (run it with
 /usr/bin/python3).
 """
@@ -40,6 +46,14 @@ import subprocess
 import sys
 import tempfile
 import time
+
+# --malloc tuned: glibc reads its tunables at start-up, so set them and
+# start again, before torch is loaded (the workers inherit them)
+TUNED = "glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=4294967296"
+if "--malloc" in sys.argv[:-1] and sys.argv[sys.argv.index("--malloc") + 1] == "tuned" \
+        and os.environ.get("GLIBC_TUNABLES") != TUNED:
+    os.environ["GLIBC_TUNABLES"] = TUNED
+    os.execv(sys.executable, [sys.executable] + sys.argv)
 
 import torch
 import torchvision
@@ -110,7 +124,7 @@ def baseline(args, workers_list):
         "bench": "torch_dataloader", "dir": args.dir, "preset": args.preset, "size": args.size,
         "batch": args.batch, "epochs": args.epochs, "files": len(dataset),
         "cpus": len(os.sched_getaffinity(0)), "torch_threads": torch.get_num_threads(),
-        "best_num_workers": best,
+        "best_num_workers": best, "malloc": args.malloc,
         "images_per_s": per[str(best)]["images_per_s"],
         "images_per_s_after_first_batch": per[str(best)]["images_per_s_after_first_batch"],
         "per_workers": per,
@@ -145,7 +159,7 @@ def versus(args, workers_list):
         "bench": "sluice_vs_torch", "dir": args.dir, "preset": args.preset, "size": args.size,
         "batch": args.batch, "epochs": args.epochs, "rounds": args.rounds,
         "sluice_threads": threads, "torch_num_workers": workers_list,
-        "torch_best_num_workers": torch_best,
+        "torch_best_num_workers": torch_best, "malloc": args.malloc,
         "torch_images_per_s": torch_rates, "sluice_images_per_s": sluice_rates,
         "torch_median_images_per_s": tm, "sluice_median_images_per_s": sm,
         "ratio": round(sm / tm, 2) if tm > 0 else None,
@@ -172,6 +186,8 @@ def parse_args():
     p.add_argument("--versus", metavar="SLUICE_BENCH",
                    help="alternate with this sluice-bench binary and compare")
     p.add_argument("--rounds", type=int, default=3, help="--versus: rounds (default 3)")
+    p.add_argument("--malloc", choices=["default", "tuned"], default="default",
+                   help="glibc malloc as it is, or told to keep freed memory")
     p.add_argument("--threads", type=int, default=0,
                    help="--versus: sluice-bench threads (default: the largest num_workers)")
     args = p.parse_args()
