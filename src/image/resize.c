@@ -136,13 +136,12 @@ static inline int iceil(double v)
 }
 
 /* The taps of output sample i: pixels strictly inside the triangle's
- * support around its centre c, clipped to [lo, hi). */
-static inline void tap_range(const axis *a, int i, double *c, double *fs, int *first, int *last)
+ * support (half-width fs) around its centre c, clipped to [lo, hi). */
+static inline void tap_range(const axis *a, int i, double scale, double fs, double *c,
+                             int *first, int *last)
 {
-    double scale = a->len / a->out;
-    *fs = scale > 1 ? scale : 1;
     *c = a->pos + (i + 0.5) * scale - 0.5;
-    int f = ifloor(*c - *fs) + 1, l = iceil(*c + *fs) - 1;
+    int f = ifloor(*c - fs) + 1, l = iceil(*c + fs) - 1;
     *first = f < a->lo ? a->lo : f > a->hi - 1 ? a->hi - 1 : f;
     *last = l > a->hi - 1 ? a->hi - 1 : l < a->lo ? a->lo : l;
     if (*first > *last) /* centre outside the pixels (a degenerate window) */
@@ -159,12 +158,11 @@ static double triangle(double d, double inv_fs)
  * sample's start in its zero-padded row of taps. Rounding the running sum
  * rather than each weight makes them add up to exactly 1 << WBITS, keeps
  * each within one unit of its exact value and never makes one negative. */
-static void sample_weights(axis *a, int i)
+static void sample_weights(axis *a, int i, double scale, double fs, double inv_fs)
 {
-    double c, fs, sum = 0;
+    double c, sum = 0;
     int first, last;
-    tap_range(a, i, &c, &fs, &first, &last);
-    double inv_fs = 1 / fs;
+    tap_range(a, i, scale, fs, &c, &first, &last);
     int s = first < a->hi - a->taps ? first : a->hi - a->taps;
     int16_t *q = a->w + (size_t)i * a->pitch;
     memset(q, 0, (size_t)a->pitch * sizeof *q);
@@ -208,8 +206,9 @@ static int axis_build(axis *a, double pos, double len, int size, int out)
     if (reserve((void **)&a->start, &a->start_cap, (size_t)out * sizeof *a->start) ||
         reserve((void **)&a->w, &a->w_cap, (size_t)out * a->pitch * sizeof *a->w))
         return SL_ENOMEM;
+    double inv_fs = 1 / fs; /* (divisions per axis, not per sample) */
     for (int i = 0; i < out; i++)
-        sample_weights(a, i);
+        sample_weights(a, i, scale, fs, inv_fs);
     a->valid = true;
     return 0;
 }
