@@ -203,7 +203,18 @@ static void test_tfrecord_read(void **state)
     path_of(p, sizeof p, "a.tfrecord");
     tu_check_string(sl_element_tensor(el, 1), 0, p);
     sl_element_release(el);
+    /* the statistics name the engine the shard's stream reads through */
+    int64_t backend = sl_iterator_stat(it, SL_STAT_IO_BACKEND);
+    assert_true(backend == SL_IO_URING || backend == SL_IO_PREAD);
     sl_iterator_free(it);
+    sl_options *o = sl_options_create();
+    assert_int_equal(sl_options_set(o, SL_OPT_IO_BACKEND, SL_IO_PREAD), 0);
+    it = sl_iterator_create(ds, o);
+    assert_int_equal(sl_next(it, &el), 0);
+    sl_element_release(el);
+    assert_int_equal(sl_iterator_stat(it, SL_STAT_IO_BACKEND), SL_IO_PREAD);
+    sl_iterator_free(it);
+    sl_options_free(o);
     sl_dataset_free(ds);
     free(a.p), free(b.p), free(az.p), free(bz.p), free(ag.p), free(bg.p), free(cat.p);
 }

@@ -125,6 +125,7 @@ int sl__shards_stream(sl__iter *it, sl__shards *sh)
         }
         sh->path = el;
         sh->counted = 0;
+        atomic_store(&it->tree->io_backend_used, sl__stream_backend(sh->s));
         count_bytes(it, sh);
     }
     count_bytes(it, sh);
