@@ -419,10 +419,8 @@ static void usage(FILE *f)
         "  --cycle N            shards read at a time (interleave's cycle_length, default 4)\n"
         "  --make-shards OUT    write DIR's images as --format shards into OUT, --shard-size\n"
         "                       images each (default 125), --compression gzip or none\n"
-        "  --exact-pixels       interpolate subsampled chroma before the resize (libjpeg's\n"
-        "                       fancy upsampling, PIL's pixels); the default replicates it\n"
-        "                       and lets the resize interpolate (faster)\n"
-        "  --fast-upsample      the default, named (kept for older scripts)\n"
+        "  --fast-upsample      replicate chroma instead of interpolating it (faster;\n"
+        "                       pixels differ slightly from PIL's)\n"
         "  --ceiling            also measure full-size libjpeg decode of the same files\n"
         "  --on-error fail|skip stop at a bad file (default) or skip it\n"
         "  --json FILE          write the result object to FILE\n"
@@ -623,8 +621,6 @@ static int parse_args(int argc, char **argv, config *cfg)
             cfg->cold = true;
         } else if (!strcmp(a, "--fast-upsample")) {
             cfg->fast_upsample = true;
-        } else if (!strcmp(a, "--exact-pixels")) {
-            cfg->exact_pixels = true;
         } else if (!strcmp(a, "--ceiling")) {
             cfg->ceiling = true;
         } else if (!strcmp(a, "--sweep")) {

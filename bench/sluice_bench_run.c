@@ -203,7 +203,6 @@ sl_dataset *build_pipeline(const config *cfg, sl_dataset *src, int64_t repeat,
             return NULL;
         }
         spec.fast_upsample = cfg->fast_upsample;
-        spec.exact_pixels = cfg->exact_pixels;
         ds = sl_map_image(ds, &spec, cfg->parallelism);
         ds = sl_batch(ds, cfg->batch, cfg->preset == PRESET_TRAIN ? SL_DROP_REMAINDER : 0);
     }
@@ -583,10 +582,9 @@ void json_config(FILE *f, const config *cfg)
     json_knob(f, cfg->parallelism);
     fprintf(f, ",\"prefetch\":");
     json_knob(f, cfg->prefetch);
-    fprintf(f, ",\"seed\":%lld,\"cold\":%s,\"on_error\":\"%s\",\"fast_upsample\":%s,"
-            "\"exact_pixels\":%s", (long long)cfg->seed, cfg->cold ? "true" : "false",
-            cfg->policy == SL_ERRORS_SKIP ? "skip" : "fail", cfg->exact_pixels ? "false" : "true",
-            cfg->exact_pixels ? "true" : "false");
+    fprintf(f, ",\"seed\":%lld,\"cold\":%s,\"on_error\":\"%s\",\"fast_upsample\":%s",
+            (long long)cfg->seed, cfg->cold ? "true" : "false",
+            cfg->policy == SL_ERRORS_SKIP ? "skip" : "fail", cfg->fast_upsample ? "true" : "false");
     if (cfg->cache)
         fprintf(f, ",\"cache\":\"%s\"", cfg->cache == CACHE_AUTO ? "auto" : "none");
     fprintf(f, ",\"autotune\":%d,\"cpu_budget\":%lld,\"ram_budget_bytes\":%lld,"

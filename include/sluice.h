@@ -851,22 +851,14 @@ typedef struct sl_image_spec {
                          * the same whatever the crop; 1: such files
                          * decode, missing rows grey (PIL's
                          * LOAD_TRUNCATED_IMAGES) */
-    int fast_upsample;  /* 1: replicated chroma, as exact_pixels 0 (now
-                         * the default; kept for older callers). Setting
-                         * it with exact_pixels is an error */
-    int exact_pixels;   /* 0 (default): subsampled chroma (4:2:0, 4:2:2)
-                         * is replicated in libjpeg's merged upsample and
-                         * colour pass (TurboJPEG's FASTUPSAMPLE, tf's
-                         * fancy_upscaling=False) and interpolated by the
-                         * resize's own filter: 5-10% faster on such files;
-                         * mean absolute error against a float reference
-                         * 0.4 levels (0.2 exact), single pixels at hard
-                         * colour edges up to ~50. 1: libjpeg's fancy
-                         * upsampling first, PIL/torchvision's pixels (within
-                         * the resize's rounding). 4:4:4, grey and CMYK files
-                         * decode the same either way. bench/README.md,
-                         * "Accuracy" */
-    int reserved[6];    /* zero */
+    int fast_upsample;  /* experimental. 1: subsampled chroma is
+                         * replicated, not interpolated, in libjpeg's merged
+                         * upsample and colour pass (TurboJPEG's
+                         * FASTUPSAMPLE, tf's fancy_upscaling=False):
+                         * faster decodes (bench/README.md has figures),
+                         * pixels differ slightly from PIL/torchvision's.
+                         * 0 (default): libjpeg's fancy upsampling */
+    int reserved[7];
 } sl_image_spec;
 
 /* Defaults for a crop policy and a square output of `size`: train

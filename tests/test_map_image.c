@@ -360,42 +360,6 @@ static void test_spec_sizes(void **state)
     assert_int_equal(sl_last_error_code(), SL_EINVAL);
 }
 
-/* The decode modes: by default subsampled chroma is replicated (what
- * fast_upsample=1 asked for before), exact_pixels=1 interpolates it first;
- * the two differ on these 4:2:0 files. Contradictions and set reserved
- * fields are refused. */
-static void test_exact_pixels(void **state)
-{
-    (void)state;
-    sl_image_spec modes[3] = {spec_of(SL_CROP_CENTER, 48), spec_of(SL_CROP_CENTER, 48),
-                              spec_of(SL_CROP_CENTER, 48)};
-    modes[1].fast_upsample = 1;
-    modes[2].exact_pixels = 1;
-    blob out[3];
-    for (int m = 0; m < 3; m++) {
-        sl_dataset *ds = sl_batch(sl_map_image(images(6, NULL), &modes[m], 2), 6, 0);
-        assert_int_equal(run(ds, 2, SL_ERRORS_FAIL, &out[m], NULL), SL_EOF);
-        sl_dataset_free(ds);
-    }
-    assert_int_equal(out[0].n, out[1].n);
-    assert_memory_equal(out[0].p, out[1].p, out[0].n);
-    assert_int_equal(out[0].n, out[2].n);
-    assert_true(memcmp(out[0].p, out[2].p, out[0].n) != 0);
-    for (int m = 0; m < 3; m++)
-        free(out[m].p);
-    sl_image_spec s = spec_of(SL_CROP_CENTER, 48);
-    s.exact_pixels = 1;
-    s.fast_upsample = 1;
-    assert_null(sl_map_image(sl_range(0, 1, 1), &s, 1));
-    assert_int_equal(sl_last_error_code(), SL_EINVAL);
-    assert_non_null(strstr(sl_last_error(), "exact_pixels"));
-    s = spec_of(SL_CROP_CENTER, 48);
-    s.reserved[5] = 1;
-    assert_null(sl_map_image(sl_range(0, 1, 1), &s, 1));
-    assert_int_equal(sl_last_error_code(), SL_EUNSUPPORTED);
-    assert_non_null(strstr(sl_last_error(), "reserved[5]"));
-}
-
 /* Freed with batches in flight; with parallelism 1 or 2 on two workers a
  * task is nearly always staged (inputs pulled, waiting for a worker), so
  * its inputs must be released too (ASan checks). */
@@ -432,7 +396,6 @@ int main(void)
         cmocka_unit_test(test_error_names_file),
         cmocka_unit_test(test_bad_spec),
         cmocka_unit_test(test_spec_sizes),
-        cmocka_unit_test(test_exact_pixels),
         cmocka_unit_test(test_cancel_mid_batch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

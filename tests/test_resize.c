@@ -98,17 +98,16 @@ static sl_image_spec spec_of(int crop, int size)
 
 /* ---- fast path vs reference ---- */
 
-/* Mean abs error of fast (ROI + DCT scale + sl__resize, decode flags as
- * given) vs slow (full decode with fancy upsampling + the double
- * reference) for one window; *d gets the DCT scale used. */
-static double fast_vs_ref_flags(sl__jpeg *dec, sl__resizer *rz, const uint8_t *jpg, size_t n,
-                                const uint8_t *full, int W, int H, sl__window win, int ow,
-                                int oh, unsigned flags, int *d, double *maxerr)
+/* Mean abs error of fast (ROI + DCT scale + sl__resize) vs slow (full
+ * decode + reference) for one window; *d gets the DCT scale used. */
+static double fast_vs_ref(sl__jpeg *dec, sl__resizer *rz, const uint8_t *jpg, size_t n,
+                          const uint8_t *full, int W, int H, sl__window win, int ow, int oh,
+                          int *d, double *maxerr)
 {
     sl__jpeg_info info;
     sl__decoded dd;
     assert_int_equal(sl__jpeg_header(dec, jpg, n, MAXPX, &info), 0);
-    assert_int_equal(sl__jpeg_decode(dec, jpg, n, &win, ow, oh, flags, &dd), 0);
+    assert_int_equal(sl__jpeg_decode(dec, jpg, n, &win, ow, oh, 0, &dd), 0);
     uint8_t *fast = malloc((size_t)ow * oh * 3);
     sl__resize_out o = out_u8(fast, ow, oh);
     assert_int_equal(sl__resize(rz, dd.rgb, dd.width, dd.height, dd.stride, &dd.win, &o), 0);
@@ -125,74 +124,6 @@ static double fast_vs_ref_flags(sl__jpeg *dec, sl__resizer *rz, const uint8_t *j
     free(ref);
     free(fast);
     return s / ((double)ow * oh * 3);
-}
-
-static double fast_vs_ref(sl__jpeg *dec, sl__resizer *rz, const uint8_t *jpg, size_t n,
-                          const uint8_t *full, int W, int H, sl__window win, int ow, int oh,
-                          int *d, double *maxerr)
-{
-    return fast_vs_ref_flags(dec, rz, jpg, n, full, W, H, win, ow, oh, 0, d, maxerr);
-}
-
-/* Full decode (fancy upsampling) of jpg into a packed W x H RGB copy. */
-static uint8_t *full_decode(sl__jpeg *dec, const uint8_t *jpg, size_t n, int *W, int *H)
-{
-    sl__decoded fd;
-    if (sl__jpeg_decode_full(dec, jpg, n, MAXPX, SL__JPEG_ALLOW_WARNINGS, &fd) != 0)
-        return NULL;
-    *W = fd.width, *H = fd.height;
-    uint8_t *full = malloc((size_t)fd.width * fd.height * 3);
-    for (int y = 0; y < fd.height; y++)
-        memcpy(full + (size_t)y * fd.width * 3, fd.rgb + y * fd.stride, (size_t)fd.width * 3);
-    return full;
-}
-
-/* The decode map_image uses by default (subsampled chroma replicated in
- * libjpeg's merged pass, the resize interpolating it) against the float
- * reference, beside exact_pixels' (fancy upsampling): mean absolute error
- * at most 1 level on 4:2:0, 4:2:2 and 4:4:4 files, centre and random
- * crops, every DCT scale. */
-static void test_default_decode_accuracy(void **state)
-{
-    (void)state;
-    static const int sizes[][2] = {{500, 375}, {375, 500}, {1024, 768}, {3000, 2000}};
-    static const char *const sub_names[] = {"4:2:0", "4:4:4", "4:2:2"};
-    sl__jpeg *dec = sl__jpeg_new();
-    sl__resizer *rz = sl__resizer_new();
-    for (int sub = 0; sub < 3; sub++)
-        for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
-            int W = sizes[k][0], H = sizes[k][1], w2, h2;
-            ju_opts o = {85, 0, 0, sub};
-            size_t n;
-            uint8_t *jpg = ju_make(W, H, (unsigned)(k + 7 * sub), &o, &n);
-            uint8_t *full = full_decode(dec, jpg, n, &w2, &h2);
-            assert_non_null(full);
-            double sum[2] = {0}, mx[2] = {0};
-            int draws = 11;
-            for (int i = 0; i < draws; i++) {
-                sl_image_spec spec = spec_of(i ? SL_CROP_RANDOM_RESIZED : SL_CROP_CENTER, 224);
-                sl__rng rng = sl__rng_make(5, (uint64_t)k, (uint64_t)sub, (uint64_t)i);
-                sl__window win;
-                bool flip;
-                sl__crop_plan(&spec, W, H, &rng, &win, &flip);
-                for (int m = 0; m < 2; m++) {
-                    int d;
-                    double e, x;
-                    e = fast_vs_ref_flags(dec, rz, jpg, n, full, W, H, win, 224, 224,
-                                          m ? SL__JPEG_FAST_UPSAMPLE : 0, &d, &x);
-                    sum[m] += e;
-                    mx[m] = x > mx[m] ? x : mx[m];
-                    if (m == 1)
-                        assert_true(e <= 1.0);
-                }
-            }
-            print_message("%s %dx%d: MAE exact %.3f (max %.0f), default %.3f (max %.0f)\n",
-                          sub_names[sub], W, H, sum[0] / draws, mx[0], sum[1] / draws, mx[1]);
-            free(full);
-            free(jpg);
-        }
-    sl__resizer_free(rz);
-    sl__jpeg_free(dec);
 }
 
 static void test_center_preset_matches_reference(void **state)
@@ -559,80 +490,11 @@ static void test_steady_state_and_errors(void **state)
     sl__resizer_free(rz);
 }
 
-/* test_resize --accuracy DIR [N]: the accuracy figures on a real folder
- * (make_dataset.py's layout: DIR/files.txt lists "relative/path label"),
- * the first N files (default 300): per decode mode (exact_pixels: fancy
- * upsampling; default: replicated chroma), the mean over files of the
- * mean absolute error against the float reference and the largest single
- * error, for the centre crop and one random-resized crop per file. One
- * JSON line. */
-static int accuracy(const char *dir, int limit)
+int main(void)
 {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/files.txt", dir);
-    FILE *list = fopen(path, "r");
-    if (!list) {
-        fprintf(stderr, "test_resize: cannot open %s\n", path);
-        return 1;
-    }
-    sl__jpeg *dec = sl__jpeg_new();
-    sl__resizer *rz = sl__resizer_new();
-    double sum[2][2] = {{0}}, mx[2][2] = {{0}};
-    int files = 0;
-    char rel[2048];
-    int label;
-    while (files < limit && fscanf(list, "%2047s %d", rel, &label) == 2) {
-        snprintf(path, sizeof path, "%s/%s", dir, rel);
-        FILE *f = fopen(path, "rb");
-        if (!f)
-            continue;
-        fseek(f, 0, SEEK_END);
-        size_t n = (size_t)ftell(f);
-        rewind(f);
-        uint8_t *jpg = malloc(n);
-        size_t got = fread(jpg, 1, n, f);
-        fclose(f);
-        int W, H;
-        uint8_t *full = got == n ? full_decode(dec, jpg, n, &W, &H) : NULL;
-        for (int c = 0; full && c < 2; c++) {
-            sl_image_spec spec = spec_of(c ? SL_CROP_RANDOM_RESIZED : SL_CROP_CENTER, 224);
-            sl__rng rng = sl__rng_make(7, (uint64_t)files, 0, 0);
-            sl__window win;
-            bool flip;
-            sl__crop_plan(&spec, W, H, &rng, &win, &flip);
-            for (int m = 0; m < 2; m++) {
-                int d;
-                double x, e = fast_vs_ref_flags(dec, rz, jpg, n, full, W, H, win, 224, 224,
-                                                m ? SL__JPEG_FAST_UPSAMPLE : 0, &d, &x);
-                sum[c][m] += e;
-                mx[c][m] = x > mx[c][m] ? x : mx[c][m];
-            }
-        }
-        files += full != NULL;
-        free(full);
-        free(jpg);
-    }
-    fclose(list);
-    printf("{\"bench\":\"accuracy\",\"dir\":\"%s\",\"files\":%d", dir, files);
-    static const char *const crops[] = {"center", "random"}, *const modes[] = {"exact", "default"};
-    for (int c = 0; c < 2; c++)
-        for (int m = 0; m < 2; m++)
-            printf(",\"%s_%s_mae\":%.3f,\"%s_%s_max\":%.0f", crops[c], modes[m],
-                   files ? sum[c][m] / files : 0.0, crops[c], modes[m], mx[c][m]);
-    printf("}\n");
-    sl__resizer_free(rz);
-    sl__jpeg_free(dec);
-    return files ? 0 : 1;
-}
-
-int main(int argc, char **argv)
-{
-    if (argc >= 3 && strcmp(argv[1], "--accuracy") == 0)
-        return accuracy(argv[2], argc >= 4 ? atoi(argv[3]) : 300);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_center_preset_matches_reference),
         cmocka_unit_test(test_random_windows_match_reference),
-        cmocka_unit_test(test_default_decode_accuracy),
         cmocka_unit_test(test_fixed_point_vs_reference),
         cmocka_unit_test(test_identity_exact),
         cmocka_unit_test(test_constant_exact),

@@ -52,8 +52,7 @@ class ImageSpec(ctypes.Structure):
         ("max_pixels", c_int64),
         ("allow_warnings", c_int),
         ("fast_upsample", c_int),
-        ("exact_pixels", c_int),
-        ("reserved", c_int * 6),
+        ("reserved", c_int * 7),
     ]
 
 

@@ -124,7 +124,7 @@ int sl__image_decode(const sl_image_spec *spec, sl__rng *rng, const sl_element *
     if (rc == 0) {
         sl__crop_plan(spec, info.width, info.height, rng, &win, &flip);
         unsigned flags = (spec->allow_warnings ? SL__JPEG_ALLOW_WARNINGS : 0) |
-                         (spec->exact_pixels ? 0 : SL__JPEG_FAST_UPSAMPLE);
+                         (spec->fast_upsample ? SL__JPEG_FAST_UPSAMPLE : 0);
         rc = sl__jpeg_decode(ws->dec, data, n, &win, spec->width, spec->height, flags, &d);
     }
     if (rc == 0) {
@@ -210,7 +210,7 @@ static uint64_t image_fp(const sl_dataset *ds, uint64_t h)
     h = sl__hash_bytes(h, f, sizeof f);
     h = sl__hash_u64(h, ((uint64_t)s->layout << 8) | (uint64_t)s->dtype);
     h = sl__hash_u64(h, (uint64_t)s->max_pixels ^ ((uint64_t)s->allow_warnings << 63));
-    h = sl__hash_u64(h, (uint64_t)(s->exact_pixels == 0)); /* replicated chroma */
+    h = sl__hash_u64(h, (uint64_t)(s->fast_upsample != 0));
     return sl__hash_u64(sl__hash_u64(h, (uint64_t)d->batch), d->flags);
 }
 
@@ -332,15 +332,6 @@ static int spec_check(const sl_image_spec *s)
             return sl__set_error(SL_EINVAL, "map_image: std[%d] must be > 0", c);
     if (s->max_pixels < 1)
         return sl__set_error(SL_EINVAL, "map_image: max_pixels must be >= 1");
-    if (s->exact_pixels && s->fast_upsample)
-        return sl__set_error(SL_EINVAL, "map_image: exact_pixels and fast_upsample contradict "
-                             "each other (replicated chroma is the default; set only "
-                             "exact_pixels for libjpeg's fancy upsampling)");
-    for (size_t i = 0; i < sizeof s->reserved / sizeof s->reserved[0]; i++)
-        if (s->reserved[i])
-            return sl__set_error(SL_EUNSUPPORTED, "map_image: spec.reserved[%zu] is set: a "
-                                 "field this library (%s) does not know", i,
-                                 sl_version_string());
     return 0;
 }
 

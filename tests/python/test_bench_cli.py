@@ -60,14 +60,9 @@ def test_preset_with_ceiling(sample, tmp_path, preset):
     assert 0 <= d["stall_fraction_after_first_batch"] <= d["measured_stall_fraction"] <= 1
 
 
-def test_decode_mode_is_recorded(sample, tmp_path):
-    # replicated chroma is the default; --fast-upsample names it
-    for args in ([], ["--fast-upsample"]):
-        d = run_json(tmp_path, sample, "--preset", "eval", "--batch", "16", *args)
-        assert d["fast_upsample"] is True and d["exact_pixels"] is False
-        assert d["images"] == 48
-    d = run_json(tmp_path, sample, "--preset", "eval", "--batch", "16", "--exact-pixels")
-    assert d["fast_upsample"] is False and d["exact_pixels"] is True
+def test_fast_upsample_is_recorded(sample, tmp_path):
+    d = run_json(tmp_path, sample, "--preset", "eval", "--batch", "16", "--fast-upsample")
+    assert d["fast_upsample"] is True
     assert d["images"] == 48
 
 

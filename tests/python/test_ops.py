@@ -297,20 +297,6 @@ def test_map_image_presets(image_dir, image_files):
         Dataset.image_folder(image_dir).map_image(preset="nope")
 
 
-def test_map_image_decode_modes(image_dir):
-    def first(**kw):
-        ds = Dataset.image_folder(image_dir).map_image("eval", 40, **kw).batch(12)
-        return next(iter(ds))[0]
-    default, fast, exact = first(), first(fast_upsample=1), first(exact_pixels=1)
-    # replicated chroma is the default (fast_upsample names it); the
-    # interpolated chroma of exact_pixels differs a little on 4:2:0 files
-    assert np.array_equal(default, fast)
-    assert not np.array_equal(default, exact)
-    assert np.abs(default.astype(int) - exact.astype(int)).mean() < 2
-    with pytest.raises(ValueError, match="exact_pixels"):
-        first(exact_pixels=1, fast_upsample=1)
-
-
 def test_train_preset_deterministic_for_a_seed(image_dir):
     def run(threads, seed):
         ds = (Dataset.image_folder(image_dir).shuffle(sluice.ALL, seed=seed)
