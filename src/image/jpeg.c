@@ -395,7 +395,8 @@ static int decode_region(sl__jpeg *dec, void *arg)
      * with fancy upsampling or without the skip): the rows above are read
      * and dropped instead, two at a time into the region buffer. */
     bool merged2 = rq->fast_upsample && ci->max_v_samp_factor == 2;
-    int rc = grow(dec, stride * (y1 - y0 > 2 ? y1 - y0 : 2));
+    JDIMENSION rows = merged2 && y1 - y0 < 2 ? 2 : y1 - y0; /* room for a dropped pair */
+    int rc = grow(dec, stride * rows);
     if (rc)
         return rc;
     if (merged2) {
