@@ -128,8 +128,11 @@ typedef struct sl_allocator {
  * allowed while the library holds no memory (call it first, or after
  * freeing everything and sl_release_memory()); otherwise SL_EBUSY. */
 SL_API int sl_set_allocator(const sl_allocator *allocator);
-/* Returns cached buffers of the calling thread and of the shared pools to
- * the allocator. Any thread. */
+/* Returns cached buffers to the allocator: the calling thread's, the shared
+ * pools', and those of every runtime's pool workers (an idle worker hands
+ * its cache over at once; the call waits at most 100 ms for workers busy
+ * with a task, and those hand theirs to the shared pools when the task
+ * ends). Any thread. */
 SL_API void sl_release_memory(void);
 /* Bytes currently obtained from the allocator (including pool caches). */
 SL_API int64_t sl_memory_in_use(void);

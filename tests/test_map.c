@@ -717,6 +717,42 @@ static void test_shared_runtime(void **state)
     sl_runtime_free(rt);
 }
 
+/* scratch_fn, and every 16th element also returns the caches from inside
+ * the task, on a pool worker */
+static int releasing_fn(sl_map_ctx *ctx, const sl_element *in, sl_element **out, void *user)
+{
+    if (in_value(in) % 16 == 0)
+        sl_release_memory();
+    return scratch_fn(ctx, in, out, user);
+}
+
+static void test_release_reaches_workers(void **state)
+{
+    (void)state;
+    sl_runtime *rt = sl_runtime_create(2);
+    assert_non_null(rt);
+    sl_release_memory();
+    int64_t base = sl_memory_in_use();
+    for (int round = 0; round < 4; round++) {
+        /* the workers free elements and scratch into their own caches */
+        sl_options *o = sl_options_create();
+        assert_int_equal(sl_options_set_runtime(o, rt), 0);
+        sl_dataset *ds = sl_map(sl_range(0, 64, 1), NULL, round % 2 ? releasing_fn : scratch_fn,
+                                NULL, 4, 0);
+        int64_t *got;
+        size_t n;
+        assert_int_equal(tu_collect(ds, o, &got, &n, NULL), SL_EOF);
+        assert_int_equal(n, 64);
+        free(got);
+        sl_options_free(o);
+        sl_dataset_free(ds);
+        /* with the pool still running, its workers' caches come back too */
+        sl_release_memory();
+        assert_int_equal(sl_memory_in_use(), base);
+    }
+    sl_runtime_free(rt);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -735,6 +771,7 @@ int main(void)
         cmocka_unit_test(test_passthrough_and_eof),
         cmocka_unit_test(test_huge),
         cmocka_unit_test(test_shared_runtime),
+        cmocka_unit_test(test_release_reaches_workers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

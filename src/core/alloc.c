@@ -176,6 +176,10 @@ static void flush_destructor(void *arg)
 {
     (void)arg;
     sl__pool_flush_thread();
+    /* a later destructor (another library's, at thread exit) may still free
+     * into this thread's magazines: the next put registers again, and
+     * glibc runs the destructor once more */
+    mags_registered = 0;
 }
 
 static void shared_init(void)
@@ -286,9 +290,9 @@ void sl__pool_flush_thread(void)
     }
 }
 
-SL_API void sl_release_memory(void)
+void sl__pool_release_shared(void)
 {
-    sl__pool_flush_thread();
+    pthread_once(&shared_once, shared_init);
     for (unsigned c = 0; c < NCLASSES; c++) {
         void *items[64];
         unsigned n;

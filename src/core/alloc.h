@@ -49,5 +49,8 @@ void sl__obj_put(void *p, size_t size);
 /* Flushes this thread's cache into the shared pools. Called at thread exit
  * for library threads, and by sl_release_memory(). */
 void sl__pool_flush_thread(void);
+/* Returns the shared pools' blocks to the allocator. sl_release_memory()
+ * (runtime/pool.c, which also has the pool workers flush) ends with it. */
+void sl__pool_release_shared(void);
 
 #endif

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <time.h>
 #include "../core/alloc.h"
 #include "../core/error.h"
 #include "runtime.h"
@@ -21,8 +22,20 @@ struct sl_runtime {
     bool inline_tasks; /* no workers: submit runs the task (the edge profile) */
     int nthreads;
     atomic_int cpu_claimed; /* worker units granted to autotune controllers */
+    /* sl_release_memory asks the workers to flush their caches: it bumps
+     * flush_gen, and each worker flushes when it next sees the queue (at
+     * once if idle) and counts itself in flush_acks */
+    unsigned flush_gen;
+    int flush_acks;
+    pthread_cond_t flush_cv;
+    struct sl_runtime *reg_next; /* runtimes with workers, for that request */
     pthread_t threads[];
 };
+
+static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
+static sl_runtime *reg_head;
+static pthread_mutex_t release_mu = PTHREAD_MUTEX_INITIALIZER;
+static _Thread_local sl_runtime *worker_of; /* the pool this thread works for */
 
 typedef struct thread_start {
     void *(*fn)(void *);
@@ -71,10 +84,21 @@ SL_API int sl_cpu_count(void)
 static void *worker(void *p)
 {
     sl_runtime *rt = p;
+    worker_of = rt;
     pthread_mutex_lock(&rt->mu);
+    unsigned seen = rt->flush_gen;
     for (;;) {
-        while (!rt->head && !rt->stopping)
+        while (!rt->head && !rt->stopping && seen == rt->flush_gen)
             pthread_cond_wait(&rt->cv, &rt->mu);
+        if (seen != rt->flush_gen) {
+            seen = rt->flush_gen;
+            pthread_mutex_unlock(&rt->mu);
+            sl__pool_flush_thread();
+            pthread_mutex_lock(&rt->mu);
+            rt->flush_acks++;
+            pthread_cond_broadcast(&rt->flush_cv);
+            continue;
+        }
         if (!rt->head)
             break;
         sl__task *t = rt->head;
@@ -131,6 +155,15 @@ static size_t rt_size(int n)
 
 static void rt_stop(sl_runtime *rt, int started)
 {
+    if (!rt->inline_tasks) {
+        pthread_mutex_lock(&reg_mu);
+        sl_runtime **pp = &reg_head;
+        while (*pp && *pp != rt)
+            pp = &(*pp)->reg_next;
+        if (*pp)
+            *pp = rt->reg_next;
+        pthread_mutex_unlock(&reg_mu);
+    }
     pthread_mutex_lock(&rt->mu);
     rt->stopping = true;
     pthread_cond_broadcast(&rt->cv);
@@ -138,6 +171,7 @@ static void rt_stop(sl_runtime *rt, int started)
     for (int i = 0; i < started && !rt->inline_tasks; i++)
         pthread_join(rt->threads[i], NULL);
     pthread_cond_destroy(&rt->cv);
+    pthread_cond_destroy(&rt->flush_cv);
     pthread_mutex_destroy(&rt->mu);
     sl__free(rt, rt_size(rt->inline_tasks ? 0 : rt->nthreads));
 }
@@ -156,11 +190,20 @@ SL_API sl_runtime *sl_runtime_create(int threads)
     rt->nthreads = threads;
     pthread_mutex_init(&rt->mu, NULL);
     pthread_cond_init(&rt->cv, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&rt->flush_cv, &ca);
+    pthread_condattr_destroy(&ca);
     for (int i = 0; i < threads; i++)
         if (sl__thread_start(&rt->threads[i], worker, rt, "worker")) {
             rt_stop(rt, i);
             return NULL;
         }
+    pthread_mutex_lock(&reg_mu);
+    rt->reg_next = reg_head;
+    reg_head = rt;
+    pthread_mutex_unlock(&reg_mu);
     return rt;
 }
 
@@ -173,6 +216,7 @@ sl_runtime *sl__runtime_inline(void)
     rt->inline_tasks = true;
     pthread_mutex_init(&rt->mu, NULL);
     pthread_cond_init(&rt->cv, NULL);
+    pthread_cond_init(&rt->flush_cv, NULL);
     return rt;
 }
 
@@ -201,4 +245,35 @@ sl_runtime *sl__runtime_default(void)
     if (!default_rt)
         sl__set_error(SL_ENOMEM, "cannot create the default runtime");
     return default_rt;
+}
+
+/* A worker running a long task acknowledges late; the caller waits at most
+ * this long in all, so it can never hang on one (or on a task that waits
+ * for the caller). */
+#define FLUSH_WAIT_NS 100000000LL
+
+SL_API void sl_release_memory(void)
+{
+    pthread_mutex_lock(&release_mu);
+    struct timespec deadline;
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    deadline.tv_nsec += FLUSH_WAIT_NS;
+    deadline.tv_sec += deadline.tv_nsec / 1000000000L;
+    deadline.tv_nsec %= 1000000000L;
+    pthread_mutex_lock(&reg_mu); /* held: no runtime is freed meanwhile */
+    for (sl_runtime *rt = reg_head; rt; rt = rt->reg_next) {
+        pthread_mutex_lock(&rt->mu);
+        rt->flush_gen++;
+        rt->flush_acks = 0;
+        pthread_cond_broadcast(&rt->cv);
+        int want = rt->nthreads - (worker_of == rt); /* the caller flushes itself */
+        while (rt->flush_acks < want &&
+               pthread_cond_timedwait(&rt->flush_cv, &rt->mu, &deadline) == 0)
+            ;
+        pthread_mutex_unlock(&rt->mu);
+    }
+    pthread_mutex_unlock(&reg_mu);
+    sl__pool_flush_thread();
+    sl__pool_release_shared();
+    pthread_mutex_unlock(&release_mu);
 }
