@@ -421,6 +421,8 @@ static void usage(FILE *f)
         "                       images each (default 125), --compression gzip or none\n"
         "  --fast-upsample      replicate chroma instead of interpolating it (faster;\n"
         "                       pixels differ slightly from PIL's)\n"
+        "  --exact-pixels       decode the window to RGB first (fancy upsampling), not\n"
+        "                       as YCbCr planes resampled separately (the default)\n"
         "  --ceiling            also measure full-size libjpeg decode of the same files\n"
         "  --on-error fail|skip stop at a bad file (default) or skip it\n"
         "  --json FILE          write the result object to FILE\n"
@@ -621,6 +623,8 @@ static int parse_args(int argc, char **argv, config *cfg)
             cfg->cold = true;
         } else if (!strcmp(a, "--fast-upsample")) {
             cfg->fast_upsample = true;
+        } else if (!strcmp(a, "--exact-pixels")) {
+            cfg->exact_pixels = true;
         } else if (!strcmp(a, "--ceiling")) {
             cfg->ceiling = true;
         } else if (!strcmp(a, "--sweep")) {

@@ -173,7 +173,7 @@ typedef struct config {
     int parallelism; /* SL_AUTOTUNE or >= 1 */
     int64_t prefetch;
     int io, policy;
-    bool cold, ceiling, fast_upsample;
+    bool cold, ceiling, fast_upsample, exact_pixels;
     /* --cache: 0 not asked; CACHE_NONE or CACHE_AUTO (sl_cache_auto on the
      * read files), both with a buffered shuffle, which works over a cache */
     int cache;

@@ -203,6 +203,7 @@ sl_dataset *build_pipeline(const config *cfg, sl_dataset *src, int64_t repeat,
             return NULL;
         }
         spec.fast_upsample = cfg->fast_upsample;
+        spec.exact_pixels = cfg->exact_pixels;
         ds = sl_map_image(ds, &spec, cfg->parallelism);
         ds = sl_batch(ds, cfg->batch, cfg->preset == PRESET_TRAIN ? SL_DROP_REMAINDER : 0);
     }
@@ -585,6 +586,7 @@ void json_config(FILE *f, const config *cfg)
     fprintf(f, ",\"seed\":%lld,\"cold\":%s,\"on_error\":\"%s\",\"fast_upsample\":%s",
             (long long)cfg->seed, cfg->cold ? "true" : "false",
             cfg->policy == SL_ERRORS_SKIP ? "skip" : "fail", cfg->fast_upsample ? "true" : "false");
+    fprintf(f, ",\"exact_pixels\":%s", cfg->exact_pixels ? "true" : "false");
     if (cfg->cache)
         fprintf(f, ",\"cache\":\"%s\"", cfg->cache == CACHE_AUTO ? "auto" : "none");
     fprintf(f, ",\"autotune\":%d,\"cpu_budget\":%lld,\"ram_budget_bytes\":%lld,"

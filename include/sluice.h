@@ -860,8 +860,19 @@ typedef struct sl_image_spec {
                          * FASTUPSAMPLE, tf's fancy_upscaling=False):
                          * faster decodes (bench/README.md has figures),
                          * pixels differ slightly from PIL/torchvision's.
-                         * 0 (default): libjpeg's fancy upsampling */
-    int reserved[7];
+                         * 0 (default): see exact_pixels */
+    int exact_pixels;   /* 0 (default): YCbCr files are read as raw
+                         * planes and each plane is resampled from its own
+                         * resolution, so chroma upsampling and the resize
+                         * are one filter, with one YCbCr->RGB conversion
+                         * per output pixel: faster (bench/README.md,
+                         * "YCbCr planes"); mean absolute error against a
+                         * float reference under 1 level. 1: libjpeg's
+                         * fancy upsampling and colour conversion of the
+                         * whole window first, then the resize: the pixels
+                         * of PIL/torchvision's decode, resized. Gray, CMYK
+                         * and RGB-coded files always take that path */
+    int reserved[6];
 } sl_image_spec;
 
 /* Defaults for a crop policy and a square output of `size`: train

@@ -18,7 +18,7 @@ typedef struct ju_opts {
     int quality;     /* 0: 95 */
     int progressive;
     int restart;     /* restart interval in MCUs, 0: none */
-    int subsample;   /* 0: libjpeg's default 4:2:0, 1: 4:4:4 */
+    int subsample;   /* 0: libjpeg's default 4:2:0, 1: 4:4:4, 2: 4:2:2 */
 } ju_opts;
 
 static inline uint32_t ju_hash(uint32_t x)
@@ -106,8 +106,10 @@ static inline uint8_t *ju_encode(const uint8_t *pix, int w, int h, int comps, co
     c.in_color_space = comps == 1 ? JCS_GRAYSCALE : comps == 3 ? JCS_RGB : JCS_CMYK;
     jpeg_set_defaults(&c);
     jpeg_set_quality(&c, o && o->quality ? o->quality : 95, TRUE);
-    if (o && o->subsample && comps == 3)
+    if (o && o->subsample == 1 && comps == 3)
         c.comp_info[0].h_samp_factor = c.comp_info[0].v_samp_factor = 1;
+    if (o && o->subsample == 2 && comps == 3)
+        c.comp_info[0].v_samp_factor = 1; /* h 2, v 1 */
     if (o && o->progressive)
         jpeg_simple_progression(&c);
     if (o && o->restart)

@@ -41,7 +41,21 @@ static void test_fingerprints(void **state)
     sl_dataset *m = sl_cache(sl_range(0, 10, 1), NULL);
     check("range", sl_dataset_fingerprint(r), 0x4248c3d629c1f22eull);
     check("shuffle-map-batch", sl_dataset_fingerprint(c), 0x9a2598cc3444dbb0ull);
-    check("images", sl_dataset_fingerprint(i), 0x380223df6b0e27d4ull);
+    check("images", sl_dataset_fingerprint(i), 0xddccb72c01f0cb7eull);
+    /* exact_pixels decodes what the default did before YCbCr planes: a
+     * cache of those pixels still matches it, and only it */
+    {
+        const char *paths[2] = {"a/1.jpg", "b/2.jpg"};
+        const int64_t labels[2] = {0, 1};
+        sl_image_spec spec;
+        assert_int_equal(SL_IMAGE_SPEC_INIT(&spec, SL_CROP_RANDOM_RESIZED, 224), 0);
+        spec.exact_pixels = 1;
+        sl_dataset *e = sl_batch(
+            sl_map_image(sl_read_files(sl_from_files(paths, labels, 2), 0), &spec, SL_AUTOTUNE),
+            2, 0);
+        check("images, exact_pixels", sl_dataset_fingerprint(e), 0x380223df6b0e27d4ull);
+        sl_dataset_free(e);
+    }
     check("cache", sl_dataset_fingerprint(m), 0x9556cc8ccf98bdf6ull);
     sl_dataset_free(r);
     sl_dataset_free(c);

@@ -2,6 +2,7 @@
  * path (ROI decode with DCT scaling + resize) against the slow one (full
  * decode + reference resize) on the centre preset: within 2 levels. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "image/image.h"
@@ -455,6 +456,256 @@ static void test_simd_levels_match(void **state)
     sl__resizer_free(rz);
 }
 
+
+/* ---- YCbCr planes ---- */
+
+/* Full decode (fancy upsampling) of jpg into a packed W x H RGB copy. */
+static uint8_t *full_decode(sl__jpeg *dec, const uint8_t *jpg, size_t n, int *W, int *H)
+{
+    sl__decoded fd;
+    if (sl__jpeg_decode_full(dec, jpg, n, MAXPX, SL__JPEG_ALLOW_WARNINGS, &fd) != 0)
+        return NULL;
+    *W = fd.width, *H = fd.height;
+    uint8_t *full = malloc((size_t)fd.width * fd.height * 3);
+    for (int y = 0; y < fd.height; y++)
+        memcpy(full + (size_t)y * fd.width * 3, fd.rgb + y * fd.stride, (size_t)fd.width * 3);
+    return full;
+}
+
+/* Mean abs error against the float reference of map_image's default
+ * decode (YCbCr planes where they apply, else the RGB window) or, with
+ * exact, the RGB window with fancy upsampling; *planar: which ran. */
+static double decode_vs_ref(sl__jpeg *dec, sl__resizer *rz, const uint8_t *jpg, size_t n,
+                            const uint8_t *full, int W, int H, sl__window win, int ow, int oh,
+                            bool exact, bool *planar, double *maxerr)
+{
+    sl__jpeg_info info;
+    assert_int_equal(sl__jpeg_header(dec, jpg, n, MAXPX, &info), 0);
+    uint8_t *fast = malloc((size_t)ow * oh * 3);
+    sl__resize_out o = out_u8(fast, ow, oh);
+    int rc = SL__JPEG_NOT_YCC;
+    if (!exact) {
+        sl__ycc y;
+        rc = sl__jpeg_decode_ycc(dec, jpg, n, &win, ow, oh, 0, &y);
+        if (rc == 0)
+            assert_int_equal(sl__resize_ycc(rz, &y, &o), 0);
+    }
+    *planar = rc == 0;
+    if (rc == SL__JPEG_NOT_YCC) {
+        sl__decoded dd;
+        assert_int_equal(sl__jpeg_decode(dec, jpg, n, &win, ow, oh, 0, &dd), 0);
+        assert_int_equal(sl__resize(rz, dd.rgb, dd.width, dd.height, dd.stride, &dd.win, &o),
+                         0);
+    } else {
+        assert_int_equal(rc, 0);
+    }
+    double *ref = malloc((size_t)ow * oh * 3 * sizeof *ref);
+    ref_resize(full, W, H, (size_t)W * 3, win, ow, oh, ref);
+    double s = 0, mx = 0;
+    for (size_t i = 0; i < (size_t)ow * oh * 3; i++) {
+        double e = fabs(fast[i] - ref[i]);
+        s += e;
+        mx = e > mx ? e : mx;
+    }
+    *maxerr = mx;
+    free(ref);
+    free(fast);
+    return s / ((double)ow * oh * 3);
+}
+
+/* The planes of a cropped decode are the samples of the full-width
+ * decode at the same DCT scale, wherever the window lies: the crop lent
+ * to raw mode (jpeg_crop_scanline) moves nothing. 4:2:0, 4:2:2,
+ * progressive and with restart markers; 4:4:4 and gray are not read as
+ * planes. */
+static void test_ycc_crop_matches_full_width(void **state)
+{
+    (void)state;
+    sl__jpeg *dec = sl__jpeg_new();
+    static const ju_opts kinds[] = {{90, 0, 0, 0}, {90, 0, 0, 2}, {90, 1, 0, 0}, {85, 0, 3, 2}};
+    int W = 613, H = 419, checked = 0;
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        size_t n;
+        uint8_t *jpg = ju_make(W, H, (unsigned)k + 3, &kinds[k], &n);
+        for (int i = 0; i < 24; i++) {
+            int d = 1 << (i % 4);
+            sl__rng rng = sl__rng_make(11, k, (uint64_t)i, 0);
+            double w = 16.0 * d + sl__rng_uniform(&rng) * (W - 16.0 * d - 1);
+            double h = 8.0 * d + sl__rng_uniform(&rng) * (H - 8.0 * d - 1);
+            sl__window win = {sl__rng_uniform(&rng) * (W - w), sl__rng_uniform(&rng) * (H - h),
+                              w, h};
+            sl__window all = {0, 0, W, H};
+            sl__jpeg_info info;
+            sl__ycc a, b;
+            /* both at scale 1/d: the output sizes ask for it */
+            assert_int_equal(sl__jpeg_header(dec, jpg, n, MAXPX, &info), 0);
+            int rc = sl__jpeg_decode_ycc(dec, jpg, n, &all, W / d, H / d, 0, &a);
+            if (rc == SL__JPEG_NOT_YCC) { /* chroma at luma's resolution at this scale */
+                assert_true(d > 1 && kinds[k].subsample == 0);
+                continue;
+            }
+            assert_int_equal(rc, 0);
+            assert_int_equal(a.scale_denom, d);
+            size_t cap = 0;
+            for (int c = 0; c < 3; c++)
+                cap += a.plane[c].stride * (size_t)a.plane[c].height;
+            uint8_t *copy = malloc(cap), *at[3];
+            for (int c = 0, off = 0; c < 3; off += (int)(a.plane[c].stride * a.plane[c].height), c++) {
+                at[c] = copy + off;
+                memcpy(at[c], a.plane[c].data, a.plane[c].stride * (size_t)a.plane[c].height);
+            }
+            assert_int_equal(sl__jpeg_header(dec, jpg, n, MAXPX, &info), 0);
+            assert_int_equal(sl__jpeg_decode_ycc(dec, jpg, n, &win, (int)(w / d), (int)(h / d),
+                                                 0, &b), 0);
+            assert_int_equal(b.scale_denom, d);
+            for (int c = 0; c < 3; c++) {
+                const sl__plane *pa = &a.plane[c], *pb = &b.plane[c];
+                double sx = pa->win.w / W * d; /* samples per scaled pixel */
+                double ox = win.x / d * sx - pb->win.x, oy = win.y / d * (pa->win.h / H * d) - pb->win.y;
+                int dx = (int)lround(ox), dy = (int)lround(oy);
+                assert_true(fabs(ox - dx) < 1e-6 && fabs(oy - dy) < 1e-6);
+                assert_true(dx >= 0 && dy >= 0 && dx + pb->width <= pa->width &&
+                            dy + pb->height <= pa->height);
+                /* the window lies inside the plane */
+                assert_true(pb->win.x >= -1e-9 && pb->win.x + pb->win.w <= pb->width + 1e-6);
+                assert_true(pb->win.y >= -1e-9 && pb->win.y + pb->win.h <= pb->height + 1e-6);
+                for (int y = 0; y < pb->height; y++)
+                    assert_memory_equal(pb->data + (size_t)y * pb->stride,
+                                        at[c] + (size_t)(y + dy) * pa->stride + dx,
+                                        (size_t)pb->width);
+            }
+            checked++;
+            free(copy);
+        }
+        free(jpg);
+    }
+    assert_true(checked >= 60);
+    /* files that keep the RGB path */
+    static const ju_opts full444 = {90, 0, 0, 1};
+    size_t n;
+    uint8_t *jpg = ju_make(200, 150, 1, &full444, &n);
+    sl__jpeg_info info;
+    sl__ycc y;
+    sl__window win = {10, 10, 150, 100};
+    assert_int_equal(sl__jpeg_header(dec, jpg, n, MAXPX, &info), 0);
+    assert_int_equal(sl__jpeg_decode_ycc(dec, jpg, n, &win, 100, 100, 0, &y), SL__JPEG_NOT_YCC);
+    sl__decoded dd; /* the header is still good for the RGB decode */
+    assert_int_equal(sl__jpeg_decode(dec, jpg, n, &win, 100, 100, 0, &dd), 0);
+    free(jpg);
+    uint8_t *rgb = ju_synth(200, 150, 2), *gray = ju_gray(rgb, 200, 150);
+    jpg = ju_encode(gray, 200, 150, 1, NULL, &n);
+    assert_int_equal(sl__jpeg_header(dec, jpg, n, MAXPX, &info), 0);
+    assert_int_equal(sl__jpeg_decode_ycc(dec, jpg, n, &win, 100, 100, 0, &y), SL__JPEG_NOT_YCC);
+    free(jpg);
+    free(gray);
+    free(rgb);
+    sl__jpeg_free(dec);
+}
+
+/* map_image's default decode against the float reference (full decode
+ * with fancy upsampling, double resize): mean absolute error at most 1
+ * level on 4:2:0, 4:2:2 and 4:4:4 files, centre and random crops; and the
+ * planes did run on the subsampled files. */
+static void test_default_decode_accuracy(void **state)
+{
+    (void)state;
+    static const int sizes[][2] = {{500, 375}, {375, 500}, {1024, 768}};
+    static const char *const sub_names[] = {"4:2:0", "4:4:4", "4:2:2"};
+    sl__jpeg *dec = sl__jpeg_new();
+    sl__resizer *rz = sl__resizer_new();
+    int planar_runs = 0;
+    for (int sub = 0; sub < 3; sub++)
+        for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+            int W = sizes[k][0], H = sizes[k][1], w2, h2;
+            ju_opts o = {85, 0, 0, sub};
+            size_t n;
+            uint8_t *jpg = ju_make(W, H, (unsigned)(k + 7 * sub), &o, &n);
+            uint8_t *full = full_decode(dec, jpg, n, &w2, &h2);
+            assert_non_null(full);
+            double sum[2] = {0}, mx[2] = {0};
+            int draws = W > 2000 ? 4 : 9, planes = 0;
+            for (int i = 0; i < draws; i++) {
+                sl_image_spec spec = spec_of(i ? SL_CROP_RANDOM_RESIZED : SL_CROP_CENTER, 224);
+                sl__rng rng = sl__rng_make(5, (uint64_t)k, (uint64_t)sub, (uint64_t)i);
+                sl__window win;
+                bool flip, planar;
+                sl__crop_plan(&spec, W, H, &rng, &win, &flip);
+                for (int m = 0; m < 2; m++) {
+                    double x, e = decode_vs_ref(dec, rz, jpg, n, full, W, H, win, 224, 224, m,
+                                                &planar, &x);
+                    sum[m] += e;
+                    mx[m] = x > mx[m] ? x : mx[m];
+                    assert_true(e <= 1.0);
+                    planes += !m && planar;
+                }
+            }
+            print_message("%s %dx%d: MAE exact %.3f (max %.0f), default %.3f (max %.0f), "
+                          "%d of %d as planes\n", sub_names[sub], W, H, sum[1] / draws, mx[1],
+                          sum[0] / draws, mx[0], planes, draws);
+            if (sub == 1)
+                assert_int_equal(planes, 0);
+            planar_runs += planes;
+            free(full);
+            free(jpg);
+        }
+    assert_true(planar_runs >= 20);
+    sl__resizer_free(rz);
+    sl__jpeg_free(dec);
+}
+
+/* The plane passes compute the same integers at every SIMD level, with
+ * flips, odd sizes and every output layout and dtype. */
+static void test_ycc_simd_levels_match(void **state)
+{
+    (void)state;
+    sl__resizer *rz = sl__resizer_new();
+    sl__jpeg *dec = sl__jpeg_new();
+    static const int outs[] = {224, 1, 7, 64, 131, 2, 225, 30};
+    float *a = malloc(300 * 300 * 3 * sizeof *a), *b = malloc(300 * 300 * 3 * sizeof *b);
+    int W = 357, H = 263;
+    for (int sub = 0; sub < 3; sub += 2) {
+        ju_opts o = {90, 0, 0, sub};
+        size_t n;
+        uint8_t *jpg = ju_make(W, H, 9 + (unsigned)sub, &o, &n);
+        for (int i = 0; i < 64; i++) {
+            int os = outs[i % 8];
+            sl__rng rng = sl__rng_make(3, 5, (uint64_t)sub, i);
+            double x = sl__rng_uniform(&rng) * W * 0.5, y = sl__rng_uniform(&rng) * H * 0.5;
+            sl__window win = {x, y, 1 + sl__rng_uniform(&rng) * (W - x - 1),
+                              1 + sl__rng_uniform(&rng) * (H - y - 1)};
+            sl__jpeg_info info;
+            sl__ycc planes;
+            assert_int_equal(sl__jpeg_header(dec, jpg, n, MAXPX, &info), 0);
+            /* at scale 1, where 4:2:0's chroma is at half resolution */
+            assert_int_equal(sl__jpeg_decode_ycc(dec, jpg, n, &win, (int)win.w, (int)win.h, 0,
+                                                 &planes), 0);
+            sl__resize_out out = out_u8((uint8_t *)a, os, os + i % 3);
+            out.flip = i % 2;
+            out.layout = i % 4 < 2 ? SL_LAYOUT_HWC : SL_LAYOUT_CHW;
+            out.dtype = i % 3 == 2 ? SL_FLOAT32 : SL_UINT8;
+            for (int c = 0; c < 3; c++)
+                out.mean[c] = 0.5f, out.std[c] = 0.25f;
+            size_t bytes = (size_t)os * (os + i % 3) * 3 * (out.dtype == SL_FLOAT32 ? 4 : 1);
+            sl__resize_simd(0);
+            assert_int_equal(sl__resize_ycc(rz, &planes, &out), 0);
+            for (int level = 1; level <= 2; level++) {
+                if (sl__resize_simd(level) < 0)
+                    continue;
+                out.data = b;
+                assert_int_equal(sl__resize_ycc(rz, &planes, &out), 0);
+                assert_memory_equal(a, b, bytes);
+            }
+            out.data = a;
+        }
+        free(jpg);
+    }
+    sl__resize_simd(sl__resize_simd(2) < 0 ? (sl__resize_simd(1) < 0 ? 0 : 1) : 2);
+    free(a);
+    free(b);
+    sl__jpeg_free(dec);
+    sl__resizer_free(rz);
+}
+
 static void test_steady_state_and_errors(void **state)
 {
     (void)state;
@@ -490,8 +741,78 @@ static void test_steady_state_and_errors(void **state)
     sl__resizer_free(rz);
 }
 
-int main(void)
+/* test_resize --accuracy DIR [N]: the accuracy figures on a real folder
+ * (make_dataset.py's layout: DIR/files.txt lists "relative/path label"),
+ * its first N files (default 300): per decode (exact: the RGB window with
+ * fancy upsampling; default: map_image's, YCbCr planes where they apply)
+ * and crop (centre; one random-resized crop per file), the mean over files
+ * of the mean absolute error against the float reference, the largest
+ * single error, and how many files the planes decoded. One JSON line. */
+static int accuracy(const char *dir, int limit)
 {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/files.txt", dir);
+    FILE *list = fopen(path, "r");
+    if (!list) {
+        fprintf(stderr, "test_resize: cannot open %s\n", path);
+        return 1;
+    }
+    sl__jpeg *dec = sl__jpeg_new();
+    sl__resizer *rz = sl__resizer_new();
+    double sum[2][2] = {{0}}, mx[2][2] = {{0}};
+    int files = 0, planar[2] = {0};
+    char rel[2048];
+    int label;
+    while (files < limit && fscanf(list, "%2047s %d", rel, &label) == 2) {
+        snprintf(path, sizeof path, "%s/%s", dir, rel);
+        FILE *f = fopen(path, "rb");
+        if (!f)
+            continue;
+        fseek(f, 0, SEEK_END);
+        size_t n = (size_t)ftell(f);
+        rewind(f);
+        uint8_t *jpg = malloc(n);
+        size_t got = fread(jpg, 1, n, f);
+        fclose(f);
+        int W, H;
+        uint8_t *full = got == n ? full_decode(dec, jpg, n, &W, &H) : NULL;
+        for (int c = 0; full && c < 2; c++) {
+            sl_image_spec spec = spec_of(c ? SL_CROP_RANDOM_RESIZED : SL_CROP_CENTER, 224);
+            sl__rng rng = sl__rng_make(7, (uint64_t)files, 0, 0);
+            sl__window win;
+            bool flip, pl;
+            sl__crop_plan(&spec, W, H, &rng, &win, &flip);
+            for (int m = 0; m < 2; m++) {
+                double x, e = decode_vs_ref(dec, rz, jpg, n, full, W, H, win, 224, 224, m == 0,
+                                            &pl, &x);
+                sum[c][m] += e;
+                mx[c][m] = x > mx[c][m] ? x : mx[c][m];
+                planar[c] += m == 1 && pl;
+            }
+        }
+        files += full != NULL;
+        free(full);
+        free(jpg);
+    }
+    fclose(list);
+    printf("{\"bench\":\"accuracy\",\"dir\":\"%s\",\"files\":%d", dir, files);
+    static const char *const crops[] = {"center", "random"}, *const modes[] = {"exact", "default"};
+    for (int c = 0; c < 2; c++) {
+        for (int m = 0; m < 2; m++)
+            printf(",\"%s_%s_mae\":%.3f,\"%s_%s_max\":%.0f", crops[c], modes[m],
+                   files ? sum[c][m] / files : 0.0, crops[c], modes[m], mx[c][m]);
+        printf(",\"%s_planes\":%d", crops[c], planar[c]);
+    }
+    printf("}\n");
+    sl__resizer_free(rz);
+    sl__jpeg_free(dec);
+    return files ? 0 : 1;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc >= 3 && strcmp(argv[1], "--accuracy") == 0)
+        return accuracy(argv[2], argc > 3 ? atoi(argv[3]) : 300);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_center_preset_matches_reference),
         cmocka_unit_test(test_random_windows_match_reference),
@@ -502,6 +823,9 @@ int main(void)
         cmocka_unit_test(test_random_windows_in_bounds),
         cmocka_unit_test(test_simd_levels_match),
         cmocka_unit_test(test_steady_state_and_errors),
+        cmocka_unit_test(test_ycc_crop_matches_full_width),
+        cmocka_unit_test(test_default_decode_accuracy),
+        cmocka_unit_test(test_ycc_simd_levels_match),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

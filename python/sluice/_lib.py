@@ -52,7 +52,8 @@ class ImageSpec(ctypes.Structure):
         ("max_pixels", c_int64),
         ("allow_warnings", c_int),
         ("fast_upsample", c_int),
-        ("reserved", c_int * 7),
+        ("exact_pixels", c_int),
+        ("reserved", c_int * 6),
     ]
 
 

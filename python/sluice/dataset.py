@@ -441,12 +441,16 @@ class Dataset:
     def map_image(self, preset="train", size=224, *, num_parallel_calls=None, layout="HWC",
                   dtype="uint8", height=None, width=None, scale=None, ratio=None,
                   flip_prob=None, resize_shorter=None, mean=None, std=None, max_pixels=None,
-                  allow_warnings=None, fast_upsample=None):
+                  allow_warnings=None, exact_pixels=None, fast_upsample=None):
         """Decodes the JPEG in the first value and transforms it (in C, in
         parallel), keeping the other values: preset "train" (random-resized
         crop, flip), "eval" (resize shorter side, centre crop) or "resize";
         output uint8 (or float32 normalised with mean/std) in layout "HWC"
         or "CHW". num_parallel_calls as for map (None: AUTOTUNE).
+        YCbCr files are resampled plane by plane from their own chroma
+        resolution and converted to RGB per output pixel (faster, under 1
+        level mean error); exact_pixels=1 decodes the window to RGB with
+        libjpeg's fancy upsampling first, PIL/torchvision's pixels.
         fast_upsample=1 replicates subsampled chroma instead of
         interpolating it: faster, pixels differ slightly from PIL's.
         allow_warnings=1 accepts damaged files that libjpeg can recover from
@@ -471,7 +475,7 @@ class Dataset:
             spec.ratio_min, spec.ratio_max = ratio
         for field, value in (("flip_prob", flip_prob), ("resize_shorter", resize_shorter),
                              ("max_pixels", max_pixels), ("allow_warnings", allow_warnings),
-                             ("fast_upsample", fast_upsample)):
+                             ("exact_pixels", exact_pixels), ("fast_upsample", fast_upsample)):
             if value is not None:
                 setattr(spec, field, value)
         if mean is not None:

@@ -75,6 +75,32 @@ enum { SL__JPEG_ALLOW_WARNINGS = 1, SL__JPEG_FAST_UPSAMPLE = 2 };
 int sl__jpeg_decode(sl__jpeg *dec, const uint8_t *data, size_t n, const sl__window *win,
                     int out_w, int out_h, unsigned flags, sl__decoded *out);
 
+/* One component of a YCbCr decode: samples at its own resolution. */
+typedef struct sl__plane {
+    const uint8_t *data; /* owned by dec, valid until its next call */
+    int width, height;
+    size_t stride;
+    sl__window win;      /* the requested window in this plane's samples */
+} sl__plane;
+
+typedef struct sl__ycc {
+    sl__plane plane[3];  /* Y, Cb, Cr; Cb and Cr sampled alike */
+    int scale_denom;
+} sl__ycc;
+
+/* The window as raw YCbCr planes (jpeg_read_raw_data): no upsampling and
+ * no colour conversion, so that the resize reads chroma at its own
+ * resolution and converts once per output pixel (sl__resize_ycc). The
+ * same DCT scale and iMCU columns as sl__jpeg_decode; rows above the
+ * window are inverse-transformed and dropped (raw mode cannot skip), rows
+ * below never decoded. Returns SL__JPEG_NOT_YCC (positive, nothing done:
+ * sl__jpeg_decode still works on the parsed header) for files that are
+ * not YCbCr with luma at the highest sampling and both chroma components
+ * alike (gray, CMYK, RGB-coded), otherwise as sl__jpeg_decode. */
+enum { SL__JPEG_NOT_YCC = 1 };
+int sl__jpeg_decode_ycc(sl__jpeg *dec, const uint8_t *data, size_t n, const sl__window *win,
+                        int out_w, int out_h, unsigned flags, sl__ycc *out);
+
 /* Full-size RGB decode (the --ceiling reference and tests). */
 int sl__jpeg_decode_full(sl__jpeg *dec, const uint8_t *data, size_t n, int64_t max_pixels,
                          unsigned flags, sl__decoded *out);
@@ -101,6 +127,14 @@ void sl__resizer_free(sl__resizer *r);
  * SL_ENOMEM. */
 int sl__resize(sl__resizer *r, const uint8_t *src, int w, int h, size_t stride,
                const sl__window *win, const sl__resize_out *out);
+/* The same from YCbCr planes: each plane resampled from its own window
+ * and resolution (chroma upsampling and the resize are one filter), then
+ * converted to RGB per output pixel (BT.601 full range, as JFIF). */
+int sl__resize_ycc(sl__resizer *r, const sl__ycc *src, const sl__resize_out *out);
+/* Whether the planes beat the RGB window on this CPU: only the AVX-512
+ * plane pass is fast enough (with SSE2's, the resize costs more than the
+ * decode saves; bench/README.md, "YCbCr planes"). */
+bool sl__resize_ycc_pays(void);
 /* Tests: selects the SSE2 (0), AVX2 (1) or AVX-512 (2) passes; returns
  * the level, or -1 if the CPU lacks it. All compute the same integers. */
 int sl__resize_simd(int level);

@@ -50,6 +50,14 @@ int sl__jpeg_decode_full(sl__jpeg *dec, const uint8_t *data, size_t n, int64_t m
     (void)dec, (void)data, (void)n, (void)max_pixels, (void)flags, (void)out;
     return sl__set_error(SL_EUNSUPPORTED, NO_JPEG);
 }
+
+int sl__jpeg_decode_ycc(sl__jpeg *dec, const uint8_t *data, size_t n, const sl__window *win,
+                        int out_w, int out_h, unsigned flags, sl__ycc *out)
+{
+    (void)dec, (void)data, (void)n, (void)win, (void)out_w, (void)out_h, (void)flags;
+    (void)out;
+    return sl__set_error(SL_EUNSUPPORTED, NO_JPEG);
+}
 #else
 #include <math.h>
 #include <setjmp.h>
@@ -211,7 +219,7 @@ static int run(sl__jpeg *dec, int (*fn)(sl__jpeg *, void *), void *arg)
         rc = jpeg_error(dec);
     else
         rc = fn(dec, arg);
-    if (rc) {
+    if (rc && rc != SL__JPEG_NOT_YCC) { /* NOT_YCC: nothing started */
         jpeg_abort_decompress(&dec->cinfo);
         dec->data = NULL;
     }
@@ -429,8 +437,155 @@ static int decode_region(sl__jpeg *dec, void *arg)
     return 0;
 }
 
-static int decode(sl__jpeg *dec, const uint8_t *data, size_t n, const sl__window *win, int d,
-                  unsigned flags, sl__decoded *out)
+/* ---- YCbCr planes ---- */
+
+/* libjpeg's call-sequence states (jpegint.h, unchanged since IJG 6):
+ * jpeg_start_decompress leaves raw_data_out at RAW_OK, where
+ * jpeg_crop_scanline refuses to run although what it sets up (the iMCU
+ * columns the coefficient controller inverse-transforms, and where it puts
+ * them) is what raw reads use too. The state is lent as SCANNING for that
+ * one call; the upsampler, the only part of the crop that raw mode lacks,
+ * is left alone as long as every component keeps 2 or more columns. */
+#define SL__DSTATE_SCANNING 205
+#define SL__DSTATE_RAW_OK 206
+#if defined(__has_include)
+#if __has_include(<jpegint.h>)
+#include <jpegint.h>
+_Static_assert(DSTATE_SCANNING == SL__DSTATE_SCANNING && DSTATE_RAW_OK == SL__DSTATE_RAW_OK,
+               "libjpeg's decompressor states moved");
+#endif
+#endif
+#if JPEG_LIB_VERSION >= 70
+#define MIN_SCALED(ci) ((ci)->min_DCT_h_scaled_size)
+#define COMP_SCALED(c) ((c)->DCT_h_scaled_size)
+#else
+#define MIN_SCALED(ci) ((ci)->min_DCT_scaled_size)
+#define COMP_SCALED(c) ((c)->DCT_scaled_size)
+#endif
+#define YCC_MIN_WIDTH 16 /* luma columns: every component keeps >= 2 */
+
+typedef struct ycc_req {
+    sl__window win;
+    int d;
+    sl__ycc *out;
+} ycc_req;
+
+static int decode_ycc_region(sl__jpeg *dec, void *arg)
+{
+    ycc_req *rq = arg;
+    struct jpeg_decompress_struct *ci = &dec->cinfo;
+    ci->scale_num = 1;
+    ci->scale_denom = (unsigned)rq->d;
+    ci->out_color_space = JCS_YCbCr;
+    ci->dct_method = SL__JPEG_DCT;
+    ci->raw_data_out = TRUE;
+    ci->do_fancy_upsampling = TRUE; /* no merged upsampler for the crop to update */
+    jpeg_start_decompress(ci);
+    if (ci->global_state != SL__DSTATE_RAW_OK)
+        return sl__set_error(SL_EINTERNAL, "jpeg: raw decode in state %d", ci->global_state);
+
+    JDIMENSION x0, x1, y0, y1;
+    span(rq->win.x, rq->win.w, rq->d, ci->output_width, &x0, &x1);
+    span(rq->win.y, rq->win.h, rq->d, ci->output_height, &y0, &y1);
+    JDIMENSION full_w = ci->output_width, xoff = 0, width = full_w;
+    if (x1 - x0 >= YCC_MIN_WIDTH && x1 - x0 < ci->output_width) {
+        xoff = x0, width = x1 - x0;
+        ci->global_state = SL__DSTATE_SCANNING;
+        jpeg_crop_scanline(ci, &xoff, &width); /* widens left to an iMCU boundary */
+        ci->global_state = SL__DSTATE_RAW_OK;
+    }
+    /* iMCU rows: L output rows of luma each; [r0, r1) cover the window */
+    int min = MIN_SCALED(ci);
+    JDIMENSION L = (JDIMENSION)(ci->max_v_samp_factor * min);
+    JDIMENSION align = (JDIMENSION)(ci->max_h_samp_factor * min);
+    JDIMENSION r0 = y0 / L, r1 = (y1 + L - 1) / L;
+    JDIMENSION cols = (xoff + width + align - 1) / align - xoff / align;
+    size_t stride[3], rows[3], at[3], total = 0;
+    for (int c = 0; c < 3; c++) {
+        jpeg_component_info *cp = &ci->comp_info[c];
+        rows[c] = (size_t)cp->v_samp_factor * (size_t)COMP_SCALED(cp);
+        stride[c] = ((size_t)cols * cp->h_samp_factor * COMP_SCALED(cp) + 63) & ~(size_t)63;
+        at[c] = total;
+        total += stride[c] * rows[c] * (r1 - r0);
+    }
+    int rc = grow(dec, total);
+    if (rc)
+        return rc;
+    for (JDIMENSION r = 0; r < r1; r++) {
+        /* rows above the window land in the first slot and are overwritten */
+        size_t slot = r < r0 ? 0 : r - r0;
+        JSAMPROW ptr[3][4 * DCTSIZE];
+        JSAMPARRAY planes[3] = {ptr[0], ptr[1], ptr[2]};
+        for (int c = 0; c < 3; c++)
+            for (size_t k = 0; k < rows[c]; k++)
+                ptr[c][k] = dec->buf + at[c] + (slot * rows[c] + k) * stride[c];
+        if (jpeg_read_raw_data(ci, planes, L) == 0)
+            return sl__set_error(SL_EINTERNAL, "jpeg: decoder made no progress");
+    }
+    sl__ycc *out = rq->out;
+    double d = rq->d;
+    for (int c = 0; c < 3; c++) {
+        jpeg_component_info *cp = &ci->comp_info[c];
+        /* the component's samples per output pixel, across and down */
+        double rx = (double)(cp->h_samp_factor * COMP_SCALED(cp)) / align;
+        double ry = (double)(cp->v_samp_factor * COMP_SCALED(cp)) / L;
+        size_t first = r0 * rows[c], h = cp->downsampled_height - first;
+        if (h > (r1 - r0) * rows[c])
+            h = (r1 - r0) * rows[c];
+        /* columns from the crop's left edge to the window's right or the
+         * image's: computed here, as 2.1.5's jpeg_crop_scanline sets
+         * downsampled_width without the DCT scaling of chroma */
+        size_t scaled = (size_t)cp->h_samp_factor * COMP_SCALED(cp);
+        size_t left = (size_t)xoff / align * scaled;
+        size_t right = ((size_t)(xoff + width) * scaled + align - 1) / align;
+        size_t edge = ((size_t)full_w * scaled + align - 1) / align;
+        sl__plane *pl = &out->plane[c];
+        pl->data = dec->buf + at[c];
+        pl->width = (int)((right < edge ? right : edge) - left);
+        pl->height = (int)h;
+        pl->stride = stride[c];
+        pl->win = (sl__window){(rq->win.x / d - xoff) * rx, (rq->win.y / d - r0 * L) * ry,
+                               rq->win.w / d * rx, rq->win.h / d * ry};
+    }
+    out->scale_denom = rq->d;
+    jpeg_abort_decompress(ci); /* the rows below are never decoded */
+    dec->data = NULL;
+    return 0;
+}
+
+/* Whether the parsed file is YCbCr whose chroma components share one
+ * sampling, at most luma's, and at DCT scale 1/d come out at a lower
+ * resolution than luma: then libjpeg would upsample them, and resampling
+ * them from their own resolution saves that. At full resolution (4:4:4,
+ * or 4:2:0 at d >= 2, whose chroma libjpeg-turbo inverse-transforms at
+ * twice the scale) there is no upsampling to save, and three planes cost
+ * more to resample than libjpeg's colour conversion of the window
+ * (bench/README.md, "YCbCr planes"). */
+static int ycc_applies(sl__jpeg *dec, void *arg)
+{
+    struct jpeg_decompress_struct *ci = &dec->cinfo;
+    if (ci->num_components != 3 || ci->jpeg_color_space != JCS_YCbCr)
+        return SL__JPEG_NOT_YCC;
+    const jpeg_component_info *y = &ci->comp_info[0], *cb = &ci->comp_info[1],
+                              *cr = &ci->comp_info[2];
+    if (y->h_samp_factor != ci->max_h_samp_factor ||
+        y->v_samp_factor != ci->max_v_samp_factor || cb->h_samp_factor != cr->h_samp_factor ||
+        cb->v_samp_factor != cr->v_samp_factor)
+        return SL__JPEG_NOT_YCC;
+    ci->scale_num = 1;
+    ci->scale_denom = (unsigned)*(const int *)arg;
+    ci->raw_data_out = TRUE;
+    jpeg_calc_output_dimensions(ci);
+    bool lower = cb->h_samp_factor * COMP_SCALED(cb) < ci->max_h_samp_factor * MIN_SCALED(ci) ||
+                 cb->v_samp_factor * COMP_SCALED(cb) < ci->max_v_samp_factor * MIN_SCALED(ci);
+    ci->raw_data_out = FALSE;
+    return lower ? 0 : SL__JPEG_NOT_YCC;
+}
+
+typedef int (*decode_fn)(sl__jpeg *, void *);
+
+static int decode_with(sl__jpeg *dec, const uint8_t *data, size_t n, unsigned flags,
+                       decode_fn fn, void *req)
 {
     bool allow_warnings = flags & SL__JPEG_ALLOW_WARNINGS;
     if (!dec->data || dec->data != data || dec->n != n)
@@ -446,8 +601,26 @@ static int decode(sl__jpeg *dec, const uint8_t *data, size_t n, const sl__window
                    : sl__set_error(SL_ECORRUPT, "truncated (no end-of-image marker)");
     }
     dec->stop_on_warning = !allow_warnings;
+    return run(dec, fn, req);
+}
+
+static int decode(sl__jpeg *dec, const uint8_t *data, size_t n, const sl__window *win, int d,
+                  unsigned flags, sl__decoded *out)
+{
     region_req rq = {*win, d, (flags & SL__JPEG_FAST_UPSAMPLE) != 0, out};
-    return run(dec, decode_region, &rq);
+    return decode_with(dec, data, n, flags, decode_region, &rq);
+}
+
+int sl__jpeg_decode_ycc(sl__jpeg *dec, const uint8_t *data, size_t n, const sl__window *win,
+                        int out_w, int out_h, unsigned flags, sl__ycc *out)
+{
+    ycc_req rq = {*win, choose_scale(win, out_w, out_h), out};
+    if (dec->data == data && dec->n == n) {
+        int rc = run(dec, ycc_applies, &rq.d);
+        if (rc)
+            return rc;
+    }
+    return decode_with(dec, data, n, flags, decode_ycc_region, &rq);
 }
 
 int sl__jpeg_decode(sl__jpeg *dec, const uint8_t *data, size_t n, const sl__window *win,

@@ -62,13 +62,27 @@ typedef struct axis {
     int32_t *g_base;
     int16_t *g_tab;  /* groups x pitch/2 x (32 indices, 32 weights) */
     size_t g_base_cap, g_tab_cap;
+    /* one-channel (plane) horizontal pass: the weights again with a pitch
+     * of whole 8-word vectors, built on first use after the taps change */
+    bool w8_valid;
+    int p8;
+    int16_t *w8;
+    size_t w8_cap;
+    /* and its AVX-512 form: groups of 16 samples, as g_* for RGB */
+    int g1_state;
+    int32_t *g1_base;
+    int16_t *g1_tab;
+    size_t g1_base_cap, g1_tab_cap;
 } axis;
 
 struct sl__resizer {
     axis ax, ay;
+    axis cx, cy;     /* sl__resize_ycc: the chroma planes' (ax, ay: luma's) */
     int16_t *row;    /* vertical pass result: (hi - lo) RGB pixels */
     uint8_t *line;   /* one output row, RGB, before layout/dtype */
     size_t row_cap, line_cap;
+    uint8_t *planes; /* sl__resize_ycc: one output row of Y, Cb, Cr */
+    size_t planes_cap;
     bool lut_valid;
     float lut_mean[3], lut_std[3];
     float lut[3][256];
@@ -99,6 +113,9 @@ static void axis_free(axis *a)
     sl__free_aligned(a->w, a->w_cap, SL__ALIGN);
     sl__free_aligned(a->g_base, a->g_base_cap, SL__ALIGN);
     sl__free_aligned(a->g_tab, a->g_tab_cap, SL__ALIGN);
+    sl__free_aligned(a->w8, a->w8_cap, SL__ALIGN);
+    sl__free_aligned(a->g1_base, a->g1_base_cap, SL__ALIGN);
+    sl__free_aligned(a->g1_tab, a->g1_tab_cap, SL__ALIGN);
 }
 
 void sl__resizer_free(sl__resizer *r)
@@ -107,6 +124,9 @@ void sl__resizer_free(sl__resizer *r)
         return;
     axis_free(&r->ax);
     axis_free(&r->ay);
+    axis_free(&r->cx);
+    axis_free(&r->cy);
+    sl__free_aligned(r->planes, r->planes_cap, SL__ALIGN);
     sl__free_aligned(r->row, r->row_cap, SL__ALIGN);
     sl__free_aligned(r->line, r->line_cap, SL__ALIGN);
     sl__free(r, sizeof *r);
@@ -189,6 +209,8 @@ static int axis_build(axis *a, double pos, double len, int size, int out)
         return 0;
     a->valid = false;
     a->g_state = 0;
+    a->w8_valid = false;
+    a->g1_state = 0;
     a->pos = pos, a->len = len, a->size = size, a->out = out;
     /* The pixels the window touches; the slack absorbs the rounding of
      * window coordinates that were divided by the DCT scale. */
@@ -783,5 +805,353 @@ int sl__resize_simd(int level)
     return level;
 #else
     return level == 0 ? 0 : -1;
+#endif
+}
+
+/* ---- YCbCr planes ---- */
+
+static int w8_build(axis *a)
+{
+    if (a->w8_valid)
+        return 0;
+    a->p8 = (a->taps + 7) & ~7;
+    if (reserve((void **)&a->w8, &a->w8_cap, (size_t)a->out * a->p8 * sizeof *a->w8))
+        return SL_ENOMEM;
+    for (int i = 0; i < a->out; i++) {
+        int16_t *q = a->w8 + (size_t)i * a->p8;
+        memset(q, 0, (size_t)a->p8 * sizeof *q);
+        memcpy(q, a->w + (size_t)i * a->pitch, (size_t)a->taps * sizeof *q);
+    }
+    a->w8_valid = true;
+    return 0;
+}
+
+/* One plane's output row, columns [o0, o1), from its intermediate row. */
+static void horizontal1_c(const axis *a, const int16_t *row, uint8_t *line, bool flip, int o0,
+                          int o1)
+{
+    for (int o = o0; o < o1; o++) {
+        int i = flip ? a->out - 1 - o : o;
+        const int16_t *p = row + (a->start[i] - a->lo);
+        const int16_t *w = a->w + (size_t)i * a->pitch;
+        int32_t acc = 1 << (HSHIFT - 1);
+        for (int k = 0; k < a->taps; k++)
+            acc += (int32_t)w[k] * p[k];
+        acc >>= HSHIFT;
+        line[o] = (uint8_t)(acc > 255 ? 255 : acc < 0 ? 0 : acc);
+    }
+}
+
+/* BT.601 full range (JFIF) in Q15, applied as pmulhrsw does:
+ * R = Y + Cr + 0.402 Cr, G = Y - 0.34414 Cb - 0.71414 Cr,
+ * B = Y + Cb + 0.772 Cb, with Cb and Cr centred on 0. */
+#define K_CR_R 13173
+#define K_CB_G 11277
+#define K_CR_G 23401
+#define K_CB_B 25297
+
+static inline int mulhrs(int a, int k)
+{
+    return (a * k + 0x4000) >> 15;
+}
+
+static inline uint8_t sat8(int v)
+{
+    return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+}
+
+static void ycc_rgb_c(const uint8_t *yl, const uint8_t *cbl, const uint8_t *crl, uint8_t *rgb,
+                      int x0, int n)
+{
+    for (int x = x0; x < n; x++) {
+        int y = yl[x], cb = cbl[x] - 128, cr = crl[x] - 128;
+        rgb[3 * x] = sat8(y + cr + mulhrs(cr, K_CR_R));
+        rgb[3 * x + 1] = sat8(y - mulhrs(cb, K_CB_G) - mulhrs(cr, K_CR_G));
+        rgb[3 * x + 2] = sat8(y + cb + mulhrs(cb, K_CB_B));
+    }
+}
+
+#ifdef SL__RESIZE_SSE2
+/* Four output samples a step: each one's taps times its weights padded to
+ * whole vectors (pmaddwd), the four partial sums transposed and added. */
+static void horizontal1(const axis *a, const int16_t *row, uint8_t *line, bool flip)
+{
+    int out = a->out, p8 = a->p8, o = 0;
+    const __m128i rnd = _mm_set1_epi32(1 << (HSHIFT - 1));
+    for (; o + 4 <= out; o += 4) {
+        __m128i s[4];
+        for (int j = 0; j < 4; j++) {
+            int i = flip ? out - 1 - (o + j) : o + j;
+            const int16_t *p = row + (a->start[i] - a->lo);
+            const int16_t *w = a->w8 + (size_t)i * p8;
+            __m128i acc = _mm_madd_epi16(_mm_loadu_si128((const __m128i *)p),
+                                         _mm_load_si128((const __m128i *)w));
+            for (int k = 8; k < p8; k += 8)
+                acc = _mm_add_epi32(acc, _mm_madd_epi16(_mm_loadu_si128((const __m128i *)(p + k)),
+                                                        _mm_load_si128((const __m128i *)(w + k))));
+            s[j] = acc;
+        }
+        __m128i t0 = _mm_add_epi32(_mm_unpacklo_epi32(s[0], s[1]), _mm_unpackhi_epi32(s[0], s[1]));
+        __m128i t1 = _mm_add_epi32(_mm_unpacklo_epi32(s[2], s[3]), _mm_unpackhi_epi32(s[2], s[3]));
+        __m128i v = _mm_add_epi32(_mm_unpacklo_epi64(t0, t1), _mm_unpackhi_epi64(t0, t1));
+        v = _mm_srai_epi32(_mm_add_epi32(v, rnd), HSHIFT);
+        v = _mm_packus_epi16(_mm_packs_epi32(v, v), v);
+        uint32_t px = (uint32_t)_mm_cvtsi128_si32(v);
+        memcpy(line + o, &px, 4);
+    }
+    horizontal1_c(a, row, line, flip, o, out);
+}
+
+#ifdef SL__RESIZE_AVX2
+/* AVX-512: 16 samples of a plane per step, one per dword lane. Their
+ * source pixels lie within 64 words of the group's first one (two
+ * registers); per pair of taps one vpermt2w gathers each lane's two pixels
+ * and one vpdpwssd adds them times its two weights. */
+#define GROUP1 16
+#define GROUP1_SPAN 64
+
+static int groups1_build(axis *a)
+{
+    int groups = a->out / GROUP1, pairs = a->pitch / 2;
+    for (int g = 0; g < groups; g++)
+        if (a->start[g * GROUP1 + GROUP1 - 1] - a->start[g * GROUP1] + a->pitch > GROUP1_SPAN) {
+            a->g1_state = -1; /* the SSE2 pass does this geometry */
+            return 0;
+        }
+    if (reserve((void **)&a->g1_base, &a->g1_base_cap, (size_t)(groups + 1) * sizeof(int32_t)) ||
+        reserve((void **)&a->g1_tab, &a->g1_tab_cap,
+                (size_t)(groups * pairs + 1) * 64 * sizeof(int16_t)))
+        return SL_ENOMEM;
+    for (int g = 0; g < groups; g++) {
+        int base = a->start[g * GROUP1];
+        a->g1_base[g] = base - a->lo;
+        for (int k = 0; k < a->pitch; k += 2) {
+            int16_t *idx = a->g1_tab + ((size_t)g * pairs + k / 2) * 64, *wt = idx + 32;
+            for (int j = 0; j < GROUP1; j++) {
+                int i = g * GROUP1 + j, rel = a->start[i] - base + k;
+                const int16_t *w = a->w + (size_t)i * a->pitch + k;
+                idx[2 * j] = (int16_t)rel;
+                idx[2 * j + 1] = (int16_t)(rel + 1);
+                wt[2 * j] = w[0];
+                wt[2 * j + 1] = w[1];
+            }
+        }
+    }
+    a->g1_state = 1;
+    return 0;
+}
+
+__attribute__((target(AVX512))) static inline __attribute__((always_inline)) void
+horizontal1_avx512_n(const axis *a, const int16_t *row, uint8_t *line, bool flip, int pairs)
+{
+    int out = a->out, groups = out / GROUP1;
+    const __m128i rev = _mm_setr_epi8(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    const int16_t *tab = a->g1_tab;
+    for (int g = 0; g < groups; g++, tab += (size_t)pairs * 64) {
+        const int16_t *p = row + a->g1_base[g];
+        __m512i lo = _mm512_loadu_si512(p), hi = _mm512_loadu_si512(p + 32);
+        __m512i acc = _mm512_set1_epi32(1 << (HSHIFT - 1));
+        for (int k = 0; k < pairs; k++) {
+            __m512i v = _mm512_permutex2var_epi16(lo, _mm512_load_si512(tab + 64 * k), hi);
+            acc = _mm512_dpwssd_epi32(acc, v, _mm512_load_si512(tab + 64 * k + 32));
+        }
+        __m128i px = _mm512_cvtusepi32_epi8(_mm512_srai_epi32(acc, HSHIFT));
+        if (flip)
+            _mm_storeu_si128((__m128i *)(line + out - GROUP1 * (g + 1)), _mm_shuffle_epi8(px, rev));
+        else
+            _mm_storeu_si128((__m128i *)(line + GROUP1 * g), px);
+    }
+    int done = groups * GROUP1;
+    if (done < out) {
+        if (flip)
+            horizontal1_c(a, row, line, flip, 0, out - done);
+        else
+            horizontal1_c(a, row, line, flip, done, out);
+    }
+}
+
+__attribute__((target(AVX512))) static void
+horizontal1_avx512(const axis *a, const int16_t *row, uint8_t *line, bool flip)
+{
+    switch (a->pitch / 2) {
+    case 1: horizontal1_avx512_n(a, row, line, flip, 1); break;
+    case 2: horizontal1_avx512_n(a, row, line, flip, 2); break;
+    case 3: horizontal1_avx512_n(a, row, line, flip, 3); break;
+    case 4: horizontal1_avx512_n(a, row, line, flip, 4); break;
+    default: horizontal1_avx512_n(a, row, line, flip, a->pitch / 2); break;
+    }
+}
+#endif
+#else
+static void horizontal1(const axis *a, const int16_t *row, uint8_t *line, bool flip)
+{
+    horizontal1_c(a, row, line, flip, 0, a->out);
+}
+#endif
+
+#ifdef SL__RESIZE_AVX2
+/* Byte k of the 48 that 16 RGB pixels fill, taken from channel c: its
+ * pixel, or -1 (zero) where another channel's byte goes. */
+#define PICK(c, j, k) ((16 * (j) + (k)) % 3 == (c) ? (16 * (j) + (k)) / 3 : -1)
+#define PICKS(c, j)                                                                        \
+    _mm_setr_epi8(PICK(c, j, 0), PICK(c, j, 1), PICK(c, j, 2), PICK(c, j, 3), PICK(c, j, 4),  \
+                  PICK(c, j, 5), PICK(c, j, 6), PICK(c, j, 7), PICK(c, j, 8), PICK(c, j, 9),  \
+                  PICK(c, j, 10), PICK(c, j, 11), PICK(c, j, 12), PICK(c, j, 13),           \
+                  PICK(c, j, 14), PICK(c, j, 15))
+
+/* 16 pixels a step in int16 (pmulhrsw: the integers of ycc_rgb_c), then
+ * interleaved into RGB with pshufb. SSSE3: every CPU with AVX2 has it. */
+__attribute__((target("ssse3"))) static void
+ycc_rgb_ssse3(const uint8_t *yl, const uint8_t *cbl, const uint8_t *crl, uint8_t *rgb, int n)
+{
+    const __m128i zero = _mm_setzero_si128(), c128 = _mm_set1_epi16(128);
+    const __m128i kcrr = _mm_set1_epi16(K_CR_R), kcbg = _mm_set1_epi16(K_CB_G);
+    const __m128i kcrg = _mm_set1_epi16(K_CR_G), kcbb = _mm_set1_epi16(K_CB_B);
+    const __m128i m[3][3] = {{PICKS(0, 0), PICKS(0, 1), PICKS(0, 2)},
+                             {PICKS(1, 0), PICKS(1, 1), PICKS(1, 2)},
+                             {PICKS(2, 0), PICKS(2, 1), PICKS(2, 2)}};
+    int x = 0;
+    for (; x + 16 <= n; x += 16) {
+        __m128i y8 = _mm_loadu_si128((const __m128i *)(yl + x));
+        __m128i b8 = _mm_loadu_si128((const __m128i *)(cbl + x));
+        __m128i r8 = _mm_loadu_si128((const __m128i *)(crl + x));
+        __m128i ch[3];
+        for (int h = 0; h < 2; h++) {
+            __m128i y = h ? _mm_unpackhi_epi8(y8, zero) : _mm_unpacklo_epi8(y8, zero);
+            __m128i cb = _mm_sub_epi16(h ? _mm_unpackhi_epi8(b8, zero) : _mm_unpacklo_epi8(b8, zero), c128);
+            __m128i cr = _mm_sub_epi16(h ? _mm_unpackhi_epi8(r8, zero) : _mm_unpacklo_epi8(r8, zero), c128);
+            __m128i R = _mm_add_epi16(_mm_add_epi16(y, cr), _mm_mulhrs_epi16(cr, kcrr));
+            __m128i G = _mm_sub_epi16(_mm_sub_epi16(y, _mm_mulhrs_epi16(cb, kcbg)),
+                                      _mm_mulhrs_epi16(cr, kcrg));
+            __m128i B = _mm_add_epi16(_mm_add_epi16(y, cb), _mm_mulhrs_epi16(cb, kcbb));
+            if (h == 0) {
+                ch[0] = R, ch[1] = G, ch[2] = B;
+            } else {
+                ch[0] = _mm_packus_epi16(ch[0], R);
+                ch[1] = _mm_packus_epi16(ch[1], G);
+                ch[2] = _mm_packus_epi16(ch[2], B);
+            }
+        }
+        for (int j = 0; j < 3; j++) {
+            __m128i v = _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(ch[0], m[0][j]),
+                                                  _mm_shuffle_epi8(ch[1], m[1][j])),
+                                     _mm_shuffle_epi8(ch[2], m[2][j]));
+            _mm_storeu_si128((__m128i *)(rgb + 3 * x + 16 * j), v);
+        }
+    }
+    ycc_rgb_c(yl, cbl, crl, rgb, x, n);
+}
+#endif
+
+static void ycc_rgb(int level, const uint8_t *yl, const uint8_t *cbl, const uint8_t *crl,
+                    uint8_t *rgb, int n)
+{
+#ifdef SL__RESIZE_AVX2
+    if (level >= 1) {
+        ycc_rgb_ssse3(yl, cbl, crl, rgb, n);
+        return;
+    }
+#endif
+    (void)level;
+    ycc_rgb_c(yl, cbl, crl, rgb, 0, n);
+}
+
+static void vertical_at(int level, const uint8_t *src, size_t stride, const int16_t *w,
+                        int taps, int16_t *dst, int n)
+{
+#ifdef SL__RESIZE_AVX2
+    if (level == 2) {
+        vertical_avx512(src, stride, w, taps, dst, n);
+        return;
+    }
+    if (level == 1) {
+        vertical_avx2(src, stride, w, taps, dst, n);
+        return;
+    }
+#endif
+    (void)level;
+    vertical(src, stride, w, taps, dst, n);
+}
+
+static bool plane_ok(const sl__plane *p)
+{
+    return p->data && p->width > 0 && p->height > 0 && isfinite(p->win.x) &&
+           isfinite(p->win.y) && isfinite(p->win.w) && isfinite(p->win.h);
+}
+
+int sl__resize_ycc(sl__resizer *r, const sl__ycc *src, const sl__resize_out *out)
+{
+    const sl__plane *py = &src->plane[0], *pc = &src->plane[1];
+    if (!plane_ok(py) || !plane_ok(pc) || !plane_ok(&src->plane[2]) ||
+        src->plane[2].width != pc->width || src->plane[2].height != pc->height ||
+        out->width <= 0 || out->height <= 0 ||
+        (out->dtype != SL_UINT8 && out->dtype != SL_FLOAT32))
+        return sl__set_error(SL_EINVAL, "resize: bad planes %dx%d / %dx%d -> %dx%d", py->width,
+                             py->height, pc->width, pc->height, out->width, out->height);
+    int rc = axis_build(&r->ax, py->win.x, py->win.w, py->width, out->width);
+    if (!rc)
+        rc = axis_build(&r->ay, py->win.y, py->win.h, py->height, out->height);
+    if (!rc)
+        rc = axis_build(&r->cx, pc->win.x, pc->win.w, pc->width, out->width);
+    if (!rc)
+        rc = axis_build(&r->cy, pc->win.y, pc->win.h, pc->height, out->height);
+#ifdef SL__RESIZE_AVX2
+    int level = simd_level();
+    if (!rc && level == 2 && r->ax.g1_state == 0)
+        rc = groups1_build(&r->ax);
+    if (!rc && level == 2 && r->cx.g1_state == 0)
+        rc = groups1_build(&r->cx);
+#else
+    int level = 0;
+#endif
+    /* the padded weights of the SSE2 pass, where the AVX-512 one cannot run */
+    if (!rc && !(level == 2 && r->ax.g1_state == 1))
+        rc = w8_build(&r->ax);
+    if (!rc && !(level == 2 && r->cx.g1_state == 1))
+        rc = w8_build(&r->cx);
+    if (rc)
+        return rc;
+    const axis *ax = &r->ax, *ay = &r->ay, *cx = &r->cx, *cy = &r->cy;
+    int ny = ax->hi - ax->lo, nc = cx->hi - cx->lo, W = out->width;
+    size_t rows = (size_t)ny + 2 * (size_t)nc + 3 * ROW_PAD;
+    if (reserve((void **)&r->row, &r->row_cap, rows * sizeof *r->row) ||
+        reserve((void **)&r->planes, &r->planes_cap, 3 * (size_t)W) ||
+        reserve((void **)&r->line, &r->line_cap, (size_t)W * 3))
+        return SL_ENOMEM;
+    int16_t *row[3] = {r->row, r->row + ny + ROW_PAD, r->row + ny + nc + 2 * ROW_PAD};
+    uint8_t *pl[3] = {r->planes, r->planes + W, r->planes + 2 * W};
+    for (int c = 0; c < 3; c++)
+        memset(row[c] + (c ? nc : ny), 0, ROW_PAD * sizeof(int16_t));
+    if (out->dtype == SL_FLOAT32)
+        build_lut(r, out);
+    bool direct = out->dtype == SL_UINT8 && out->layout != SL_LAYOUT_CHW;
+    for (int y = 0; y < out->height; y++) {
+        for (int c = 0; c < 3; c++) {
+            const sl__plane *p = &src->plane[c];
+            const axis *hx = c ? cx : ax, *vy = c ? cy : ay;
+            const uint8_t *s = p->data + (size_t)vy->start[y] * p->stride + (size_t)hx->lo;
+            vertical_at(level, s, p->stride, vy->w + (size_t)y * vy->pitch, vy->taps, row[c],
+                        c ? nc : ny);
+#ifdef SL__RESIZE_AVX2
+            if (level == 2 && hx->g1_state == 1)
+                horizontal1_avx512(hx, row[c], pl[c], out->flip);
+            else
+#endif
+                horizontal1(hx, row[c], pl[c], out->flip);
+        }
+        uint8_t *line = direct ? (uint8_t *)out->data + (size_t)y * W * 3 : r->line;
+        ycc_rgb(level, pl[0], pl[1], pl[2], line, W);
+        if (!direct)
+            store(r, out, y, line);
+    }
+    return 0;
+}
+
+bool sl__resize_ycc_pays(void)
+{
+#ifdef SL__RESIZE_AVX2
+    return simd_level() == 2;
+#else
+    return false;
 #endif
 }

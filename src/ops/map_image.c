@@ -125,13 +125,22 @@ int sl__image_decode(const sl_image_spec *spec, sl__rng *rng, const sl_element *
         sl__crop_plan(spec, info.width, info.height, rng, &win, &flip);
         unsigned flags = (spec->allow_warnings ? SL__JPEG_ALLOW_WARNINGS : 0) |
                          (spec->fast_upsample ? SL__JPEG_FAST_UPSAMPLE : 0);
-        rc = sl__jpeg_decode(ws->dec, data, n, &win, spec->width, spec->height, flags, &d);
-    }
-    if (rc == 0) {
         sl__resize_out out = {dst, spec->width, spec->height, spec->layout, spec->dtype, flip,
                               {spec->mean[0], spec->mean[1], spec->mean[2]},
                               {spec->std[0], spec->std[1], spec->std[2]}};
-        rc = sl__resize(ws->rs, d.rgb, d.width, d.height, d.stride, &d.win, &out);
+        rc = SL__JPEG_NOT_YCC;
+        if (!spec->exact_pixels && !spec->fast_upsample && sl__resize_ycc_pays()) {
+            sl__ycc planes;
+            rc = sl__jpeg_decode_ycc(ws->dec, data, n, &win, spec->width, spec->height, flags,
+                                     &planes);
+            if (rc == 0)
+                rc = sl__resize_ycc(ws->rs, &planes, &out);
+        }
+        if (rc == SL__JPEG_NOT_YCC) {
+            rc = sl__jpeg_decode(ws->dec, data, n, &win, spec->width, spec->height, flags, &d);
+            if (rc == 0)
+                rc = sl__resize(ws->rs, d.rgb, d.width, d.height, d.stride, &d.win, &out);
+        }
     }
     if (rc < 0 && rc != SL_ENOMEM) {
         const char *path = element_path(in);
@@ -210,7 +219,8 @@ static uint64_t image_fp(const sl_dataset *ds, uint64_t h)
     h = sl__hash_bytes(h, f, sizeof f);
     h = sl__hash_u64(h, ((uint64_t)s->layout << 8) | (uint64_t)s->dtype);
     h = sl__hash_u64(h, (uint64_t)s->max_pixels ^ ((uint64_t)s->allow_warnings << 63));
-    h = sl__hash_u64(h, (uint64_t)(s->fast_upsample != 0));
+    /* the decode path: 0 fancy RGB, 1 merged RGB, 2 YCbCr planes */
+    h = sl__hash_u64(h, s->fast_upsample ? 1u : s->exact_pixels ? 0u : 2u);
     return sl__hash_u64(sl__hash_u64(h, (uint64_t)d->batch), d->flags);
 }
 

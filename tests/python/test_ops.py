@@ -382,3 +382,22 @@ def test_callbacks_live_as_long_as_derived_datasets():
     ds2 = Dataset.range(20).map(lambda x: x + 1).batch(3).with_options(threads=2)
     gc.collect()
     assert sum(len(v) for v in values(ds2)) == 20
+
+
+def test_map_image_exact_pixels(image_dir):
+    """The default reads YCbCr planes (subsampled chroma resampled from its
+    own resolution); exact_pixels=1 decodes the window to RGB first. Both
+    give the same shapes and nearly the same pixels."""
+    def images(**kw):
+        ds = (Dataset.image_folder(image_dir).map_image(preset="eval", size=64, **kw)
+              .with_options(threads=1))
+        return [x for x, _ in ds.as_numpy_iterator()]
+    default, exact = images(), images(exact_pixels=1)
+    assert len(default) == len(exact) > 0
+    diffs = [np.abs(a.astype(int) - b.astype(int)).mean() for a, b in zip(default, exact)]
+    assert all(a.shape == b.shape == (64, 64, 3) for a, b in zip(default, exact))
+    assert max(diffs) < 2.0
+    flags = open("/proc/cpuinfo").read() if os.path.exists("/proc/cpuinfo") else ""
+    off = any(os.environ.get(v, "0") not in ("", "0") for v in ("SLUICE_NO_AVX512", "SLUICE_NO_AVX2"))
+    if not off and all(f in flags for f in ("avx512f", "avx512bw", "avx512vl", "avx512_vnni")):
+        assert any(d > 0 for d in diffs)  # PIL's files are 4:2:0: the planes ran
