@@ -187,8 +187,15 @@ static void sample_weights(axis *a, int i, double scale, double fs, double inv_f
     int16_t *q = a->w + (size_t)i * a->pitch;
     memset(q, 0, (size_t)a->pitch * sizeof *q);
     a->start[i] = s;
-    for (int j = first; j <= last; j++)
-        sum += triangle(j - c, inv_fs);
+    /* the taps' values, kept for the second loop where they fit */
+    double t[64];
+    bool keep = last - first < 64;
+    for (int j = first; j <= last; j++) {
+        double v = triangle(j - c, inv_fs);
+        if (keep)
+            t[j - first] = v;
+        sum += v;
+    }
     if (!(sum > 0)) {
         q[clampd(nearbyint(c), a->lo, a->hi - 1) - s] = 1 << WBITS;
         return;
@@ -196,7 +203,7 @@ static void sample_weights(axis *a, int i, double scale, double fs, double inv_f
     double run = 0, norm = (1 << WBITS) / sum; /* the same additions as sum */
     int prev = 0;
     for (int j = first; j <= last; j++) {
-        run += triangle(j - c, inv_fs);
+        run += keep ? t[j - first] : triangle(j - c, inv_fs);
         int cur = j == last ? 1 << WBITS : ifloor(run * norm + 0.5);
         q[j - s] = (int16_t)(cur - prev);
         prev = cur;
