@@ -66,6 +66,14 @@ def test_fast_upsample_is_recorded(sample, tmp_path):
     assert d["images"] == 48
 
 
+def test_exact_pixels_is_recorded(sample, tmp_path):
+    d = run_json(tmp_path, sample, "--preset", "eval", "--batch", "16", "--exact-pixels")
+    assert d["exact_pixels"] is True and d["fast_upsample"] is False
+    assert d["images"] == 48
+    d = run_json(tmp_path, sample, "--preset", "eval", "--batch", "16")
+    assert d["exact_pixels"] is False
+
+
 def test_sweep_fields(sample, tmp_path):
     d = run_json(tmp_path, sample, "--preset", "train", "--batch", "8", "--threads", "2",
                  "--sweep", "--sweep-images", "32", "--consumer-ms", "1")
