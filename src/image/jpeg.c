@@ -464,23 +464,6 @@ _Static_assert(DSTATE_SCANNING == SL__DSTATE_SCANNING && DSTATE_RAW_OK == SL__DS
 #endif
 #define YCC_MIN_WIDTH 16 /* luma columns: every component keeps >= 2 */
 
-/* jpeg_crop_scanline for a raw decode, also after rows were read: the
- * state lent as SCANNING, the output position as 0 and the width as the
- * image's, as the call requires; all three put back. It sets only which
- * iMCU columns are transformed and where they go, which raw reads take
- * row by row. */
-static void raw_crop(struct jpeg_decompress_struct *ci, JDIMENSION full_w, JDIMENSION *xoff,
-                     JDIMENSION *width)
-{
-    JDIMENSION line = ci->output_scanline;
-    ci->output_width = full_w;
-    ci->output_scanline = 0;
-    ci->global_state = SL__DSTATE_SCANNING;
-    jpeg_crop_scanline(ci, xoff, width);
-    ci->global_state = SL__DSTATE_RAW_OK;
-    ci->output_scanline = line;
-}
-
 typedef struct ycc_req {
     sl__window win;
     int d;
@@ -505,10 +488,11 @@ static int decode_ycc_region(sl__jpeg *dec, void *arg)
     span(rq->win.x, rq->win.w, rq->d, ci->output_width, &x0, &x1);
     span(rq->win.y, rq->win.h, rq->d, ci->output_height, &y0, &y1);
     JDIMENSION full_w = ci->output_width, xoff = 0, width = full_w;
-    bool cropped = x1 - x0 >= YCC_MIN_WIDTH && x1 - x0 < full_w;
-    if (cropped) {
+    if (x1 - x0 >= YCC_MIN_WIDTH && x1 - x0 < ci->output_width) {
         xoff = x0, width = x1 - x0;
-        raw_crop(ci, full_w, &xoff, &width); /* widens left to an iMCU boundary */
+        ci->global_state = SL__DSTATE_SCANNING;
+        jpeg_crop_scanline(ci, &xoff, &width); /* widens left to an iMCU boundary */
+        ci->global_state = SL__DSTATE_RAW_OK;
     }
     /* iMCU rows: L output rows of luma each; [r0, r1) cover the window */
     int min = MIN_SCALED(ci);
@@ -527,18 +511,7 @@ static int decode_ycc_region(sl__jpeg *dec, void *arg)
     int rc = grow(dec, total);
     if (rc)
         return rc;
-    /* Rows above the window must be entropy-decoded, but only the first
-     * iMCU column of them is inverse-transformed: the crop is narrowed for
-     * them, then set back (raw mode cannot skip them) */
-    if (cropped && r0 > 0) {
-        JDIMENSION nx = 0, nw = YCC_MIN_WIDTH;
-        raw_crop(ci, full_w, &nx, &nw);
-    }
     for (JDIMENSION r = 0; r < r1; r++) {
-        if (cropped && r0 > 0 && r == r0) {
-            JDIMENSION cx = xoff, cw = width;
-            raw_crop(ci, full_w, &cx, &cw);
-        }
         /* rows above the window land in the first slot and are overwritten */
         size_t slot = r < r0 ? 0 : r - r0;
         JSAMPROW ptr[3][4 * DCTSIZE];
