@@ -240,8 +240,15 @@ static int fill_batch(fused_iter *it, ibatch *b, int want, int64_t *index)
         }
         int k = task_size(it);
         pthread_mutex_unlock(&it->a.mu);
-        if (atomic_load(&it->a.stop))
+        if (atomic_load(&it->a.stop)) {
+            if (t) { /* taken before the stop: back where destroy frees it */
+                pthread_mutex_lock(&it->a.mu);
+                t->next = it->free_tasks;
+                it->free_tasks = t;
+                pthread_mutex_unlock(&it->a.mu);
+            }
             return SL_ECANCELED;
+        }
         if (!t && !(t = sl__calloc(1, sizeof *t)))
             return SL_ENOMEM;
         if (k > want - b->n)
