@@ -99,6 +99,24 @@ static sl_image_spec spec_of(int crop, int size)
 
 /* ---- fast path vs reference ---- */
 
+/* Mean (and *maxerr the largest) absolute error of the ow x oh RGB image
+ * fast against the reference resize of window win of full (W x H RGB). */
+static double mae_vs_ref(const uint8_t *fast, const uint8_t *full, int W, int H, sl__window win,
+                         int ow, int oh, double *maxerr)
+{
+    double *ref = malloc((size_t)ow * oh * 3 * sizeof *ref);
+    ref_resize(full, W, H, (size_t)W * 3, win, ow, oh, ref);
+    double s = 0, mx = 0;
+    for (size_t i = 0; i < (size_t)ow * oh * 3; i++) {
+        double e = fabs(fast[i] - ref[i]);
+        s += e;
+        mx = e > mx ? e : mx;
+    }
+    *maxerr = mx;
+    free(ref);
+    return s / ((double)ow * oh * 3);
+}
+
 /* Mean abs error of fast (ROI + DCT scale + sl__resize) vs slow (full
  * decode + reference) for one window; *d gets the DCT scale used. */
 static double fast_vs_ref(sl__jpeg *dec, sl__resizer *rz, const uint8_t *jpg, size_t n,
@@ -112,19 +130,10 @@ static double fast_vs_ref(sl__jpeg *dec, sl__resizer *rz, const uint8_t *jpg, si
     uint8_t *fast = malloc((size_t)ow * oh * 3);
     sl__resize_out o = out_u8(fast, ow, oh);
     assert_int_equal(sl__resize(rz, dd.rgb, dd.width, dd.height, dd.stride, &dd.win, &o), 0);
-    double *ref = malloc((size_t)ow * oh * 3 * sizeof *ref);
-    ref_resize(full, W, H, (size_t)W * 3, win, ow, oh, ref);
-    double s = 0, mx = 0;
-    for (size_t i = 0; i < (size_t)ow * oh * 3; i++) {
-        double e = fabs(fast[i] - ref[i]);
-        s += e;
-        mx = e > mx ? e : mx;
-    }
     *d = dd.scale_denom;
-    *maxerr = mx;
-    free(ref);
+    double e = mae_vs_ref(fast, full, W, H, win, ow, oh, maxerr);
     free(fast);
-    return s / ((double)ow * oh * 3);
+    return e;
 }
 
 static void test_center_preset_matches_reference(void **state)
@@ -499,18 +508,9 @@ static double decode_vs_ref(sl__jpeg *dec, sl__resizer *rz, const uint8_t *jpg, 
     } else {
         assert_int_equal(rc, 0);
     }
-    double *ref = malloc((size_t)ow * oh * 3 * sizeof *ref);
-    ref_resize(full, W, H, (size_t)W * 3, win, ow, oh, ref);
-    double s = 0, mx = 0;
-    for (size_t i = 0; i < (size_t)ow * oh * 3; i++) {
-        double e = fabs(fast[i] - ref[i]);
-        s += e;
-        mx = e > mx ? e : mx;
-    }
-    *maxerr = mx;
-    free(ref);
+    double e = mae_vs_ref(fast, full, W, H, win, ow, oh, maxerr);
     free(fast);
-    return s / ((double)ow * oh * 3);
+    return e;
 }
 
 /* The planes of a cropped decode are the samples of the full-width
