@@ -95,8 +95,12 @@ static void *worker(void *p)
             pthread_mutex_unlock(&rt->mu);
             sl__pool_flush_thread();
             pthread_mutex_lock(&rt->mu);
-            rt->flush_acks++;
-            pthread_cond_broadcast(&rt->flush_cv);
+            /* a flush for a request that timed out and was followed by
+             * another does not answer the new one: flush again */
+            if (seen == rt->flush_gen) {
+                rt->flush_acks++;
+                pthread_cond_broadcast(&rt->flush_cv);
+            }
             continue;
         }
         if (!rt->head)
