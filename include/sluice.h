@@ -811,7 +811,8 @@ SL_API sl_dataset *sl_tar_shards(sl_dataset *paths, const char *const *keys,
                                  const sl_dtype *types, int nkeys, unsigned flags);
 
 /* CRC-32C (Castagnoli) of data[0..n), continuing from crc (0 to start): the
- * checksum TFRecord framing uses, with SSE4.2 where the CPU has it. A
+ * checksum TFRecord framing uses, with AVX-512 carry-less multiplies or
+ * SSE4.2 where the CPU has them. Any thread. A
  * record's stored CRCs are masked: ((c >> 15) | (c << 17)) + 0xa282ead8. */
 SL_API uint32_t sl_crc32c(uint32_t crc, const void *data, size_t n);
 

@@ -61,22 +61,31 @@ static void test_crc32c(void **state)
 #if defined(__x86_64__)
             if (sl__crc32c_has_sse42())
                 assert_int_equal(sl__crc32c_sse42(0, buf + off, n), t);
+            if (sl__crc32c_has_avx512())
+                assert_int_equal(sl__crc32c_avx512(0, buf + off, n), t);
 #endif
             size_t cut = n / 3;
             assert_int_equal(sl__crc32c(sl__crc32c(0, buf + off, cut), buf + off + cut, n - cut), t);
         }
     assert_int_equal(sl_crc32c(7, NULL, 0), 7);
-    /* long enough for the three-chain blocks, and the fused copy */
+    /* long enough for the three-chain blocks, the folding's 256-byte
+     * blocks (each side of its threshold, a block more or less), and the
+     * fused copy */
     size_t big = 40000;
     unsigned char *lb = malloc(big + 8), *dst = malloc(big + 8);
     for (size_t i = 0; i < big + 8; i++)
         lb[i] = (unsigned char)(tu_mix(i * 31) >> 9);
-    size_t lens[] = {3071, 3072, 3073, 6144, 6151, 9216 + 77, 33333, big};
+    size_t lens[] = {511,  512,  513,  767,  768,        1023,  1024, 1279,
+                     3071, 3072, 3073, 6144, 9216 + 77, 33333, big};
     for (size_t off = 0; off < 8; off += 3)
         for (size_t k = 0; k < sizeof lens / sizeof *lens; k++) {
             size_t n = lens[k];
             uint32_t t = sl__crc32c_table(5, lb + off, n);
             assert_int_equal(sl__crc32c(5, lb + off, n), t);
+#if defined(__x86_64__)
+            if (sl__crc32c_has_avx512())
+                assert_int_equal(sl__crc32c_avx512(5, lb + off, n), t);
+#endif
             memset(dst, 0, big + 8);
             assert_int_equal(sl__crc32c_copy(5, dst + (off ^ 1), lb + off, n), t);
             assert_memory_equal(dst + (off ^ 1), lb + off, n);

@@ -11,10 +11,13 @@
 /* crc of data[0..n) continuing from crc (0 to start): the fastest way the
  * CPU has. */
 uint32_t sl__crc32c(uint32_t crc, const void *data, size_t n);
-/* The two ways, for tests: tables (any CPU) and SSE4.2 (x86 with it). */
+/* The ways, for tests: tables (any CPU), SSE4.2 (x86 with it) and
+ * folding with AVX-512 and VPCLMULQDQ (x86 with those and SSE4.2). */
 uint32_t sl__crc32c_table(uint32_t crc, const void *data, size_t n);
 uint32_t sl__crc32c_sse42(uint32_t crc, const void *data, size_t n);
+uint32_t sl__crc32c_avx512(uint32_t crc, const void *data, size_t n);
 bool sl__crc32c_has_sse42(void);
+bool sl__crc32c_has_avx512(void);
 /* Copies src to dst (n bytes, not overlapping) and returns the CRC of
  * them continuing from crc, in one pass where SSE4.2 allows. */
 uint32_t sl__crc32c_copy(uint32_t crc, void *dst, const void *src, size_t n);
