@@ -211,7 +211,7 @@ static int elems_next(sl__iter *base, sl_element **out)
     return 0;
 }
 
-static const sl__iter_ops elems_iter_ops = {elems_next, NULL, NULL, NULL}; /* cannot save */
+static const sl__iter_ops elems_iter_ops = {.next = elems_next}; /* cannot save */
 
 static int elems_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
                       sl__iter **out)

@@ -103,7 +103,11 @@ static int batch_save(sl__iter *base, sl__bytes *w)
     return sl__save_sync(w, base, 2, f, it->in);
 }
 
-static const sl__iter_ops batch_iter_ops = {batch_next, NULL, batch_destroy, batch_save};
+static const sl__iter_ops batch_iter_ops = {
+    .next = batch_next,
+    .destroy = batch_destroy,
+    .save = batch_save,
+};
 
 static int batch_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
                       sl__iter **out)

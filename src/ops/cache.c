@@ -1066,7 +1066,11 @@ static int cache_save(sl__iter *base, sl__bytes *w)
     return sl__state_node(w, base, 3, f, 0);
 }
 
-static const sl__iter_ops cache_iter_ops = {cache_next, NULL, cache_destroy, cache_save};
+static const sl__iter_ops cache_iter_ops = {
+    .next = cache_next,
+    .destroy = cache_destroy,
+    .save = cache_save,
+};
 
 static int cache_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
                       sl__iter **out)

@@ -127,7 +127,11 @@ static int dist_save(sl__iter *base, sl__bytes *w)
     return sl__save_sync(w, base, 4, f, it->in);
 }
 
-static const sl__iter_ops dist_iter_ops = {dist_next, NULL, dist_destroy, dist_save};
+static const sl__iter_ops dist_iter_ops = {
+    .next = dist_next,
+    .destroy = dist_destroy,
+    .save = dist_save,
+};
 
 static int dist_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
                      sl__iter **out)

@@ -76,7 +76,11 @@ static int filter_save(sl__iter *base, sl__bytes *w)
     return sl__save_sync(w, base, 2, f, it->in);
 }
 
-static const sl__iter_ops filter_iter_ops = {filter_next, NULL, filter_destroy, filter_save};
+static const sl__iter_ops filter_iter_ops = {
+    .next = filter_next,
+    .destroy = filter_destroy,
+    .save = filter_save,
+};
 
 static int filter_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
                        sl__iter **out)

@@ -27,7 +27,10 @@ static int one_save(sl__iter *base, sl__bytes *w)
     return sl__save_pos(w, base, ((one_iter *)base)->pos);
 }
 
-static const sl__iter_ops one_iter_ops = {one_next, NULL, NULL, one_save};
+static const sl__iter_ops one_iter_ops = {
+    .next = one_next,
+    .save = one_save,
+};
 
 static int one_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
                     sl__iter **out)

@@ -46,7 +46,10 @@ static int files_save(sl__iter *base, sl__bytes *w)
     return sl__save_pos(w, base, (int64_t)((files_iter *)base)->next);
 }
 
-static const sl__iter_ops files_iter_ops = {files_next, NULL, NULL, files_save};
+static const sl__iter_ops files_iter_ops = {
+    .next = files_next,
+    .save = files_save,
+};
 
 static int64_t files_card(const sl_dataset *ds);
 

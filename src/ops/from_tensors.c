@@ -71,7 +71,10 @@ static int tensors_save(sl__iter *base, sl__bytes *w)
     return sl__save_pos(w, base, (int64_t)((tensors_iter *)base)->next);
 }
 
-static const sl__iter_ops tensors_iter_ops = {tensors_next, NULL, NULL, tensors_save};
+static const sl__iter_ops tensors_iter_ops = {
+    .next = tensors_next,
+    .save = tensors_save,
+};
 
 static int tensors_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
                         sl__iter **out)

@@ -66,7 +66,10 @@ static void gen_destroy(sl__iter *base)
     pthread_mutex_unlock(&g->mu);
 }
 
-static const sl__iter_ops gen_iter_ops = {gen_next, NULL, gen_destroy, NULL};
+static const sl__iter_ops gen_iter_ops = {
+    .next = gen_next,
+    .destroy = gen_destroy,
+};
 
 static int gen_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
                     sl__iter **out)

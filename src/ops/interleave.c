@@ -623,8 +623,12 @@ static int resume(ileave_iter *it, const int64_t *f)
     return 0;
 }
 
-static const sl__iter_ops ileave_iter_ops = {ileave_next, ileave_cancel, ileave_destroy,
-                                             ileave_save};
+static const sl__iter_ops ileave_iter_ops = {
+    .next = ileave_next,
+    .cancel = ileave_cancel,
+    .destroy = ileave_destroy,
+    .save = ileave_save,
+};
 
 static int ileave_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
                        sl__iter **out)

@@ -501,7 +501,12 @@ static int map_save(sl__iter *base, sl__bytes *w)
     return sl__save_async(w, base, &it->snap, 1, &index, p, n);
 }
 
-static const sl__iter_ops map_iter_ops = {map_next, map_cancel, map_destroy, map_save};
+static const sl__iter_ops map_iter_ops = {
+    .next = map_next,
+    .cancel = map_cancel,
+    .destroy = map_destroy,
+    .save = map_save,
+};
 
 sl__knob *sl__map_parallelism_knob(sl__iter *it, int parallelism)
 {

@@ -691,7 +691,12 @@ static int fused_save(sl__iter *base, sl__bytes *w)
     return sl__save_async(w, base, &it->snap, 2, f, p, n);
 }
 
-static const sl__iter_ops fused_iter_ops = {fused_next, fused_cancel, fused_destroy, fused_save};
+static const sl__iter_ops fused_iter_ops = {
+    .next = fused_next,
+    .cancel = fused_cancel,
+    .destroy = fused_destroy,
+    .save = fused_save,
+};
 
 /* Registers the node and its parallelism knob as a map does. Capacity:
  * the batches ahead. */

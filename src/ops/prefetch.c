@@ -150,8 +150,12 @@ static int prefetch_save(sl__iter *base, sl__bytes *w)
     return sl__save_async(w, base, &it->snap, 0, NULL, it->taken.p, it->taken.n);
 }
 
-static const sl__iter_ops prefetch_iter_ops = {prefetch_next, prefetch_cancel, prefetch_destroy,
-                                               prefetch_save};
+static const sl__iter_ops prefetch_iter_ops = {
+    .next = prefetch_next,
+    .cancel = prefetch_cancel,
+    .destroy = prefetch_destroy,
+    .save = prefetch_save,
+};
 
 /* Registers the node and its depth knob: SL_AUTOTUNE under the controller
  * starts at 1 (a batch more costs memory for nothing unless the output
@@ -190,7 +194,11 @@ static int inline_save(sl__iter *base, sl__bytes *w)
     return sl__save_sync(w, base, 0, NULL, ((inline_iter *)base)->input);
 }
 
-static const sl__iter_ops inline_iter_ops = {inline_next, NULL, inline_destroy, inline_save};
+static const sl__iter_ops inline_iter_ops = {
+    .next = inline_next,
+    .destroy = inline_destroy,
+    .save = inline_save,
+};
 
 static int inline_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
                        sl__iter **out)

@@ -189,7 +189,11 @@ static void queue_iter_destroy(sl__iter *base)
     sl__iter_unregister(base);
 }
 
-static const sl__iter_ops queue_iter_ops = {queue_next, queue_cancel, queue_iter_destroy, NULL};
+static const sl__iter_ops queue_iter_ops = {
+    .next = queue_next,
+    .cancel = queue_cancel,
+    .destroy = queue_iter_destroy,
+};
 
 static int queue_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
                       sl__iter **out)

@@ -53,7 +53,10 @@ static int range_save(sl__iter *base, sl__bytes *w)
     return sl__save_pos(w, base, range_card(base->ds) - it->left);
 }
 
-static const sl__iter_ops range_iter_ops = {range_next, NULL, NULL, range_save};
+static const sl__iter_ops range_iter_ops = {
+    .next = range_next,
+    .save = range_save,
+};
 
 static int range_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
                       sl__iter **out)

@@ -576,7 +576,12 @@ static int read_save(sl__iter *base, sl__bytes *w)
     return sl__save_async(w, base, &it->snap, 0, NULL, it->taken.p, it->taken.n);
 }
 
-static const sl__iter_ops read_iter_ops = {read_next, read_cancel, read_destroy, read_save};
+static const sl__iter_ops read_iter_ops = {
+    .next = read_next,
+    .cancel = read_cancel,
+    .destroy = read_destroy,
+    .save = read_save,
+};
 
 /* Registers the node and its io_depth knob: SL_OPT_IO_DEPTH is where it
  * starts; under the controller it may grow to MAX_AUTO_DEPTH. The engine

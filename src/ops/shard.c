@@ -52,7 +52,11 @@ static int shard_save(sl__iter *base, sl__bytes *w)
     return sl__save_sync(w, base, 2, f, it->in);
 }
 
-static const sl__iter_ops shard_iter_ops = {shard_next, NULL, shard_destroy, shard_save};
+static const sl__iter_ops shard_iter_ops = {
+    .next = shard_next,
+    .destroy = shard_destroy,
+    .save = shard_save,
+};
 
 static int shard_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
                       sl__iter **out)

@@ -54,7 +54,11 @@ static int skip_save(sl__iter *base, sl__bytes *w)
     return sl__save_sync(w, base, 2, f, it->in);
 }
 
-static const sl__iter_ops skip_iter_ops = {skip_next, NULL, skip_destroy, skip_save};
+static const sl__iter_ops skip_iter_ops = {
+    .next = skip_next,
+    .destroy = skip_destroy,
+    .save = skip_save,
+};
 
 static int skip_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
                      sl__iter **out)

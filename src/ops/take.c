@@ -49,7 +49,11 @@ static int take_save(sl__iter *base, sl__bytes *w)
     return sl__save_sync(w, base, 1, &it->left, it->in);
 }
 
-static const sl__iter_ops take_iter_ops = {take_next, NULL, take_destroy, take_save};
+static const sl__iter_ops take_iter_ops = {
+    .next = take_next,
+    .destroy = take_destroy,
+    .save = take_save,
+};
 
 static int take_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
                      sl__iter **out)

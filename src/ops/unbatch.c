@@ -153,8 +153,11 @@ static void unbatch_destroy(sl__iter *base)
     sl__snap_fini(&it->snap);
 }
 
-static const sl__iter_ops unbatch_iter_ops = {unbatch_next, NULL, unbatch_destroy,
-                                              unbatch_save};
+static const sl__iter_ops unbatch_iter_ops = {
+    .next = unbatch_next,
+    .destroy = unbatch_destroy,
+    .save = unbatch_save,
+};
 
 static int unbatch_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
                         sl__iter **out)

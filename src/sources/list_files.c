@@ -52,7 +52,10 @@ static int files_save(sl__iter *base, sl__bytes *w)
     return sl__save_pos(w, base, ((files_iter *)base)->next);
 }
 
-static const sl__iter_ops files_iter_ops = {files_next, NULL, NULL, files_save};
+static const sl__iter_ops files_iter_ops = {
+    .next = files_next,
+    .save = files_save,
+};
 
 static int files_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
                       sl__iter **out)

@@ -370,7 +370,10 @@ static int listing_save(sl__iter *base, sl__bytes *w)
     return sl__save_pos(w, base, (int64_t)((listing_iter *)base)->next);
 }
 
-static const sl__iter_ops listing_iter_ops = {listing_next, NULL, NULL, listing_save};
+static const sl__iter_ops listing_iter_ops = {
+    .next = listing_next,
+    .save = listing_save,
+};
 
 int sl__listing_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
                      sl__iter **out)

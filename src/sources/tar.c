@@ -542,7 +542,11 @@ static int tar_save(sl__iter *base, sl__bytes *w)
     return sl__shards_save(base, &it->sh, w, at);
 }
 
-static const sl__iter_ops tar_iter_ops = {tar_next, NULL, tar_destroy, tar_save};
+static const sl__iter_ops tar_iter_ops = {
+    .next = tar_next,
+    .destroy = tar_destroy,
+    .save = tar_save,
+};
 
 static int tar_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
                     sl__iter **out)

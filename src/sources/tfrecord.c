@@ -143,8 +143,11 @@ static int tfrecord_save(sl__iter *base, sl__bytes *w)
     return sl__shards_save(base, &it->sh, w, at);
 }
 
-static const sl__iter_ops tfrecord_iter_ops = {tfrecord_next, NULL, tfrecord_destroy,
-                                               tfrecord_save};
+static const sl__iter_ops tfrecord_iter_ops = {
+    .next = tfrecord_next,
+    .destroy = tfrecord_destroy,
+    .save = tfrecord_save,
+};
 
 static int tfrecord_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
                          sl__iter **out)
