@@ -469,7 +469,11 @@ SL_API sl_dataset *sl_shuffle(sl_dataset *in, int64_t buffer, int64_t seed,
  * forever. A pass that yields nothing ends a forever-repeat (so an empty
  * input does not spin). Each pass re-creates the input with a new epoch
  * number, so shuffles below reshuffle and per-element random streams
- * differ. */
+ * differ. Over a buffer shuffle (repeat's input is sl_shuffle with a
+ * buffer), the next pass fills its buffer while the current one drains
+ * (tf.data's fused shuffle-and-repeat): no wait for a full buffer at
+ * each pass's start, the same bytes held, passes not mixed, and the
+ * same output as without the overlap. */
 SL_API sl_dataset *sl_repeat(sl_dataset *in, int64_t count);
 /* At most n elements; n = -1 takes all. */
 SL_API sl_dataset *sl_take(sl_dataset *in, int64_t n);

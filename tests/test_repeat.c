@@ -183,6 +183,135 @@ static void test_epochs(void **state)
     sl_options_free(o);
 }
 
+/* ---- a draining shuffle primes the next pass ---- */
+
+/* Keeps every element, counting the calls (the pulls under the shuffle);
+ * fails on call fail_at (1-based) when set. */
+typedef struct pulls {
+    int calls, fail_at;
+} pulls;
+
+static int count_pulls(sl_map_ctx *ctx, const sl_element *el, void *user)
+{
+    (void)el;
+    pulls *p = user;
+    if (++p->calls == p->fail_at)
+        return sl_map_ctx_error(ctx, SL_ECORRUPT, "count_pulls: a bad element");
+    return 1;
+}
+
+#define OV_N 40
+#define OV_BUF 8
+#define OV_PASSES 3
+
+static sl_dataset *overlap_ds(pulls *p)
+{
+    sl_dataset *ds = sl_filter(sl_range(0, OV_N, 1), "pulls", count_pulls, p);
+    return sl_repeat(sl_shuffle(ds, OV_BUF, 7, 0), OV_PASSES);
+}
+
+static int64_t next_i64(sl_iterator *it)
+{
+    sl_element *el;
+    assert_int_equal(sl_next(it, &el), 0);
+    int64_t v = sl_tensor_int64(sl_element_tensor(el, 0));
+    sl_element_release(el);
+    return v;
+}
+
+/* Pass 0's input ends with OV_BUF - 1 elements still to give (the last
+ * pull, which met the end, came with the give before them); each of
+ * those pulls one element into pass 1's buffer, so the pass starts with
+ * all but one pulled. Without priming, the last element of pass 0 leaves
+ * the count at OV_N. */
+static void test_draining_shuffle_primes_next_pass(void **state)
+{
+    (void)state;
+    pulls p = {0};
+    sl_dataset *ds = overlap_ds(&p);
+    sl_iterator *it = sl_iterator_create(ds, NULL);
+    assert_non_null(it);
+    for (int i = 0; i < OV_N; i++)
+        next_i64(it);
+    assert_int_equal(p.calls, OV_N + OV_BUF - 1);
+    next_i64(it); /* pass 1's first: the one pull left */
+    assert_int_equal(p.calls, OV_N + OV_BUF);
+    /* the last pass primes nothing after it */
+    for (int i = 1; i < (OV_PASSES - 1) * OV_N; i++)
+        next_i64(it);
+    sl_element *el;
+    assert_int_equal(sl_next(it, &el), SL_EOF);
+    assert_int_equal(p.calls, OV_PASSES * OV_N);
+    sl_iterator_free(it);
+    sl_dataset_free(ds);
+}
+
+/* Priming changes when the next pass pulls, not what it gives: a run
+ * restored part-way through the drain (fewer steps primed) or at the
+ * pass's end (none) gives what the primed run gave, on 1 and 4 threads. */
+static void test_priming_keeps_the_output(void **state)
+{
+    (void)state;
+    int64_t whole[OV_PASSES * OV_N];
+    pulls p = {0};
+    sl_dataset *ds = overlap_ds(&p);
+    sl_options *o1 = tu_opts(1, -1); /* (epoch 0, as every run below) */
+    sl_iterator *it = sl_iterator_create(ds, o1);
+    for (int i = 0; i < OV_PASSES * OV_N; i++)
+        whole[i] = next_i64(it);
+    sl_iterator_free(it);
+    sl_options_free(o1);
+    /* every pass a permutation, and the passes differ */
+    for (int pass = 0; pass < OV_PASSES; pass++) {
+        int seen[OV_N] = {0};
+        for (int i = 0; i < OV_N; i++)
+            seen[whole[pass * OV_N + i]]++;
+        for (int i = 0; i < OV_N; i++)
+            assert_int_equal(seen[i], 1);
+    }
+    assert_memory_not_equal(whole, whole + OV_N, OV_N * sizeof *whole);
+
+    int cuts[] = {OV_N - OV_BUF + 2, OV_N - 3, OV_N, OV_N + 5, 2 * OV_N - 1};
+    for (int threads = 1; threads <= 4; threads += 3)
+        for (size_t c = 0; c < sizeof cuts / sizeof *cuts; c++) {
+            sl_options *o = tu_opts(threads, -1);
+            it = sl_iterator_create(ds, o);
+            for (int i = 0; i < cuts[c]; i++)
+                assert_int_equal(next_i64(it), whole[i]);
+            unsigned char st[4096];
+            int64_t len = sl_iterator_save(it, st, sizeof st);
+            assert_true(len > 0 && len <= (int64_t)sizeof st);
+            sl_iterator_free(it);
+            it = sl_iterator_restore(ds, st, (size_t)len, o);
+            assert_non_null(it);
+            for (int i = cuts[c]; i < OV_PASSES * OV_N; i++)
+                assert_int_equal(next_i64(it), whole[i]);
+            sl_element *el;
+            assert_int_equal(sl_next(it, &el), SL_EOF);
+            sl_iterator_free(it);
+            sl_options_free(o);
+        }
+    sl_dataset_free(ds);
+}
+
+/* An input error met while priming comes out where it would have without:
+ * at the next pass's first element, after all of this pass's. */
+static void test_priming_error_comes_out_in_its_pass(void **state)
+{
+    (void)state;
+    pulls p = {.fail_at = OV_N + 3}; /* pass 1's third pull: primed */
+    sl_dataset *ds = overlap_ds(&p);
+    sl_iterator *it = sl_iterator_create(ds, NULL);
+    for (int i = 0; i < OV_N; i++)
+        next_i64(it);
+    assert_true(p.calls >= p.fail_at);
+    sl_element *el;
+    assert_int_equal(sl_next(it, &el), SL_ECORRUPT);
+    assert_non_null(strstr(sl_iterator_errmsg(it), "count_pulls: a bad element"));
+    sl_iterator_free(it);
+    sl_dataset_free(ds);
+}
+
 static void test_fingerprint(void **state)
 {
     (void)state;
@@ -207,6 +336,9 @@ int main(void)
         cmocka_unit_test(test_eof_repeats),
         cmocka_unit_test(test_epochs),
         cmocka_unit_test(test_fingerprint),
+        cmocka_unit_test(test_draining_shuffle_primes_next_pass),
+        cmocka_unit_test(test_priming_keeps_the_output),
+        cmocka_unit_test(test_priming_error_comes_out_in_its_pass),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

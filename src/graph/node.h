@@ -131,6 +131,16 @@ typedef struct sl__iter_ops {
      * returned, then its inputs'. Called by the thread that calls next,
      * between calls. NULL: the op cannot save (SL_EUNSUPPORTED). */
     int (*save)(sl__iter *it, sl__bytes *w);
+    /* Optional (NULL: neither), for repeat, which overlaps a pass's end
+     * with the next pass's start (repeat.c). draining: the node pulls no
+     * more input this pass, so each element it returns frees room it held.
+     * prime: one step of the work before the node's first element (a
+     * buffer shuffle's fill), returning no element: 1 when it took a step,
+     * 0 when it has none to take; an error of its input is kept and comes
+     * out of next where it would have without the priming. Both on the
+     * thread that calls next. */
+    bool (*draining)(const sl__iter *it);
+    int (*prime)(sl__iter *it);
 } sl__iter_ops;
 
 struct sl__iter {

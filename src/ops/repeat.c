@@ -1,6 +1,15 @@
 /* repeat(count): count passes over the input (-1: forever), each a fresh
  * input iterator with its own epoch so that shuffles reshuffle and
- * per-element random streams differ from pass to pass. */
+ * per-element random streams differ from pass to pass.
+ *
+ * A pass whose input drains a buffer at its end (a buffer shuffle after
+ * its input ended) has the next pass made early and primed a step per
+ * element it gives, so that the next pass's buffer is full when it
+ * starts instead of filling while everything downstream waits: tf.data's
+ * fused shuffle-and-repeat, without mixing the passes. The held bytes
+ * stay level (one leaves the old buffer as one enters the new), and the
+ * output is what it would be without it: priming takes the same pulls
+ * the next pass's first element would. */
 #include "../graph/node.h"
 
 /* Epoch stride of a forever-repeat nested in a repeated pipeline. A finite
@@ -16,6 +25,8 @@ typedef struct repeat_ds {
 typedef struct repeat_iter {
     sl__iter base;
     sl__iter *in;  /* iterator of the current pass, NULL between passes */
+    sl__iter *early; /* the next pass, made while this one drains, or NULL */
+    bool no_early;   /* making it failed: it is made when due, as usual */
     int64_t pass;
     int64_t got;   /* elements of the current pass */
     bool done;
@@ -34,14 +45,43 @@ static int64_t repeat_card(const sl_dataset *ds)
     return in > INT64_MAX / count ? SL_UNKNOWN : in * count;
 }
 
-static int start_pass(repeat_iter *it)
+static int make_pass(repeat_iter *it, int64_t pass, sl__iter **out)
 {
     int64_t count = ((const repeat_ds *)it->base.ds)->count;
     uint64_t stride = count > 0 ? (uint64_t)count : FOREVER_STRIDE;
     /* unsigned: wraps rather than overflows for absurd nestings */
-    int64_t epoch = (int64_t)((uint64_t)it->base.epoch * stride + (uint64_t)it->pass);
+    int64_t epoch = (int64_t)((uint64_t)it->base.epoch * stride + (uint64_t)pass);
+    return sl__iter_make_input(&it->base, 0, epoch, out);
+}
+
+static int start_pass(repeat_iter *it)
+{
     it->got = 0;
-    return sl__iter_make_input(&it->base, 0, epoch, &it->in);
+    it->no_early = false;
+    if (it->early) {
+        it->in = it->early;
+        it->early = NULL;
+        return 0;
+    }
+    return make_pass(it, it->pass, &it->in);
+}
+
+/* One step of the next pass's start while this one drains. A failure to
+ * make it early is left for when it is due, where it comes out as it
+ * would have. */
+static void overlap(repeat_iter *it, int64_t count)
+{
+    const sl__iter_ops *ops = it->in->ops;
+    if (it->no_early || !ops->draining || !ops->draining(it->in) ||
+        (count >= 0 && it->pass + 1 >= count))
+        return;
+    if (!it->early && make_pass(it, it->pass + 1, &it->early) < 0) {
+        it->early = NULL;
+        it->no_early = true;
+        return;
+    }
+    if (it->early->ops->prime)
+        it->early->ops->prime(it->early);
 }
 
 static int repeat_next(sl__iter *base, sl_element **out)
@@ -59,8 +99,10 @@ static int repeat_next(sl__iter *base, sl_element **out)
                 return rc;
         }
         int rc = sl__iter_next(it->in, out);
-        if (rc == 0)
+        if (rc == 0) {
             it->got++;
+            overlap(it, count);
+        }
         if (rc != SL_EOF)
             return rc;
         sl__iter_free(it->in);
@@ -75,10 +117,12 @@ static int repeat_next(sl__iter *base, sl_element **out)
 static void repeat_destroy(sl__iter *base)
 {
     sl__iter_free(((repeat_iter *)base)->in);
+    sl__iter_free(((repeat_iter *)base)->early);
 }
 
 /* The pass, its elements so far, then the pass's input record (none
- * between passes or at the end). */
+ * between passes or at the end). A next pass made early is not saved:
+ * restored, it is made when due, with the same output. */
 static int repeat_save(sl__iter *base, sl__bytes *w)
 {
     repeat_iter *it = (repeat_iter *)base;
@@ -86,7 +130,11 @@ static int repeat_save(sl__iter *base, sl__bytes *w)
     return sl__save_sync(w, base, 3, f, it->in);
 }
 
-static const sl__iter_ops repeat_iter_ops = {repeat_next, NULL, repeat_destroy, repeat_save};
+static const sl__iter_ops repeat_iter_ops = {
+    .next = repeat_next,
+    .destroy = repeat_destroy,
+    .save = repeat_save,
+};
 
 static int repeat_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
                        sl__iter **out)

@@ -33,6 +33,8 @@ typedef struct buffer_iter {
     int64_t held;  /* bytes accounted in the tree */
     int64_t pulled, emitted;
     bool eof;
+    int deferred;       /* an input error met while priming, and its message */
+    char *deferred_msg;
 } buffer_iter;
 
 static sl__rng make_rng(const sl__iter *it)
@@ -75,32 +77,52 @@ static sl_element *unhold(buffer_iter *it, sl_element *el)
     return el;
 }
 
-/* Fills the hole and any free slots until the buffer is full or the input
- * ends. On an input error nothing is lost: the next call resumes. */
-static int refill(buffer_iter *it)
+/* Pulls one input element into the hole or a new slot: 0, 1 at the end
+ * of the input, or the input's error (nothing is lost: the next pull
+ * resumes). */
+static int pull(buffer_iter *it)
 {
-    while (!it->eof && (it->hole >= 0 || it->count < it->limit)) {
-        if (it->hole < 0 && it->count == it->cap) {
-            int rc = grow(it);
-            if (rc)
-                return rc;
-        }
-        sl_element *el;
-        int rc = sl__iter_next(it->input, &el);
-        if (rc == SL_EOF) {
-            it->eof = true;
-            break;
-        }
+    if (it->hole < 0 && it->count == it->cap) {
+        int rc = grow(it);
         if (rc)
             return rc;
-        it->pulled++;
-        hold(it, el);
-        if (it->hole >= 0) {
-            it->slots[it->hole] = el;
-            it->hole = -1;
-        } else {
-            it->slots[it->count++] = el;
-        }
+    }
+    sl_element *el;
+    int rc = sl__iter_next(it->input, &el);
+    if (rc == SL_EOF) {
+        it->eof = true;
+        return 1;
+    }
+    if (rc)
+        return rc;
+    it->pulled++;
+    hold(it, el);
+    if (it->hole >= 0) {
+        it->slots[it->hole] = el;
+        it->hole = -1;
+    } else {
+        it->slots[it->count++] = el;
+    }
+    return 0;
+}
+
+/* Fills the hole and any free slots until the buffer is full or the input
+ * ends. An error kept from priming comes out first, at the pull where it
+ * happened. */
+static int refill(buffer_iter *it)
+{
+    if (it->deferred) {
+        int rc = it->deferred;
+        sl__set_error_str(rc, it->deferred_msg ? it->deferred_msg : sl_strerror(rc));
+        sl__strfree(it->deferred_msg);
+        it->deferred_msg = NULL;
+        it->deferred = 0;
+        return rc;
+    }
+    while (!it->eof && (it->hole >= 0 || it->count < it->limit)) {
+        int rc = pull(it);
+        if (rc < 0)
+            return rc;
     }
     if (it->hole >= 0) { /* input ended: close the gap with the last slot */
         it->slots[it->hole] = it->slots[it->count - 1];
@@ -108,6 +130,28 @@ static int refill(buffer_iter *it)
         it->hole = -1;
     }
     return 0;
+}
+
+static bool buffer_draining(const sl__iter *base)
+{
+    return ((const buffer_iter *)base)->eof;
+}
+
+/* One pull of the fill before the first element (repeat primes the next
+ * pass with it while this one drains). The pulls and draws are those the
+ * first next would make, so the output is the same. */
+static int buffer_prime(sl__iter *base)
+{
+    buffer_iter *it = (buffer_iter *)base;
+    if (it->deferred || it->eof || it->emitted || it->count >= it->limit)
+        return 0;
+    int rc = pull(it);
+    if (rc < 0) {
+        it->deferred = rc;
+        it->deferred_msg = sl__strdup(sl__error_msg());
+        return 0;
+    }
+    return rc == 0;
 }
 
 static int buffer_next(sl__iter *base, sl_element **out)
@@ -163,10 +207,17 @@ static void buffer_destroy(sl__iter *base)
         if (it->slots[i])
             sl_element_release(unhold(it, it->slots[i]));
     sl__free(it->slots, (size_t)it->cap * sizeof *it->slots);
+    sl__strfree(it->deferred_msg);
     sl__iter_free(it->input);
 }
 
-static const sl__iter_ops buffer_iter_ops = {buffer_next, NULL, buffer_destroy, buffer_save};
+static const sl__iter_ops buffer_iter_ops = {
+    .next = buffer_next,
+    .destroy = buffer_destroy,
+    .save = buffer_save,
+    .draining = buffer_draining,
+    .prime = buffer_prime,
+};
 
 static int make_buffer_iter(const sl_dataset *ds, sl__tree *tree, uint64_t key,
                             int64_t epoch, sl__iter **out)
@@ -269,7 +320,11 @@ static void all_resume(all_iter *it, int64_t pos)
     }
 }
 
-static const sl__iter_ops all_iter_ops = {all_next, NULL, all_destroy, all_save};
+static const sl__iter_ops all_iter_ops = {
+    .next = all_next,
+    .destroy = all_destroy,
+    .save = all_save,
+};
 
 static int make_all_iter(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
                          sl__iter **out)
