@@ -54,7 +54,8 @@ typedef struct axis {
     int pitch;       /* weights per sample: taps rounded up to even (pairs) */
     int32_t *start;  /* first source pixel of each output sample */
     int16_t *w;      /* out x pitch, zero-padded */
-    size_t start_cap, w_cap; /* bytes */
+    double *t;       /* taps: one sample's filter values, while building */
+    size_t start_cap, w_cap, t_cap; /* bytes */
     /* AVX-512 horizontal pass, built on first use after the taps change:
      * per group of 4 samples, its first pixel and per pair of taps a word
      * permutation and the matching weights (see horizontal_avx512). */
@@ -111,6 +112,7 @@ static void axis_free(axis *a)
 {
     sl__free_aligned(a->start, a->start_cap, SL__ALIGN);
     sl__free_aligned(a->w, a->w_cap, SL__ALIGN);
+    sl__free_aligned(a->t, a->t_cap, SL__ALIGN);
     sl__free_aligned(a->g_base, a->g_base_cap, SL__ALIGN);
     sl__free_aligned(a->g_tab, a->g_tab_cap, SL__ALIGN);
     sl__free_aligned(a->w8, a->w8_cap, SL__ALIGN);
@@ -145,7 +147,8 @@ static int clampd(double v, int lo, int hi)
  * the clamp keeps the conversion defined for any finite window. */
 static inline int ifloor(double v)
 {
-    v = v < -1e9 ? -1e9 : v > 1e9 ? 1e9 : v;
+    v = v < -1e9 ? -1e9 : v; /* (two steps: minsd and maxsd, no branches) */
+    v = v > 1e9 ? 1e9 : v;
     int i = (int)v;
     return i - (i > v);
 }
@@ -175,39 +178,39 @@ static double triangle(double d, double inv_fs)
 }
 
 /* One sample's weights in fixed point, placed at their offset from the
- * sample's start in its zero-padded row of taps. Rounding the running sum
+ * sample's start in its row of taps (zeroed before). Rounding the running sum
  * rather than each weight makes them add up to exactly 1 << WBITS, keeps
- * each within one unit of its exact value and never makes one negative. */
+ * each within one unit of its exact value and never makes one negative.
+ * (Per image, a train crop builds four axes of 224 samples: this runs
+ * about a thousand times an image, so it keeps to straight loops.) */
 static void sample_weights(axis *a, int i, double scale, double fs, double inv_fs)
 {
     double c, sum = 0;
     int first, last;
     tap_range(a, i, scale, fs, &c, &first, &last);
     int s = first < a->hi - a->taps ? first : a->hi - a->taps;
+    int n = last - first + 1, o = first - s;
     int16_t *q = a->w + (size_t)i * a->pitch;
-    memset(q, 0, (size_t)a->pitch * sizeof *q);
+    double *t = a->t; /* the taps' values, for the second loop */
     a->start[i] = s;
-    /* the taps' values, kept for the second loop where they fit */
-    double t[64];
-    bool keep = last - first < 64;
-    for (int j = first; j <= last; j++) {
-        double v = triangle(j - c, inv_fs);
-        if (keep)
-            t[j - first] = v;
-        sum += v;
+    for (int k = 0; k < n; k++) {
+        t[k] = triangle(first + k - c, inv_fs);
+        sum += t[k];
     }
     if (!(sum > 0)) {
         q[clampd(nearbyint(c), a->lo, a->hi - 1) - s] = 1 << WBITS;
         return;
     }
-    double run = 0, norm = (1 << WBITS) / sum; /* the same additions as sum */
+    /* the same additions as sum; run * norm >= 0, so (int) is floor */
+    double run = 0, norm = (1 << WBITS) / sum;
     int prev = 0;
-    for (int j = first; j <= last; j++) {
-        run += keep ? t[j - first] : triangle(j - c, inv_fs);
-        int cur = j == last ? 1 << WBITS : ifloor(run * norm + 0.5);
-        q[j - s] = (int16_t)(cur - prev);
+    for (int k = 0; k < n - 1; k++) {
+        run += t[k];
+        int cur = (int)(run * norm + 0.5);
+        q[o + k] = (int16_t)(cur - prev);
         prev = cur;
     }
+    q[o + n - 1] = (int16_t)((1 << WBITS) - prev);
 }
 
 static int axis_build(axis *a, double pos, double len, int size, int out)
@@ -233,9 +236,11 @@ static int axis_build(axis *a, double pos, double len, int size, int out)
         a->taps = 1;
     a->pitch = (a->taps + 1) & ~1;
     if (reserve((void **)&a->start, &a->start_cap, (size_t)out * sizeof *a->start) ||
-        reserve((void **)&a->w, &a->w_cap, (size_t)out * a->pitch * sizeof *a->w))
+        reserve((void **)&a->w, &a->w_cap, (size_t)out * a->pitch * sizeof *a->w) ||
+        reserve((void **)&a->t, &a->t_cap, (size_t)a->taps * sizeof *a->t))
         return SL_ENOMEM;
     double inv_fs = 1 / fs; /* (divisions per axis, not per sample) */
+    memset(a->w, 0, (size_t)out * a->pitch * sizeof *a->w);
     for (int i = 0; i < out; i++)
         sample_weights(a, i, scale, fs, inv_fs);
     a->valid = true;
