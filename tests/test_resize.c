@@ -710,6 +710,32 @@ static void test_ycc_simd_levels_match(void **state)
     sl__resizer_free(rz);
 }
 
+/* The AVX-512 filter weights (eight samples at a time) are the scalar
+ * ones, bit for bit, over crops, whole images, upscales, sub-pixel
+ * windows and windows that run off the image. */
+static void test_weights_simd_match_scalar(void **state)
+{
+    (void)state;
+    if (sl__resize_weights_agree(0, 10, 10, 8) < 0)
+        skip();
+    sl__rng rng = sl__rng_make(11, 13, 0, 0);
+    for (int i = 0; i < 20000; i++) {
+        int size = 1 + (int)sl__rng_below(&rng, i % 4 ? 600 : 5000);
+        int out = 1 + (int)sl__rng_below(&rng, i % 5 ? 300 : 40);
+        double pos = sl__rng_uniform(&rng) * size, len = sl__rng_uniform(&rng) * (size - pos);
+        if (i % 7 == 0)
+            len += sl__rng_uniform(&rng) * 3; /* past the last pixel */
+        if (i % 11 == 0)
+            len = sl__rng_uniform(&rng) * 0.9 + 1e-3; /* under a pixel */
+        if (i % 13 == 0)
+            pos = 0, len = size; /* the whole axis */
+        int rc = sl__resize_weights_agree(pos, len > 0 ? len : 1e-3, size, out);
+        if (rc != 1)
+            fail_msg("weights differ: pos %.17g len %.17g size %d out %d (%d)", pos, len,
+                     size, out, rc);
+    }
+}
+
 static void test_steady_state_and_errors(void **state)
 {
     (void)state;
@@ -830,6 +856,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_ycc_crop_matches_full_width),
         cmocka_unit_test(test_default_decode_accuracy),
         cmocka_unit_test(test_ycc_simd_levels_match),
+        cmocka_unit_test(test_weights_simd_match_scalar),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

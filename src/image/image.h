@@ -138,5 +138,9 @@ bool sl__resize_ycc_pays(void);
 /* Tests: selects the SSE2 (0), AVX2 (1) or AVX-512 (2) passes; returns
  * the level, or -1 if the CPU lacks it. All compute the same integers. */
 int sl__resize_simd(int level);
+/* Tests: whether the AVX-512 filter weights of an axis (window pos, len
+ * of size pixels to out samples) equal the scalar ones: 1, 0, -1 without
+ * AVX-512, or SL_ENOMEM. */
+int sl__resize_weights_agree(double pos, double len, int size, int out);
 
 #endif

@@ -213,6 +213,11 @@ static void sample_weights(axis *a, int i, double scale, double fs, double inv_f
     q[o + n - 1] = (int16_t)((1 << WBITS) - prev);
 }
 
+#ifdef SL__RESIZE_AVX2
+static int simd_level(void);
+static bool weights_avx512(axis *a, int i, double scale, double fs, double inv_fs);
+#endif
+
 static int axis_build(axis *a, double pos, double len, int size, int out)
 {
     if (a->valid && a->pos == pos && a->len == len && a->size == size && a->out == out)
@@ -241,7 +246,15 @@ static int axis_build(axis *a, double pos, double len, int size, int out)
         return SL_ENOMEM;
     double inv_fs = 1 / fs; /* (divisions per axis, not per sample) */
     memset(a->w, 0, (size_t)out * a->pitch * sizeof *a->w);
-    for (int i = 0; i < out; i++)
+    int i = 0;
+#ifdef SL__RESIZE_AVX2
+    if (a->taps <= 8 && simd_level() == 2)
+        for (; i + 8 <= out; i += 8)
+            if (!weights_avx512(a, i, scale, fs, inv_fs))
+                for (int j = i; j < i + 8; j++)
+                    sample_weights(a, j, scale, fs, inv_fs);
+#endif
+    for (; i < out; i++)
         sample_weights(a, i, scale, fs, inv_fs);
     a->valid = true;
     return 0;
@@ -644,6 +657,84 @@ static int simd_level(void)
     }
     return v;
 }
+
+/* ifloor of 8 values (the same clamp, truncation and correction). */
+__attribute__((target(AVX512))) static inline __m256i ifloor8(__m512d v)
+{
+    v = _mm512_max_pd(v, _mm512_set1_pd(-1e9));
+    v = _mm512_min_pd(v, _mm512_set1_pd(1e9));
+    __m256i i = _mm512_cvttpd_epi32(v);
+    __mmask8 over = _mm512_cmp_pd_mask(_mm512_cvtepi32_pd(i), v, _CMP_GT_OQ);
+    return _mm256_mask_sub_epi32(i, over, i, _mm256_set1_epi32(1));
+}
+
+/* sample_weights for samples i .. i + 7 side by side, with the same double
+ * operations in the same order, so the same weights. (The _round_ forms,
+ * at the default rounding, are plain IEEE operations that gcc will not
+ * fuse into a multiply-add, which would round once instead of twice.)
+ * False, with nothing written, when a sample's centre lies outside the
+ * pixels or its taps sum to 0: sample_weights does those. taps <= 8. */
+__attribute__((target(AVX512))) static bool weights_avx512(axis *a, int i, double scale,
+                                                           double fs, double inv_fs)
+{
+    enum { R = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC };
+    const __m512d zero = _mm512_setzero_pd(), half = _mm512_set1_pd(0.5);
+    __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    __m512d idx = _mm512_cvtepi32_pd(_mm256_add_epi32(_mm256_set1_epi32(i), lane));
+    __m512d c = _mm512_mul_round_pd(_mm512_add_round_pd(idx, half, R), _mm512_set1_pd(scale), R);
+    c = _mm512_sub_round_pd(_mm512_add_round_pd(_mm512_set1_pd(a->pos), c, R), half, R);
+    __m512d vfs = _mm512_set1_pd(fs);
+    __m256i one = _mm256_set1_epi32(1), lo = _mm256_set1_epi32(a->lo),
+            top = _mm256_set1_epi32(a->hi - 1);
+    __m256i f = _mm256_add_epi32(ifloor8(_mm512_sub_round_pd(c, vfs, R)), one);
+    __m512d neg = _mm512_sub_round_pd(zero, _mm512_add_round_pd(c, vfs, R), R);
+    __m256i l = _mm256_sub_epi32(_mm256_sub_epi32(_mm256_setzero_si256(), ifloor8(neg)), one);
+    __m256i first = _mm256_max_epi32(lo, _mm256_min_epi32(f, top));
+    __m256i last = _mm256_max_epi32(lo, _mm256_min_epi32(l, top));
+    if (_mm256_movemask_epi8(_mm256_cmpgt_epi32(first, last)))
+        return false;
+    __m256i n = _mm256_add_epi32(_mm256_sub_epi32(last, first), one);
+    __m512d t[8], sum = zero;
+    const __m512d vone = _mm512_set1_pd(1), vinv = _mm512_set1_pd(inv_fs);
+    for (int k = 0; k < a->taps; k++) {
+        __m256i vk = _mm256_set1_epi32(k);
+        __m512d j = _mm512_cvtepi32_pd(_mm256_add_epi32(first, vk));
+        __m512d d = _mm512_abs_pd(_mm512_sub_round_pd(j, c, R));
+        __m512d v = _mm512_sub_round_pd(vone, _mm512_mul_round_pd(d, vinv, R), R);
+        v = _mm512_max_pd(v, zero); /* v > 0 ? v : 0 */
+        __mmask8 in = _mm256_cmpgt_epi32_mask(n, vk);
+        t[k] = _mm512_maskz_mov_pd(in, v);
+        sum = _mm512_add_round_pd(sum, t[k], R); /* + 0 past a sample's taps: exact */
+    }
+    if (_mm512_cmp_pd_mask(sum, zero, _CMP_GT_OQ) != 0xff)
+        return false;
+    __m512d norm = _mm512_div_round_pd(_mm512_set1_pd(1 << WBITS), sum, R), run = zero;
+    __m256i prev = _mm256_setzero_si256(), full = _mm256_set1_epi32(1 << WBITS);
+    __m256i nm1 = _mm256_sub_epi32(n, one);
+    int32_t wk[8][8];
+    for (int k = 0; k < a->taps; k++) {
+        __m256i vk = _mm256_set1_epi32(k);
+        __mmask8 mid = _mm256_cmpgt_epi32_mask(nm1, vk), end = _mm256_cmpeq_epi32_mask(nm1, vk);
+        run = _mm512_mask_add_round_pd(run, mid, run, t[k], R);
+        __m256i cur = _mm512_cvttpd_epi32(
+            _mm512_add_round_pd(_mm512_mul_round_pd(run, norm, R), half, R));
+        __m256i w = _mm256_maskz_sub_epi32(mid, cur, prev);
+        w = _mm256_mask_sub_epi32(w, end, full, prev);
+        prev = _mm256_mask_mov_epi32(prev, mid, cur);
+        _mm256_storeu_si256((__m256i *)wk[k], w);
+    }
+    __m256i s = _mm256_min_epi32(first, _mm256_set1_epi32(a->hi - a->taps));
+    _mm256_storeu_si256((__m256i *)(a->start + i), s);
+    int32_t fs8[8], n8[8];
+    _mm256_storeu_si256((__m256i *)fs8, _mm256_sub_epi32(first, s));
+    _mm256_storeu_si256((__m256i *)n8, n);
+    for (int j = 0; j < 8; j++) {
+        int16_t *q = a->w + (size_t)(i + j) * a->pitch + fs8[j];
+        for (int k = 0; k < n8[j]; k++)
+            q[k] = (int16_t)wk[k][j];
+    }
+    return true;
+}
 #endif
 #else
 /* Blocks of a constant 16 bytes, which gcc -O2 vectorises. */
@@ -817,6 +908,33 @@ int sl__resize_simd(int level)
     return level;
 #else
     return level == 0 ? 0 : -1;
+#endif
+}
+
+int sl__resize_weights_agree(double pos, double len, int size, int out)
+{
+#ifdef SL__RESIZE_AVX2
+    if (!has_avx512())
+        return -1;
+    axis a, b;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    int level = simd_level(), rc;
+    __atomic_store_n(&simd_mode, 0, __ATOMIC_RELAXED);
+    rc = axis_build(&a, pos, len, size, out);
+    __atomic_store_n(&simd_mode, 2, __ATOMIC_RELAXED);
+    if (rc == 0)
+        rc = axis_build(&b, pos, len, size, out);
+    __atomic_store_n(&simd_mode, level, __ATOMIC_RELAXED);
+    if (rc == 0)
+        rc = !memcmp(a.start, b.start, (size_t)out * sizeof *a.start) &&
+             !memcmp(a.w, b.w, (size_t)out * a.pitch * sizeof *a.w);
+    axis_free(&a);
+    axis_free(&b);
+    return rc;
+#else
+    (void)pos, (void)len, (void)size, (void)out;
+    return -1;
 #endif
 }
 
