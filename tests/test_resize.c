@@ -736,6 +736,19 @@ static void test_weights_simd_match_scalar(void **state)
     }
 }
 
+/* The colour passes (SSSE3, AVX-512 VBMI) give the portable integers for
+ * every (Y, Cb, Cr), and write nothing past the row. */
+static void test_ycc_rgb_every_value(void **state)
+{
+    (void)state;
+    for (int level = 0; level <= 2; level++) {
+        int rc = sl__resize_ycc_rgb_agree(level);
+        if (rc != -1)
+            assert_int_equal(rc, 1);
+    }
+    sl__resize_simd(sl__resize_simd(2) < 0 ? (sl__resize_simd(1) < 0 ? 0 : 1) : 2);
+}
+
 static void test_steady_state_and_errors(void **state)
 {
     (void)state;
@@ -857,6 +870,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_default_decode_accuracy),
         cmocka_unit_test(test_ycc_simd_levels_match),
         cmocka_unit_test(test_weights_simd_match_scalar),
+        cmocka_unit_test(test_ycc_rgb_every_value),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -142,5 +142,9 @@ int sl__resize_simd(int level);
  * of size pixels to out samples) equal the scalar ones: 1, 0, -1 without
  * AVX-512, or SL_ENOMEM. */
 int sl__resize_weights_agree(double pos, double len, int size, int out);
+/* Tests: selects `level` (sl__resize_simd, left selected) and checks its
+ * YCbCr-to-RGB pass against the portable one on every (Y, Cb, Cr): 1, 0,
+ * -1 without the level, or SL_ENOMEM. */
+int sl__resize_ycc_rgb_agree(int level);
 
 #endif
