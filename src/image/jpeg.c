@@ -453,6 +453,7 @@ static int decode_region(sl__jpeg *dec, void *arg)
 #include <jpegint.h>
 _Static_assert(DSTATE_SCANNING == SL__DSTATE_SCANNING && DSTATE_RAW_OK == SL__DSTATE_RAW_OK,
                "libjpeg's decompressor states moved");
+#define SL__HAVE_JPEGINT 1
 #endif
 #endif
 #if JPEG_LIB_VERSION >= 70
@@ -463,6 +464,36 @@ _Static_assert(DSTATE_SCANNING == SL__DSTATE_SCANNING && DSTATE_RAW_OK == SL__DS
 #define COMP_SCALED(c) ((c)->DCT_scaled_size)
 #endif
 #define YCC_MIN_WIDTH 16 /* luma columns: every component keeps >= 2 */
+
+/* Drops the n iMCU rows at the top of the image without inverse
+ * transforms: jpeg_skip_scanlines' way with whole iMCU rows, which raw
+ * mode cannot call (it reaches for the upsampler and the main buffer
+ * controller, which raw mode has not). A single interleaved scan has each
+ * MCU entropy-decoded with nowhere to keep it (the decoders take NULL for
+ * that); a file of several scans has all its coefficients decoded already
+ * and only moves on. The coefficient controller needs no reset: it starts
+ * every iMCU row of an interleaved scan in the same state (jdcoefct.h,
+ * start_iMCU_row). 0, or SL__JPEG_NOT_YCC when this cannot be done here,
+ * before anything is touched: then the rows are read and dropped. */
+static int skip_imcu_rows(struct jpeg_decompress_struct *ci, JDIMENSION n, JDIMENSION lines)
+{
+#ifdef SL__HAVE_JPEGINT
+    if (!ci->inputctl->has_multiple_scans) {
+        if (ci->comps_in_scan < 2)
+            return SL__JPEG_NOT_YCC;
+        for (JDIMENSION r = 0; r < n; r++)
+            for (JDIMENSION x = 0; x < ci->MCUs_per_row; x++)
+                (*ci->entropy->decode_mcu)(ci, NULL);
+        ci->input_iMCU_row += n;
+    }
+    ci->output_iMCU_row += n;
+    ci->output_scanline += n * lines;
+    return 0;
+#else
+    (void)ci, (void)n, (void)lines;
+    return SL__JPEG_NOT_YCC;
+#endif
+}
 
 typedef struct ycc_req {
     sl__window win;
@@ -511,8 +542,12 @@ static int decode_ycc_region(sl__jpeg *dec, void *arg)
     int rc = grow(dec, total);
     if (rc)
         return rc;
-    for (JDIMENSION r = 0; r < r1; r++) {
-        /* rows above the window land in the first slot and are overwritten */
+    JDIMENSION r = 0;
+    if (r0 > 0 && skip_imcu_rows(ci, r0, L) == 0)
+        r = r0;
+    for (; r < r1; r++) {
+        /* rows above the window (where they could not be skipped) land in
+         * the first slot and are overwritten */
         size_t slot = r < r0 ? 0 : r - r0;
         JSAMPROW ptr[3][4 * DCTSIZE];
         JSAMPARRAY planes[3] = {ptr[0], ptr[1], ptr[2]};
