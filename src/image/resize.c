@@ -1202,15 +1202,21 @@ static bool has_vbmi(void)
 }
 
 /* YCbCr to RGB bytes at 64 pixels a step: the SSSE3 pass's integers
- * (pmulhrsw), widened, then interleaved by byte permutes (VBMI). */
+ * (pmulhrsw), widened, then interleaved by byte permutes (VBMI). Rows
+ * under 64 pixels go to the SSSE3 pass. */
 __attribute__((target(AVX512_VBMI))) static void
 ycc_rgb_avx512(const uint8_t *yl, const uint8_t *cbl, const uint8_t *crl, uint8_t *rgb, int n)
 {
     const __m512i zero = _mm512_setzero_si512(), c128 = _mm512_set1_epi16(128);
     const __m512i kcrr = _mm512_set1_epi16(K_CR_R), kcbg = _mm512_set1_epi16(K_CB_G);
     const __m512i kcrg = _mm512_set1_epi16(K_CR_G), kcbb = _mm512_set1_epi16(K_CB_B);
-    int x = 0;
-    for (; x + 64 <= n; x += 64) {
+    if (n < 64) {
+        ycc_rgb_ssse3(yl, cbl, crl, rgb, n);
+        return;
+    }
+    for (int x = 0; x < n; x += 64) {
+        if (x > n - 64)
+            x = n - 64; /* the last step overlaps the one before: same bytes */
         __m512i y8 = _mm512_loadu_si512(yl + x), b8 = _mm512_loadu_si512(cbl + x),
                 r8 = _mm512_loadu_si512(crl + x);
         __m512i ch[2][3];
@@ -1235,7 +1241,6 @@ ycc_rgb_avx512(const uint8_t *yl, const uint8_t *cbl, const uint8_t *crl, uint8_
             _mm512_storeu_si512(rgb + 3 * x + 64 * j, v);
         }
     }
-    ycc_rgb_ssse3(yl + x, cbl + x, crl + x, rgb + 3 * x, n - x);
 }
 #endif
 
