@@ -741,7 +741,7 @@ static void test_weights_simd_match_scalar(void **state)
 static void test_ycc_rgb_every_value(void **state)
 {
     (void)state;
-    for (int level = 0; level <= 2; level++) {
+    for (int level = 1; level <= 2; level++) { /* (level 0 is the reference) */
         int rc = sl__resize_ycc_rgb_agree(level);
         if (rc != -1)
             assert_int_equal(rc, 1);
