@@ -11,9 +11,9 @@
  * down to SSE4.2, as it does for the resampler.
  */
 #include <stdbool.h>
-#include <stdlib.h>
 #include <string.h>
 #include "crc32c.h"
+#include "log.h"
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #include <nmmintrin.h>
@@ -303,12 +303,6 @@ FOLD_TARGET static uint32_t copy_avx512(uint32_t crc, void *dst, const void *src
 {
     return n < FOLD_MIN ? copy_sse42(crc, dst, src, n) : fold_any(crc, dst, src, n, true);
 }
-
-static bool env_off(const char *name)
-{
-    const char *e = getenv(name);
-    return e && *e && *e != '0';
-}
 #endif
 
 bool sl__crc32c_has_avx512(void)
@@ -330,7 +324,7 @@ static int level(void)
         l = 0;
 #ifdef SL__CRC_X86
         if (sl__crc32c_has_sse42())
-            l = sl__crc32c_has_avx512() && !env_off("SLUICE_NO_AVX512") ? 2 : 1;
+            l = sl__crc32c_has_avx512() && !sl__env_on("SLUICE_NO_AVX512") ? 2 : 1;
 #endif
         __atomic_store_n(&v, l, __ATOMIC_RELAXED);
     }

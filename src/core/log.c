@@ -43,6 +43,12 @@ static int env_level(void)
     return level;
 }
 
+int sl__env_on(const char *name)
+{
+    const char *e = getenv(name);
+    return e && *e && *e != '0';
+}
+
 int sl__log_category_enabled(const char *category)
 {
     const char *e = getenv("SLUICE_LOG");

@@ -36,6 +36,7 @@
 #endif
 #include "../core/alloc.h"
 #include "../core/error.h"
+#include "../core/log.h"
 #include "image.h"
 
 #define WBITS 14 /* weights: fixed point, summing to exactly 1 << WBITS */
@@ -632,11 +633,6 @@ horizontal_avx512(const axis *ax, const int16_t *row, uint8_t *line, bool flip)
 /* 0: SSE2, 1: AVX2, 2: AVX-512 (BW, VL, VNNI); -1 until decided. */
 static int simd_mode = -1;
 
-static bool env_off(const char *name)
-{
-    const char *e = getenv(name);
-    return e && *e && *e != '0';
-}
 
 static bool has_avx512(void)
 {
@@ -651,8 +647,8 @@ static int simd_level(void)
     int v = __atomic_load_n(&simd_mode, __ATOMIC_RELAXED);
     if (v < 0) {
         v = 0;
-        if (__builtin_cpu_supports("avx2") && !env_off("SLUICE_NO_AVX2"))
-            v = has_avx512() && !env_off("SLUICE_NO_AVX512") ? 2 : 1;
+        if (__builtin_cpu_supports("avx2") && !sl__env_on("SLUICE_NO_AVX2"))
+            v = has_avx512() && !sl__env_on("SLUICE_NO_AVX512") ? 2 : 1;
         __atomic_store_n(&simd_mode, v, __ATOMIC_RELAXED);
     }
     return v;
