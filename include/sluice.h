@@ -163,7 +163,9 @@ typedef enum sl_dtype {
     SL_FLOAT64,
     /* Variable-length byte strings (paths, file contents). The data of a
      * string tensor holding n = product(shape) strings is n+1 uint64_t
-     * offsets followed by the bytes; use sl_tensor_string() to read one. */
+     * offsets followed by the bytes: string i is bytes [off[i], off[i+1]).
+     * off[0] is usually 0, but may be up to 7 (a view of a record, as
+     * sl_parse_example makes); use sl_tensor_string() to read one. */
     SL_STRING,
     SL_DTYPE_COUNT
 } sl_dtype;
@@ -793,7 +795,10 @@ typedef struct sl_feature {
  * naming the record's file, with the byte offset in the record; so are a
  * feature of another type than asked and a fixed feature with the wrong
  * number of values. features (and their strings) are copied; 1 <= n <=
- * 1024. */
+ * 1024. A bytes feature of one value of 4 KiB or more, at least half the
+ * record, is not copied when nothing else holds the record (a reader's
+ * record, not a cached one): its tensor is a view of the record, whose
+ * framing just before the value takes the string's offsets. */
 SL_API sl_dataset *sl_parse_example(sl_dataset *in, const sl_feature *features, int n,
                                     unsigned flags);
 

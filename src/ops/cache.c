@@ -337,6 +337,24 @@ static int put(cache_iter *it, const void *p, size_t n)
     return 0;
 }
 
+/* A string tensor whose first string starts after a gap (a view, as
+ * parse_example makes) is written without it: offsets from 0. */
+static int put_strings(cache_iter *it, const struct sl_tensor *t, unsigned char *h, size_t at)
+{
+    int64_t n = sl__shape_count(t->ndim, t->shape);
+    const uint64_t *off = sl__str_offsets(t);
+    uint64_t gap = off[0];
+    sl__put_le64(h + at, t->nbytes - gap);
+    int rc = put(it, h, at + 8);
+    for (int64_t i = 0; i <= n && !rc; i++) { /* in memory's order, as the data */
+        uint64_t o = off[i] - gap;
+        rc = put(it, &o, sizeof o);
+    }
+    if (!rc && off[n] > gap)
+        rc = put(it, (const char *)(off + n + 1) + gap, off[n] - gap);
+    return rc;
+}
+
 static int put_element(cache_iter *it, const sl_element *el)
 {
     unsigned char h[8 + 8 * SL_MAX_DIMS + 8];
@@ -349,6 +367,10 @@ static int put_element(cache_iter *it, const sl_element *el)
         size_t at = 8;
         for (int d = 0; d < t->ndim; d++, at += 8)
             sl__put_le64(h + at, (uint64_t)t->shape[d]);
+        if (t->dtype == SL_STRING && sl__str_offsets(t)[0] != 0) {
+            rc = put_strings(it, t, h, at);
+            continue;
+        }
         sl__put_le64(h + at, t->nbytes);
         rc = put(it, h, at + 8);
         if (!rc && t->nbytes)

@@ -8,7 +8,8 @@
  * by their length, unread), then each requested Feature is read from there
  * into its output tensor: fixed numeric features in one pass straight into
  * the tensor; bytes and varlen ones count first, then fill, so the only
- * allocations are the output tensors.
+ * allocations are the output tensors (and a long bytes value in a record
+ * nothing else holds is not copied at all: see view).
  *
  * Every read is bounded by the message that encloses it. Messages name the
  * byte offset (from 0) in the record of what could not be read: a varint's
@@ -60,9 +61,11 @@ typedef struct parse_ds {
     size_t inline_fixed; /* bytes of fixed numeric outputs kept inline */
 } parse_ds;
 
-/* Where the record holds a requested feature's Feature message. */
+/* Where the record holds a requested feature's Feature message, and
+ * where its map entry's contents begin (its key and framing lie between). */
 typedef struct found {
     size_t at, end; /* at SIZE_MAX: absent */
+    size_t entry;
 } found;
 
 /* Eight bytes a step: every record looks up each of its keys. */
@@ -219,6 +222,7 @@ static int next_field(rd *r, uint32_t want, const char *name, rd *sub)
 /* One map entry: key = 1, value = 2 (a Feature; absent: an empty one). */
 static int scan_entry(const parse_ds *d, rd *r, found *fnd)
 {
+    size_t entry = r->pos;
     rd key = {r->rec, r->pos, r->pos}, value = {r->rec, r->end, r->end};
     while (r->pos < r->end) {
         size_t at = r->pos;
@@ -236,7 +240,7 @@ static int scan_entry(const parse_ds *d, rd *r, found *fnd)
     }
     int k = lookup(d, key.rec + key.pos, key.end - key.pos);
     if (k >= 0)
-        fnd[k] = (found){value.pos, value.end};
+        fnd[k] = (found){value.pos, value.end, entry};
     return 0;
 }
 
@@ -303,6 +307,7 @@ static int feature_kind(rd r, int *kind, size_t *from)
 typedef struct sink {
     int64_t n, cap;
     size_t bytes;  /* bytes_list: their total length */
+    size_t first;  /* bytes_list: where the first value begins */
     void *vals;    /* int64_t / float [cap]; bytes: the offsets (cap + 1) */
     char *str;     /* bytes: where they go */
 } sink;
@@ -400,6 +405,8 @@ static int bytes_list(rd *r, sink *s)
         if (rc == 0) /* another field, skipped */
             continue;
         size_t len = item.end - item.pos;
+        if (s->n == 0)
+            s->first = item.pos;
         if (s->n < s->cap) {
             memcpy(s->str + off[s->n], r->rec + item.pos, len);
             off[s->n + 1] = off[s->n] + len;
@@ -476,8 +483,42 @@ static int count_error(const feat *f, int64_t n)
                          f->key, (long long)n, shape, (long long)f->count);
 }
 
-static int read_feature(const feat *f, rd r, sl_element *el)
+/* A bytes feature of one long value can be a view of the record instead
+ * of a copy, when this map holds the record's only reference (own): the
+ * string tensor's two offsets go in the 8-aligned 16 bytes just before the
+ * value, over its map entry's key and framing, which have been read, and
+ * the value stays where it is (its first offset is the gap, 0 to 7). For
+ * image records this was the parse's one pass over every image's bytes and
+ * a fresh buffer per image. A value under VIEW_MIN, or under half the
+ * record (the view holds the whole record), is copied. */
+#define VIEW_MIN 4096
+
+typedef struct record {
+    const uint8_t *p;
+    size_t len;
+    sl__buf *own; /* the record's buffer when nothing else refers to it */
+} record;
+
+static int view(const feat *f, const record *rec, found fnd, const sink *s, sl_element *el)
 {
+    if (!rec->own || s->n != 1 || s->bytes < VIEW_MIN || s->bytes < rec->len / 2)
+        return 1;
+    uintptr_t v = (uintptr_t)(rec->p + s->first), a = (v - 16) & ~(uintptr_t)7;
+    if (a < (uintptr_t)(rec->p + fnd.entry))
+        return 1;
+    uint64_t off[2] = {v - (a + 16), v - (a + 16) + s->bytes};
+    int64_t one = 1;
+    if (!sl__element_push_view(el, SL_STRING, f->ndim >= 0 ? f->ndim : 1,
+                               f->ndim >= 0 ? f->shape : &one, (void *)a,
+                               sizeof off + off[1], rec->own))
+        return SL_ENOMEM;
+    memcpy((void *)a, off, sizeof off);
+    return 0;
+}
+
+static int read_feature(const feat *f, const record *rec, found fnd, sl_element *el)
+{
+    rd r = {rec->p, fnd.at, fnd.end};
     int kind;
     size_t from;
     int rc = feature_kind(r, &kind, &from);
@@ -503,6 +544,8 @@ static int read_feature(const feat *f, rd r, sl_element *el)
         return rc;
     if (f->ndim >= 0 && s.n != f->count)
         return count_error(f, s.n);
+    if (f->list == LIST_BYTES && (rc = view(f, rec, fnd, &s, el)) <= 0)
+        return rc;
     size_t nbytes = f->list == LIST_BYTES ? string_bytes(s.n, s.bytes)
                                           : (size_t)s.n * sl_dtype_size(f->dtype);
     t = push(el, f, s.n, nbytes);
@@ -558,6 +601,12 @@ static int parse(const parse_ds *d, const sl_element *in, sl_element **out)
         return sl__set_error(SL_EDTYPE, "tensor 0 must be a serialized Example (uint8 [n] or a "
                              "string), not %s of rank %d", sl_dtype_name(t->dtype), t->ndim);
     }
+    /* the map's slot holds the only reference to in, and in to its buffer:
+     * bytes features may become views of it (see view) */
+    record rec = {r.rec, r.end, NULL};
+    if (t->buf && atomic_load_explicit(&in->refs, memory_order_acquire) == 1 &&
+        atomic_load_explicit(&t->buf->refs, memory_order_acquire) == 1)
+        rec.own = t->buf;
     found fnd[MAX_FEATURES];
     for (int i = 0; i < d->n; i++)
         fnd[i].at = SIZE_MAX;
@@ -572,7 +621,7 @@ static int parse(const parse_ds *d, const sl_element *in, sl_element **out)
         if (fnd[i].at == SIZE_MAX) {
             rc = absent(f, el);
         } else {
-            rc = read_feature(f, (rd){r.rec, fnd[i].at, fnd[i].end}, el);
+            rc = read_feature(f, &rec, fnd[i], el);
             if (rc == SL_ECORRUPT) {
                 char who[256];
                 snprintf(who, sizeof who, "feature '%.200s'", f->key);
