@@ -562,6 +562,54 @@ static void test_tar_read(void **state)
     free(a.p), free(b.p), free(bg.p);
 }
 
+/* Header checksums summed as unsigned bytes (POSIX) or as signed chars
+ * (some old tars): names with bytes from 128 up tell them apart. */
+static void test_tar_checksums(void **state)
+{
+    (void)state;
+    ru_buf b = {0};
+    for (int i = 0; i < 3; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "\xc3\xa9t\xc3\xa9/%d.jpg", i);
+        unsigned char h[512];
+        ru_tar_header(h, name, 3, '0');
+        if (i > 0) { /* the signed sum; one off from it for the third */
+            memset(h + 148, ' ', 8);
+            int sum = 0;
+            for (int k = 0; k < 512; k++)
+                sum += (signed char)h[k];
+            snprintf((char *)h + 148, 8, "%06o", sum + (i == 2));
+            h[155] = ' ';
+        }
+        ru_put(&b, h, 512);
+        ru_tar_data(&b, "abc", 3);
+    }
+    ru_tar_end(&b);
+    char p[512];
+    path_of(p, sizeof p, "sums.tar");
+    ru_write(p, b.p, b.n);
+    const char *names[] = {"sums.tar"};
+    static const char *keys[] = {"jpg"};
+    sl_dataset *ds = sl_tar_shards(files(names, 1), keys, NULL, 1, 0);
+    sl_iterator *it = sl_iterator_create(ds, NULL);
+    assert_non_null(it);
+    sl_element *el;
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(sl_next(it, &el), 0);
+        assert_memory_equal(sl_tensor_data(sl_element_tensor(el, 0)), "abc", 3);
+        sl_element_release(el);
+    }
+    assert_int_equal(sl_next(it, &el), SL_ECORRUPT);
+    const char *msg = sl_iterator_errmsg(it);
+    if (!strstr(msg, "bad header checksum") || !strstr(msg, "at byte 2048"))
+        print_error("%s\n", msg);
+    assert_non_null(strstr(msg, "bad header checksum"));
+    assert_non_null(strstr(msg, "at byte 2048"));
+    sl_iterator_free(it);
+    sl_dataset_free(ds);
+    free(b.p);
+}
+
 static void test_tar_damaged(void **state)
 {
     (void)state;
@@ -724,6 +772,7 @@ int main(void)
         cmocka_unit_test(test_crc32c),           cmocka_unit_test(test_tfrecord_read),
         cmocka_unit_test(test_tfrecord_damaged), cmocka_unit_test(test_compressed_damaged),
         cmocka_unit_test(test_tar_read),         cmocka_unit_test(test_tar_damaged),
+        cmocka_unit_test(test_tar_checksums),
         cmocka_unit_test(test_list_files),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

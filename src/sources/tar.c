@@ -144,13 +144,19 @@ static bool checksum_ok(const unsigned char *h)
     uint64_t want;
     if (!number(h + 148, 8, &want))
         return false;
-    uint64_t u = 0;
-    int64_t s = 0; /* some old tars summed signed chars */
-    for (int i = 0; i < BLOCK; i++) {
-        unsigned char c = i >= 148 && i < 156 ? ' ' : h[i];
-        u += c;
-        s += (signed char)c;
+    /* every byte, the checksum field's 8 counted as spaces; some old tars
+     * summed signed chars: each byte from 128 up then counts 256 less */
+    uint32_t u = 0, high = 0;
+    for (int i = 0; i < BLOCK; i++) { /* two plain sums: vectorized */
+        u += h[i];
+        high += h[i] >> 7;
     }
+    for (int i = 148; i < 156; i++) {
+        u -= h[i];
+        high -= h[i] >> 7;
+    }
+    u += 8 * ' ';
+    int64_t s = (int64_t)u - 256 * (int64_t)high;
     return u == want || (uint64_t)s == want;
 }
 
