@@ -1,10 +1,12 @@
 /* parse_example's wire-format reader: the input is one serialized
- * tf.train.Example, parsed twice: as a string under a lenient spec
+ * tf.train.Example, parsed as a string under a lenient spec
  * (defaults and varlen features, so most inputs parse to the end), and as
- * uint8 [n] under a strict one (fixed features without defaults). Every
+ * uint8 [n] under a strict one (fixed features without defaults), and
+ * merged with an Example of one long bytes value (run_merged). Every
  * output byte is touched; a bad record must be an element error, never a
  * crash, a leak or a read out of bounds. */
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 #include "fuzz.h"
 #include "sluice.h"
@@ -76,10 +78,47 @@ static void run(const uint8_t *data, size_t size, bool as_bytes)
     sl_dataset_free(ds);
 }
 
+/* The input merged with an Example of one long image/encoded value, before
+ * it and after it (a serialized message followed by another parses as
+ * their merge): records of their own buffer, which parse_example may turn
+ * into views of the record. */
+static void run_merged(const uint8_t *data, size_t size)
+{
+    enum { BIG = 5000, FRAME = 32 };
+    uint8_t *rec = malloc(BIG + FRAME + size);
+    if (!rec)
+        return;
+    size_t n = 0;
+    uint8_t head[FRAME]; /* Example.features { feature { key, value { bytes_list { value } } } } */
+    static const char key[] = "image/encoded";
+    size_t v = BIG, l = v + 3, f = l + 3, e = 2 + (sizeof key - 1) + 3 + f, fs = e + 3;
+    uint8_t *h = head;
+    *h++ = 0x0a, *h++ = (uint8_t)(fs | 0x80), *h++ = (uint8_t)(fs >> 7);
+    *h++ = 0x0a, *h++ = (uint8_t)(e | 0x80), *h++ = (uint8_t)(e >> 7);
+    *h++ = 0x0a, *h++ = (uint8_t)(sizeof key - 1);
+    memcpy(h, key, sizeof key - 1), h += sizeof key - 1;
+    *h++ = 0x12, *h++ = (uint8_t)(f | 0x80), *h++ = (uint8_t)(f >> 7);
+    *h++ = 0x0a, *h++ = (uint8_t)(l | 0x80), *h++ = (uint8_t)(l >> 7);
+    *h++ = 0x0a, *h++ = (uint8_t)(v | 0x80), *h++ = (uint8_t)(v >> 7);
+    size_t hn = (size_t)(h - head);
+    for (int order = 0; order < 2; order++) {
+        n = 0;
+        if (order == 1 && size)
+            memcpy(rec, data, size), n = size;
+        memcpy(rec + n, head, hn), n += hn;
+        memset(rec + n, 0x5a, BIG), n += BIG;
+        if (order == 0 && size)
+            memcpy(rec + n, data, size), n += size;
+        run(rec, n, false);
+    }
+    free(rec);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     run(data, size, false);
     run(data, size, true);
+    run_merged(data, size);
     return 0;
 }
 
