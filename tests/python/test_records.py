@@ -495,6 +495,23 @@ def test_parse_example_specs(tmp_path):
         sluice.TFRecordDataset(str(path)).parse_example([("i", "int64")])
 
 
+def test_parse_example_long_values(tmp_path):
+    # values of 4 KiB and more stay in the reader's record (a view whose
+    # first offset is the gap to the value, 0 to 7): pads of 0..7 bytes
+    # before them move the value through every alignment
+    vals = [bytes((i * 7 + k * 13) % 251 for k in range(5000 + 37 * i)) for i in range(16)]
+    exs = [example({"pad": b"x" * (i % 8), "image/encoded": v, "i": [i]})
+           for i, v in enumerate(vals)]
+    path = tmp_path / "long.tfrecord"
+    path.write_bytes(b"".join(frame(e) for e in exs))
+    spec = {"image/encoded": sluice.FixedLenFeature([], "string"),
+            "i": sluice.FixedLenFeature([], "int64")}
+    ds = sluice.TFRecordDataset(str(path)).parse_example(spec)
+    assert [(e, int(i)) for e, i in ds] == [(v, i) for i, v in enumerate(vals)]
+    batched = list(ds.batch(5))
+    assert [e for b in batched for e in b[0]] == vals
+
+
 def test_resume_over_interleaved_shards(shards):
     files = sluice.Dataset.list_files(os.path.join(shards["tfrecord"], "*.tfrecord"), seed=1)
     ds = files.interleave(lambda p: sluice.TFRecordDataset(p), cycle_length=3,
