@@ -98,8 +98,8 @@ static void test_crc32c(void **state)
 
 #define NREC 40
 
-/* Record i: i bytes of a pattern, some of them big enough to span the
- * stream's 1 MiB chunks. */
+/* Record i: i bytes of a pattern, some of them big enough to span
+ * several of the stream's 128 KiB chunks. */
 static size_t rec_len(int i)
 {
     return i % 7 == 3 ? 300000 + (size_t)i * 977 : (size_t)i * 13;

@@ -22,7 +22,7 @@ typedef struct sl__stream sl__stream;
 typedef struct sl__stream_opts {
     int backend;     /* sl_io_backend */
     int compression; /* sl_compression, or SL__STREAM_DETECT */
-    size_t chunk;    /* bytes per read, 0: 1 MiB */
+    size_t chunk;    /* bytes per read, 0: 128 KiB */
     int ahead;       /* reads in flight, 0: 4 */
     uint64_t start;  /* offset to start at (uncompressed: a seek; compressed: inflated past) */
 } sl__stream_opts;
