@@ -11,8 +11,8 @@
  *   prefetch(--prefetch)
  *
  * Presets: train (random-resized crop + flip), eval (resize shorter side,
- * centre crop), decode (whole image resized), read (files only, no decode,
- * no batching). Output is uint8 HWC size x size. The consumer checks each
+ * centre crop), decode (whole image resized), read (files or records only,
+ * no decode, no batching). Output is uint8 HWC size x size. The consumer checks each
  * batch's shape and releases it, so the number is what the pipeline can
  * feed, not what a model would take.
  *
@@ -402,7 +402,8 @@ static void usage(FILE *f)
         "                       root its paths are relative to (default: the list's folder)\n"
         "  --list FILE          read 'relative/path label' lines instead of scanning DIR\n"
         "  --preset P           train (random-resized crop, flip), eval (centre crop),\n"
-        "                       decode (whole image resized), read (files only); default train\n"
+        "                       decode (whole image resized), read (files or records\n"
+        "                       only); default train\n"
         "  --size S             output images are S x S x 3 uint8 (default 224)\n"
         "  --batch B            images per batch (default 256)\n"
         "  --threads N          worker threads (default: one per CPU)\n"

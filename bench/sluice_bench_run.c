@@ -304,12 +304,19 @@ static int consume(run_state *st, const sl_element *el)
     const config *cfg = st->cfg;
     const sl_tensor *t = sl_element_tensor(el, 0);
     if (cfg->preset == PRESET_READ) {
-        if (!t || sl_tensor_dtype(t) != SL_UINT8 || sl_tensor_ndim(t) != 1) {
-            fprintf(stderr, "sluice-bench: element 0 is not uint8 [n] file bytes\n");
+        /* a file's bytes (folder, tar), or a parsed record's encoded
+         * image (TFRecord: a scalar string) */
+        size_t len = 0;
+        if (t && sl_tensor_dtype(t) == SL_UINT8 && sl_tensor_ndim(t) == 1)
+            len = sl_tensor_nbytes(t);
+        else if (!t || sl_tensor_dtype(t) != SL_STRING || sl_tensor_ndim(t) != 0 ||
+                 !sl_tensor_string(t, 0, &len)) {
+            fprintf(stderr, "sluice-bench: element 0 is neither uint8 [n] file bytes nor "
+                    "a string\n");
             return -1;
         }
         st->images++;
-        st->bytes_seen += (int64_t)sl_tensor_nbytes(t);
+        st->bytes_seen += (int64_t)len;
         return 0;
     }
     const sl_tensor *labels = sl_element_tensor(el, 1);

@@ -5,6 +5,7 @@ CRC-32C written here."""
 
 import gzip
 import io
+import json
 import os
 import struct
 import subprocess
@@ -226,6 +227,21 @@ def test_make_shards_tar_is_valid(shards, image_files, fmt):
                 assert jpg.name.endswith(".jpg") and cls.name == jpg.name[:-4] + ".cls"
                 got.append((t.extractfile(jpg).read(), int(t.extractfile(cls).read())))
     assert sorted(got) == [(d, label) for d, label, _ in want]
+
+
+@pytest.mark.parametrize("fmt", ["tfrecord", "tfrecord.gz", "tar", "tar.gz"])
+def test_bench_read_preset_over_shards(bench, shards, image_files, tmp_path, fmt):
+    """--preset read hands out each image's encoded bytes: a uint8 vector
+    from tar, a string from parse_example; both are counted."""
+    out = tmp_path / "r.json"
+    gz = ["--compression", "gzip"] if fmt.endswith(".gz") else []
+    subprocess.run([bench, shards[fmt], "--format", fmt.split(".")[0], "--preset", "read",
+                    "--epochs", "2", "--threads", "2", "--json", str(out)] + gz,
+                   check=True, stdout=subprocess.DEVNULL)
+    d = json.loads(out.read_text().strip().splitlines()[-1])
+    n = len(image_files)
+    assert d["images"] == 2 * n
+    assert d["bytes_delivered"] == 2 * sum(len(b) for b, _, _ in _contents(image_files))
 
 
 # ---- reading them back ----
