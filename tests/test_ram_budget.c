@@ -4,6 +4,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,10 @@ enum {
     CONSUMER_US = 2000,
     HEAD_START_US = 200000,
 };
+
+/* Elements the callback has made, so far: made minus those the consumer has
+ * let go of is what the pipeline really holds, whatever its accounting. */
+static atomic_llong made;
 
 /* A 1 MiB tensor: the value in its first 8 bytes, its low byte after;
  * *user is the extra time the callback takes, in µs. */
@@ -43,6 +48,7 @@ static int megabyte(sl_map_ctx *ctx, const sl_element *in, sl_element **out, voi
     }
     memset(d, (int)(v & 0xff), ELEM);
     memcpy(d, &v, sizeof v);
+    atomic_fetch_add(&made, 1);
     *out = el;
     return 0;
 }
@@ -56,14 +62,16 @@ static sl_dataset *pipeline(const long *cost_us)
 
 /*
  * Runs the pipeline (callback taking cost_us more) under `budget` with a slow
- * consumer, checks every element and that the buffered bytes never pass
- * `bound`; returns the peak. The bound is asserted after everything is
- * freed, so that a failure reports the overshoot rather than leaks.
+ * consumer, checks every element and that neither the buffered bytes nor
+ * the elements made and not yet consumed ever pass `bound`; returns the
+ * peak. The bound is asserted after everything is freed, so that a failure
+ * reports the overshoot rather than leaks.
  */
 static int64_t run(long cost_us, int64_t budget, int64_t bound)
 {
     sl_dataset *ds = pipeline(&cost_us);
     assert_non_null(ds);
+    atomic_store(&made, 0);
     sl_options *o = tu_opts(THREADS, 0);
     assert_int_equal(sl_options_set(o, SL_OPT_RAM_BUDGET, budget), 0);
     sl_iterator *it = sl_iterator_create(ds, o);
@@ -73,7 +81,7 @@ static int64_t run(long cost_us, int64_t budget, int64_t bound)
     tu_sleep_us(HEAD_START_US);
     sl_element *el;
     int rc;
-    int64_t i = 0, worst = 0, worst_at = -1;
+    int64_t i = 0, worst = 0, worst_at = -1, live_worst = 0, live_at = -1;
     while ((rc = sl_next(it, &el)) == 0) {
         const sl_tensor *t = sl_element_tensor(el, 0);
         assert_int_equal(sl_tensor_nbytes(t), ELEM);
@@ -91,6 +99,12 @@ static int64_t run(long cost_us, int64_t budget, int64_t bound)
             worst = now;
             worst_at = i;
         }
+        /* made and not yet handed to the consumer */
+        int64_t live = (int64_t)atomic_load(&made) - (i + 1);
+        if (live > live_worst) {
+            live_worst = live;
+            live_at = i;
+        }
         i++;
         tu_sleep_us(CONSUMER_US);
     }
@@ -105,8 +119,9 @@ static int64_t run(long cost_us, int64_t budget, int64_t bound)
     assert_int_equal(rc, SL_EOF);
     assert_int_equal(i, N);
     assert_int_equal(left, 0);
-    print_message("budget %.2f MiB, callback +%ld us: peak %.2f MiB (bound %.2f MiB)\n",
-                  (double)budget / MIB, cost_us, (double)peak / MIB, (double)bound / MIB);
+    print_message("budget %.2f MiB, callback +%ld us: peak %.2f MiB, at most %lld elements "
+                  "made and not consumed (bound %.2f MiB)\n", (double)budget / MIB, cost_us,
+                  (double)peak / MIB, (long long)live_worst, (double)bound / MIB);
     if (worst > bound)
         print_error("%.2f MiB buffered after element %lld\n", (double)worst / MIB,
                     (long long)worst_at);
@@ -114,6 +129,10 @@ static int64_t run(long cost_us, int64_t budget, int64_t bound)
     if (peak > bound)
         print_error("peak %.2f MiB is over the bound\n", (double)peak / MIB);
     assert_true(peak <= bound);
+    if (live_worst * ELEM > bound)
+        print_error("%lld elements made and not consumed after element %lld\n",
+                    (long long)live_worst, (long long)live_at);
+    assert_true(live_worst * ELEM <= bound);
     return peak;
 }
 
@@ -174,12 +193,72 @@ static void test_budget_cheap_callback(void **state)
     run(0, tiny, bound_for(tiny));
 }
 
+/* A 64 KiB tensor: cheap enough that the map puts many in one task. */
+static int small(sl_map_ctx *ctx, const sl_element *in, sl_element **out, void *user)
+{
+    (void)ctx, (void)in, (void)user;
+    sl_element *el = sl_element_create(1);
+    int64_t shape[1] = {64 << 10};
+    unsigned char *d = el ? sl_element_add_tensor(el, SL_UINT8, 1, shape) : NULL;
+    if (!d) {
+        sl_element_release(el);
+        return SL_ENOMEM;
+    }
+    memset(d, 1, 64 << 10);
+    *out = el;
+    return 0;
+}
+
+/*
+ * A map's output counts against the budget until each element is handed
+ * out, not only until the first of its task is: the rest of a task's
+ * elements still wait in the map, and a budget that no longer saw them
+ * would let the map start more work.
+ */
+static void test_budget_counts_until_handed_out(void **state)
+{
+    (void)state;
+    enum { K = 256, WARM = 32 };
+    const int64_t el_bytes = 64 << 10;
+    sl_dataset *ds = sl_map(sl_range(0, K, 1), "small", small, NULL, 1, 0);
+    sl_options *o = tu_opts(2, 0);
+    sl_iterator *it = sl_iterator_create(ds, o);
+    assert_non_null(it);
+    sl_element *el;
+    /* the map learns that the callback is cheap: tasks of several */
+    for (int j = 0; j < WARM; j++) {
+        assert_int_equal(sl_next(it, &el), 0);
+        sl_element_release(el);
+    }
+    /* it runs ahead until its window of tasks (2) is full, then waits */
+    tu_sleep_us(HEAD_START_US);
+    int64_t made = sl_iterator_stat(it, SL_STAT_BUFFERED_BYTES) / el_bytes;
+    print_message("%lld elements wait in the map\n", (long long)made);
+    assert_true(made > 2 && made < K - WARM);
+    for (int64_t j = 0; j < K - WARM; j++) {
+        assert_int_equal(sl_next(it, &el), 0);
+        sl_element_release(el);
+        /* the map may have started more since, never counted less */
+        int64_t now = sl_iterator_stat(it, SL_STAT_BUFFERED_BYTES);
+        if (j < made && now < (made - 1 - j) * el_bytes)
+            print_error("%lld of the %lld waiting taken, %lld bytes counted\n",
+                        (long long)j + 1, (long long)made, (long long)now);
+        assert_true(j >= made || now >= (made - 1 - j) * el_bytes);
+    }
+    assert_int_equal(sl_next(it, &el), SL_EOF);
+    assert_int_equal(sl_iterator_stat(it, SL_STAT_BUFFERED_BYTES), 0);
+    sl_iterator_free(it);
+    sl_options_free(o);
+    sl_dataset_free(ds);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_budget_limits_buffers),
         cmocka_unit_test(test_budget_below_one_element),
         cmocka_unit_test(test_budget_cheap_callback),
+        cmocka_unit_test(test_budget_counts_until_handed_out),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

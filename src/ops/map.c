@@ -34,6 +34,7 @@ typedef struct slot {
     sl_element *el; /* input, then output */
     int rc;
     char *msg;      /* error message (owned) when rc < 0 */
+    int64_t bytes;  /* the output's, held in the tree until it is handed out */
 } slot;
 
 struct map_iter;
@@ -46,7 +47,7 @@ typedef struct chunk {
     int64_t first_index;
     int n, pos;
     bool done;
-    int64_t bytes;    /* output bytes, held in the tree once done */
+    int64_t bytes;    /* output bytes held in the tree: once done, until handed out */
     int64_t reserved; /* estimate held in the tree while in flight */
     /* the input's record after each pull: slot i's is [end[i-1], end[i]) */
     sl__bytes snaps;
@@ -143,7 +144,8 @@ static void run_one(map_iter *it, chunk *c, int i, sl_map_ctx *ctx)
         if (!s->msg)
             rc = SL_ENOMEM;
     } else {
-        c->bytes += (int64_t)sl__element_bytes(out);
+        s->bytes = (int64_t)sl__element_bytes(out);
+        c->bytes += s->bytes;
     }
     sl_element_release(s->el);
     s->el = out;
@@ -273,6 +275,7 @@ static int producer_round(map_iter *it)
         slot *s = &c->s[c->n];
         s->msg = NULL;
         s->rc = 0;
+        s->bytes = 0;
         rc = sl__iter_next(it->input, &s->el);
         if (rc)
             break;
@@ -383,7 +386,6 @@ static chunk *chunk_next(map_iter *it, int *rc)
     pthread_mutex_unlock(&it->a.mu);
     if (c) {
         atomic_fetch_sub(&it->pending, 1);
-        sl__iter_unhold(&it->base, c->bytes);
         if (!waited)
             sl__stat_take(it->base.stats, ready);
     }
@@ -398,6 +400,10 @@ static int map_next(sl__iter *base, sl_element **out)
         while (c && c->pos < c->n) {
             slot *s = &c->s[c->pos++];
             if (s->rc == 0) {
+                /* held until now, not from the chunk's take on: the rest
+                 * of the chunk still counts against the budget */
+                c->bytes -= s->bytes;
+                sl__iter_unhold(base, s->bytes);
                 *out = s->el;
                 s->el = NULL;
                 base->ok_count++;
@@ -435,14 +441,13 @@ static void map_cancel(sl__iter *base)
     sl__async_cancel(&((map_iter *)base)->a);
 }
 
-static void chunk_drop(map_iter *it, chunk *c, bool held)
+static void chunk_drop(map_iter *it, chunk *c)
 {
     if (!c)
         return;
     for (int i = c->pos; i < c->n; i++)
         slot_clear(&c->s[i]);
-    if (held)
-        sl__iter_unhold(&it->base, c->bytes);
+    sl__iter_unhold(&it->base, c->bytes);
     sl__bytes_free(&c->snaps);
     sl__obj_put(c, sizeof *c);
 }
@@ -457,13 +462,13 @@ static void map_destroy(sl__iter *base)
         pthread_cond_wait(&it->cv_idle, &it->a.mu);
     pthread_mutex_unlock(&it->a.mu);
 
-    chunk_drop(it, it->cur, false);
+    chunk_drop(it, it->cur);
     for (int i = 0; it->window && i < it->ahead; i++)
-        chunk_drop(it, it->window[i], true);
+        chunk_drop(it, it->window[i]);
     while (it->done_head) {
         chunk *c = it->done_head;
         it->done_head = c->next;
-        chunk_drop(it, c, true);
+        chunk_drop(it, c);
     }
     while (it->free_chunks) {
         chunk *c = it->free_chunks;
