@@ -514,7 +514,9 @@ def test_parse_example_specs(tmp_path):
 def test_parse_example_long_values(tmp_path):
     # values of 4 KiB and more stay in the reader's record (a view whose
     # first offset is the gap to the value, 0 to 7): pads of 0..7 bytes
-    # before them move the value through every alignment
+    # before them move the value through every alignment, and Python reads
+    # each string whole, alone and batched (that views are made at all is
+    # test_parse_example.c's test_views_of_records)
     vals = [bytes((i * 7 + k * 13) % 251 for k in range(5000 + 37 * i)) for i in range(16)]
     exs = [example({"pad": b"x" * (i % 8), "image/encoded": v, "i": [i]})
            for i, v in enumerate(vals)]
