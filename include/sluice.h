@@ -182,7 +182,8 @@ SL_API const char *sl_dtype_name(sl_dtype dtype);
 
 /* A new element with room for `ntensors` tensors and a reference count of 1,
  * or NULL (sl_last_error()). Tensors are added in order with the calls below;
- * an element is immutable once it has been passed to the library. */
+ * an element is immutable once it has been passed to the library (whose
+ * sl_parse_example may reuse the bytes of a record that only it holds). */
 SL_API sl_element *sl_element_create(int ntensors);
 SL_API sl_element *sl_element_retain(sl_element *el);
 /* Drops one reference; frees the element and its buffers at zero. NULL ok. */
@@ -796,9 +797,13 @@ typedef struct sl_feature {
  * feature of another type than asked and a fixed feature with the wrong
  * number of values. features (and their strings) are copied; 1 <= n <=
  * 1024. A bytes feature of one value of 4 KiB or more, at least half the
- * record, is not copied when nothing else holds the record (a reader's
- * record, not a cached one): its tensor is a view of the record, whose
- * framing just before the value takes the string's offsets. */
+ * record, may stay in the record instead of being copied: when nothing
+ * else holds the record or its memory (a reader's record; not a cached
+ * one, nor a row of a shared tensor) and the value's own framing (its key
+ * and lengths) has room. Its tensor is then a view that keeps the whole
+ * record alive; the framing just before the value is overwritten with the
+ * string's offsets, so off[0] is 0-7 and sl_tensor_nbytes counts up to 7
+ * bytes more than the string and its offsets. */
 SL_API sl_dataset *sl_parse_example(sl_dataset *in, const sl_feature *features, int n,
                                     unsigned flags);
 

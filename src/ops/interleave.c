@@ -647,9 +647,8 @@ static int ileave_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64
     /* the fetchers wait on their inputs' reads more than they compute: a
      * reading node to the controller (in flight, not a CPU claim). Under
      * autotune they start one per worker thread: before the first element
-     * a shuffle buffer's fill is all there is to do, and one fetcher took
-     * 1.4x as long to fill 1,024 records from 4 tar shards as two did on
-     * 2 CPUs (four: no better than two). */
+     * a shuffle buffer's fill is all there is to do, and one fetcher fills
+     * it much more slowly than the pool's threads can (bench/README). */
     int start = sl_runtime_threads(tree->rt);
     start = start < 1 ? 1 : start > max ? max : start;
     it->parallelism = sl__iter_knob(&it->base, SL__NODE_READ, SL__KNOB_IO_DEPTH, asked, start,
