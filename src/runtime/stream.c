@@ -83,10 +83,10 @@ static void advise(sl__stream *s)
     }
 }
 
-/* Asks for the chunks the ring has room for. */
+/* Asks for the chunks the ring has room for, then for the page cache
+ * past them (after, so that a cold file's chunks are read first). */
 static int request(sl__stream *s)
 {
-    advise(s);
     bool any = false;
     while (s->queued < s->n && s->next_off < s->size) {
         chunk *c = &s->c[(s->head + s->queued) % s->n];
@@ -100,7 +100,9 @@ static int request(sl__stream *s)
         s->queued++;
         any = true;
     }
-    return any ? sl__io_submit(s->io) : 0;
+    int rc = any ? sl__io_submit(s->io) : 0;
+    advise(s);
+    return rc;
 }
 
 /* Waits for at least one read and files what arrived. */
