@@ -756,7 +756,9 @@ typedef enum sl_compression {
  * SL_OPT_MAX_RECORD_BYTES is an element error (the policy may skip the
  * record); a bad length CRC, a truncated record or a broken compressed
  * stream lose the rest of that file (under a skip policy counted as one
- * error, and the next file is read). */
+ * error, and the next file is read). A file read as uncompressed whose
+ * first bytes are gzip's or zlib's fails at byte 0 with a message that
+ * names the compression to read it with. */
 SL_API sl_dataset *sl_tfrecord(sl_dataset *paths, int compression, unsigned flags);
 /* sl_interleave_fn for TFRecord files: user points to an int, an
  * sl_compression (NULL: none). */

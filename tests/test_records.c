@@ -413,6 +413,28 @@ static void test_compressed_damaged(void **state)
         sl_options_free(o);
         sl_dataset_free(ds);
     }
+    /* compressed files read as plain: the error says which compression */
+    ru_buf z = ru_deflate(&b, 15);
+    path_of(p, sizeof p, "plain.zlib");
+    ru_write(p, z.p, z.n);
+    path_of(p, sizeof p, "plain.gz");
+    ru_write(p, g.p, g.n);
+    const char *as_plain[][1] = {{"plain.gz"}, {"plain.zlib"}};
+    const char *which[] = {"read it with compression GZIP", "read it with compression ZLIB"};
+    for (int k = 0; k < 2; k++) {
+        sl_dataset *ds = sl_tfrecord(files(as_plain[k], 1), SL_COMPRESSION_NONE, 0);
+        sl_iterator *it = sl_iterator_create(ds, NULL);
+        sl_element *el;
+        assert_int_equal(sl_next(it, &el), SL_ECORRUPT);
+        const char *msg = sl_iterator_errmsg(it);
+        if (!strstr(msg, which[k]) || !strstr(msg, "at byte 0"))
+            print_error("%s: \"%s\"\n", as_plain[k][0], msg);
+        assert_non_null(strstr(msg, which[k]));
+        assert_non_null(strstr(msg, "at byte 0"));
+        sl_iterator_free(it);
+        sl_dataset_free(ds);
+    }
+    free(z.p);
     /* a missing file is an element error naming it */
     const char *missing[] = {"nope.tfrecord", "a.tfrecord"};
     ru_buf a = tfrecord_file(0, 3);

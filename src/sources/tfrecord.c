@@ -39,6 +39,22 @@ static int corrupt(tfrecord_iter *it, const char *what, uint64_t at)
                          sl__stream_compressed(it->sh.s) ? " of the uncompressed stream" : "");
 }
 
+/* What a bad length CRC means: at the start of a file read as plain, the
+ * file is often compressed (tf.data is told the compression, as sluice
+ * is, and says no more than that the CRC is wrong). */
+static const char *bad_length_crc(const sl__stream *s, const unsigned char *hdr, uint64_t at)
+{
+    if (at == 0 && !sl__stream_compressed(s)) {
+        if (hdr[0] == 0x1f && hdr[1] == 0x8b)
+            return "bad length CRC (the file begins as gzip does: read it with compression "
+                   "GZIP)";
+        if ((hdr[0] & 0x0f) == 8 && (hdr[0] << 8 | hdr[1]) % 31 == 0)
+            return "bad length CRC (the file begins as a zlib stream does: read it with "
+                   "compression ZLIB)";
+    }
+    return "bad length CRC (the record's length cannot be trusted)";
+}
+
 /* One record from the current file: 0 with *out, 1 when the file is used
  * up or lost (go on with the next), or an error to return. */
 static int record(tfrecord_iter *it, sl_element **out)
@@ -56,7 +72,7 @@ static int record(tfrecord_iter *it, sl_element **out)
     if (rc == 0 && got < sizeof hdr)
         rc = corrupt(it, "file ends inside a record's header", at);
     if (rc == 0 && sl__crc32c_mask(sl__crc32c(0, hdr, 8)) != sl__get_le32(hdr + 8))
-        rc = corrupt(it, "bad length CRC (the record's length cannot be trusted)", at);
+        rc = corrupt(it, bad_length_crc(s, hdr, at), at);
     if (rc < 0)
         return (rc = lose(it, rc)) ? rc : 1;
     uint64_t len = sl__get_le64(hdr);
