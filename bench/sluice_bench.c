@@ -12,9 +12,9 @@
  *
  * Presets: train (random-resized crop + flip), eval (resize shorter side,
  * centre crop), decode (whole image resized), read (files or records only,
- * no decode, no batching). Output is uint8 HWC size x size. The consumer checks each
- * batch's shape and releases it, so the number is what the pipeline can
- * feed, not what a model would take.
+ * no decode, no batching). Output is uint8 HWC size x size. The consumer
+ * checks each batch's shape and releases it, so the number is what the
+ * pipeline can feed, not what a model would take.
  *
  * --cold evicts every file from the page cache before each epoch, so each
  * epoch runs on its own iterator (epoch k shuffles with seed + k). Without

@@ -320,6 +320,15 @@ static int open_file(sl__stream *s)
     return 0;
 }
 
+int sl__stream_sniff(const unsigned char *p, size_t n)
+{
+    if (n >= 2 && p[0] == 0x1f && p[1] == 0x8b)
+        return SL_COMPRESSION_GZIP;
+    if (n >= 2 && (p[0] & 0x0f) == 8 && (p[0] >> 4) <= 7 && (p[0] << 8 | p[1]) % 31 == 0)
+        return SL_COMPRESSION_ZLIB;
+    return SL_COMPRESSION_NONE;
+}
+
 static int start_inflate(sl__stream *s, int compression)
 {
     if (compression == SL__STREAM_DETECT) {
@@ -328,8 +337,10 @@ static int start_inflate(sl__stream *s, int compression)
         int rc = raw(s, &p, &len);
         if (rc < 0)
             return rc;
-        compression = len >= 2 && p[0] == 0x1f && p[1] == 0x8b ? SL_COMPRESSION_GZIP
-                                                                : SL_COMPRESSION_NONE;
+        /* gzip only: a zlib header is two bytes a tar member's name can
+         * begin with */
+        compression = sl__stream_sniff(p, len) == SL_COMPRESSION_GZIP ? SL_COMPRESSION_GZIP
+                                                                      : SL_COMPRESSION_NONE;
     }
     if (compression == SL_COMPRESSION_NONE)
         return 0;

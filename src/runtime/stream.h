@@ -27,6 +27,10 @@ typedef struct sl__stream_opts {
     uint64_t start;  /* offset to start at (uncompressed: a seek; compressed: inflated past) */
 } sl__stream_opts;
 
+/* The compression n bytes from a file's start look like: SL_COMPRESSION_GZIP
+ * (gzip's magic), SL_COMPRESSION_ZLIB (a valid zlib header: two bytes that
+ * plain data also matches about once in 500), else SL_COMPRESSION_NONE. */
+int sl__stream_sniff(const unsigned char *p, size_t n);
 /* 0 and *out, or a negative code with the message set (naming path). */
 int sl__stream_open(const char *path, const sl__stream_opts *o, sl__stream **out);
 /* Copies up to n bytes into dst; *got is less than n only at the end of the

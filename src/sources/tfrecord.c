@@ -44,15 +44,14 @@ static int corrupt(tfrecord_iter *it, const char *what, uint64_t at)
  * is, and says no more than that the CRC is wrong). */
 static const char *bad_length_crc(const sl__stream *s, const unsigned char *hdr, uint64_t at)
 {
-    if (at == 0 && !sl__stream_compressed(s)) {
-        if (hdr[0] == 0x1f && hdr[1] == 0x8b)
-            return "bad length CRC (the file begins as gzip does: read it with compression "
-                   "GZIP)";
-        if ((hdr[0] & 0x0f) == 8 && (hdr[0] << 8 | hdr[1]) % 31 == 0)
-            return "bad length CRC (the file begins as a zlib stream does: read it with "
-                   "compression ZLIB)";
-    }
-    return "bad length CRC (the record's length cannot be trusted)";
+    int looks = at == 0 && !sl__stream_compressed(s) ? sl__stream_sniff(hdr, 12)
+                                                     : SL_COMPRESSION_NONE;
+    return looks == SL_COMPRESSION_GZIP
+               ? "bad length CRC (the file begins as gzip does: read it with compression GZIP)"
+           : looks == SL_COMPRESSION_ZLIB
+               ? "bad length CRC (the file begins as a zlib stream does: read it with "
+                 "compression ZLIB)"
+               : "bad length CRC (the record's length cannot be trusted)";
 }
 
 /* One record from the current file: 0 with *out, 1 when the file is used
