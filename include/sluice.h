@@ -480,6 +480,15 @@ SL_API sl_dataset *sl_shuffle(sl_dataset *in, int64_t buffer, int64_t seed,
 SL_API sl_dataset *sl_repeat(sl_dataset *in, int64_t count);
 /* At most n elements; n = -1 takes all. */
 SL_API sl_dataset *sl_take(sl_dataset *in, int64_t n);
+/* The input unchanged, with its size per pass stated: n >= 0, or
+ * SL_INFINITE (tf.data's assert_cardinality). For inputs that cannot know
+ * it (shards, filter, a generator), so that what follows can use it: a
+ * batch dropping its remainder (with sl_map_image) decodes no image of
+ * the dropped part, sl_distribute gives equal steps, shuffle's buffer
+ * fits. A pass that ends before n elements, or reaches an (n+1)th, fails
+ * with SL_ECORRUPT naming both counts; an input whose size is known and
+ * differs is refused here (SL_EINVAL). */
+SL_API sl_dataset *sl_assert_cardinality(sl_dataset *in, int64_t n);
 /* Drops the first n elements; n = -1 drops all. */
 SL_API sl_dataset *sl_skip(sl_dataset *in, int64_t n);
 /* Elements whose index i satisfies i % num_shards == index. */

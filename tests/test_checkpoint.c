@@ -260,6 +260,18 @@ static sl_dataset *p_shuffle(void) { return sl_shuffle(p_map(), 16, 9, 0); }
 static sl_dataset *p_shuffle_all(void) { return sl_shuffle(sl_range(0, 70, 1), SL_SHUFFLE_ALL, -1, 0); }
 static sl_dataset *p_take(void) { return sl_take(p_map(), 37); }
 static sl_dataset *p_skip(void) { return sl_skip(p_map(), 250); }
+
+static int keep_all(sl_map_ctx *ctx, const sl_element *el, void *user)
+{
+    (void)ctx, (void)el, (void)user;
+    return 1;
+}
+
+/* a size stated over an input that cannot know it, checked every pass */
+static sl_dataset *p_assert(void)
+{
+    return sl_repeat(sl_assert_cardinality(sl_filter(p_map(), "all", keep_all, NULL), 300), 2);
+}
 static sl_dataset *p_shard(void) { return sl_shard(p_map(), 3, 2); }
 static sl_dataset *p_prefetch(void) { return sl_prefetch(sl_batch(p_map(), 8, 0), SL_AUTOTUNE); }
 
@@ -437,6 +449,8 @@ static void test_order(void **state)
     long bounds[] = {19, 20, 21, 39, 40, 41};
     check_op(p_repeat, SL_ERRORS_FAIL, bounds, 6);
     check_op(p_take, SL_ERRORS_FAIL, NULL, 0);
+    long passes[] = {299, 300, 301};
+    check_op(p_assert, SL_ERRORS_FAIL, passes, 3);
     check_op(p_skip, SL_ERRORS_FAIL, NULL, 0);
     check_op(p_shard, SL_ERRORS_FAIL, NULL, 0);
     check_op(p_prefetch, SL_ERRORS_FAIL, NULL, 0);

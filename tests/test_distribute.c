@@ -210,6 +210,19 @@ static sl_dataset *make_shuffled(void *arg)
     return sl_shuffle(sl_range(0, *(int64_t *)arg, 1), SL_SHUFFLE_ALL, 11, 0);
 }
 
+static int keep_all(sl_map_ctx *ctx, const sl_element *el, void *user)
+{
+    (void)ctx, (void)el, (void)user;
+    return 1;
+}
+
+/* A size the input cannot know (a filter, as for shards), stated. */
+static sl_dataset *make_stated(void *arg)
+{
+    int64_t n = *(int64_t *)arg;
+    return sl_assert_cardinality(sl_filter(sl_range(0, n, 1), NULL, keep_all, NULL), n);
+}
+
 static void test_equal_steps(void **state)
 {
     (void)state;
@@ -218,6 +231,8 @@ static void test_equal_steps(void **state)
         for (int world = 1; world <= 4; world++) {
             check_epoch(make_range, &sizes[i], sizes[i], world, SL_DISTRIBUTE_PAD, 0);
             check_epoch(make_range, &sizes[i], sizes[i], world, SL_DISTRIBUTE_DROP, 0);
+            check_epoch(make_stated, &sizes[i], sizes[i], world, SL_DISTRIBUTE_PAD, 0);
+            check_epoch(make_stated, &sizes[i], sizes[i], world, SL_DISTRIBUTE_DROP, 0);
         }
     /* padding is DistributedSampler's: rank 2 of 4 over 10 gets 2, 6, 0 */
     int64_t want[] = {2, 6, 0};

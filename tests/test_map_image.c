@@ -1,6 +1,7 @@
 /* map_image alone and fused with batch: shapes, layouts, dtypes, fusion
  * equals the unfused result, determinism across thread counts, and element
  * errors inside batches (holes are filled, boundaries realign). */
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -193,6 +194,45 @@ static void test_fused_equals_unfused(void **state)
         sl_dataset_free(fused);
         sl_dataset_free(plain);
     }
+}
+
+static int count_pulls(sl_map_ctx *ctx, const sl_element *el, void *user)
+{
+    (void)ctx, (void)el;
+    atomic_fetch_add((atomic_int *)user, 1);
+    return 1;
+}
+
+/* A source that cannot know its size (shards), stated with
+ * assert_cardinality: a batch that drops its remainder pulls and decodes
+ * none of it, as over a source of known size. Unstated, all is pulled. */
+static void test_stated_size_skips_dropped_tail(void **state)
+{
+    (void)state;
+    sl_image_spec s = spec_of(SL_CROP_RANDOM_RESIZED, 32);
+    blob out[2];
+    for (int stated = 0; stated < 2; stated++) {
+        atomic_int pulls = 0;
+        sl_element *els[21];
+        for (int i = 0; i < 21; i++)
+            els[i] = image_element(i, false);
+        sl_dataset *ds = sl_filter(tu_elements(els, 21, SL_UNKNOWN), "count", count_pulls, &pulls);
+        if (stated)
+            ds = sl_assert_cardinality(ds, 21);
+        ds = sl_batch(sl_map_image(ds, &s, SL_AUTOTUNE), 8, SL_DROP_REMAINDER);
+        assert_non_null(ds);
+        assert_string_equal(sl_dataset_name(ds), "map_image_batch");
+        assert_int_equal(sl_dataset_cardinality(ds), stated ? 2 : SL_UNKNOWN);
+        assert_int_equal(run(ds, 2, SL_ERRORS_FAIL, &out[stated], NULL), SL_EOF);
+        assert_int_equal(out[stated].batches, 2);
+        assert_int_equal(out[stated].elements, 16);
+        assert_int_equal(atomic_load(&pulls), stated ? 16 : 21);
+        sl_dataset_free(ds);
+    }
+    assert_int_equal(out[0].n, out[1].n);
+    assert_memory_equal(out[0].p, out[1].p, out[0].n);
+    free(out[0].p);
+    free(out[1].p);
 }
 
 static void test_train_deterministic(void **state)
@@ -391,6 +431,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_shapes),
         cmocka_unit_test(test_fused_equals_unfused),
+        cmocka_unit_test(test_stated_size_skips_dropped_tail),
         cmocka_unit_test(test_train_deterministic),
         cmocka_unit_test(test_holes_realign),
         cmocka_unit_test(test_error_names_file),

@@ -1,4 +1,5 @@
-/* take(n) and skip(n): tf.data semantics, cardinality, random access. */
+/* take(n), skip(n) and assert_cardinality(n): tf.data semantics,
+ * cardinality, random access. */
 #include <stdlib.h>
 #include <string.h>
 #include "graph/node.h" /* random access is internal: checked directly */
@@ -245,6 +246,86 @@ static void test_random_access(void **state)
     sl_dataset_free(ds);
 }
 
+/* Pulls ds to its end: the elements (values), and the code it ended with
+ * and its message. */
+static int pull_all(sl_dataset *ds, int64_t *vals, int max, int *n, char *msg, size_t msz)
+{
+    sl_iterator *it = sl_iterator_create(ds, NULL);
+    assert_non_null(it);
+    sl_element *el;
+    int rc;
+    *n = 0;
+    while ((rc = sl_next(it, &el)) == 0) {
+        assert_true(*n < max);
+        vals[(*n)++] = sl_tensor_int64(sl_element_tensor(el, 0));
+        sl_element_release(el);
+    }
+    snprintf(msg, msz, "%s", sl_iterator_errmsg(it));
+    /* an error stays: the next call gives it again */
+    if (rc < 0)
+        assert_int_equal(sl_next(it, &el), rc);
+    sl_iterator_free(it);
+    return rc;
+}
+
+static void test_assert_cardinality(void **state)
+{
+    (void)state;
+    /* a filter keeping everything: the size is unknown until stated */
+    sl_dataset *ds = sl_assert_cardinality(sl_filter(sl_range(0, 10, 1), NULL, count_calls,
+                                                     &(int){0}), 10);
+    assert_non_null(ds);
+    assert_int_equal(sl_dataset_cardinality(ds), 10);
+    expect_range(ds, 0, 10);
+    sl_dataset *rep = sl_repeat(sl_dataset_retain(ds), 3); /* each pass is checked */
+    assert_int_equal(sl_dataset_cardinality(rep), 30);
+    assert_int_equal(tu_count(rep, NULL), 30);
+    sl_dataset_free(rep);
+    sl_dataset_free(ds);
+
+    int64_t vals[16];
+    int n;
+    char msg[512];
+    struct {
+        int64_t stated, given;
+        const char *says;
+    } wrong[] = {
+        {9, 9, "expected to hold 9 elements but gave at least 10"},
+        {11, 10, "expected to hold 11 elements but ended after 10"},
+        {0, 0, "expected to hold 0 elements but gave at least 1"},
+        {SL_INFINITE, 10, "expected to be infinite but ended after 10 elements"},
+    };
+    for (size_t i = 0; i < sizeof wrong / sizeof *wrong; i++) {
+        ds = sl_assert_cardinality(sl_filter(sl_range(0, 10, 1), NULL, count_calls, &(int){0}),
+                                   wrong[i].stated);
+        assert_int_equal(sl_dataset_cardinality(ds), wrong[i].stated);
+        assert_int_equal(pull_all(ds, vals, 16, &n, msg, sizeof msg), SL_ECORRUPT);
+        assert_int_equal(n, wrong[i].given);
+        for (int k = 0; k < n; k++)
+            assert_int_equal(vals[k], k);
+        if (!strstr(msg, wrong[i].says))
+            fail_msg("stated %lld: \"%s\"", (long long)wrong[i].stated, msg);
+        sl_dataset_free(ds);
+    }
+
+    /* a size the input knows: the same passes through (with random
+     * access); another is refused when built */
+    ds = sl_assert_cardinality(sl_range(0, 10, 1), 10);
+    assert_true(sl__dataset_can_get(ds));
+    expect_range(ds, 0, 10);
+    sl_dataset_free(ds);
+    ds = sl_assert_cardinality(sl_repeat(sl_range(0, 3, 1), -1), SL_INFINITE);
+    assert_int_equal(sl_dataset_cardinality(ds), SL_INFINITE);
+    sl_dataset_free(ds);
+    sl_clear_error();
+    assert_null(sl_assert_cardinality(sl_range(0, 10, 1), 12));
+    assert_non_null(strstr(sl_last_error(), "has 10 elements, not 12"));
+    assert_null(sl_assert_cardinality(sl_repeat(sl_range(0, 3, 1), -1), 5));
+    assert_non_null(strstr(sl_last_error(), "infinite"));
+    assert_null(sl_assert_cardinality(sl_range(0, 3, 1), -5));
+    assert_int_equal(sl_last_error_code(), SL_EINVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -258,6 +339,7 @@ int main(void)
         cmocka_unit_test(test_bad_args),
         cmocka_unit_test(test_fingerprint),
         cmocka_unit_test(test_random_access),
+        cmocka_unit_test(test_assert_cardinality),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -153,6 +153,7 @@ _PROTOTYPES = {
     "sl_shuffle": (c_void_p, [c_void_p, c_int64, c_int64, c_unsigned]),
     "sl_repeat": (c_void_p, [c_void_p, c_int64]),
     "sl_take": (c_void_p, [c_void_p, c_int64]),
+    "sl_assert_cardinality": (c_void_p, [c_void_p, c_int64]),
     "sl_skip": (c_void_p, [c_void_p, c_int64]),
     "sl_shard": (c_void_p, [c_void_p, c_int64, c_int64]),
     "sl_prefetch": (c_void_p, [c_void_p, c_int64]),

@@ -578,6 +578,18 @@ class Dataset:
         """At most count elements (-1: all)."""
         return self._derive(lib.sl_take, _count("take", "count", count))
 
+    def assert_cardinality(self, expected_cardinality):
+        """This dataset with its size per pass stated (tf.data's
+        assert_cardinality): for inputs that cannot know it (tfrecord,
+        webdataset, filter), so that len() works, a batch that drops its
+        remainder decodes none of it, and distribute gives equal steps. A
+        pass that ends early or goes on past it raises CorruptDataError
+        naming both counts; a size the input knows and that differs raises
+        InvalidArgumentError here."""
+        return self._derive(lib.sl_assert_cardinality,
+                            _count("assert_cardinality", "expected_cardinality",
+                                   expected_cardinality))
+
     def skip(self, count):
         """Drops the first count elements (-1: all)."""
         return self._derive(lib.sl_skip, _count("skip", "count", count))

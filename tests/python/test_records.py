@@ -287,6 +287,33 @@ def test_tfrecord_and_parse_example(shards, image_files, fmt, compression):
     assert list(labels) == [lab for _, lab, _ in got]
 
 
+def test_assert_cardinality(shards, image_files):
+    """Shards cannot know their size; stated, len() works and a batch that
+    drops its remainder stops decoding at the last full batch."""
+    files = _files(shards["tfrecord"])
+    n = len(image_files)
+    ds = sluice.TFRecordDataset(files)
+    assert ds.cardinality() == sluice.UNKNOWN
+    with pytest.raises(TypeError, match="unknown"):
+        len(ds)
+    stated = ds.assert_cardinality(n)
+    assert len(stated) == n and stated.cardinality() == n
+    assert list(stated) == list(ds)
+    images = stated.parse_example({"image/encoded": sluice.FixedLenFeature([], "string")})
+    batches = images.map_image("eval", size=16).batch(n // 2 + 1, drop_remainder=True)
+    assert len(batches) == 1 and batches.name == "map_image_batch"
+    assert [b.shape for b in batches] == [(n // 2 + 1, 16, 16, 3)]
+    with pytest.raises(sluice.CorruptDataError,
+                       match="expected to hold %d elements but ended after %d" % (n + 1, n)):
+        list(ds.assert_cardinality(n + 1))
+    with pytest.raises(ValueError, match="gave at least %d" % n):
+        list(ds.assert_cardinality(n - 1))
+    with pytest.raises(sluice.InvalidArgumentError, match="has 3 elements, not 4"):
+        sluice.Dataset.range(3).assert_cardinality(4)
+    with pytest.raises(TypeError, match="expected_cardinality must be an int"):
+        ds.assert_cardinality("many")
+
+
 def test_tfrecord_zlib_and_paths(tmp_path):
     recs = [b"", b"a", bytes(range(256)) * 40]
     path = tmp_path / "z.tfrecord"
