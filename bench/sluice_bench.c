@@ -418,6 +418,9 @@ static void usage(FILE *f)
         "  --format F           what DIR holds: folder (default), or tfrecord / tar shards\n"
         "                       (read with list_files -> interleave -> the reader)\n"
         "  --cycle N            shards read at a time (interleave's cycle_length, default 4)\n"
+        "  --cardinality N      the images the shards hold, stated (assert_cardinality): a\n"
+        "                       train batch's dropped remainder is then not decoded, as on\n"
+        "                       a folder, whose size is known; a wrong N fails the run\n"
         "  --make-shards OUT    write DIR's images as --format shards into OUT, --shard-size\n"
         "                       images each (default 125), --compression gzip or none\n"
         "  --fast-upsample      replicate chroma instead of interpolating it (faster;\n"
@@ -547,6 +550,8 @@ static int parse_option(config *cfg, const char *a, const char *v)
         cfg->compression = rc == 1;
     } else if (!strcmp(a, "--shard-size")) {
         rc = parse_int(a, v, 1, INT64_MAX, &cfg->shard_size);
+    } else if (!strcmp(a, "--cardinality")) {
+        rc = parse_int(a, v, 0, INT64_MAX, &cfg->cardinality);
     } else if (!strcmp(a, "--cycle")) {
         rc = parse_int(a, v, 1, 1024, &x);
         cfg->cycle = (int)x;
@@ -672,7 +677,7 @@ int main(int argc, char **argv)
         .epochs = 1, .limit = -1, .parallelism = SL_AUTOTUNE, .prefetch = SL_AUTOTUNE,
         .io = SL_IO_AUTO, .policy = SL_ERRORS_FAIL, .sample_count = SAMPLE_DEFAULT_COUNT,
         .autotune = 1, .sweep_seconds = SWEEP_SECONDS, .sweep_rounds = 1,
-        .shard_size = 125, .cycle = 4,
+        .shard_size = 125, .cycle = 4, .cardinality = -1,
     };
     int rc = parse_args(argc, argv, &cfg);
     if (rc != 0) {

@@ -167,6 +167,7 @@ typedef struct config {
     bool compression;   /* gzip */
     int64_t shard_size; /* images per shard */
     int cycle;          /* interleave's cycle_length */
+    int64_t cardinality; /* images the shards hold, when told (-1: not) */
     preset preset;
     int size, threads, epochs, sample_count;
     int64_t batch, limit, seed;

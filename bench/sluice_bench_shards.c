@@ -331,6 +331,8 @@ sl_dataset *shards_source(const config *cfg, unsigned flags)
         ds = sl_interleave(ds, tar_fn, NULL, cfg->cycle, 1, SL_AUTOTUNE, 0);
     }
     (void)flags;
+    if (cfg->cardinality >= 0)
+        ds = sl_assert_cardinality(ds, cfg->cardinality);
     if (cfg->limit >= 0)
         ds = sl_take(ds, cfg->limit);
     return ds;
