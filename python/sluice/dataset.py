@@ -697,8 +697,9 @@ class Dataset:
     def __len__(self):
         n = self.cardinality()
         if n < 0:
-            raise TypeError("the dataset's length is %s" % ("infinite" if n == INFINITE else
-                                                            "unknown"))
+            raise TypeError("the dataset's length is %s" % (
+                "infinite" if n == INFINITE else
+                "unknown (state it with .assert_cardinality(n) where you know it)"))
         return n
 
     @property
