@@ -11,8 +11,10 @@
  * Blocks of 4 KiB to 256 KiB (records, tar members, I/O chunks) are carved
  * from 4 MiB slabs offered to transparent huge pages, so that the first
  * touch of many of them (a shuffle buffer of 1,024 records of 30 KB: 7,500
- * pages at ~14 us each here) costs a fault per 2 MiB instead. A slab goes
- * back to the allocator when every block carved from it has.
+ * pages at ~14 us each here) costs a fault per 2 MiB instead. Their blocks
+ * stay pooled (the shared lists' cap does not apply to them), and
+ * sl_release_memory returns the slabs whose blocks are all back; the rest
+ * keep their free blocks for reuse.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -203,17 +205,18 @@ static inline unsigned mag_limit(unsigned c)
     return per > MAG_MAX ? MAG_MAX : (unsigned)per;
 }
 
-static void block_free(unsigned c, void *p);
+static bool slab_class(unsigned c);
 
 static void shared_push(unsigned c, void **items, unsigned n)
 {
     shared_class *sc = &shared[c];
     size_t sz = class_size(c);
+    bool capped = !slab_class(c); /* a slab's block is kept: see slabs_release */
     unsigned kept = 0;
     pthread_mutex_lock(&sc->mu);
     for (unsigned i = 0; i < n; i++) {
-        if (atomic_load_explicit(&shared_bytes, memory_order_relaxed) + (long long)sz >
-            SHARED_CAP)
+        if (capped && atomic_load_explicit(&shared_bytes, memory_order_relaxed) +
+                              (long long)sz > SHARED_CAP)
             break;
         block *b = items[i];
         b->next = sc->head;
@@ -224,7 +227,7 @@ static void shared_push(unsigned c, void **items, unsigned n)
     }
     pthread_mutex_unlock(&sc->mu);
     for (unsigned i = kept; i < n; i++)
-        block_free(c, items[i]);
+        sl__free_aligned(items[i], sz, SL__ALIGN);
 }
 
 static unsigned shared_pop(unsigned c, void **items, unsigned want)
@@ -252,6 +255,7 @@ static unsigned shared_pop(unsigned c, void **items, unsigned want)
 
 typedef struct slab {
     atomic_long live; /* blocks carved and not yet freed, +1 while carving */
+    long parked;      /* slabs_release's count of its blocks in the pool */
 } slab;
 #define SLAB_HEAD SL__ALIGN /* the header's room at the slab's start */
 
@@ -264,9 +268,17 @@ static size_t slab_used;
  * change only while nothing is allocated, so a block's answer holds for
  * its life), and not under AddressSanitizer, which would not see
  * neighbouring blocks overrun each other. */
+#if defined(__SANITIZE_ADDRESS__)
+#define SL__ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) /* clang's way of saying it */
+#define SL__ASAN 1
+#endif
+#endif
+
 static bool slab_class(unsigned c)
 {
-#if defined(__SANITIZE_ADDRESS__)
+#ifdef SL__ASAN
     (void)c;
     return false;
 #else
@@ -306,24 +318,76 @@ static void *slab_get(size_t size)
     return p;
 }
 
-/* A block leaves the pool. */
-static void block_free(unsigned c, void *p)
+static slab *slab_of(void *p)
 {
-    if (slab_class(c))
-        slab_unref((slab *)((uintptr_t)p & ~(uintptr_t)(SLAB_BYTES - 1)));
-    else
-        sl__free_aligned(p, class_size(c), SL__ALIGN);
+    return (slab *)((uintptr_t)p & ~(uintptr_t)(SLAB_BYTES - 1));
 }
 
-/* The slab being carved, if nothing carved from it is left. */
-static void slab_release_idle(void)
+/* Takes every block of class c out of the shared list, as a chain. */
+static block *shared_take_all(unsigned c)
 {
+    shared_class *sc = &shared[c];
+    pthread_mutex_lock(&sc->mu);
+    block *b = sc->head;
+    size_t n = sc->count;
+    sc->head = NULL;
+    sc->count = 0;
+    pthread_mutex_unlock(&sc->mu);
+    atomic_fetch_sub_explicit(&shared_bytes, (long long)(n * class_size(c)),
+                              memory_order_relaxed);
+    return b;
+}
+
+/* Returns the slabs whose blocks are all in the shared lists: a block
+ * freed on its own would only pin its slab, its room lost until the
+ * slab's last block came back, so the others stay pooled for reuse. */
+static void slabs_release(void)
+{
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER; /* one at a time */
+    pthread_mutex_lock(&mu);
+    block *all[NCLASSES] = {0};
+    for (unsigned c = 0; c < NCLASSES; c++)
+        if (slab_class(c))
+            all[c] = shared_take_all(c);
+    for (unsigned c = 0; c < NCLASSES; c++)
+        for (block *b = all[c]; b; b = b->next)
+            slab_of(b)->parked++;
+    /* the slab being carved holds a reference of its own: never all
+     * parked, so it is retired first when nothing of it is out */
     pthread_mutex_lock(&slab_mu);
-    if (slab_cur && atomic_load(&slab_cur->live) == 1) {
+    if (slab_cur && atomic_load(&slab_cur->live) == slab_cur->parked + 1) {
         slab_unref(slab_cur);
         slab_cur = NULL;
     }
     pthread_mutex_unlock(&slab_mu);
+    /* decide every slab before any is freed: all parked, or kept */
+    for (unsigned c = 0; c < NCLASSES; c++)
+        for (block *b = all[c]; b; b = b->next) {
+            slab *sb = slab_of(b);
+            if (sb->parked > 0 && sb->parked == atomic_load(&sb->live))
+                sb->parked = -1;
+        }
+    for (unsigned c = 0; c < NCLASSES; c++) {
+        void *keep[64];
+        unsigned n = 0;
+        for (block *b = all[c], *next; b; b = next) {
+            next = b->next;
+            slab *sb = slab_of(b);
+            if (sb->parked < 0) {
+                slab_unref(sb); /* its last block here frees it */
+                continue;
+            }
+            sb->parked = 0; /* counted afresh next time */
+            keep[n++] = b;
+            if (n == 64) {
+                shared_push(c, keep, n);
+                n = 0;
+            }
+        }
+        if (n)
+            shared_push(c, keep, n);
+    }
+    pthread_mutex_unlock(&mu);
 }
 
 static void *class_get(unsigned c)
@@ -388,11 +452,11 @@ void sl__pool_release_shared(void)
     for (unsigned c = 0; c < NCLASSES; c++) {
         void *items[64];
         unsigned n;
-        while ((n = shared_pop(c, items, 64)) > 0)
+        while (!slab_class(c) && (n = shared_pop(c, items, 64)) > 0)
             for (unsigned i = 0; i < n; i++)
-                block_free(c, items[i]);
+                sl__free_aligned(items[i], class_size(c), SL__ALIGN);
     }
-    slab_release_idle();
+    slabs_release();
 }
 
 void *sl__obj_get(size_t size)
