@@ -421,6 +421,7 @@ static void usage(FILE *f)
         "  --cardinality N      the images the shards hold, stated (assert_cardinality): a\n"
         "                       train batch's dropped remainder is then not decoded, as on\n"
         "                       a folder, whose size is known; a wrong N fails the run\n"
+        "                       (the train preset's shuffle reads every pass to its end)\n"
         "  --make-shards OUT    write DIR's images as --format shards into OUT, --shard-size\n"
         "                       images each (default 125), --compression gzip or none\n"
         "  --fast-upsample      replicate chroma instead of interpolating it (faster;\n"

@@ -484,10 +484,14 @@ SL_API sl_dataset *sl_take(sl_dataset *in, int64_t n);
  * SL_INFINITE (tf.data's assert_cardinality). For inputs that cannot know
  * it (shards, filter, a generator), so that what follows can use it: a
  * batch dropping its remainder (with sl_map_image) decodes no image of
- * the dropped part, sl_distribute gives equal steps, shuffle's buffer
- * fits. A pass that ends before n elements, or reaches an (n+1)th, fails
- * with SL_ECORRUPT naming both counts; an input whose size is known and
- * differs is refused here (SL_EINVAL). */
+ * the dropped part, shuffle's buffer fits, sl_distribute gives equal
+ * steps (by splitting the elements: every rank then reads every shard).
+ * A pass that ends before n elements fails with SL_ECORRUPT naming both
+ * counts, and so does an (n+1)th element when something pulls it: a
+ * shuffle does, but a batch that drops its remainder, take and
+ * sl_distribute stop at what n promised, so elements past n are then
+ * never read, not reported. An input whose size is known and differs is
+ * refused here (SL_EINVAL). */
 SL_API sl_dataset *sl_assert_cardinality(sl_dataset *in, int64_t n);
 /* Drops the first n elements; n = -1 drops all. */
 SL_API sl_dataset *sl_skip(sl_dataset *in, int64_t n);

@@ -322,6 +322,8 @@ static void test_assert_cardinality(void **state)
     assert_non_null(strstr(sl_last_error(), "has 10 elements, not 12"));
     assert_null(sl_assert_cardinality(sl_repeat(sl_range(0, 3, 1), -1), 5));
     assert_non_null(strstr(sl_last_error(), "infinite"));
+    assert_null(sl_assert_cardinality(sl_range(0, 3, 1), SL_INFINITE));
+    assert_non_null(strstr(sl_last_error(), "has 3 elements, not infinitely many"));
     assert_null(sl_assert_cardinality(sl_range(0, 3, 1), -5));
     assert_int_equal(sl_last_error_code(), SL_EINVAL);
 }

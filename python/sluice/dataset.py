@@ -582,10 +582,13 @@ class Dataset:
         """This dataset with its size per pass stated (tf.data's
         assert_cardinality): for inputs that cannot know it (tfrecord,
         webdataset, filter), so that len() works, a batch that drops its
-        remainder decodes none of it, and distribute gives equal steps. A
-        pass that ends early or goes on past it raises CorruptDataError
-        naming both counts; a size the input knows and that differs raises
-        InvalidArgumentError here."""
+        remainder decodes none of it, and distribute gives equal steps
+        (splitting the elements: each rank reads every file). A pass that
+        ends early, or goes on past it where something pulls that far (a
+        shuffle does; a drop-remainder batch, take and distribute stop at
+        the size stated), raises CorruptDataError naming both counts; a
+        size the input knows and that differs raises InvalidArgumentError
+        here."""
         return self._derive(lib.sl_assert_cardinality,
                             _count("assert_cardinality", "expected_cardinality",
                                    expected_cardinality))

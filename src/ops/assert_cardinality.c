@@ -133,6 +133,9 @@ SL_API sl_dataset *sl_assert_cardinality(sl_dataset *in, int64_t n)
     if (known == SL_INFINITE && n != SL_INFINITE)
         return sl__dataset_fail(&a->base, SL_EINVAL, "assert_cardinality: the input is "
                                 "infinite, not %lld elements", (long long)n);
+    if (known >= 0 && n == SL_INFINITE)
+        return sl__dataset_fail(&a->base, SL_EINVAL, "assert_cardinality: the input has %lld "
+                                "elements, not infinitely many", (long long)known);
     if (known >= 0 && known != n)
         return sl__dataset_fail(&a->base, SL_EINVAL, "assert_cardinality: the input has %lld "
                                 "elements, not %lld", (long long)known, (long long)n);
