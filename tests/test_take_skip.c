@@ -261,9 +261,8 @@ static int pull_all(sl_dataset *ds, int64_t *vals, int max, int *n, char *msg, s
         sl_element_release(el);
     }
     snprintf(msg, msz, "%s", sl_iterator_errmsg(it));
-    /* an error stays: the next call gives it again */
-    if (rc < 0)
-        assert_int_equal(sl_next(it, &el), rc);
+    /* the end stays, as does an error: the next call gives it again */
+    assert_int_equal(sl_next(it, &el), rc);
     sl_iterator_free(it);
     return rc;
 }
@@ -277,6 +276,11 @@ static void test_assert_cardinality(void **state)
     assert_non_null(ds);
     assert_int_equal(sl_dataset_cardinality(ds), 10);
     expect_range(ds, 0, 10);
+    int64_t got[16];
+    int k;
+    char why[256];
+    assert_int_equal(pull_all(ds, got, 16, &k, why, sizeof why), SL_EOF);
+    assert_int_equal(k, 10);
     sl_dataset *rep = sl_repeat(sl_dataset_retain(ds), 3); /* each pass is checked */
     assert_int_equal(sl_dataset_cardinality(rep), 30);
     assert_int_equal(tu_count(rep, NULL), 30);

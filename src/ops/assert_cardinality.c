@@ -40,9 +40,15 @@ static int assert_next(sl__iter *base, sl_element **out)
     int64_t n = ((const assert_ds *)base->ds)->n;
     if (n != SL_INFINITE && it->seen > n) /* went past n: stays an error */
         return mismatch(it, "gave at least");
+    if (!it->in) /* ended: as it ended */
+        return it->seen == n ? SL_EOF : mismatch(it, "ended after");
     int rc = sl__iter_next(it->in, out);
-    if (rc == SL_EOF && it->seen != n)
-        return mismatch(it, "ended after");
+    if (rc == SL_EOF) {
+        /* stop the input now, which may hold threads or files */
+        sl__iter_free(it->in);
+        it->in = NULL;
+        return it->seen == n ? SL_EOF : mismatch(it, "ended after");
+    }
     if (rc != 0)
         return rc;
     if (n != SL_INFINITE && it->seen == n) {
