@@ -3,8 +3,9 @@
  * cannot know their size; told it, what follows can plan with it: a
  * batch that drops its remainder stops decoding at the last full batch,
  * distribute gives every rank the same steps, len() works. Each pass is
- * checked as it runs: an input that ends early, or goes on past n, is an
- * error naming both counts. */
+ * checked as it runs: an input that ends early is an error naming both
+ * counts, and so is an (n+1)th element if something pulls it (a shuffle
+ * does; a drop-remainder batch, take and distribute stop at n). */
 #include <stdio.h>
 #include "../graph/node.h"
 
