@@ -35,6 +35,8 @@ typedef struct stage {
     int fifo_head, fifo_n;
     double held;
     double rem[MAX_FLY];
+    int64_t seq[MAX_FLY]; /* submission order, for the pool's queue */
+    bool running[MAX_FLY];
     bool waiting; /* wants input, found none */
     /* counters, cumulative */
     int64_t elements, takes, occ, empty;
@@ -57,6 +59,10 @@ struct sim {
     int n; /* st[0] reads the source, st[n-1] feeds the consumer */
     stage st[MAX_STAGES];
     int cores;
+    /* map tasks run on a FIFO pool of this many threads, as sl_runtime's;
+     * 0: all at once, sharing the cores */
+    int pool;
+    int64_t next_seq;
     double now;
     uint64_t rng;
     double jitter; /* each cost times 1 +- jitter, uniformly */
@@ -194,6 +200,34 @@ static bool take(stage *from, bool *waiting)
     return false;
 }
 
+/* Map tasks running on the pool. */
+static int running_maps(const sim *s)
+{
+    int n = 0;
+    for (int i = 0; i < s->n; i++)
+        for (int k = 0; k < s->st[i].nfly; k++)
+            n += s->st[i].type == ST_MAP && s->st[i].running[k];
+    return n;
+}
+
+/* Starts queued map tasks, oldest first, while the pool has a free thread. */
+static void start_tasks(sim *s)
+{
+    if (s->pool == 0)
+        return;
+    for (int busy = running_maps(s); busy < s->pool; busy++) {
+        stage *best = NULL;
+        int bk = -1;
+        for (int i = 0; i < s->n; i++)
+            for (int k = 0; k < s->st[i].nfly; k++)
+                if (!s->st[i].running[k] && (!best || s->st[i].seq[k] < best->seq[bk]))
+                    best = &s->st[i], bk = k;
+        if (!best)
+            return;
+        best->running[bk] = true;
+    }
+}
+
 static bool pull(sim *s, int i)
 {
     stage *st = &s->st[i];
@@ -214,7 +248,10 @@ static bool pull(sim *s, int i)
         ready_one(st);
         st->elements++;
     } else {
+        st->seq[st->nfly] = s->next_seq++;
+        st->running[st->nfly] = st->type != ST_MAP || s->pool == 0;
         st->rem[st->nfly++] = jittered(s, st->cost_ns);
+        start_tasks(s);
     }
     return true;
 }
@@ -245,10 +282,7 @@ static void settle(sim *s)
 
 static double cpu_rate(const sim *s)
 {
-    int fly = 0;
-    for (int i = 0; i < s->n; i++)
-        if (s->st[i].type == ST_MAP)
-            fly += s->st[i].nfly;
+    int fly = running_maps(s);
     return fly > s->cores ? (double)s->cores / fly : 1.0;
 }
 
@@ -262,7 +296,7 @@ static double next_event(const sim *s, double until)
         const stage *st = &s->st[i];
         double r = st->type == ST_MAP ? rate : 1.0;
         for (int k = 0; k < st->nfly; k++)
-            if (s->now + st->rem[k] / r < t)
+            if (st->running[k] && s->now + st->rem[k] / r < t)
                 t = s->now + st->rem[k] / r;
     }
     return t;
@@ -282,19 +316,25 @@ static void advance(sim *s, double t)
     for (int i = 0; i < s->n; i++) {
         stage *st = &s->st[i];
         double r = st->type == ST_MAP ? rate : 1.0;
-        st->busy += st->nfly * dt;
         if (st->waiting)
             st->wait += dt;
         for (int k = 0; k < st->nfly; k++) {
+            if (!st->running[k])
+                continue;
+            st->busy += dt;
             st->rem[k] -= dt * r;
             if (st->rem[k] <= 1e-3) {
-                st->rem[k--] = st->rem[--st->nfly];
+                --st->nfly;
+                st->rem[k] = st->rem[st->nfly];
+                st->seq[k] = st->seq[st->nfly];
+                st->running[k--] = st->running[st->nfly];
                 ready_one(st);
                 st->elements++;
             }
         }
     }
     s->now = t;
+    start_tasks(s);
 }
 
 /* ---- the controller's view ---- */
@@ -349,13 +389,15 @@ static void build_snapshot(sim *s)
     }
 }
 
+/* The CPU units the tuned maps hold, as the controller counts them: their
+ * parallelism summed, less one for each tuned map after the first. */
 static int64_t tuned_parallelism(const sim *s)
 {
-    int64_t sum = 0;
+    int64_t sum = 0, n = 0;
     for (int i = 0; i < s->n; i++)
         if (s->st[i].type == ST_MAP && s->st[i].tuned)
-            sum += s->st[i].knob;
-    return sum;
+            sum += s->st[i].knob, n++;
+    return n > 1 ? sum - (n - 1) : sum;
 }
 
 static void apply(sim *s, const sl__at_decision *d)
@@ -781,9 +823,10 @@ static void test_ram_cut_when_elements_grow(void **state)
     assert_non_null(strstr(d.changes[0].reason, "RAM budget"));
 }
 
-/* Two CPU-bound maps under a budget of 3 workers on 8 cores: the sum of
- * their parallelism never exceeds it (apply() checks at every tick) and
- * ends at it; a lower budget is obeyed at the next tick. */
+/* Two CPU-bound maps under a budget of 3 workers on 8 cores: the units
+ * their parallelism counts never exceed it (apply() checks at every tick),
+ * and the workers end at it, split by cost (1 ms and 2 ms: one and two);
+ * a lower budget is obeyed at the next tick. */
 static void test_cpu_budget(void **state)
 {
     (void)state;
@@ -796,12 +839,197 @@ static void test_cpu_budget(void **state)
     s.cpu_budget = 3;
     run_until(&s, 20 * SEC);
     dump_log(&s, "cpu budget");
-    assert_int_equal(tuned_parallelism(&s), 3);
+    assert_int_equal(s.st[0].knob, 1);
+    assert_int_equal(s.st[1].knob, 2);
     s.cpu_budget = 2;
     run_until(&s, 20 * SEC + 600 * MS);
     assert_true(tuned_parallelism(&s) <= 2);
     run_until(&s, 40 * SEC);
     assert_true(tuned_parallelism(&s) <= 2);
+}
+
+static void check_steady(sim *s, const char *what);
+
+/* ---- parallel stages sharing the CPU by cost ---- */
+
+#define MAX_MAPS 3
+
+typedef struct shape {
+    int cores, nmaps;
+    double cost_ns[MAX_MAPS]; /* each map's work per element, in order */
+} shape;
+
+/* source -> map... -> prefetch -> a consumer as fast as possible, the maps
+ * on a pool of one thread per core, as sl_runtime runs them; p: each map's
+ * parallelism, tuned or fixed, prefetch depth 2 (tuned: from 1). */
+static void make_shape(sim *s, const shape *sh, const int64_t *p, bool tuned)
+{
+    sim_init(s, sh->cores);
+    s->pool = sh->cores;
+    for (int m = 0; m < sh->nmaps; m++)
+        add_stage(s, ST_MAP, sh->cost_ns[m], p[m], tuned);
+    add_stage(s, ST_PREFETCH, 0, tuned ? 1 : 2, tuned);
+    s->step_ns = 0.02 * MS;
+    s->jitter = 0.2;
+}
+
+typedef struct static_best {
+    double rate;                         /* the best static throughput */
+    int64_t opt[64][MAX_MAPS];           /* allocations within 1% of it */
+    int nopt;
+} static_best;
+
+/* Every static allocation of 1..max_p workers per map (max_p^nmaps runs). */
+static void best_allocation(const shape *sh, int max_p, static_best *b)
+{
+    static sim s;
+    int total = 1;
+    for (int m = 0; m < sh->nmaps; m++)
+        total *= max_p;
+    static double rates[4096];
+    assert_true(total <= 4096);
+    b->rate = 0;
+    for (int c = 0; c < total; c++) {
+        int64_t p[MAX_MAPS];
+        for (int m = 0, x = c; m < sh->nmaps; m++, x /= max_p)
+            p[m] = 1 + x % max_p;
+        make_shape(&s, sh, p, false);
+        s.autotune = false;
+        rates[c] = rate(&s, 2 * SEC, 8 * SEC);
+        b->rate = rates[c] > b->rate ? rates[c] : b->rate;
+    }
+    b->nopt = 0;
+    for (int c = 0; c < total && b->nopt < 64; c++)
+        if (rates[c] >= 0.99 * b->rate) {
+            for (int m = 0, x = c; m < sh->nmaps; m++, x /= max_p)
+                b->opt[b->nopt][m] = 1 + x % max_p;
+            b->nopt++;
+        }
+}
+
+/* The allocation the controller reached is within one worker, on every
+ * map, of one of the best static ones. */
+static bool near_optimum(const sim *s, const shape *sh, const static_best *b)
+{
+    for (int o = 0; o < b->nopt; o++) {
+        bool near = true;
+        for (int m = 0; m < sh->nmaps; m++)
+            near &= llabs(s->st[m].knob - b->opt[o][m]) <= 1;
+        if (near)
+            return true;
+    }
+    return false;
+}
+
+static void print_alloc(const char *what, const sim *s, int nmaps)
+{
+    printf("%s (", what);
+    for (int m = 0; m < nmaps; m++)
+        printf("%s%lld", m ? ", " : "", (long long)s->st[m].knob);
+    printf(")");
+}
+
+/* From a start allocation, the controller reaches the best static
+ * throughput within 2 s and an allocation within one worker of the best
+ * static ones, and holds both. */
+static void check_shape(const char *what, const shape *sh, const int64_t *start)
+{
+    static static_best b;
+    best_allocation(sh, sh->cores + 1, &b);
+    static sim s;
+    make_shape(&s, sh, start, true);
+    double early = rate(&s, 2 * SEC, 4 * SEC);
+    double steady = rate(&s, 4 * SEC, 30 * SEC);
+    dump_log(&s, what);
+    printf("%s: best static %.0f/s, e.g. (", what, b.rate);
+    for (int m = 0; m < sh->nmaps; m++)
+        printf("%s%lld", m ? ", " : "", (long long)b.opt[0][m]);
+    printf(") of %d within 1%%; autotune %.0f/s at 2-4 s, %.0f/s steady, ", b.nopt, early,
+           steady);
+    print_alloc("at", &s, sh->nmaps);
+    printf(", %d changes\n", s.nlog);
+    assert_true(early >= 0.95 * b.rate);
+    assert_true(steady >= 0.97 * b.rate);
+    assert_true(near_optimum(&s, sh, &b));
+    assert_true(tuned_parallelism(&s) <= s.cpu_budget);
+}
+
+/* A cheap parse (0.1 ms) before a costly decode (1 ms) on two cores: the
+ * decode gets both workers, the parse keeps one; also when the parse held
+ * them first (the cheap stage that starved the decode). */
+static void test_shares_cheap_stage_first(void **state)
+{
+    (void)state;
+    shape sh = {2, 2, {0.1 * MS, 1 * MS}};
+    check_shape("cheap first stage", &sh, (int64_t[]){1, 1});
+    check_shape("cheap first stage holding the CPU", &sh, (int64_t[]){2, 1});
+}
+
+/* A costly user map (1.5 ms) before the decode (1 ms): the other way round. */
+static void test_shares_costly_stage_first(void **state)
+{
+    (void)state;
+    shape sh = {2, 2, {1.5 * MS, 1 * MS}};
+    check_shape("costly first stage", &sh, (int64_t[]){1, 1});
+    check_shape("costly first stage, decode holding the CPU", &sh, (int64_t[]){1, 2});
+}
+
+/* Eight cores: 3:1 and 1:3 between two stages, and three stages of 2, 1
+ * and 1 ms. */
+static void test_shares_eight_cores(void **state)
+{
+    (void)state;
+    shape a = {8, 2, {3 * MS, 1 * MS}}, b = {8, 2, {0.5 * MS, 1.5 * MS}};
+    check_shape("8 cores, 3:1", &a, (int64_t[]){1, 1});
+    check_shape("8 cores, 1:3, the cheap stage holding the CPU", &b, (int64_t[]){6, 2});
+    shape c = {8, 3, {2 * MS, 1 * MS, 1 * MS}};
+    check_shape("8 cores, three stages 2:1:1", &c, (int64_t[]){1, 1, 1});
+}
+
+/* The costs of two stages swap halfway (the elements of the first grow
+ * costly, those of the second cheap): the workers follow the work, and
+ * the throughput is back at the new best within 2 s. */
+static void test_shares_follow_cost_changes(void **state)
+{
+    (void)state;
+    shape before = {8, 2, {0.5 * MS, 1.5 * MS}}, after = {8, 2, {1.5 * MS, 0.5 * MS}};
+    static static_best b1, b2;
+    best_allocation(&before, 9, &b1);
+    best_allocation(&after, 9, &b2);
+    static sim s;
+    make_shape(&s, &before, (int64_t[]){1, 1}, true);
+    double r1 = rate(&s, 5 * SEC, 30 * SEC);
+    assert_true(near_optimum(&s, &before, &b1));
+    int64_t p0 = s.st[0].knob, p1 = s.st[1].knob;
+    s.st[0].cost_ns = after.cost_ns[0];
+    s.st[1].cost_ns = after.cost_ns[1];
+    double early = rate(&s, 32 * SEC, 34 * SEC);
+    double r2 = rate(&s, 34 * SEC, 60 * SEC);
+    dump_log(&s, "cost swap");
+    printf("cost swap: (%lld, %lld) at %.0f/s of %.0f, then ", (long long)p0, (long long)p1, r1,
+           b1.rate);
+    print_alloc("", &s, 2);
+    printf(" at %.0f/s (%.0f/s 2-4 s after) of %.0f\n", r2, early, b2.rate);
+    assert_true(r1 >= 0.97 * b1.rate);
+    assert_true(early >= 0.95 * b2.rate && r2 >= 0.97 * b2.rate);
+    assert_true(near_optimum(&s, &after, &b2));
+    assert_true(s.st[0].knob > p0 && s.st[1].knob < p1);
+    /* a share move says why */
+    bool shared = false;
+    for (int i = 0; i < s.nlog; i++)
+        shared |= s.log[i].why == SL__AT_SHARE;
+    assert_true(shared);
+}
+
+/* Ten minutes of two stages of nearly equal cost (the shares sit at the
+ * edge of a worker): no flapping between them. */
+static void test_shares_do_not_flap(void **state)
+{
+    (void)state;
+    static sim s;
+    shape sh = {2, 2, {1 * MS, 1.05 * MS}};
+    make_shape(&s, &sh, (int64_t[]){1, 1}, true);
+    check_steady(&s, "two stages of equal cost");
 }
 
 /* The bursty consumer wants a deep buffer of 1 MiB elements, but the RAM
@@ -907,6 +1135,7 @@ static void test_direct(void **state)
         sl__at_decide(&st, &sn, &d);
         assert_int_equal(d.nchanges, 0);
     }
+    assert_int_equal(sl__at_cpu_units(&sn), 5); /* 3 + 3, less one for the second stage */
     sn.cpu_budget = 2;
     sn.now_ns += 50 * (int64_t)MS;
     sl__at_decide(&st, &sn, &d);
@@ -915,7 +1144,7 @@ static void test_direct(void **state)
         assert_int_equal(d.changes[c].why, SL__AT_BUDGET);
         sum += d.changes[c].to - d.changes[c].from;
     }
-    assert_int_equal(sum, 2);
+    assert_int_equal(sum, 3); /* 2 units: 2 + 1, or 1 + 2 */
 }
 
 int main(void)
@@ -933,6 +1162,11 @@ int main(void)
         cmocka_unit_test(test_retunes_when_elements_change_size),
         cmocka_unit_test(test_ram_cut_when_elements_grow),
         cmocka_unit_test(test_cpu_budget),
+        cmocka_unit_test(test_shares_cheap_stage_first),
+        cmocka_unit_test(test_shares_costly_stage_first),
+        cmocka_unit_test(test_shares_eight_cores),
+        cmocka_unit_test(test_shares_follow_cost_changes),
+        cmocka_unit_test(test_shares_do_not_flap),
         cmocka_unit_test(test_ram_budget),
         cmocka_unit_test(test_no_oscillation),
         cmocka_unit_test(test_deterministic),

@@ -68,6 +68,7 @@ static void node_state_init(sl__at_node_state *ns, uint64_t key)
     ns->key = key;
     ns->used = true;
     ns->quiet_since_ns = INT64_MIN;
+    ns->busy_avg = -1;
     for (int k = 0; k < SL__MAX_KNOBS; k++)
         knob_state_init(&ns->knobs[k]);
 }
@@ -133,16 +134,16 @@ static double busy_units(const sl__at_node *n, const sl__at_node_state *ns, int6
     return n->in_flight;
 }
 
-static int64_t cpu_claimed(const sl__at_snapshot *snap)
+int64_t sl__at_cpu_units(const sl__at_snapshot *snap)
 {
-    int64_t sum = 0;
+    int64_t sum = 0, stages = 0;
     for (int i = 0; i < snap->nnodes; i++)
         for (int k = 0; k < snap->nodes[i].nknobs; k++) {
             const sl__at_knob *kb = &snap->nodes[i].knobs[k];
             if (kb->autotune && kb->kind == SL__KNOB_PARALLELISM)
-                sum += kb->value;
+                sum += kb->value, stages++;
         }
-    return sum;
+    return stages > 1 ? sum - (stages - 1) : sum;
 }
 
 static sl__at_change *add_change(sl__at_decision *out, int why, int node, int knob,
@@ -229,7 +230,7 @@ static void update_el_bytes(sl__at_state *s, const sl__at_snapshot *snap)
  * have shrunk: another iterator on the runtime, or a lower option). */
 static void enforce_cpu(sl__at_state *s, const sl__at_snapshot *snap, sl__at_decision *out)
 {
-    int64_t held = cpu_claimed(snap);
+    int64_t held = sl__at_cpu_units(snap);
     int64_t excess = held - snap->cpu_budget;
     while (excess > 0) {
         int best = -1, bk = -1;
@@ -360,41 +361,195 @@ static judged judge(const sl__at_state *s, const sl__at_snapshot *snap, int i)
     return j;
 }
 
-/* Grows a node's workers or reads. saturated: they were all busy (else the
- * output was bursty, and more units widen the node's window). */
+/* What the consumer would take over what it gets: wall / step (the rate
+ * it would take if it never waited); 2 when it has not stepped. */
+static double demand(const sl__at_state *s)
+{
+    return s->step_ns > 0 ? (double)(s->wait_ns + s->step_ns) / (double)s->step_ns : 2.0;
+}
+
+/* ---- sharing the CPU between parallel stages by cost ---- */
+
+/* A stage's share of the CPU in workers is rounded up to whole ones, less
+ * this much: a share of 2.03 workers is 2, so that noise in the measured
+ * shares does not move a worker back and forth. */
+#define SHARE_TOL 0.05
+
+/* Stage i's share of the CPU the pipeline should use, in workers: the
+ * CPU its autotuned parallel stages are busy with now, times what the
+ * consumer would take more (at most the budget), split by their work:
+ * each one's busy time, smoothed over windows, over their sum. All of them
+ * run at the pipeline's rate, so their busy times stand in the ratio of
+ * their work per output element, whichever of them limits it; a stage
+ * with more workers than its share is merely idle more. Negative when not
+ * measured yet. */
+static double fair_units(const sl__at_state *s, const sl__at_snapshot *snap, int i)
+{
+    double mine = -1, sum = 0, now = 0;
+    for (int n = 0; n < snap->nnodes && n < s->nnodes; n++) {
+        if (find_knob(&snap->nodes[n], SL__KNOB_PARALLELISM, true) < 0)
+            continue;
+        const sl__at_node_state *ns = &s->nodes[n];
+        if (ns->busy_avg < 0)
+            return -1;
+        sum += ns->busy_avg;
+        now += busy_units(&snap->nodes[n], ns, s->window_ns);
+        if (n == i)
+            mine = ns->busy_avg;
+    }
+    if (mine < 0 || sum <= 0)
+        return -1;
+    double cpu = now * demand(s);
+    if (cpu > (double)snap->cpu_budget)
+        cpu = (double)snap->cpu_budget;
+    return cpu * mine / sum;
+}
+
+static bool changed_now(const sl__at_decision *out, int i, int k)
+{
+    for (int c = 0; c < out->nchanges; c++)
+        if (out->changes[c].node == i && out->changes[c].knob == k)
+            return true;
+    return false;
+}
+
+static const char *node_name(const sl__at_snapshot *snap, int i)
+{
+    return snap->nodes[i].name ? snap->nodes[i].name : "another stage";
+}
+
+/* Takes up to `want` workers for stage i from the autotuned parallel
+ * stages that hold more than their share of the CPU, the most over first,
+ * never below their share; how many it got. (Stage i takes them, or, when
+ * it cannot grow, they stop queueing ahead of its tasks on the pool.) */
+static int64_t take_from_donors(sl__at_state *s, const sl__at_snapshot *snap, int i,
+                                int64_t want, bool grow, sl__at_decision *out)
+{
+    int64_t got = 0;
+    while (got < want) {
+        int best = -1, bk = -1;
+        double best_over = 0, best_fair = 0;
+        int64_t best_keep = 0;
+        for (int n = 0; n < snap->nnodes && n < s->nnodes; n++) {
+            int k = find_knob(&snap->nodes[n], SL__KNOB_PARALLELISM, true);
+            if (n == i || k < 0 || changed_now(out, n, k) ||
+                !under_cap(&s->nodes[n].knobs[k], snap->now_ns))
+                continue;
+            const sl__at_knob *kb = &snap->nodes[n].knobs[k];
+            double fair = fair_units(s, snap, n);
+            int64_t keep = (int64_t)ceil(fair - SHARE_TOL);
+            if (keep < kb->min)
+                keep = kb->min;
+            if (fair < 0 || kb->value <= keep || (double)kb->value - fair <= best_over)
+                continue;
+            best = n, bk = k, best_over = (double)kb->value - fair;
+            best_fair = fair, best_keep = keep;
+        }
+        if (best < 0)
+            break;
+        const sl__at_knob *kb = &snap->nodes[best].knobs[bk];
+        int64_t give = kb->value - best_keep < want - got ? kb->value - best_keep : want - got;
+        sl__at_change *c = add_change(out, SL__AT_SHARE, best, bk, kb->value, kb->value - give);
+        if (!c)
+            break;
+        snprintf(c->reason, sizeof c->reason,
+                 "CPU shared by cost: its work is %.1f workers' worth, so %lld of its %lld %s "
+                 "%s, which is short of its share",
+                 best_fair, (long long)give, (long long)kb->value,
+                 grow ? "go to" : "stop queueing ahead of", node_name(snap, i));
+        got += give;
+    }
+    return got;
+}
+
+/* Autotuned parallelism summed: the workers in flight at most. */
+static int64_t tuned_workers(const sl__at_snapshot *snap)
+{
+    int64_t sum = 0;
+    for (int i = 0; i < snap->nnodes; i++) {
+        int k = find_knob(&snap->nodes[i], SL__KNOB_PARALLELISM, true);
+        sum += k >= 0 ? snap->nodes[i].knobs[k].value : 0;
+    }
+    return sum;
+}
+
+/* Grows a node's workers. saturated: they were all busy (else the output
+ * was bursty, and more workers widen the node's window). A saturated stage
+ * gets its share of the CPU by cost (fair_units, rounded up: the budget's
+ * allowance of one worker per stage after the first is for these), from
+ * the budget's room or from stages that hold more than their share.
+ * Beyond its share, throughput scales with workers: aim at the consumer's
+ * demand, at most doubling, with workers the budget has free whole. */
+static bool grow_parallelism(sl__at_state *s, const sl__at_snapshot *snap, int i, int k,
+                             judged j, bool saturated, double stall, sl__at_decision *out)
+{
+    const sl__at_knob *kb = &snap->nodes[i].knobs[k];
+    int64_t v = kb->value;
+    double need = demand(s);
+    int64_t to = (int64_t)ceil((double)v * (need < 2.0 ? need : 2.0) - 0.1);
+    if (to < v + 1)
+        to = v + 1;
+    double fair = saturated ? fair_units(s, snap, i) : -1;
+    int64_t fair_to = fair > 0 ? (int64_t)ceil(fair - SHARE_TOL) : 0;
+    if (fair_to > kb->max)
+        fair_to = kb->max;
+    if (to < fair_to)
+        to = fair_to;
+    if (to > kb->max)
+        to = kb->max;
+    int64_t room = snap->cpu_budget - sl__at_cpu_units(snap);
+    int64_t got = fair_to - v < room ? fair_to - v : room;
+    if (got < 0)
+        got = 0;
+    if (v + got < fair_to)
+        got += take_from_donors(s, snap, i, fair_to - v - got, true, out);
+    int64_t whole = snap->cpu_budget - tuned_workers(snap) - got;
+    if (room - got < whole)
+        whole = room - got;
+    if (v + got < to && whole > 0)
+        got += to - v - got < whole ? to - v - got : whole;
+    /* at its share, and the others hold more workers than the budget's:
+     * those over their shares only queue ahead of this stage's tasks */
+    int64_t over = tuned_workers(snap) - snap->cpu_budget;
+    if (got <= 0 && saturated && fair > 0 && over > 0)
+        return take_from_donors(s, snap, i, over, false, out) > 0;
+    if (got <= 0)
+        return false;
+    sl__at_change *c = add_change(out, SL__AT_GROW, i, k, v, v + got);
+    if (!c)
+        return false;
+    int len = snprintf(c->reason, sizeof c->reason,
+                       "%s: %.1f of %lld workers busy, output empty in %.0f%% of takes, input "
+                       "wait %.0f%%, consumer stall %.1f%%",
+                       saturated ? "CPU-bound" : "bursty, a wider window", j.busy, (long long)v,
+                       100 * j.empty, 100 * j.wait, 100 * stall);
+    if (fair > 0 && len > 0 && (size_t)len < sizeof c->reason)
+        snprintf(c->reason + len, sizeof c->reason - (size_t)len,
+                 "; its share of the CPU by cost %.1f workers", fair);
+    return true;
+}
+
+/* Grows a node's workers or reads (see grow_parallelism). */
 static bool grow_units(sl__at_state *s, const sl__at_snapshot *snap, int i, int k, judged j,
                        bool saturated, double stall, sl__at_decision *out)
 {
     const sl__at_knob *kb = &snap->nodes[i].knobs[k];
-    int64_t v = kb->value, to;
+    int64_t v = kb->value;
     if (v >= kb->max || ram_full(snap) || !under_cap(&s->nodes[i].knobs[k], snap->now_ns))
         return false;
-    if (kb->kind == SL__KNOB_PARALLELISM) {
-        /* throughput scales with workers: aim at the consumer's demand,
-         * which is wall/step times what it gets now, at most doubling */
-        double need = s->step_ns > 0 ? (double)(s->wait_ns + s->step_ns) / (double)s->step_ns
-                                     : 2.0;
-        to = (int64_t)ceil((double)v * (need < 2.0 ? need : 2.0) - 0.1);
-        if (to < v + 1)
-            to = v + 1;
-        int64_t room = snap->cpu_budget - cpu_claimed(snap);
-        if (to > v + room)
-            to = v + room;
-    } else {
-        to = ram_cap(s, snap, i, 2 * v);
-    }
+    if (kb->kind == SL__KNOB_PARALLELISM)
+        return grow_parallelism(s, snap, i, k, j, saturated, stall, out);
+    int64_t to = ram_cap(s, snap, i, 2 * v);
     if (to > kb->max)
         to = kb->max;
     if (to <= v)
         return false;
     sl__at_change *c = add_change(out, SL__AT_GROW, i, k, v, to);
-    bool cpu = kb->kind == SL__KNOB_PARALLELISM;
     snprintf(c->reason, sizeof c->reason,
-             "%s: %.1f of %lld %s busy, output empty in %.0f%% of takes, input wait %.0f%%, "
+             "%s: %.1f of %lld reads busy, output empty in %.0f%% of takes, input wait %.0f%%, "
              "consumer stall %.1f%%",
-             !saturated ? "bursty, a wider window" : cpu ? "CPU-bound" : "reads dominate",
-             j.busy, (long long)v, cpu ? "workers" : "reads", 100 * j.empty, 100 * j.wait,
-             100 * stall);
+             saturated ? "reads dominate" : "bursty, a wider window", j.busy, (long long)v,
+             100 * j.empty, 100 * j.wait, 100 * stall);
     return true;
 }
 
@@ -491,7 +646,7 @@ static bool undo_shrinks(sl__at_state *s, const sl__at_snapshot *snap, double st
             ks->last_shrink_ns = INT64_MIN;
             int64_t to = ks->shrunk_from < kb->max ? ks->shrunk_from : kb->max;
             if (kb->kind == SL__KNOB_PARALLELISM) {
-                int64_t room = snap->cpu_budget - cpu_claimed(snap);
+                int64_t room = snap->cpu_budget - sl__at_cpu_units(snap);
                 to = to < kb->value + room ? to : kb->value + room;
             }
             if (!kb->autotune || to <= kb->value)
@@ -637,6 +792,8 @@ static void track_costs(sl__at_state *s, const sl__at_snapshot *snap)
     s->cur_step_ns = s->cur_step_ns < 0 ? step : 0.5 * s->cur_step_ns + 0.5 * step;
     for (int i = 0; i < s->nnodes && i < snap->nnodes; i++) {
         sl__at_node_state *ns = &s->nodes[i];
+        double busy = busy_units(&snap->nodes[i], ns, s->window_ns);
+        ns->busy_avg = ns->busy_avg < 0 ? busy : 0.5 * ns->busy_avg + 0.5 * busy;
         if (ns->elements < MIN_CALLS || ns->busy_ns <= 0)
             continue;
         double cost = frac(ns->busy_ns, ns->elements);

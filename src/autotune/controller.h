@@ -44,6 +44,7 @@ typedef struct sl__at_knob {
 
 typedef struct sl__at_node {
     uint64_t key;
+    const char *name; /* for reasons; may be NULL */
     int kind;  /* sl__node_kind */
     int depth; /* 0: the node sl_next reads */
     SL__NODE_COUNTERS(SL__AT_FIELD, SL__AT_FIELD)
@@ -55,8 +56,9 @@ typedef struct sl__at_snapshot {
     int64_t now_ns; /* any monotonic origin */
     /* consumer deltas since the previous snapshot */
     int64_t consumer_wait_ns, consumer_step_ns, consumer_calls;
-    /* CPU units (worker threads) this controller may hold in total: its
-     * autotuned parallelism knobs summed must stay at or below it */
+    /* CPU units (worker threads) this controller may hold in total: what
+     * sl__at_cpu_units counts of its autotuned parallelism must stay at or
+     * below it */
     int64_t cpu_budget;
     int64_t ram_budget, buffered_bytes;
     int64_t stall_target_ppm;
@@ -64,7 +66,9 @@ typedef struct sl__at_snapshot {
     sl__at_node nodes[SL__AT_MAX_NODES];
 } sl__at_snapshot;
 
-enum { SL__AT_GROW = 0, SL__AT_SHRINK, SL__AT_UNDO, SL__AT_BUDGET, SL__AT_RAM };
+/* Why a knob moved. SHARE: a parallel stage gave workers to a costlier one
+ * that the CPU budget left short. */
+enum { SL__AT_GROW = 0, SL__AT_SHRINK, SL__AT_UNDO, SL__AT_BUDGET, SL__AT_RAM, SL__AT_SHARE };
 
 typedef struct sl__at_change {
     int node, knob; /* indices into the snapshot */
@@ -104,6 +108,8 @@ typedef struct sl__at_node_state {
     double el_bytes;        /* estimated bytes per buffered element */
     double ref_el_bytes;    /* ... when the controller became stable */
     double cur_cost_ns;     /* busy ns per element, smoothed over windows */
+    double busy_avg;        /* busy workers, smoothed over windows (-1: none yet):
+                             * its share of the stages' sum is its share of the work */
     double ref_cost_ns;     /* ... when the controller became stable */
     sl__at_knob_state knobs[SL__MAX_KNOBS];
 } sl__at_node_state;
@@ -126,6 +132,13 @@ typedef struct sl__at_state {
     int nnodes;
     sl__at_node_state nodes[SL__AT_MAX_NODES];
 } sl__at_state;
+
+/* The CPU units a snapshot's autotuned parallelism holds: the knobs summed,
+ * less one for each autotuned parallel stage after the first. Each stage
+ * needs a worker of its own, and a budget split between stages by cost
+ * rounds each share up, so n stages may hold n - 1 workers more than the
+ * budget between them; the pool's threads still bound what runs at once. */
+int64_t sl__at_cpu_units(const sl__at_snapshot *snap);
 
 /* A fresh controller state at time now_ns. */
 void sl__at_init(sl__at_state *s, int64_t now_ns);

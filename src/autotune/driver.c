@@ -5,8 +5,8 @@
  * per knob, a claim on the runtime's CPU budget for more parallelism, a log
  * line per change when asked for, counter samples when tracing.
  *
- * CPU budget: the controller holds a claim on the runtime equal to its
- * autotuned parallelism. For a tick it also borrows whatever the runtime
+ * CPU budget: the controller holds a claim on the runtime equal to the
+ * units its autotuned parallelism counts (sl__at_cpu_units). For a tick it also borrows whatever the runtime
  * has free under its budget, so that the decision knows how far it may
  * grow, and gives back what it did not use; two controllers on one runtime
  * thus never hand out more than the budget between them.
@@ -61,6 +61,7 @@ static void read_nodes(sl__autotune *at, sl__at_snapshot *snap)
         sl__at_node *nd = &snap->nodes[n];
         at->nodes[n] = ns;
         nd->key = ns->key;
+        nd->name = ns->name;
         nd->kind = ns->kind;
         nd->depth = ns->depth;
         nd->nknobs = ns->nknobs;
@@ -105,16 +106,11 @@ static void read_counters(sl__autotune *at, sl__at_snapshot *snap)
     }
 }
 
-/* Autotuned parallelism summed: what the controller's claim must cover. */
+/* What the controller's claim must cover (sl__at_cpu_units). */
 static int cpu_in_use(const sl__at_snapshot *snap)
 {
-    int64_t sum = 0;
-    for (int i = 0; i < snap->nnodes; i++)
-        for (int k = 0; k < snap->nodes[i].nknobs; k++)
-            if (snap->nodes[i].knobs[k].autotune &&
-                snap->nodes[i].knobs[k].kind == SL__KNOB_PARALLELISM)
-                sum += snap->nodes[i].knobs[k].value;
-    return sum > INT_MAX ? INT_MAX : (int)sum;
+    int64_t units = sl__at_cpu_units(snap);
+    return units > INT_MAX ? INT_MAX : (int)units;
 }
 
 /* Moves the claim to `units`. Units already in use are claimed whatever
