@@ -821,6 +821,12 @@ typedef struct sl_feature {
  * bytes more than the string and its offsets. */
 SL_API sl_dataset *sl_parse_example(sl_dataset *in, const sl_feature *features, int n,
                                     unsigned flags);
+/* The same on `parallelism` records at a time (>= 1 or SL_AUTOTUNE), as a
+ * parallel map does (sl_map: same output, in input order, whatever the
+ * parallelism); sl_parse_example is this with 1. tf.data's spelling is
+ * map(parse_single_example, num_parallel_calls=...). */
+SL_API sl_dataset *sl_parse_example_parallel(sl_dataset *in, const sl_feature *features, int n,
+                                             unsigned flags, int parallelism);
 
 /* WebDataset tar shards: for each path in `paths`, its members grouped
  * into samples by key (the member's path up to the first '.' of its base

@@ -956,6 +956,9 @@ static void af_check(const sl_element *el, int64_t *next)
     *next = i + 1;
 }
 
+/* records parsed at a time in af_run */
+static int af_parallelism = 1;
+
 /* One pipeline life, every library call allowed to fail: SL_EOF after
  * checking all output, a negative code, or AF_BUILD_FAILED. */
 static int af_run(pb *const *recs)
@@ -976,7 +979,7 @@ static int af_run(pb *const *recs)
     }
     for (int i = 0; i < AF_N; i++)
         labels[i] = 100 + i;
-    sl_dataset *ds = sl_parse_example(sl_from_tensors(el), af_spec, 5, 0);
+    sl_dataset *ds = sl_parse_example_parallel(sl_from_tensors(el), af_spec, 5, 0, af_parallelism);
     sl_options *o = ds ? sl_options_create() : NULL;
     sl_iterator *it = NULL;
     if (o) {
@@ -1036,6 +1039,35 @@ static void test_alloc_failure(void **state)
     }
     tu_alloc_uninstall();
     print_message("%lld allocation points\n", (long long)k - 1);
+    for (int i = 0; i < AF_N; i++)
+        free(recs[i]);
+}
+
+/* Parsed several at a time, fixed or autotuned: the same values in the
+ * same order; a parallelism out of range is refused. */
+static void test_parallel(void **state)
+{
+    (void)state;
+    pb *recs[AF_N];
+    for (int i = 0; i < AF_N; i++) {
+        recs[i] = pb_new();
+        af_record(recs[i], i);
+    }
+    const int pars[] = {1, 3, SL_AUTOTUNE};
+    for (int round = 0; round < 20; round++)
+        for (size_t p = 0; p < sizeof pars / sizeof *pars; p++) {
+            af_parallelism = pars[p];
+            assert_int_equal(af_run(recs), SL_EOF);
+        }
+    af_parallelism = 1;
+    sl_feature ok = fixed("a", SL_FEATURE_INT64, 0, NULL);
+    const int bad[] = {0, -2, 4097};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        sl_clear_error();
+        assert_null(sl_parse_example_parallel(sl_range(0, 1, 1), &ok, 1, 0, bad[i]));
+        assert_int_equal(sl_last_error_code(), SL_EINVAL);
+        assert_non_null(strstr(sl_last_error(), "parse_example: parallelism"));
+    }
     for (int i = 0; i < AF_N; i++)
         free(recs[i]);
 }
@@ -1234,6 +1266,7 @@ int main(void)
         cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_spec_copy_fingerprint),
         cmocka_unit_test(test_views_of_records),
+        cmocka_unit_test(test_parallel),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -185,6 +185,7 @@ _PROTOTYPES = {
     "sl_from_queue": (c_void_p, [c_void_p]),
     "sl_tfrecord": (c_void_p, [c_void_p, c_int, c_unsigned]),
     "sl_parse_example": (c_void_p, [c_void_p, P(Feature), c_int, c_unsigned]),
+    "sl_parse_example_parallel": (c_void_p, [c_void_p, P(Feature), c_int, c_unsigned, c_int]),
     "sl_tar_shards": (c_void_p, [c_void_p, P(c_char_p), P(c_int), c_int, c_unsigned]),
     "sl_crc32c": (ctypes.c_uint32, [ctypes.c_uint32, c_char_p, c_size_t]),
     "sl_distributed_context": (c_int, [P(DistContext)]),

@@ -510,7 +510,7 @@ class Dataset:
         return self._derive(lib.sl_interleave, cb.c_fn, None, cycle, block, par, flags,
                             callback=cb, image_layout=None, strings=cb)
 
-    def parse_example(self, features):
+    def parse_example(self, features, num_parallel_calls=1):
         """tf.io.parse_single_example on the first value of each element (a
         serialized tf.train.Example, as tfrecord yields): features is a dict
         key -> FixedLenFeature / VarLenFeature; the element becomes a tuple
@@ -522,9 +522,16 @@ class Dataset:
         all its values. Reads the Examples that TensorFlow's
         build_imagenet_data.py writes ("image/encoded",
         "image/class/label", ...). A malformed Example or a feature of
-        another type or shape is a CorruptDataError naming the file."""
+        another type or shape is a CorruptDataError naming the file.
+        num_parallel_calls: records parsed at a time, >= 1 or
+        sluice.AUTOTUNE (as tf.data's map(parse_single_example,
+        num_parallel_calls=...)); the output is the same either way. The
+        default is 1: parsing is cheap next to decoding, and the autotune
+        controller gives an AUTOTUNE parse only the workers its share of
+        the work needs."""
         arr, keep = _records.features_array(features)
-        ds = self._derive(lib.sl_parse_example, arr, len(arr), 0, strings="bytes")
+        par = 1 if num_parallel_calls is None else _parallel("parse_example", num_parallel_calls)
+        ds = self._derive(lib.sl_parse_example_parallel, arr, len(arr), 0, par, strings="bytes")
         return ds
 
     def filter(self, predicate, name=None, *, with_context=False):

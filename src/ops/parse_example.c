@@ -55,6 +55,7 @@ typedef struct parse_ds {
     sl_dataset base;
     int n;
     unsigned flags;
+    int parallelism; /* >= 1 or SL_AUTOTUNE */
     feat *f;
     uint16_t *table; /* open addressing by key hash: feature index + 1, 0 empty */
     uint32_t mask;
@@ -655,7 +656,8 @@ static int parse_fn(sl_map_ctx *ctx, const sl_element *in, sl_element **out, voi
 static int parse_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
                       sl__iter **out)
 {
-    return sl__map_iter_make(ds, tree, key, epoch, parse_fn, (void *)ds, 1, 0, out);
+    const parse_ds *d = (const parse_ds *)ds;
+    return sl__map_iter_make(ds, tree, key, epoch, parse_fn, (void *)ds, d->parallelism, 0, out);
 }
 
 static int64_t parse_card(const sl_dataset *ds)
@@ -795,9 +797,19 @@ static int index_keys(parse_ds *d)
 SL_API sl_dataset *sl_parse_example(sl_dataset *in, const sl_feature *features, int n,
                                     unsigned flags)
 {
+    return sl_parse_example_parallel(in, features, n, flags, 1);
+}
+
+SL_API sl_dataset *sl_parse_example_parallel(sl_dataset *in, const sl_feature *features, int n,
+                                             unsigned flags, int parallelism)
+{
     parse_ds *d = (parse_ds *)sl__dataset_new(&parse_ops, sizeof *d, in);
     if (!d)
         return NULL;
+    if ((parallelism < 1 && parallelism != SL_AUTOTUNE) || parallelism > 4096)
+        return sl__dataset_fail(&d->base, SL_EINVAL, "parse_example: parallelism %d (1 to "
+                                "4096, or SL_AUTOTUNE)", parallelism);
+    d->parallelism = parallelism;
     if (!features)
         return sl__dataset_fail(&d->base, SL_EINVAL, "parse_example: NULL features");
     if (n < 1 || n > MAX_FEATURES)

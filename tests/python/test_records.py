@@ -280,6 +280,17 @@ def test_tfrecord_and_parse_example(shards, image_files, fmt, compression):
     })
     got = [(e, int(lab), n) for e, lab, n in parsed]
     assert sorted(got) == [(d, label, name.encode()) for d, label, name in want]
+    # several at a time, fixed or autotuned: the same, in the same order
+    for par in (3, sluice.AUTOTUNE):
+        again = ds.parse_example({
+            "image/encoded": sluice.FixedLenFeature([], "string"),
+            "image/class/label": sluice.FixedLenFeature([], "int64"),
+            "image/filename": sluice.FixedLenFeature([], "string", default_value=b""),
+        }, num_parallel_calls=par)
+        assert [(e, int(lab), n) for e, lab, n in again] == got
+    with pytest.raises(ValueError, match="num_parallel_calls"):
+        ds.parse_example({"image/encoded": sluice.FixedLenFeature([], "string")},
+                         num_parallel_calls=0)
     # records feed map_image directly
     images = parsed.map_image("eval", size=32).batch(len(want))
     x, labels, names = next(iter(images))
