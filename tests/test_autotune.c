@@ -40,10 +40,10 @@ typedef struct stage {
     bool waiting; /* wants input, found none */
     /* counters, cumulative */
     int64_t elements, takes, occ, empty;
-    double busy, wait, out_bytes;
+    double busy, queued, wait, out_bytes;
     /* at the previous tick */
     int64_t p_elements, p_takes, p_occ, p_empty;
-    double p_busy, p_wait, p_out_bytes;
+    double p_busy, p_queued, p_wait, p_out_bytes;
 } stage;
 
 typedef struct logged {
@@ -319,8 +319,10 @@ static void advance(sim *s, double t)
         if (st->waiting)
             st->wait += dt;
         for (int k = 0; k < st->nfly; k++) {
-            if (!st->running[k])
+            if (!st->running[k]) {
+                st->queued += dt;
                 continue;
+            }
             st->busy += dt;
             st->rem[k] -= dt * r;
             if (st->rem[k] <= 1e-3) {
@@ -360,6 +362,7 @@ static void build_snapshot(sim *s)
     sn->consumer_calls = s->calls - s->p_calls;
     s->p_c_wait = s->c_wait, s->p_c_step = s->c_step, s->p_calls = s->calls;
     sn->cpu_budget = s->cpu_budget;
+    sn->pool_threads = s->pool;
     sn->ram_budget = s->ram_budget;
     sn->buffered_bytes = (int64_t)bytes_held(s);
     sn->stall_target_ppm = s->stall_ppm;
@@ -372,6 +375,8 @@ static void build_snapshot(sim *s)
         nd->depth = s->n - 1 - i;
         nd->elements = st->elements - st->p_elements;
         nd->busy_ns = (int64_t)(st->busy - st->p_busy);
+        nd->queue_ns = (int64_t)(st->queued - st->p_queued);
+        st->p_queued = st->queued;
         nd->wait_ns = (int64_t)(st->wait - st->p_wait);
         nd->takes = st->takes - st->p_takes;
         nd->occupancy_sum = st->occ - st->p_occ;
@@ -390,14 +395,16 @@ static void build_snapshot(sim *s)
 }
 
 /* The CPU units the tuned maps hold, as the controller counts them: their
- * parallelism summed, less one for each tuned map after the first. */
+ * parallelism summed, less one for each tuned map after the first, at
+ * most the pool's threads. */
 static int64_t tuned_parallelism(const sim *s)
 {
     int64_t sum = 0, n = 0;
     for (int i = 0; i < s->n; i++)
         if (s->st[i].type == ST_MAP && s->st[i].tuned)
             sum += s->st[i].knob, n++;
-    return n > 1 ? sum - (n - 1) : sum;
+    int64_t units = n > 1 ? sum - (n - 1) : sum;
+    return s->pool > 0 && units > s->pool ? s->pool : units;
 }
 
 static void apply(sim *s, const sl__at_decision *d)

@@ -41,6 +41,7 @@
 #define EMPTY_MIN 0.01  /* output empty in this fraction of takes: it starves its consumer */
 #define BUSY_HI 0.75    /* workers (reads) busy this fraction of the time: saturated */
 #define WAIT_HI 0.6     /* producer waiting on its input this fraction: the input is the cause */
+#define WAIT_LO 0.25    /* ... this fraction, with the input saturated too: it is the deeper cause */
 #define IO_BUSY_MIN 0.5 /* reads in flight at least this fraction: reads limit the reader */
 #define SHRINK_LOAD 0.8 /* after a shrink, the units left are at most this loaded */
 #define RAM_FULL 0.9    /* buffered at this fraction of the budget: grow nothing */
@@ -134,16 +135,23 @@ static double busy_units(const sl__at_node *n, const sl__at_node_state *ns, int6
     return n->in_flight;
 }
 
-int64_t sl__at_cpu_units(const sl__at_snapshot *snap)
+/* sl__at_cpu_units with `extra` more parallelism on one stage. */
+static int64_t units_with(const sl__at_snapshot *snap, int64_t extra)
 {
-    int64_t sum = 0, stages = 0;
+    int64_t sum = extra, stages = 0;
     for (int i = 0; i < snap->nnodes; i++)
         for (int k = 0; k < snap->nodes[i].nknobs; k++) {
             const sl__at_knob *kb = &snap->nodes[i].knobs[k];
             if (kb->autotune && kb->kind == SL__KNOB_PARALLELISM)
                 sum += kb->value, stages++;
         }
-    return stages > 1 ? sum - (stages - 1) : sum;
+    int64_t units = stages > 1 ? sum - (stages - 1) : sum;
+    return snap->pool_threads > 0 && units > snap->pool_threads ? snap->pool_threads : units;
+}
+
+int64_t sl__at_cpu_units(const sl__at_snapshot *snap)
+{
+    return units_with(snap, 0);
 }
 
 static sl__at_change *add_change(sl__at_decision *out, int why, int node, int knob,
@@ -336,6 +344,7 @@ static int walk_order(const sl__at_snapshot *snap, int *order)
 
 typedef struct judged {
     double empty, wait, busy, units; /* fractions; busy units and their count */
+    double queued;                   /* tasks waiting for a pool worker, on average */
 } judged;
 
 /* No take from node i in the window while the consumer waited through
@@ -352,7 +361,7 @@ static judged judge(const sl__at_state *s, const sl__at_snapshot *snap, int i)
     const sl__at_node *n = &snap->nodes[i];
     const sl__at_node_state *ns = &s->nodes[i];
     judged j = {stuck_take(s, ns) ? 1.0 : frac(ns->empty_takes, ns->takes),
-                frac(ns->wait_ns, s->window_ns), 0, 0};
+                frac(ns->wait_ns, s->window_ns), 0, 0, frac(ns->queue_ns, s->window_ns)};
     int k = units_knob(n);
     if (k >= 0) {
         j.units = (double)n->knobs[k].value;
@@ -374,6 +383,23 @@ static double demand(const sl__at_state *s)
  * this much: a share of 2.03 workers is 2, so that noise in the measured
  * shares does not move a worker back and forth. */
 #define SHARE_TOL 0.05
+/* Tasks of a stage waiting for a pool worker, on average, that are worth
+ * one more task in flight: while one waits, another runs. */
+#define COVER_MIN 0.15
+
+/* ... while the pool's workers were busy less than this fraction of the
+ * time: with all of them busy, more tasks would only wait longer. */
+#define POOL_FULL 0.95
+
+/* Pool workers busy on average in the window, over the map stages. */
+static double pool_busy(const sl__at_state *s, const sl__at_snapshot *snap)
+{
+    double busy = 0;
+    for (int n = 0; n < snap->nnodes && n < s->nnodes; n++)
+        if (snap->nodes[n].kind == SL__NODE_MAP)
+            busy += frac(s->nodes[n].busy_ns, s->window_ns);
+    return busy;
+}
 
 /* Stage i's share of the CPU the pipeline should use, in workers: the
  * CPU its autotuned parallel stages are busy with now, times what the
@@ -437,7 +463,8 @@ static int64_t take_from_donors(sl__at_state *s, const sl__at_snapshot *snap, in
                 continue;
             const sl__at_knob *kb = &snap->nodes[n].knobs[k];
             double fair = fair_units(s, snap, n);
-            int64_t keep = (int64_t)ceil(fair - SHARE_TOL);
+            /* its share, and the task that covers its wait for workers */
+            int64_t keep = (int64_t)ceil(fair - SHARE_TOL) + s->nodes[n].covered;
             if (keep < kb->min)
                 keep = kb->min;
             if (fair < 0 || kb->value <= keep || (double)kb->value - fair <= best_over)
@@ -508,9 +535,20 @@ static bool grow_parallelism(sl__at_state *s, const sl__at_snapshot *snap, int i
         whole = room - got;
     if (v + got < to && whole > 0)
         got += to - v - got < whole ? to - v - got : whole;
-    /* at its share, and the others hold more workers than the budget's:
+    /* at its share, with no worker free, but its tasks wait for one behind
+     * the other stages' while the pool is not kept busy: one more in flight
+     * runs while another waits. Tasks cost no CPU while they wait, so the
+     * budget counts none beyond the pool's threads; in flight, twice those
+     * at most. */
+    int64_t pool = snap->pool_threads > 0 ? snap->pool_threads : snap->cpu_budget;
+    bool cover = got <= 0 && saturated && j.queued >= COVER_MIN && v < kb->max &&
+                 pool_busy(s, snap) < POOL_FULL * (double)pool &&
+                 tuned_workers(snap) < 2 * pool && units_with(snap, 1) <= snap->cpu_budget;
+    if (cover)
+        got = 1;
+    /* at its share, and the others hold more workers than the pool has:
      * those over their shares only queue ahead of this stage's tasks */
-    int64_t over = tuned_workers(snap) - snap->cpu_budget;
+    int64_t over = tuned_workers(snap) - pool;
     if (got <= 0 && saturated && fair > 0 && over > 0)
         return take_from_donors(s, snap, i, over, false, out) > 0;
     if (got <= 0)
@@ -518,6 +556,14 @@ static bool grow_parallelism(sl__at_state *s, const sl__at_snapshot *snap, int i
     sl__at_change *c = add_change(out, SL__AT_GROW, i, k, v, v + got);
     if (!c)
         return false;
+    if (cover) {
+        s->nodes[i].covered = true;
+        snprintf(c->reason, sizeof c->reason,
+                 "tasks wait for workers: %.2f of its %lld waited on average behind the other "
+                 "stages', %.1f busy, consumer stall %.1f%%; one more covers the wait",
+                 j.queued, (long long)v, j.busy, 100 * stall);
+        return true;
+    }
     int len = snprintf(c->reason, sizeof c->reason,
                        "%s: %.1f of %lld workers busy, output empty in %.0f%% of takes, input "
                        "wait %.0f%%, consumer stall %.1f%%",
@@ -586,7 +632,10 @@ static bool starving_saturated(const sl__at_state *s, const sl__at_snapshot *sna
     const sl__at_node_state *ns = &s->nodes[i];
     if (uk < 0 || j.empty < EMPTY_MIN || (ns->empty_takes == 0 && !stuck_take(s, ns)))
         return false;
-    return j.busy >= (node->kind == SL__NODE_READ ? IO_BUSY_MIN : BUSY_HI) * j.units;
+    /* a task waiting for a worker is one the node could not do without */
+    if (node->kind == SL__NODE_READ)
+        return j.busy >= IO_BUSY_MIN * j.units;
+    return j.busy + j.queued >= BUSY_HI * j.units;
 }
 
 /* Walks from the consumer upstream to the first node that starves its
@@ -604,7 +653,8 @@ static void grow(sl__at_state *s, const sl__at_snapshot *snap, double stall, sl_
             return; /* it keeps up: the stall is synchronous work below it */
         int uk = units_knob(node);
         int tuned_units = uk >= 0 && node->knobs[uk].autotune ? uk : -1;
-        if (starving_saturated(s, snap, i)) {
+        bool input_saturated = o + 1 < n && starving_saturated(s, snap, order[o + 1]);
+        if (starving_saturated(s, snap, i) && !(input_saturated && j.wait >= WAIT_LO)) {
             if (tuned_units >= 0)
                 grow_units(s, snap, i, tuned_units, j, true, stall, out);
             return; /* grown, or blocked by a budget or a fixed knob */
@@ -613,8 +663,7 @@ static void grow(sl__at_state *s, const sl__at_snapshot *snap, double stall, sl_
          * saturated, or a buffer passed nothing on in the window (its wait
          * is counted when its input delivers, so one that lasts the whole
          * window shows none yet) */
-        if (j.wait >= WAIT_HI || (uk < 0 && ns->elements == 0) ||
-            (o + 1 < n && starving_saturated(s, snap, order[o + 1])))
+        if (j.wait >= WAIT_HI || (uk < 0 && ns->elements == 0) || input_saturated)
             continue;
         int dk = find_knob(node, SL__KNOB_DEPTH, true);
         if (dk >= 0)
@@ -857,6 +906,8 @@ static void record(sl__at_state *s, const sl__at_decision *out, int64_t now)
         sl__at_node_state *ns = &s->nodes[ch->node];
         sl__at_knob_state *ks = &ns->knobs[ch->knob];
         note_change(ks, now);
+        if (ch->to < ch->from)
+            ns->covered = false;
         ks->last_shrink_ns = ch->why == SL__AT_SHRINK ? now : INT64_MIN;
         ks->shrunk_from = ch->from;
         quiet_reset(ns);

@@ -60,6 +60,9 @@ typedef struct sl__at_snapshot {
      * sl__at_cpu_units counts of its autotuned parallelism must stay at or
      * below it */
     int64_t cpu_budget;
+    /* threads of the pool the stages' tasks run on (0: unknown): however
+     * many tasks are in flight, no more run at once */
+    int64_t pool_threads;
     int64_t ram_budget, buffered_bytes;
     int64_t stall_target_ppm;
     int nnodes; /* in a stable order from one snapshot to the next */
@@ -110,6 +113,8 @@ typedef struct sl__at_node_state {
     double cur_cost_ns;     /* busy ns per element, smoothed over windows */
     double busy_avg;        /* busy workers, smoothed over windows (-1: none yet):
                              * its share of the stages' sum is its share of the work */
+    bool covered;           /* it was given a task beyond its share to cover its
+                             * tasks' wait for pool workers (until it shrinks) */
     double ref_cost_ns;     /* ... when the controller became stable */
     sl__at_knob_state knobs[SL__MAX_KNOBS];
 } sl__at_node_state;
@@ -134,10 +139,12 @@ typedef struct sl__at_state {
 } sl__at_state;
 
 /* The CPU units a snapshot's autotuned parallelism holds: the knobs summed,
- * less one for each autotuned parallel stage after the first. Each stage
- * needs a worker of its own, and a budget split between stages by cost
- * rounds each share up, so n stages may hold n - 1 workers more than the
- * budget between them; the pool's threads still bound what runs at once. */
+ * less one for each autotuned parallel stage after the first, and at most
+ * the pool's threads. Each stage needs a worker of its own, and a budget
+ * split between stages by cost rounds each share up, so n stages may hold
+ * n - 1 workers more than the budget between them; and tasks beyond the
+ * pool's threads wait for one, so they hold no CPU (a stage whose tasks
+ * wait for workers may have one more in flight to cover the wait). */
 int64_t sl__at_cpu_units(const sl__at_snapshot *snap);
 
 /* A fresh controller state at time now_ns. */

@@ -92,6 +92,7 @@ static void read_counters(sl__autotune *at, sl__at_snapshot *snap)
     snap->consumer_step_ns = delta(load(&t->consumer_step_ns), &at->prev_step);
     snap->consumer_calls = delta(load(&t->consumer_calls), &at->prev_calls);
     snap->ram_budget = t->ram_budget;
+    snap->pool_threads = sl_runtime_threads(t->rt);
     snap->buffered_bytes = load(&t->held);
     snap->stall_target_ppm = t->stall_target_ppm;
     for (int i = 0; i < at->nnodes; i++) {

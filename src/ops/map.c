@@ -168,6 +168,7 @@ static void run_chunk(sl__task *task)
     int64_t t1 = sl__now_ns();
     sl__node_stats *ns = it->base.stats;
     sl__stat_add(&ns->busy_ns, t1 - t0);
+    sl__stat_add(&ns->queue_ns, t0 - task->submitted_ns);
     sl__trace_span(it->base.tree, ns, t0, t1);
     /* trade the estimate for the real size in one step, so the total never
      * counts this chunk twice */

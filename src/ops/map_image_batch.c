@@ -148,6 +148,8 @@ static void run_images(fused_iter *it, itask *t)
     }
     int64_t t1 = sl__now_ns();
     sl__stat_add(&it->base.stats->busy_ns, t1 - t0);
+    if (t->task.submitted_ns)
+        sl__stat_add(&it->base.stats->queue_ns, t0 - t->task.submitted_ns);
     sl__trace_span(it->base.tree, it->base.stats, t0, t1);
     pthread_mutex_lock(&it->a.mu);
     sl__task_sizer_note(&it->sizer, t->count, t1 - t0, 0);
@@ -181,6 +183,7 @@ static void run_task(sl__task *task)
             !atomic_load_explicit(&it->a.stop, memory_order_relaxed)) {
             t = it->staged; /* the producer stages the next meanwhile */
             it->staged = NULL;
+            t->task.submitted_ns = 0; /* it did not wait for a worker */
             task_begin(it);
             pthread_cond_signal(&it->a.cv_producer);
         }

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <time.h>
 #include "../core/alloc.h"
+#include "../core/clock.h"
 #include "../core/error.h"
 #include "runtime.h"
 
@@ -119,6 +120,7 @@ static void *worker(void *p)
 
 void sl__runtime_submit(sl_runtime *rt, sl__task *t)
 {
+    t->submitted_ns = sl__now_ns();
     if (rt->inline_tasks) {
         t->run(t);
         return;

@@ -11,6 +11,8 @@
 typedef struct sl__task {
     void (*run)(struct sl__task *task);
     struct sl__task *next;
+    int64_t submitted_ns; /* set by submit: run may count its wait for a worker
+                           * (a task run some other way sets 0) */
 } sl__task;
 void sl__runtime_submit(sl_runtime *rt, sl__task *task);
 /* The CPU budget the autotune controllers of the iterators on rt share:
