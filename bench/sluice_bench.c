@@ -6,6 +6,7 @@
  *   take(--limit)                           the same N files every epoch
  *   shuffle(SL_SHUFFLE_ALL, seed)           train only
  *   repeat(epochs)                          one iterator for all epochs
+ *   map(--map-us of CPU)                    only with --map-us
  *   map_image(preset, size)                 not for --preset read
  *   batch(--batch)                          drop remainder for train
  *   prefetch(--prefetch)
@@ -33,12 +34,14 @@
  * 100 ms (sluice_bench_series.c), so every run also reports the consumer's
  * stall, peak buffered bytes, every knob over time and how long throughput
  * took to settle (convergence). --sweep runs a grid of static
- * configurations (map parallelism x prefetch depth, autotune off) and then
- * the autotune controller, each for the same time on the dataset repeated,
- * and compares them (sluice_bench_sweep.c); --sweep-rounds repeats the
- * whole sequence and keeps each configuration's median run, so that load
- * from other processes drifting over the minutes lands on all of them
- * alike. --plot draws that as SVG (sluice_bench_plot.c).
+ * configurations (every knob of the pipeline, autotune off), then the
+ * autotune controller and the grid's fastest configurations alternately,
+ * each for the same time on the dataset repeated, and compares them
+ * (sluice_bench_sweep.c); --sweep-rounds repeats that comparison and keeps
+ * the median runs, so that load from other processes drifting over the
+ * minutes lands on all of them alike. --plot draws that as SVG
+ * (sluice_bench_plot.c). --map-us adds a C map of a stated cost before
+ * map_image: a pipeline with two parallel stages.
  *
  * Summary table and one JSON object on stdout (JSON last); --json FILE
  * writes the same object plus the time series. Exit status: 0, 1 on a pipeline or measurement
@@ -222,7 +225,7 @@ static void print_first_epoch(const run_state *st)
     faults_later /= m;
     printf("\n  %-20s %.1f images/s, %.2fx the later epochs' median (%.1f)", "first epoch",
            st->epoch_rate[0], med > 0 ? st->epoch_rate[0] / med : NAN, med);
-    bool ramp = st->cfg->autotune && st->cfg->parallelism == SL_AUTOTUNE;
+    bool ramp = st->cfg->autotune && st->cfg->knob[KNOB_IMAGE] == SL_AUTOTUNE;
     printf("\n  %-20s %.3f s waiting for the first batch (a whole batch is read and decoded\n"
            "  %-20s before one comes out%s);\n"
            "  %-20s %lld page faults for new buffers that later epochs reuse (%lld each after)",
@@ -266,8 +269,15 @@ static void print_summary(const run_state *st, const path_list *pl, const ceilin
     if (cfg->preset == PRESET_READ)
         printf("  %-20s %.1f MB\n", "file bytes delivered", (double)st->bytes_seen / 1e6);
     printf("  %-20s %d\n", "threads", cfg->threads);
-    print_knob("map parallelism", cfg->parallelism);
-    print_knob("prefetch", cfg->prefetch);
+    for (int k = 0; k < NKNOBS; k++) {
+        char name[32];
+        snprintf(name, sizeof name, "%s%s", knob_label[k],
+                 k == KNOB_PREFETCH ? "" : " parallelism");
+        if (knob_in_pipeline(cfg, (knob_id)k))
+            print_knob(name, cfg->knob[k]);
+    }
+    if (cfg->map_us > 0)
+        printf("  %-20s %g us of CPU per element\n", "map work", cfg->map_us);
     printf("  %-20s %s\n", "io backend", io_name(st->io_backend));
     if (cfg->cold)
         printf("  %-20s %.1f%% of file pages%s\n", "left cached (cold)",
@@ -411,6 +421,10 @@ static void usage(FILE *f)
         "  --limit N            only the first N files\n"
         "  --parallelism P|auto decodes in flight (default auto)\n"
         "  --prefetch D|auto    batches ready ahead (default auto)\n"
+        "  --map-us X           a C map before map_image that burns X us of CPU per\n"
+        "                       element (a user's own map); --map-parallelism P|auto\n"
+        "  --parse-parallelism P|auto  TFRecord: records parse_example parses at a time\n"
+        "  --interleave-parallelism P|auto  shards: interleave's fetchers\n"
         "  --cache auto|none    cache(AUTO) on the read files, or no cache; both shuffle\n"
         "                       the train preset through a buffer (a cache has no random access)\n"
         "  --io uring|pread     file reading backend (default: io_uring where available)\n"
@@ -443,10 +457,12 @@ static void usage(FILE *f)
         "  --report             print sl_iterator_report at the end\n"
         "  --trace FILE         record events and write a Chrome/Perfetto trace to FILE\n"
         "  --plot FILE.svg      draw the run over time (with --sweep, the sweep too)\n"
-        "  --sweep              static parallelism x prefetch depth grid, then autotune\n"
+        "  --sweep              a grid of static values of every knob of the pipeline (the\n"
+        "                       parallelism of each parallel stage, the prefetch depth),\n"
+        "                       then autotune and the grid's two fastest alternately\n"
         "  --sweep-seconds X    each for X seconds (default %g) of the files repeated\n"
         "  --sweep-images N     or each for N images\n"
-        "  --sweep-rounds R     run the whole sweep R times, report median runs (default 1)\n",
+        "  --sweep-rounds R     rounds of autotune against the two fastest (default 1)\n",
         SAMPLE_DEFAULT_COUNT, SWEEP_SECONDS);
 }
 
@@ -606,10 +622,17 @@ static int parse_option(config *cfg, const char *a, const char *v)
         rc = parse_int(a, v, 1, 1000000, &x);
         cfg->sample_count = (int)x;
     } else if (!strcmp(a, "--parallelism")) {
-        rc = parse_knob(a, v, &x);
-        cfg->parallelism = (int)x;
+        rc = parse_knob(a, v, &cfg->knob[KNOB_IMAGE]);
     } else if (!strcmp(a, "--prefetch")) {
-        rc = parse_knob(a, v, &cfg->prefetch);
+        rc = parse_knob(a, v, &cfg->knob[KNOB_PREFETCH]);
+    } else if (!strcmp(a, "--map-parallelism")) {
+        rc = parse_knob(a, v, &cfg->knob[KNOB_MAP]);
+    } else if (!strcmp(a, "--parse-parallelism")) {
+        rc = parse_knob(a, v, &cfg->knob[KNOB_PARSE]);
+    } else if (!strcmp(a, "--interleave-parallelism")) {
+        rc = parse_knob(a, v, &cfg->knob[KNOB_INTERLEAVE]);
+    } else if (!strcmp(a, "--map-us")) {
+        rc = parse_double(a, v, 0, 1e7, &cfg->map_us);
     } else {
         fprintf(stderr, "sluice-bench: unknown option: %s\n", a);
         return -1;
@@ -675,7 +698,8 @@ int main(int argc, char **argv)
 {
     config cfg = {
         .preset = PRESET_TRAIN, .size = 224, .batch = 256, .threads = sl_cpu_count(),
-        .epochs = 1, .limit = -1, .parallelism = SL_AUTOTUNE, .prefetch = SL_AUTOTUNE,
+        .epochs = 1, .limit = -1,
+        .knob = {SL_AUTOTUNE, SL_AUTOTUNE, SL_AUTOTUNE, SL_AUTOTUNE, SL_AUTOTUNE},
         .io = SL_IO_AUTO, .policy = SL_ERRORS_FAIL, .sample_count = SAMPLE_DEFAULT_COUNT,
         .autotune = 1, .sweep_seconds = SWEEP_SECONDS, .sweep_rounds = 1,
         .shard_size = 125, .cycle = 4, .cardinality = -1,

@@ -159,7 +159,26 @@ enum { CACHE_UNSET = 0, CACHE_NONE, CACHE_AUTO };
 typedef enum format { FORMAT_FOLDER, FORMAT_TFRECORD, FORMAT_TAR } format;
 extern const char *const format_names[3];
 
-typedef struct config {
+/* The pipeline's knobs a run sets, or leaves to the controller
+ * (SL_AUTOTUNE): the parallelism of each parallel stage and the prefetch
+ * depth. --sweep varies those the pipeline has (knob_in_pipeline). */
+typedef enum knob_id {
+    KNOB_INTERLEAVE, /* shards: interleave's fetchers */
+    KNOB_PARSE,      /* TFRecord: parse_example */
+    KNOB_MAP,        /* --map-us: the C map before map_image */
+    KNOB_IMAGE,      /* map_image */
+    KNOB_PREFETCH,   /* prefetch depth */
+    NKNOBS
+} knob_id;
+/* Their names in the JSON ("parallelism" and "prefetch" for map_image's
+ * and the prefetch's, as before there were others) and in tables. */
+extern const char *const knob_json[NKNOBS];
+extern const char *const knob_label[NKNOBS];
+
+typedef struct config config;
+bool knob_in_pipeline(const config *cfg, knob_id k);
+
+struct config {
     const char *dir, *list, *json_path, *sample_dir;
     /* shards: DIR's format, and --make-shards' output and layout */
     format format;
@@ -171,8 +190,10 @@ typedef struct config {
     preset preset;
     int size, threads, epochs, sample_count;
     int64_t batch, limit, seed;
-    int parallelism; /* SL_AUTOTUNE or >= 1 */
-    int64_t prefetch;
+    int64_t knob[NKNOBS]; /* SL_AUTOTUNE or >= 1 */
+    /* --map-us: a C map before map_image that burns this much thread CPU
+     * time per element (0: none), a stand-in for a user's own map */
+    double map_us;
     int io, policy;
     bool cold, ceiling, fast_upsample, exact_pixels;
     /* --cache: 0 not asked; CACHE_NONE or CACHE_AUTO (sl_cache_auto on the
@@ -189,12 +210,13 @@ typedef struct config {
     const char *trace_path, *plot_path;
     bool report;
     /* --sweep: each run stops after sweep_seconds, or sweep_images if > 0;
-     * the grid and autotune run sweep_rounds times */
+     * the grid runs once, then autotune and its fastest configurations
+     * sweep_rounds times */
     bool sweep;
     double sweep_seconds;
     int64_t sweep_images;
     int sweep_rounds;
-} config;
+};
 
 typedef struct path_list {
     char **paths;
@@ -298,21 +320,27 @@ int write_file(const char *path, const char *text);
 
 #define SWEEP_MAX_ROUNDS 9
 
-/* One run of a sweep: a static configuration, or the autotune run
- * (parallelism and depth SL_AUTOTUNE). */
+/* One run of a sweep: a static configuration, or the autotune run (every
+ * knob of the pipeline SL_AUTOTUNE; the knobs it lacks are 0). */
 typedef struct sweep_row {
-    int64_t parallelism, depth;
+    int64_t knob[NKNOBS];
     int64_t images, peak_buffered;
     double seconds, images_per_s, stall_fraction;
     double stall_after_first; /* the consumer's stall from the first batch on */
     double convergence_s, steady; /* see series_convergence */
-    /* with several rounds: this is the median run; every round's rate */
+    /* measured again beside autotune, in every round: this is the median
+     * run, and every round's rate */
+    bool confirmed;
     int rounds;
     double round_images_per_s[SWEEP_MAX_ROUNDS];
 } sweep_row;
 
+/* "parse 1, map_image 2, prefetch 4": the knobs a row sets. */
+void sweep_row_name(char *buf, size_t size, const sweep_row *r);
+
 typedef struct sweep_summary {
-    int best;     /* the static row with the most images/s; -1: none */
+    int best;     /* the confirmed static row with the most images/s (any
+                   * static row when none is confirmed); -1: none */
     int smallest; /* the static row with the least peak buffered bytes among
                    * those reaching near x best (ties: less parallelism, then
                    * less depth); -1: none */

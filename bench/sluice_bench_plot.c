@@ -21,7 +21,7 @@
 #define BARS_X1 640.0
 #define LINES_W 660.0
 #define CHARTS 4
-#define PLOT_MAX_ROWS 64
+#define PLOT_MAX_ROWS 128
 #define CHART_GAP 30.0
 #define AXIS_GREY "#555"
 #define GRID_GREY "#e4e4e4"
@@ -179,7 +179,36 @@ static const char *depth_colour(int64_t depth)
 
 static bool is_auto(const sweep_row *r)
 {
-    return r->parallelism == SL_AUTOTUNE;
+    return r->knob[KNOB_IMAGE] == SL_AUTOTUNE;
+}
+
+/* Rows of one group: the same knobs but the prefetch depth. */
+static bool same_group(const sweep_row *a, const sweep_row *b)
+{
+    for (int k = 0; k < NKNOBS; k++)
+        if (k != KNOB_PREFETCH && a->knob[k] != b->knob[k])
+            return false;
+    return true;
+}
+
+/* "p=2", or "parse 1 map_image 2" with several parallel knobs. */
+static void group_label(char *buf, size_t size, const sweep_row *r)
+{
+    int n = 0;
+    for (int k = 0; k < KNOB_PREFETCH; k++)
+        n += r->knob[k] != 0;
+    if (n == 1) {
+        snprintf(buf, size, "p=%lld", (long long)r->knob[KNOB_IMAGE]);
+        return;
+    }
+    size_t len = 0;
+    buf[0] = 0;
+    for (int k = 0; k < KNOB_PREFETCH && len < size; k++)
+        if (r->knob[k]) {
+            int w = snprintf(buf + len, size - len, "%s%lld", len ? "/" : "",
+                             (long long)r->knob[k]);
+            len += w > 0 ? (size_t)w : 0;
+        }
 }
 
 /* Slot positions: groups of one parallelism, a gap between groups and a
@@ -189,7 +218,7 @@ static double bar_slots(const plot_input *in, double *slot)
     double x = 0;
     for (int i = 0; i < in->nrows; i++) {
         const sweep_row *r = &in->rows[i];
-        if (i > 0 && (is_auto(r) || r->parallelism != in->rows[i - 1].parallelism))
+        if (i > 0 && (is_auto(r) || !same_group(r, &in->rows[i - 1])))
             x += is_auto(r) ? 1.5 : 0.8;
         slot[i] = x;
         x += 1;
@@ -200,15 +229,14 @@ static double bar_slots(const plot_input *in, double *slot)
 static void bar(FILE *out, const frame *f, const sweep_row *r, double x, double w, bool best)
 {
     double y = py(f, r->images_per_s), base = py(f, 0);
-    char name[64];
+    char name[160];
     if (is_auto(r))
         snprintf(name, sizeof name, "autotune");
     else
-        snprintf(name, sizeof name, "parallelism %lld, depth %lld", (long long)r->parallelism,
-                 (long long)r->depth);
+        sweep_row_name(name, sizeof name, r);
     fprintf(out, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"%s>"
             "<title>%s: %.0f images/s, stall %.1f%%, peak buffered %.1f MiB</title></rect>\n",
-            x, y, w, base - y, is_auto(r) ? AUTOTUNE_COLOUR : depth_colour(r->depth),
+            x, y, w, base - y, is_auto(r) ? AUTOTUNE_COLOUR : depth_colour(r->knob[KNOB_PREFETCH]),
             best ? " stroke=\"#111\" stroke-width=\"1.6\"" : "", name, r->images_per_s,
             100 * r->stall_fraction, (double)r->peak_buffered / (1 << 20));
     char attrs[96];
@@ -267,25 +295,26 @@ static void bars_panel(FILE *out, const plot_input *in)
     for (int i = 0; i < in->nrows; i++) {
         const sweep_row *r = &in->rows[i];
         bar(out, &f, r, px(&f, slot[i]) - w / 2, w, i == best);
-        bool first = i == 0 || is_auto(r) || r->parallelism != in->rows[i - 1].parallelism;
+        bool first = i == 0 || is_auto(r) || !same_group(r, &in->rows[i - 1]);
         if (!first)
             continue;
         int last = i; /* centre the group label under its bars */
         while (!is_auto(r) && last + 1 < in->nrows && !is_auto(&in->rows[last + 1]) &&
-               in->rows[last + 1].parallelism == r->parallelism)
+               same_group(&in->rows[last + 1], r))
             last++;
         double mid = (px(&f, slot[i]) + px(&f, slot[last])) / 2;
+        char label[64];
+        group_label(label, sizeof label, r);
         if (is_auto(r))
             text(out, mid, f.y1 + 17, "middle", 11.5, AUTOTUNE_COLOUR,
                  "font-weight=\"bold\"", "auto");
         else
-            text(out, mid, f.y1 + 17, "middle", 11.5, "#333", "", "p=%lld",
-                 (long long)r->parallelism);
+            text(out, mid, f.y1 + 17, "middle", 11.5, "#333", "", "%s", label);
     }
     fprintf(out, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\"/>\n",
             f.x0, f.y1, f.x1, f.y1, AXIS_GREY);
     text(out, (f.x0 + f.x1) / 2, f.y1 + 38, "middle", 12, "#333", "",
-         "map parallelism (groups) x prefetch depth (colour)");
+         "parallelism of each stage (groups) x prefetch depth (colour)");
     const sweep_row *a = &in->rows[in->nrows - 1];
     if (is_auto(a))
         hline(out, &f, a->images_per_s, AUTOTUNE_COLOUR, "");

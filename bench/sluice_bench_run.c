@@ -25,6 +25,25 @@
 #define TRACE_EVENTS (1 << 20)
 
 const char *const preset_names[4] = {"train", "eval", "decode", "read"};
+const char *const knob_json[NKNOBS] = {"interleave_parallelism", "parse_parallelism",
+                                       "map_parallelism", "parallelism", "prefetch"};
+const char *const knob_label[NKNOBS] = {"interleave", "parse", "map", "map_image", "prefetch"};
+
+bool knob_in_pipeline(const config *cfg, knob_id k)
+{
+    switch (k) {
+    case KNOB_INTERLEAVE:
+        return cfg->format != FORMAT_FOLDER;
+    case KNOB_PARSE:
+        return cfg->format == FORMAT_TFRECORD;
+    case KNOB_MAP:
+        return cfg->map_us > 0;
+    case KNOB_IMAGE:
+        return cfg->preset != PRESET_READ;
+    default:
+        return true;
+    }
+}
 
 /* ---- the file list (for --cold and --ceiling) ---- */
 
@@ -176,6 +195,22 @@ sl_dataset *open_source(const config *cfg, unsigned flags)
     return cfg->cache == CACHE_AUTO ? sl_cache_auto(ds, NULL) : ds;
 }
 
+/* --map-us: a user's own map, as far as the CPU sees it: that much thread
+ * CPU time per element, then the element unchanged. */
+static int burn(sl_map_ctx *ctx, const sl_element *in, sl_element **out, void *user)
+{
+    (void)ctx;
+    const config *cfg = user;
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    double end = (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3 + cfg->map_us;
+    do
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    while ((double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3 < end);
+    *out = sl_element_retain((sl_element *)in);
+    return 0;
+}
+
 static int crop_policy(preset p)
 {
     return p == PRESET_TRAIN ? SL_CROP_RANDOM_RESIZED
@@ -196,6 +231,8 @@ sl_dataset *build_pipeline(const config *cfg, sl_dataset *src, int64_t repeat,
                  : sl_shuffle(ds, SHARD_SHUFFLE_BUFFER, shuffle_seed, 0);
     if (repeat != 1)
         ds = sl_repeat(ds, repeat);
+    if (cfg->map_us > 0)
+        ds = sl_map(ds, "work", burn, (void *)cfg, (int)cfg->knob[KNOB_MAP], 0);
     if (cfg->preset != PRESET_READ) {
         sl_image_spec spec;
         if (SL_IMAGE_SPEC_INIT(&spec, crop_policy(cfg->preset), cfg->size) < 0) {
@@ -204,10 +241,10 @@ sl_dataset *build_pipeline(const config *cfg, sl_dataset *src, int64_t repeat,
         }
         spec.fast_upsample = cfg->fast_upsample;
         spec.exact_pixels = cfg->exact_pixels;
-        ds = sl_map_image(ds, &spec, cfg->parallelism);
+        ds = sl_map_image(ds, &spec, (int)cfg->knob[KNOB_IMAGE]);
         ds = sl_batch(ds, cfg->batch, cfg->preset == PRESET_TRAIN ? SL_DROP_REMAINDER : 0);
     }
-    return sl_prefetch(ds, cfg->prefetch);
+    return sl_prefetch(ds, cfg->knob[KNOB_PREFETCH]);
 }
 
 static int64_t rss_bytes(void)
@@ -585,11 +622,17 @@ void json_config(FILE *f, const config *cfg)
         json_string(f, cfg->list);
     }
     fprintf(f, ",\"preset\":\"%s\",\"size\":%d,\"batch\":%lld,\"epochs\":%d,\"threads\":%d,"
-            "\"cpus\":%d,\"parallelism\":", preset_names[cfg->preset], cfg->size,
+            "\"cpus\":%d", preset_names[cfg->preset], cfg->size,
             (long long)cfg->batch, cfg->epochs, cfg->threads, sl_cpu_count());
-    json_knob(f, cfg->parallelism);
-    fprintf(f, ",\"prefetch\":");
-    json_knob(f, cfg->prefetch);
+    for (int k = 0; k < NKNOBS; k++)
+        if (knob_in_pipeline(cfg, (knob_id)k) || k == KNOB_IMAGE) {
+            fprintf(f, ",\"%s\":", knob_json[k]);
+            json_knob(f, cfg->knob[k]);
+        }
+    if (cfg->map_us > 0) {
+        fputs(",\"map_us\":", f);
+        json_number(f, cfg->map_us);
+    }
     fprintf(f, ",\"seed\":%lld,\"cold\":%s,\"on_error\":\"%s\",\"fast_upsample\":%s",
             (long long)cfg->seed, cfg->cold ? "true" : "false",
             cfg->policy == SL_ERRORS_SKIP ? "skip" : "fail", cfg->fast_upsample ? "true" : "false");

@@ -269,7 +269,7 @@ static knob_track *track(series *s, const char *label, bool autotuned)
 }
 
 /* Two nodes of one name ("prefetch" twice) get "#2", "#3" on the later. */
-static void knob_label(const sl_stats *st, int node, const char *knob, char *out, size_t size)
+static void knob_track_label(const sl_stats *st, int node, const char *knob, char *out, size_t size)
 {
     const char *name = sl_stats_node_name(st, node);
     int same = 1;
@@ -286,7 +286,7 @@ static void record_knobs(series *s, const sl_stats *st, size_t i)
     for (int node = 0; node < sl_stats_nodes(st); node++)
         for (int k = 0; k < sl_stats_knobs(st, node); k++) {
             char label[sizeof s->knobs[0].label];
-            knob_label(st, node, sl_stats_knob_name(st, node, k), label, sizeof label);
+            knob_track_label(st, node, sl_stats_knob_name(st, node, k), label, sizeof label);
             knob_track *kt = track(s, label, sl_stats_knob_autotuned(st, node, k) == 1);
             if (kt)
                 kt->v[i] = (double)sl_stats_knob_value(st, node, k);

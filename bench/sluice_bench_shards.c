@@ -323,12 +323,12 @@ sl_dataset *shards_source(const config *cfg, unsigned flags)
     if (cfg->format == FORMAT_TFRECORD) {
         static int gzip = SL_COMPRESSION_GZIP, none = SL_COMPRESSION_NONE;
         ds = sl_interleave(ds, sl_tfrecord_fn, cfg->compression ? &gzip : &none, cfg->cycle, 1,
-                           SL_AUTOTUNE, 0);
+                           (int)cfg->knob[KNOB_INTERLEAVE], 0);
         sl_feature f[2] = {{.key = "image/encoded", .type = SL_FEATURE_BYTES},
                            {.key = "image/class/label", .type = SL_FEATURE_INT64}};
-        ds = sl_parse_example(ds, f, 2, 0);
+        ds = sl_parse_example_parallel(ds, f, 2, 0, (int)cfg->knob[KNOB_PARSE]);
     } else {
-        ds = sl_interleave(ds, tar_fn, NULL, cfg->cycle, 1, SL_AUTOTUNE, 0);
+        ds = sl_interleave(ds, tar_fn, NULL, cfg->cycle, 1, (int)cfg->knob[KNOB_INTERLEAVE], 0);
     }
     (void)flags;
     if (cfg->cardinality >= 0)

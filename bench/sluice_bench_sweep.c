@@ -1,9 +1,13 @@
 /*
- * --sweep: a grid of static configurations (map parallelism x prefetch
- * depth, autotune off), then the autotune controller, each for the same
- * time on the dataset repeated, --sweep-rounds times; and what it found:
- * the best static configuration, the leanest one that comes close to it,
- * and how the autotune run compares with both, as a table, JSON and SVG.
+ * --sweep: every tunable knob of the pipeline (the parallelism of each
+ * parallel stage, the prefetch depth) over a grid of static values with
+ * autotune off, each configuration once; then the two fastest of them and
+ * the autotune controller, alternating, --sweep-rounds times, so the
+ * comparison that matters is measured side by side under the same load.
+ * Each run lasts the same time (or image count) on the dataset repeated.
+ * What it found: the best static configuration (the better confirmed
+ * candidate), the leanest one that comes close to it, and how the
+ * autotune run compares with both, as a table, JSON and SVG.
  */
 #include <math.h>
 #include <stdio.h>
@@ -12,34 +16,48 @@
 #include "sluice_bench.h"
 
 #define SWEEP_NEAR_BEST 0.97 /* "as good as the best" for the smallest static config */
-
-static bool is_auto(const sweep_row *r)
-{
-    return r->parallelism == SL_AUTOTUNE;
-}
+#define SWEEP_MAX_ROWS 128
+#define CANDIDATES 2 /* grid configurations re-measured beside autotune */
 
 /* Peaks this close are the same memory (a batch's worth of difference
  * is not noise; a few KiB of pool rounding is). */
 #define SAME_MEMORY 0.02
 
-/* Less memory first; on a tie, fewer decodes in flight, then less depth. */
+static bool is_auto(const sweep_row *r)
+{
+    return r->knob[KNOB_IMAGE] == SL_AUTOTUNE;
+}
+
+static int64_t units(const sweep_row *r)
+{
+    int64_t sum = 0;
+    for (int k = 0; k < KNOB_PREFETCH; k++)
+        sum += r->knob[k];
+    return sum;
+}
+
+/* Less memory first; on a tie, fewer tasks in flight, then less depth. */
 static bool leaner(const sweep_row *a, const sweep_row *b)
 {
     double pa = (double)a->peak_buffered, pb = (double)b->peak_buffered;
     if (fabs(pa - pb) > SAME_MEMORY * fmax(pa, pb))
         return pa < pb;
-    if (a->parallelism != b->parallelism)
-        return a->parallelism < b->parallelism;
-    return a->depth < b->depth;
+    if (units(a) != units(b))
+        return units(a) < units(b);
+    return a->knob[KNOB_PREFETCH] < b->knob[KNOB_PREFETCH];
 }
 
 sweep_summary sweep_summarize(const sweep_row *rows, int n, double near)
 {
     sweep_summary sum = {.best = -1, .smallest = -1, .autotune = -1, .near = near};
+    bool confirmed = false;
+    for (int i = 0; i < n; i++)
+        confirmed |= rows[i].confirmed;
     for (int i = 0; i < n; i++) {
         if (is_auto(&rows[i]))
             sum.autotune = i;
-        else if (sum.best < 0 || rows[i].images_per_s > rows[sum.best].images_per_s)
+        else if ((rows[i].confirmed || !confirmed) &&
+                 (sum.best < 0 || rows[i].images_per_s > rows[sum.best].images_per_s))
             sum.best = i;
     }
     if (sum.best < 0)
@@ -72,15 +90,23 @@ double sweep_memory_ratio(const sweep_row *rows, const sweep_summary *sum)
                  (double)rows[sum->smallest].peak_buffered);
 }
 
-/* ---- the table ---- */
-
-static void knob_cell(FILE *out, int64_t v)
+/* "parse 1, map_image 2, prefetch 4": the knobs the row sets. */
+void sweep_row_name(char *buf, size_t size, const sweep_row *r)
 {
-    if (v == SL_AUTOTUNE)
-        fprintf(out, "  %11s", "auto");
-    else
-        fprintf(out, "  %11lld", (long long)v);
+    size_t len = 0;
+    buf[0] = 0;
+    for (int k = 0; k < NKNOBS && len < size; k++) {
+        if (!r->knob[k])
+            continue;
+        int n = r->knob[k] == SL_AUTOTUNE
+                    ? snprintf(buf + len, size - len, "%s%s auto", len ? ", " : "", knob_label[k])
+                    : snprintf(buf + len, size - len, "%s%s %lld", len ? ", " : "", knob_label[k],
+                               (long long)r->knob[k]);
+        len += n > 0 ? (size_t)n : 0;
+    }
 }
+
+/* ---- the table ---- */
 
 static void rounds_range(const sweep_row *r, double *lo, double *hi)
 {
@@ -91,15 +117,23 @@ static void rounds_range(const sweep_row *r, double *lo, double *hi)
     }
 }
 
-static void row_line(FILE *out, const sweep_row *r, const char *mark)
+static void row_line(FILE *out, const sweep_row *r, const bool *shown, const char *mark)
 {
-    knob_cell(out, r->parallelism);
-    knob_cell(out, r->depth);
+    for (int k = 0; k < NKNOBS; k++) {
+        if (!shown[k])
+            continue;
+        if (r->knob[k] == SL_AUTOTUNE)
+            fprintf(out, "  %11s", "auto");
+        else
+            fprintf(out, "  %11lld", (long long)r->knob[k]);
+    }
     fprintf(out, "  %10.1f", r->images_per_s);
     if (r->rounds > 1) {
         double lo, hi;
         rounds_range(r, &lo, &hi);
         fprintf(out, "  %6.0f-%-6.0f", lo, hi);
+    } else {
+        fprintf(out, "  %13s", "");
     }
     fprintf(out, "  %7.1f  %9.1f  %9.1f", 100 * r->stall_fraction, 100 * r->stall_after_first,
             (double)r->peak_buffered / (1 << 20));
@@ -110,34 +144,40 @@ static void row_line(FILE *out, const sweep_row *r, const char *mark)
     fprintf(out, "  %s\n", mark);
 }
 
-static void config_name(char *buf, size_t size, const sweep_row *r)
+static const char *row_mark(const sweep_row *rows, int i, const sweep_summary *sum)
 {
-    snprintf(buf, size, "parallelism %lld, depth %lld", (long long)r->parallelism,
-             (long long)r->depth);
+    if (i == sum->best)
+        return i == sum->smallest ? "<- best static, leanest near it" : "<- best static";
+    if (i == sum->smallest)
+        return "<- leanest near best";
+    return rows[i].confirmed && !is_auto(&rows[i]) ? "<- candidate" : "";
 }
 
 void sweep_print_table(FILE *out, const sweep_row *rows, int n, const sweep_summary *sum)
 {
-    fprintf(out, "  %11s  %11s  %10s", "parallelism", "depth", "images/s");
-    if (n > 0 && rows[0].rounds > 1)
-        fprintf(out, "  %13s", "range");
-    fprintf(out, "  %7s  %9s  %9s  %11s\n", "stall %", "after 1st", "peak MiB", "converged s");
+    bool shown[NKNOBS] = {0};
     for (int i = 0; i < n; i++)
-        row_line(out, &rows[i], i == sum->best       ? "<- best static"
-                                : i == sum->smallest ? "<- leanest near best"
-                                                     : "");
+        for (int k = 0; k < NKNOBS; k++)
+            shown[k] |= rows[i].knob[k] != 0;
+    for (int k = 0; k < NKNOBS; k++)
+        if (shown[k])
+            fprintf(out, "  %11s", knob_label[k]);
+    fprintf(out, "  %10s  %13s  %7s  %9s  %9s  %11s\n", "images/s", "rounds", "stall %",
+            "after 1st", "peak MiB", "converged s");
+    for (int i = 0; i < n; i++)
+        row_line(out, &rows[i], shown, row_mark(rows, i, sum));
     if (sum->best < 0)
         return;
-    char name[64];
+    char name[160];
     const sweep_row *b = &rows[sum->best];
-    config_name(name, sizeof name, b);
+    sweep_row_name(name, sizeof name, b);
     fprintf(out, "  %-22s %s: %.1f images/s, stall %.1f%% (%.1f%% after the first batch), "
             "peak buffered %.1f MiB\n", "best static", name, b->images_per_s,
             100 * b->stall_fraction, 100 * b->stall_after_first,
             (double)b->peak_buffered / (1 << 20));
     if (sum->smallest >= 0) {
         const sweep_row *s = &rows[sum->smallest];
-        config_name(name, sizeof name, s);
+        sweep_row_name(name, sizeof name, s);
         fprintf(out, "  leanest >= %2.0f%% of best %s: %.1f images/s, peak buffered %.1f MiB\n",
                 100 * sum->near, name, s->images_per_s, (double)s->peak_buffered / (1 << 20));
     }
@@ -158,20 +198,34 @@ void sweep_print_table(FILE *out, const sweep_row *rows, int n, const sweep_summ
 
 /* ---- JSON ---- */
 
+static void json_knobs(FILE *f, const sweep_row *r)
+{
+    bool first = true;
+    for (int k = 0; k < NKNOBS; k++) {
+        if (!r->knob[k])
+            continue;
+        fprintf(f, "%s\"%s\":", first ? "" : ",", knob_json[k]);
+        if (r->knob[k] == SL_AUTOTUNE)
+            fputs("\"auto\"", f);
+        else
+            fprintf(f, "%lld", (long long)r->knob[k]);
+        first = false;
+    }
+}
+
 static void json_config_name(FILE *f, const sweep_row *r)
 {
-    fprintf(f, "{\"parallelism\":%lld,\"depth\":%lld}", (long long)r->parallelism,
-            (long long)r->depth);
+    fputc('{', f);
+    json_knobs(f, r);
+    fputc('}', f);
 }
 
 static void json_row(FILE *f, const sweep_row *r)
 {
-    fputs("{\"parallelism\":", f);
-    if (is_auto(r))
-        fputs("\"auto\",\"depth\":\"auto\"", f);
-    else
-        fprintf(f, "%lld,\"depth\":%lld", (long long)r->parallelism, (long long)r->depth);
-    fprintf(f, ",\"images\":%lld,\"seconds\":", (long long)r->images);
+    fputc('{', f);
+    json_knobs(f, r);
+    fprintf(f, ",\"confirmed\":%s,\"images\":%lld,\"seconds\":", r->confirmed ? "true" : "false",
+            (long long)r->images);
     json_number(f, r->seconds);
     fputs(",\"images_per_s\":", f);
     json_number(f, r->images_per_s);
@@ -227,25 +281,89 @@ void sweep_json(FILE *f, const sweep_row *rows, int n, const sweep_summary *sum)
     fputc(']', f);
 }
 
+/* ---- the grid ---- */
+
+/* The static values of knob k in this pipeline; their count. A pipeline
+ * with one parallel stage gets the finer grid of earlier sweeps; with
+ * several, each takes 1 to threads + 1 (the product grows fast). */
+static int knob_values(const config *cfg, knob_id k, bool several, int64_t *v)
+{
+    static const int64_t one_stage[] = {1, 2, 3, 4, 6, 8};
+    static const int64_t depths[] = {1, 2, 4, 8};
+    int n = 0;
+    if (k == KNOB_PREFETCH) {
+        for (int i = 0; i < (several ? 3 : 4); i++)
+            v[n++] = depths[i];
+    } else if (k == KNOB_INTERLEAVE) {
+        int64_t c[] = {1, 2, cfg->cycle};
+        for (int i = 0; i < 3; i++)
+            if (c[i] <= cfg->cycle && (n == 0 || c[i] > v[n - 1]))
+                v[n++] = c[i];
+    } else if (!several) {
+        for (size_t i = 0; i < sizeof one_stage / sizeof *one_stage; i++)
+            if (one_stage[i] <= 4 * cfg->threads)
+                v[n++] = one_stage[i];
+    } else {
+        for (int64_t p = 1; p <= cfg->threads + 1 && n < 8; p++)
+            v[n++] = p;
+    }
+    return n;
+}
+
+typedef struct grid {
+    int nknobs;
+    knob_id knob[NKNOBS];
+    int nvalues[NKNOBS];
+    int64_t values[NKNOBS][8];
+    int size;
+} grid;
+
+static void grid_make(const config *cfg, grid *g)
+{
+    int parallel = 0;
+    for (int k = 0; k < KNOB_PREFETCH; k++)
+        parallel += k != KNOB_INTERLEAVE && knob_in_pipeline(cfg, (knob_id)k);
+    g->nknobs = 0;
+    g->size = 1;
+    for (int k = 0; k < NKNOBS; k++) {
+        if (!knob_in_pipeline(cfg, (knob_id)k))
+            continue;
+        int i = g->nknobs++;
+        g->knob[i] = (knob_id)k;
+        g->nvalues[i] = knob_values(cfg, (knob_id)k, parallel > 1, g->values[i]);
+        g->size *= g->nvalues[i];
+    }
+}
+
+/* Configuration j of the grid (the last knob varies fastest). */
+static void grid_config(const grid *g, int j, config *c)
+{
+    for (int i = g->nknobs - 1; i >= 0; i--) {
+        c->knob[g->knob[i]] = g->values[i][j % g->nvalues[i]];
+        j /= g->nvalues[i];
+    }
+}
+
 /* ---- running it ---- */
 
-static const int64_t sweep_parallelism[] = {1, 2, 3, 4, 6, 8};
-
-static const int64_t sweep_depth[] = {1, 2, 4, 8};
-
-#define NPAR (sizeof sweep_parallelism / sizeof *sweep_parallelism)
-
-#define NDEPTH (sizeof sweep_depth / sizeof *sweep_depth)
-
 typedef struct sweep {
-    sweep_row runs[SWEEP_MAX_ROUNDS][NPAR * NDEPTH + 1]; /* each round's */
-    sweep_row rows[NPAR * NDEPTH + 1];                   /* each one's median run */
+    grid g;
+    sweep_row rows[SWEEP_MAX_ROWS]; /* the grid's runs, then autotune's */
     int n, rounds;
+    int cand[CANDIDATES], ncand;
+    /* the confirming rounds: autotune's and each candidate's runs */
+    sweep_row confirm[CANDIDATES + 1][SWEEP_MAX_ROUNDS];
     config auto_cfg;
     run_state autotune[SWEEP_MAX_ROUNDS];
     int auto_median; /* the round whose autotune run is reported and drawn */
-    char label[64];
+    char label[160];
 } sweep;
+
+static void row_knobs(const config *cfg, sweep_row *row)
+{
+    for (int k = 0; k < NKNOBS; k++)
+        row->knob[k] = knob_in_pipeline(cfg, (knob_id)k) ? cfg->knob[k] : 0;
+}
 
 /* One configuration for the sweep's time (or image count), on the files
  * repeated for as long as that takes. 0, or -1 after printing why. */
@@ -256,7 +374,10 @@ static int sweep_run(run_state *st, sl_dataset *src, sweep_row *row)
     st->stop_seconds = cfg->sweep_images > 0 ? 0 : cfg->sweep_seconds;
     st->stop_images = cfg->sweep_images;
     st->epoch_rate = calloc(1, sizeof *st->epoch_rate);
-    sl_dataset *ds = build_pipeline(cfg, src, -1, cfg->seed);
+    /* the shards' source holds knobs of its own (interleave, parse) */
+    sl_dataset *own = cfg->format != FORMAT_FOLDER ? open_source(cfg, 0) : NULL;
+    sl_dataset *ds = build_pipeline(cfg, own ? own : src, -1, cfg->seed);
+    sl_dataset_free(own);
     sl_options *opts = ds ? make_options(cfg, cfg->seed) : NULL;
     int rc = -1;
     if (!ds)
@@ -269,95 +390,147 @@ static int sweep_run(run_state *st, sl_dataset *src, sweep_row *row)
     sl_dataset_free(ds);
     convergence c = run_convergence(st);
     *row = (sweep_row){
-        .parallelism = cfg->parallelism, .depth = cfg->prefetch, .images = st->images,
-        .peak_buffered = st->peak_buffered, .seconds = st->seconds,
+        .images = st->images, .peak_buffered = st->peak_buffered, .seconds = st->seconds,
         .images_per_s = rate((double)st->images, st->seconds),
         .stall_fraction = stall_fraction(st), .stall_after_first = stall_after_first(st),
-        .convergence_s = c.seconds, .steady = c.steady,
+        .convergence_s = c.seconds, .steady = c.steady, .rounds = 1,
     };
+    row_knobs(cfg, row);
+    row->round_images_per_s[0] = row->images_per_s;
     return rc;
 }
 
-static int sweep_static(const config *cfg, sl_dataset *src, sweep *sw, int round, int j,
-                        int total, int64_t p, int64_t d)
+static int sweep_static(const config *cfg, sl_dataset *src, const char *label, sweep_row *row)
 {
     config c = *cfg;
-    c.parallelism = (int)p;
-    c.prefetch = d;
     c.autotune = 0;
     c.trace_path = NULL;
     c.report = false;
-    char label[64];
-    snprintf(label, sizeof label, "[%d/%d] parallelism %lld, depth %lld",
-             round * total + j + 1, sw->rounds * total, (long long)p, (long long)d);
     run_state st = {.cfg = &c, .label = label, .first_wait_s = -1};
-    int rc = sweep_run(&st, src, &sw->runs[round][j]);
+    int rc = sweep_run(&st, src, row);
     run_state_free(&st);
     return rc;
 }
 
-/* One round: the static grid, then the autotune run, each for the same
- * time. */
-static int sweep_round(const config *cfg, sl_dataset *src, sweep *sw, int round)
+static int run_grid(const config *cfg, sl_dataset *src, sweep *sw)
 {
-    size_t npar = 0;
-    while (npar < NPAR && sweep_parallelism[npar] <= 4 * cfg->threads)
-        npar++;
-    int j = 0, total = (int)(npar * NDEPTH) + 1;
-    for (size_t i = 0; i < npar; i++)
-        for (size_t k = 0; k < NDEPTH; k++, j++)
-            if (sweep_static(cfg, src, sw, round, j, total, sweep_parallelism[i],
-                             sweep_depth[k]) < 0)
-                return -1;
-    snprintf(sw->label, sizeof sw->label, "[%d/%d] autotune", (round + 1) * total,
-             sw->rounds * total);
-    sw->autotune[round] = (run_state){.cfg = &sw->auto_cfg, .label = sw->label, .first_wait_s = -1};
-    sw->n = total;
-    return sweep_run(&sw->autotune[round], src, &sw->runs[round][j]);
+    for (int j = 0; j < sw->g.size; j++) {
+        config c = *cfg;
+        grid_config(&sw->g, j, &c);
+        sweep_row name = {0};
+        row_knobs(&c, &name);
+        char what[128];
+        sweep_row_name(what, sizeof what, &name);
+        snprintf(sw->label, sizeof sw->label, "[%d/%d] %s", j + 1, sw->g.size, what);
+        if (sweep_static(&c, src, sw->label, &sw->rows[j]) < 0)
+            return -1;
+    }
+    sw->n = sw->g.size;
+    return 0;
 }
 
-/* The round whose run of configuration j has the median images/s (the
- * lower one of an even count), so a row stays one real run. */
-static int median_round(const sweep *sw, int j)
+/* The fastest grid rows, fastest first. */
+static void pick_candidates(sweep *sw)
+{
+    sw->ncand = 0;
+    for (int c = 0; c < CANDIDATES && c < sw->n; c++) {
+        int best = -1;
+        for (int i = 0; i < sw->n; i++) {
+            bool taken = false;
+            for (int q = 0; q < sw->ncand; q++)
+                taken |= sw->cand[q] == i;
+            if (!taken && (best < 0 || sw->rows[i].images_per_s > sw->rows[best].images_per_s))
+                best = i;
+        }
+        sw->cand[sw->ncand++] = best;
+    }
+}
+
+/* One confirming round: autotune and the candidates, in an order that
+ * rotates from round to round. */
+static int confirm_round(const config *cfg, sl_dataset *src, sweep *sw, int round)
+{
+    int runs = sw->ncand + 1;
+    for (int q = 0; q < runs; q++) {
+        int who = (q + round) % runs; /* 0: autotune, else candidate who - 1 */
+        int rc;
+        if (who == 0) {
+            snprintf(sw->label, sizeof sw->label, "[round %d/%d] autotune", round + 1,
+                     sw->rounds);
+            sw->autotune[round] = (run_state){.cfg = &sw->auto_cfg, .label = sw->label,
+                                              .first_wait_s = -1};
+            rc = sweep_run(&sw->autotune[round], src, &sw->confirm[0][round]);
+        } else {
+            config c = *cfg;
+            const sweep_row *r = &sw->rows[sw->cand[who - 1]];
+            for (int k = 0; k < NKNOBS; k++)
+                if (r->knob[k])
+                    c.knob[k] = r->knob[k];
+            char what[128];
+            sweep_row_name(what, sizeof what, r);
+            snprintf(sw->label, sizeof sw->label, "[round %d/%d] %s", round + 1, sw->rounds,
+                     what);
+            rc = sweep_static(&c, src, sw->label, &sw->confirm[who][round]);
+        }
+        if (rc < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* The round whose run has the median images/s (the lower one of an even
+ * count), so a row stays one real run. */
+static int median_round(const sweep_row *runs, int rounds)
 {
     int best = 0;
-    for (int r = 0; r < sw->rounds; r++) {
+    for (int r = 0; r < rounds; r++) {
         int below = 0, equal_before = 0;
-        for (int q = 0; q < sw->rounds; q++) {
-            double a = sw->runs[q][j].images_per_s, b = sw->runs[r][j].images_per_s;
+        for (int q = 0; q < rounds; q++) {
+            double a = runs[q].images_per_s, b = runs[r].images_per_s;
             below += a < b;
             equal_before += a == b && q < r;
         }
-        if (below + equal_before == (sw->rounds - 1) / 2)
+        if (below + equal_before == (rounds - 1) / 2)
             best = r;
     }
     return best;
 }
 
-static void sweep_medians(sweep *sw)
+static sweep_row median_row(const sweep_row *runs, int rounds, int *which)
 {
-    for (int j = 0; j < sw->n; j++) {
-        int r = median_round(sw, j);
-        sw->rows[j] = sw->runs[r][j];
-        sw->rows[j].rounds = sw->rounds;
-        for (int q = 0; q < sw->rounds; q++)
-            sw->rows[j].round_images_per_s[q] = sw->runs[q][j].images_per_s;
-        if (j == sw->n - 1)
-            sw->auto_median = r;
-    }
+    int r = median_round(runs, rounds);
+    sweep_row row = runs[r];
+    row.rounds = rounds;
+    row.confirmed = true;
+    for (int q = 0; q < rounds; q++)
+        row.round_images_per_s[q] = runs[q].images_per_s;
+    if (which)
+        *which = r;
+    return row;
 }
 
 static int run_sweep(const config *cfg, sl_dataset *src, sweep *sw)
 {
     sw->rounds = cfg->sweep_rounds;
     sw->auto_cfg = *cfg;
-    sw->auto_cfg.parallelism = SL_AUTOTUNE;
-    sw->auto_cfg.prefetch = SL_AUTOTUNE;
+    for (int k = 0; k < NKNOBS; k++)
+        sw->auto_cfg.knob[k] = SL_AUTOTUNE;
     sw->auto_cfg.autotune = 1;
+    grid_make(cfg, &sw->g);
+    if (sw->g.size + 1 > SWEEP_MAX_ROWS) {
+        fprintf(stderr, "sluice-bench: the sweep's grid has %d configurations, more than %d\n",
+                sw->g.size, SWEEP_MAX_ROWS - 1);
+        return -1;
+    }
+    if (run_grid(cfg, src, sw) < 0)
+        return -1;
+    pick_candidates(sw);
     for (int r = 0; r < sw->rounds; r++)
-        if (sweep_round(cfg, src, sw, r) < 0)
+        if (confirm_round(cfg, src, sw, r) < 0)
             return -1;
-    sweep_medians(sw);
+    for (int c = 0; c < sw->ncand; c++)
+        sw->rows[sw->cand[c]] = median_row(sw->confirm[c + 1], sw->rounds, NULL);
+    sw->rows[sw->n++] = median_row(sw->confirm[0], sw->rounds, &sw->auto_median);
     return 0;
 }
 
@@ -378,8 +551,11 @@ static char *make_sweep_json(sweep *sw, const path_list *pl, const sweep_summary
     json_config(f, &sw->auto_cfg);
     fputs(",\"mode\":\"sweep\",\"sweep_seconds\":", f);
     json_number(f, sw->auto_cfg.sweep_images > 0 ? NAN : sw->auto_cfg.sweep_seconds);
-    fprintf(f, ",\"sweep_images\":%lld,\"sweep_rounds\":%d", (long long)sw->auto_cfg.sweep_images,
-            sw->rounds);
+    fprintf(f, ",\"sweep_images\":%lld,\"sweep_rounds\":%d,\"sweep_knobs\":[",
+            (long long)sw->auto_cfg.sweep_images, sw->rounds);
+    for (int i = 0; i < sw->g.nknobs; i++)
+        fprintf(f, "%s\"%s\"", i ? "," : "", knob_json[sw->g.knob[i]]);
+    fputc(']', f);
     json_results(f, auto_run(sw), pl);
     sweep_json(f, sw->rows, sw->n, sum);
     if (with_series)
@@ -436,9 +612,9 @@ static void print_sweep(sweep *sw, const path_list *pl, const sweep_summary *sum
         printf("  each configuration for %g s", cfg->sweep_seconds);
     printf(" of the %lld files (%.1f MB) repeated; the io backend was %s\n",
            (long long)pl->n, (double)pl->bytes / 1e6, io_name(auto_run(sw)->io_backend));
-    if (sw->rounds > 1)
-        printf("  %d rounds; each row is its configuration's median run (range: all rounds)\n",
-               sw->rounds);
+    printf("  the grid once, then autotune and the %d fastest of it alternately, %d round%s "
+           "(those rows: the median run, rounds: the range)\n", sw->ncand, sw->rounds,
+           sw->rounds > 1 ? "s" : "");
     print_consumer(cfg);
     sweep_print_table(stdout, sw->rows, sw->n, sum);
     print_final_knobs(&auto_run(sw)->series);

@@ -74,18 +74,39 @@ def test_exact_pixels_is_recorded(sample, tmp_path):
     assert d["exact_pixels"] is False
 
 
-def test_sweep_fields(sample, tmp_path):
-    d = run_json(tmp_path, sample, "--preset", "train", "--batch", "8", "--threads", "2",
-                 "--sweep", "--sweep-images", "32", "--consumer-ms", "1")
+def check_sweep(d, knobs, grid, rounds):
     rows = d["sweep"]
-    assert rows[-1]["parallelism"] == "auto"
+    assert d["sweep_knobs"] == knobs
+    assert all(rows[-1][k] == "auto" for k in knobs)
     static = rows[:-1]
-    assert len(static) >= 4
-    best = max(static, key=lambda r: r["images_per_s"])
+    assert len(static) == grid
+    assert all(isinstance(r[k], int) for r in static for k in knobs)
+    # the two fastest of the grid, run again beside autotune in every round
+    confirmed = [r for r in static if r["confirmed"]]
+    assert len(confirmed) == 2 and rows[-1]["confirmed"]
+    assert all(len(r["images_per_s_rounds"]) == rounds for r in confirmed + rows[-1:])
+    best = max(confirmed, key=lambda r: r["images_per_s"])
     assert d["best_static_images_per_s"] == pytest.approx(best["images_per_s"])
+    assert d["best_static_config"] == {k: best[k] for k in knobs}
     assert d["autotune_vs_best_static"] == pytest.approx(
         rows[-1]["images_per_s"] / best["images_per_s"], rel=1e-2)
     for r in rows:
         assert r["images"] >= 32
         assert 0 <= r["stall_fraction_after_first_batch"] <= 1
         assert r["peak_buffered_bytes"] > 0
+
+
+def test_sweep_fields(sample, tmp_path):
+    d = run_json(tmp_path, sample, "--preset", "train", "--batch", "8", "--threads", "2",
+                 "--sweep", "--sweep-images", "32", "--consumer-ms", "1")
+    # map_image's parallelism 1-8 (to 4 x threads) x prefetch depth 1-8
+    check_sweep(d, ["parallelism", "prefetch"], 6 * 4, 1)
+
+
+def test_sweep_of_two_parallel_stages(sample, tmp_path):
+    # --map-us puts a C map of that cost before map_image: both stages'
+    # parallelism (1 to threads + 1) and the depth (1, 2, 4) are swept
+    d = run_json(tmp_path, sample, "--preset", "train", "--batch", "8", "--threads", "2",
+                 "--map-us", "50", "--sweep", "--sweep-images", "32", "--sweep-rounds", "2")
+    assert d["map_us"] == 50
+    check_sweep(d, ["map_parallelism", "parallelism", "prefetch"], 3 * 3 * 3, 2)
