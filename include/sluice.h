@@ -95,6 +95,9 @@ typedef enum sl_error {
 
 /* sl_next() returns this (positive) when the iterator is exhausted. */
 #define SL_EOF 1
+/* sl_next_timeout() returns this (positive: not an error) when no element
+ * came in time; the iterator is as it was. */
+#define SL_AGAIN 2
 
 /* Short static description of a code ("out of memory"); never NULL. */
 SL_API const char *sl_strerror(int code);
@@ -949,6 +952,16 @@ SL_API sl_iterator *sl_iterator_create(sl_dataset *ds, const sl_options *opts);
  * done), SL_EOF at the end, or a negative code (details in
  * sl_iterator_errmsg()). After an error the iterator keeps returning it. */
 SL_API int sl_next(sl_iterator *it, sl_element **out);
+/* sl_next that waits at most timeout_ns (>= 0) for the pipeline: SL_AGAIN
+ * when nothing came by then, and the next call goes on where this one
+ * stopped (work in progress, a batch half filled, a shuffle buffer being
+ * filled, all stay). The time is a bound on waiting for other threads,
+ * not on work this thread does itself (a synchronous map's callback, the
+ * edge profile's inline decodes): a call returns after the step it is in.
+ * For a caller that has to look at something else while it waits (a
+ * language binding checking for signals between calls) without a thread
+ * of its own. Otherwise as sl_next. */
+SL_API int sl_next_timeout(sl_iterator *it, sl_element **out, int64_t timeout_ns);
 /* Detail of the last error: "map(decode): /data/a.jpg: ..."; "" if none.
  * Valid until the next call on the iterator. */
 SL_API const char *sl_iterator_errmsg(const sl_iterator *it);

@@ -166,6 +166,7 @@ _PROTOTYPES = {
     "sl_map_image": (c_void_p, [c_void_p, P(ImageSpec), c_int]),
     "sl_iterator_create": (c_void_p, [c_void_p, c_void_p]),
     "sl_next": (c_int, [c_void_p, P(c_void_p)]),
+    "sl_next_timeout": (c_int, [c_void_p, P(c_void_p), c_int64]),
     "sl_iterator_errmsg": (c_char_p, [c_void_p]),
     "sl_iterator_free": (None, [c_void_p]),
     "sl_iterator_save": (c_int64, [c_void_p, c_void_p, c_size_t]),

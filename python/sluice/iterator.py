@@ -13,112 +13,17 @@ from ._lib import lib, optional
 from .options import Options
 
 SL_EOF = 1
+SL_AGAIN = 2
 SL_ECALLBACK = -12
 SL_STAT_EPOCH = 7
 
 _MAIN_THREAD = threading.main_thread().ident
 _live = weakref.WeakSet()  # open iterators, closed at exit
-_abandoned = set()  # pullers finishing an sl_next nobody waits for any more
-
-
-class _Puller:
-    """Runs sl_next on a thread of its own.
-
-    sl_next blocks in C, and Python runs signal handlers only on the main
-    thread between bytecodes, so a main thread blocked in sl_next would not
-    see Ctrl-C until the next element is ready. Instead the main thread waits
-    on a lock, which Ctrl-C interrupts at once. An interrupted wait abandons
-    the puller: it frees the iterator itself when its sl_next returns (the
-    iterator may not be used from two threads at once, so nothing can free it
-    under a running sl_next). The handoff costs two lock operations per
-    element, nothing next to a batch."""
-
-    def __init__(self, it):
-        self.it = it
-        self.req = _thread.allocate_lock()
-        self.req.acquire()
-        self.done = _thread.allocate_lock()
-        self.done.acquire()
-        self.mu = _thread.allocate_lock()
-        self.state = "idle"  # "closing", "abandoned"
-        self.inflight = False  # asked for an element, not delivered yet
-        self.unclaimed = False  # delivered, not taken by next() yet
-        self.rc = 0
-        self.el = ctypes.c_void_p()
-        self.ident = None
-        self.exited = _thread.allocate_lock()  # held until the thread ends
-        self.exited.acquire()
-
-    def start(self):
-        # A bare thread: threading.Thread.start() waits for the thread in an
-        # interruptible way, and Ctrl-C there would lose track of it.
-        _thread.start_new_thread(self._main, ())
-
-    def _main(self):
-        self.ident = _thread.get_ident()
-        try:
-            self._run()
-        finally:
-            # Hand this thread's allocation caches back now: the thread's
-            # own exit would do it too, but only after join() has returned.
-            lib.sl_release_memory()
-            self.exited.release()
-
-    def _run(self):
-        sl_next, out = lib.sl_next, ctypes.byref(self.el)
-        while True:
-            self.req.acquire()
-            if self.state != "idle":
-                break
-            rc = sl_next(self.it, out)
-            with self.mu:
-                if self.state == "abandoned":
-                    if rc == 0:
-                        lib.sl_element_release(self.el.value)
-                    break
-                self.rc = rc
-                self.inflight = False
-                self.unclaimed = True
-                self.done.release()
-        if self.state == "abandoned":
-            lib.sl_iterator_free(self.it)
-            _abandoned.discard(self)
-
-    def next(self):
-        self.inflight = True
-        try:
-            self.req.release()
-            self.done.acquire()
-            self.unclaimed = False
-            return self.rc, self.el.value
-        except BaseException:
-            self._interrupted()
-            raise
-
-    def _interrupted(self):
-        # Python raises a pending KeyboardInterrupt after a call returns, so
-        # the flags, not the lock, say whether the element arrived.
-        with self.mu:
-            if self.inflight:
-                self.state = "abandoned"
-                _abandoned.add(self)
-            elif self.unclaimed:
-                self.unclaimed = False
-                self.done.acquire(False)
-                if self.rc == 0:
-                    lib.sl_element_release(self.el.value)
-
-    def stop(self):
-        """Ends an idle puller; the iterator is the caller's again at once
-        (the thread touches it no more), and join() waits for the thread,
-        whose exit returns its allocation caches to the library."""
-        self.state = "closing"
-        self.req.release()
-
-    def join(self):
-        if _thread.get_ident() != self.ident:
-            self.exited.acquire()
-            self.exited.release()
+# On the main thread the wait for an element is cut into slices: Python runs
+# signal handlers (Ctrl-C) only between bytecodes, so a thread blocked in one
+# long sl_next would not see Ctrl-C until the element is ready; between two
+# sl_next_timeout calls it does, with the iterator idle and whole.
+_WAIT_SLICE_NS = 50 * 1000 * 1000
 
 
 class Iterator:
@@ -130,10 +35,10 @@ class Iterator:
     frees the pipeline; values already yielded stay valid.
 
     interruptible (default True): when iterating on the main thread, wait for
-    each element in a way that Ctrl-C interrupts at once (KeyboardInterrupt
-    is raised and the pipeline is freed as soon as its current step ends).
-    False calls sl_next directly, which saves a thread handoff per element:
-    worth it only for very small elements.
+    each element in slices of 50 ms (sl_next_timeout), so that Ctrl-C raises
+    KeyboardInterrupt within one (the iterator stays whole: close it, or
+    even go on). False waits in one sl_next call, which Ctrl-C cannot cut
+    short; no thread is added either way.
 
     state: bytes from ``state()`` of an iterator over the same pipeline
     (in this process or another): the pass resumes right after the last
@@ -163,7 +68,8 @@ class Iterator:
         self._dataset = dataset  # keeps Python callbacks alive
         self._bytes = None  # strings as bytes? (known at the first element)
         self._interruptible = interruptible
-        self._puller = None
+        self._out = ctypes.c_void_p()
+        self._out_ref = ctypes.byref(self._out)
         self.epoch = lib.sl_iterator_stat(it, SL_STAT_EPOCH)
         _live.add(self)
 
@@ -171,15 +77,25 @@ class Iterator:
         return self
 
     def _pull(self):
-        """(rc, element address) from sl_next."""
-        if self._interruptible and _thread.get_ident() == _MAIN_THREAD:
-            if self._puller is None:
-                p = self._puller = _Puller(self._it)
-                p.start()
-            return self._puller.next()
-        el = ctypes.c_void_p()
-        rc = lib.sl_next(self._it, ctypes.byref(el))
-        return rc, el.value
+        """(rc, element address) from sl_next, or sl_next_timeout slices."""
+        out = self._out
+        out.value = None
+        try:
+            if self._interruptible and _thread.get_ident() == _MAIN_THREAD:
+                next_timeout, it, ref = lib.sl_next_timeout, self._it, self._out_ref
+                rc = next_timeout(it, ref, _WAIT_SLICE_NS)
+                while rc == SL_AGAIN:  # a pending Ctrl-C is raised here
+                    rc = next_timeout(it, ref, _WAIT_SLICE_NS)
+            else:
+                rc = lib.sl_next(self._it, self._out_ref)
+        except BaseException:
+            # raised as the call returned: an element it gave is released
+            if out.value:
+                lib.sl_element_release(out.value)
+            out.value = None
+            raise
+        el, out.value = out.value, None
+        return rc, el
 
     def next_element(self):
         """The next element as an ElementRef (for converters such as
@@ -285,14 +201,7 @@ class Iterator:
         if not it:
             return
         _live.discard(self)
-        puller, self._puller = self._puller, None
-        if puller is not None:
-            if puller.state == "abandoned":
-                return  # the puller frees it
-            puller.stop()
         lib.sl_iterator_free(it)
-        if puller is not None:
-            puller.join()
 
     def __enter__(self):
         return self
@@ -339,5 +248,3 @@ def _close_all():
     # is being torn down: free every pipeline while it still runs.
     for it in list(_live):
         it.close()
-    for p in list(_abandoned):
-        p.join()

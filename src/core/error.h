@@ -28,4 +28,10 @@ int sl__errno_code(int e);
 /* True for codes that an error policy may skip (element errors). */
 int sl__error_skippable(int code);
 
+/* Inside the library, sl_next_timeout's SL_AGAIN: negative, so that the
+ * nodes between a waiting node and the iterator pass it up as they pass
+ * an input's error, and never kept as one (graph/async.h). Never
+ * returned to a caller. */
+#define SL__AGAIN (-1000)
+
 #endif

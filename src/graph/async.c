@@ -1,10 +1,28 @@
 #include "async.h"
+#include "../core/clock.h"
 #include "node.h"
+
+_Thread_local int64_t sl__wait_deadline_ns;
+
+int sl__consumer_cond_wait(pthread_cond_t *cv, pthread_mutex_t *mu)
+{
+    int64_t at = sl__wait_deadline_ns;
+    if (!at) {
+        pthread_cond_wait(cv, mu);
+        return 0;
+    }
+    if (sl__now_ns() >= at)
+        return SL__AGAIN;
+    /* at the deadline the caller looks once more, then waits again: here */
+    struct timespec ts = {(time_t)(at / 1000000000), (long)(at % 1000000000)};
+    pthread_cond_timedwait(cv, mu, &ts);
+    return 0;
+}
 
 void sl__async_init(sl__async *a)
 {
     pthread_mutex_init(&a->mu, NULL);
-    pthread_cond_init(&a->cv_consumer, NULL);
+    sl__cond_init_monotonic(&a->cv_consumer);
     pthread_cond_init(&a->cv_producer, NULL);
     atomic_init(&a->stop, false);
 }

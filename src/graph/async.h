@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 typedef struct sl__tree sl__tree;
 
@@ -40,5 +41,20 @@ void sl__async_finish(sl__async *a, int rc, char *msg);
 int sl__async_end(const sl__async *a);
 /* After join: frees what init and finish made. */
 void sl__async_fini(sl__async *a);
+
+/* The deadline (CLOCK_MONOTONIC ns; 0: none) of the sl_next_timeout call
+ * running on this thread. Consumer waits honour it: sl__consumer_cond_wait
+ * returns SL__AGAIN (core/error.h) once it has passed, and the node that
+ * waited returns SL__AGAIN with its state as it was (an empty take it
+ * counted stays counted once), as do the synchronous nodes above it (a
+ * node never keeps it as an error, nor loses what it had pulled), so the
+ * next call goes on where this one stopped. Other threads (producers,
+ * fetchers, workers) never see a deadline. */
+extern _Thread_local int64_t sl__wait_deadline_ns;
+
+/* A consumer's wait on cv under mu (cv made with sl__cond_init_monotonic,
+ * as sl__async_init makes cv_consumer): 0 when woken (or spuriously),
+ * SL__AGAIN when this thread's deadline has passed. */
+int sl__consumer_cond_wait(pthread_cond_t *cv, pthread_mutex_t *mu);
 
 #endif

@@ -19,7 +19,8 @@ struct sl_iterator {
     sl_dataset *ds;
     sl__bytes saved;      /* the last state written, reused */
     int err;
-    int64_t last_return_ns; /* when sl_next last returned; 0 before the first call */
+    int64_t last_return_ns; /* when sl_next last returned; 0 before the first call;
+                             * negated after SL_AGAIN (the wait goes on) */
     char errmsg[SL__ERRMSG_MAX];
 };
 
@@ -154,7 +155,10 @@ static void trace_consumer(sl__tree *t, int64_t t0, int64_t t1)
         sl__trace_sample(t, t1, TRACE_SAMPLE_NS);
 }
 
-SL_API int sl_next(sl_iterator *it, sl_element **out)
+/* sl_next with a deadline for this thread's waits (0: none). A call that
+ * returns SL_AGAIN is one wait with the call after it: the time between
+ * them is the consumer's wait, not its step, and they count as one call. */
+static int next(sl_iterator *it, sl_element **out, int64_t deadline)
 {
     *out = NULL;
     if (!it)
@@ -164,14 +168,22 @@ SL_API int sl_next(sl_iterator *it, sl_element **out)
     sl__tree *t = &it->tree;
     int64_t t0 = sl__now_ns();
     atomic_store_explicit(&t->consumer_since_ns, t0, memory_order_release);
-    if (it->last_return_ns)
+    if (it->last_return_ns > 0)
         sl__stat_add_single(&t->consumer_step_ns, t0 - it->last_return_ns);
+    else if (it->last_return_ns < 0)
+        sl__stat_add_single(&t->consumer_wait_ns, t0 + it->last_return_ns);
+    sl__wait_deadline_ns = deadline;
     int rc = sl__iter_next(it->root, out);
+    sl__wait_deadline_ns = 0;
     int64_t t1 = sl__now_ns();
-    it->last_return_ns = t1;
     /* one thread at a time uses the iterator: single writer */
     sl__stat_add_single(&t->consumer_wait_ns, t1 - t0);
     atomic_store_explicit(&t->consumer_since_ns, 0, memory_order_release);
+    if (rc == SL__AGAIN) {
+        it->last_return_ns = -t1;
+        return SL_AGAIN;
+    }
+    it->last_return_ns = t1;
     sl__stat_add_single(&t->consumer_calls, 1);
     if (t->trace)
         trace_consumer(t, t0, t1);
@@ -186,6 +198,22 @@ SL_API int sl_next(sl_iterator *it, sl_element **out)
             snprintf(it->errmsg, sizeof it->errmsg, "%s", sl_strerror(rc));
     }
     return rc;
+}
+
+SL_API int sl_next(sl_iterator *it, sl_element **out)
+{
+    return next(it, out, 0);
+}
+
+SL_API int sl_next_timeout(sl_iterator *it, sl_element **out, int64_t timeout_ns)
+{
+    if (timeout_ns < 0) {
+        *out = NULL;
+        return sl__set_error(SL_EINVAL, "sl_next_timeout: timeout %lld ns < 0",
+                             (long long)timeout_ns);
+    }
+    int64_t at = sl__now_ns() + timeout_ns;
+    return next(it, out, at > 0 ? at : 1);
 }
 
 SL_API const char *sl_iterator_errmsg(const sl_iterator *it)

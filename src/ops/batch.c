@@ -76,6 +76,8 @@ static int batch_next(sl__iter *base, sl_element **out)
     if (it->done)
         return SL_EOF;
     int64_t rows = fill(it, b->size);
+    if (rows == SL__AGAIN)
+        return SL__AGAIN; /* the rows stay for the next call */
     int rc;
     if (rows < 0)
         rc = (int)rows;

@@ -134,6 +134,7 @@ typedef struct cache_iter {
     int64_t served;
     int resume;
     int64_t resume_pos;
+    int64_t to_replay; /* of those, still to pass again (replay) */
     uint64_t resume_off;
     /* automatic, filling: time inside the input's next, bytes it gave */
     int64_t produce_ns, produced_bytes;
@@ -955,15 +956,19 @@ static int step(cache_iter *it, sl_element **out);
 /* A position the cache cannot serve from (an empty memory cache in a new
  * process, a cache file that is gone): the pass starts over, filling the
  * cache, and drops the elements already returned. */
-static int replay(cache_iter *it, int64_t n)
+/* Passes again the elements a restored pass had returned, which fill
+ * the cache as they did: 0, or the input's code (SL__AGAIN leaves the
+ * rest for the next call). */
+static int replay(cache_iter *it)
 {
-    for (int64_t i = 0; i < n; i++) {
+    for (; it->to_replay > 0; it->to_replay--) {
         sl_element *el;
         int rc = step(it, &el);
         if (rc == SL_EOF)
             return sl__set_error(SL_EMISMATCH, "saved state: cache(%s) had returned %lld "
                                  "elements, its input has only %lld", it->path ? it->path :
-                                 "memory", (long long)n, (long long)i);
+                                 "memory", (long long)it->resume_pos,
+                                 (long long)(it->resume_pos - it->to_replay));
         if (rc)
             return rc;
         sl_element_release(el);
@@ -990,7 +995,7 @@ static int start(cache_iter *it)
                                    : sl__iter_make_input(&it->base, 0, INPUT_EPOCH, &it->input);
     }
     if (rc == 0 && it->mode != FILE_READ && it->mode != MEM_SERVE)
-        rc = replay(it, it->resume_pos);
+        it->to_replay = it->resume_pos; /* cache_next replays them */
     else if (rc == 0 && it->mode == MEM_SERVE && it->resume_pos > it->mem->n)
         rc = sl__set_error(SL_EMISMATCH, "saved state: cache(memory) had returned %lld "
                            "elements, it holds %lld", (long long)it->resume_pos,
@@ -1006,6 +1011,11 @@ static int cache_next(sl__iter *base, sl_element **out)
         int rc = start(it);
         if (rc)
             return rc;
+    }
+    if (it->to_replay > 0) {
+        int rc = replay(it);
+        if (rc)
+            return rc == SL__AGAIN ? rc : fail_state(it, rc);
     }
     int rc = step(it, out);
     if (rc == 0)

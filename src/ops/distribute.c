@@ -29,6 +29,7 @@ typedef struct dist_iter {
     int64_t pos;     /* input position of the next pull */
     int64_t emitted; /* elements handed out */
     sl_element *pad; /* the wrapped position's element, once seen */
+    int64_t pad_scan; /* the second pass looking for it: its next position (-1: none) */
     bool done;
 } dist_iter;
 
@@ -49,19 +50,25 @@ static int64_t pad_pos(const dist_ds *d)
 static int fetch_pad(dist_iter *it, const dist_ds *d, sl_element **out)
 {
     if (!it->pad) { /* resumed after the pass went by it: a fresh pass */
-        sl__iter_free(it->in);
-        it->in = NULL;
-        int rc = sl__iter_make_input(&it->base, 0, it->base.epoch, &it->in);
-        for (int64_t p = 0; rc == 0; p++) {
+        int rc = 0;
+        if (it->pad_scan < 0) {
+            sl__iter_free(it->in);
+            it->in = NULL;
+            rc = sl__iter_make_input(&it->base, 0, it->base.epoch, &it->in);
+            it->pad_scan = 0;
+        }
+        for (; rc == 0; it->pad_scan++) {
             sl_element *el;
             if ((rc = sl__iter_next(it->in, &el)) != 0)
                 break;
-            if (p == pad_pos(d)) {
+            if (it->pad_scan == pad_pos(d)) {
                 it->pad = el;
                 break;
             }
             sl_element_release(el);
         }
+        if (rc == SL__AGAIN)
+            return rc; /* the scan goes on at the next call */
         if (rc == SL_EOF)
             rc = sl__set_error(SL_EINVAL, "distribute: the input ended before position %lld "
                                "on its second pass", (long long)pad_pos(d));
@@ -140,6 +147,7 @@ static int dist_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t
     dist_iter *it = sl__iter_alloc(&dist_iter_ops, sizeof *it, ds, tree, key, epoch);
     if (!it)
         return SL_ENOMEM;
+    it->pad_scan = -1;
     int64_t f[4];
     int rc = sl__iter_restored(&it->base, 4, f);
     if (rc > 0) {

@@ -87,6 +87,7 @@ typedef struct ileave_iter {
     bool ended;
     int ended_rc;
     bool inline_fetch; /* the edge profile: no fetcher threads */
+    bool again;        /* the last next returned SL__AGAIN after waiting */
 } ileave_iter;
 
 static bool ordered(const ileave_iter *it)
@@ -333,19 +334,21 @@ static void *fetcher_main(void *arg)
 
 /* ---- the consumer: tf.data's order ---- */
 
-/* The consumer waits for a fetcher (under mu), waking one that is idle. */
-static void consumer_wait(ileave_iter *it, bool *waited)
+/* The consumer waits for a fetcher (under mu), waking one that is idle:
+ * 0, or SL__AGAIN at the calling thread's deadline. */
+static int consumer_wait(ileave_iter *it, bool *waited)
 {
     *waited = true;
     if (it->inline_fetch) { /* the edge profile: do a fetcher's work here */
         fetch_round(it);
-        return;
+        return 0;
     }
     if (it->idle)
         pthread_cond_signal(&it->cv_work);
     it->consumer_waiting = true;
-    pthread_cond_wait(&it->cv_consumer, &it->mu);
+    int rc = sl__consumer_cond_wait(&it->cv_consumer, &it->mu);
     it->consumer_waiting = false;
+    return rc;
 }
 
 static void advance(ileave_iter *it)
@@ -399,7 +402,8 @@ static int next_ordered(ileave_iter *it, sl_element **out, bool *waited)
                 return 0;
             }
             if (!s->ended || s->busy) { /* a fetcher may still hold an ended one */
-                consumer_wait(it, waited);
+                if (consumer_wait(it, waited) == SL__AGAIN)
+                    return SL__AGAIN;
                 continue;
             }
             it->slot[it->ci] = NULL;
@@ -427,8 +431,8 @@ static int next_ordered(ileave_iter *it, sl_element **out, bool *waited)
                     sl__set_error_str(it->input_rc, it->input_msg);
                     return it->input_rc;
                 }
-            } else {
-                consumer_wait(it, waited);
+            } else if (consumer_wait(it, waited) == SL__AGAIN) {
+                return SL__AGAIN;
             }
         } else {
             advance(it);
@@ -489,7 +493,8 @@ static int next_any(ileave_iter *it, sl_element **out, bool *waited)
             }
             return SL_EOF;
         }
-        consumer_wait(it, waited);
+        if (consumer_wait(it, waited) == SL__AGAIN)
+            return SL__AGAIN;
     }
 }
 
@@ -498,15 +503,16 @@ static int ileave_next(sl__iter *base, sl_element **out)
     ileave_iter *it = (ileave_iter *)base;
     if (it->ended)
         return it->ended_rc;
-    bool waited = false;
+    bool waited = it->again;
     pthread_mutex_lock(&it->mu);
     int ready = atomic_load(&it->buffered);
     int rc = ordered(it) ? next_ordered(it, out, &waited) : next_any(it, out, &waited);
     pthread_mutex_unlock(&it->mu);
+    it->again = rc == SL__AGAIN;
     sl__tree_budget_wake(base->tree);
     if (rc == 0)
         sl__stat_take(base->stats, waited ? 0 : ready);
-    if (rc && rc != SL_ECANCELED) {
+    if (rc && rc != SL_ECANCELED && rc != SL__AGAIN) {
         it->ended = true;
         it->ended_rc = rc;
     }
@@ -639,7 +645,7 @@ static int ileave_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64
         return SL_ENOMEM;
     it->d = d;
     pthread_mutex_init(&it->mu, NULL);
-    pthread_cond_init(&it->cv_consumer, NULL);
+    sl__cond_init_monotonic(&it->cv_consumer);
     pthread_cond_init(&it->cv_work, NULL);
     pthread_cond_init(&it->cv_parked, NULL);
     int max = d->cycle < MAX_FETCHERS ? d->cycle : MAX_FETCHERS;

@@ -86,6 +86,7 @@ typedef struct map_iter {
     sl__snapper snap;
     int64_t p_index;    /* the producer's next input index */
     bool inline_chunks; /* the edge profile: no producer thread */
+    bool again; /* the last take returned SL__AGAIN, its empty take counted */
 } map_iter;
 
 static void slot_clear(slot *s)
@@ -339,8 +340,9 @@ static void chunk_recycle(map_iter *it, chunk *c)
 static chunk *chunk_next(map_iter *it, int *rc)
 {
     chunk *c = NULL;
-    bool waited = false;
+    bool waited = it->again;
     int ready = 0;
+    it->again = false;
     pthread_mutex_lock(&it->a.mu);
     for (;;) {
         if (it->ordered) {
@@ -378,7 +380,11 @@ static chunk *chunk_next(map_iter *it, int *rc)
             pthread_mutex_lock(&it->a.mu);
             continue;
         }
-        pthread_cond_wait(&it->a.cv_consumer, &it->a.mu);
+        if (sl__consumer_cond_wait(&it->a.cv_consumer, &it->a.mu) == SL__AGAIN) {
+            it->again = true;
+            *rc = SL__AGAIN;
+            break;
+        }
     }
     if (c) {
         ready = it->ready;

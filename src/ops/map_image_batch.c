@@ -99,6 +99,7 @@ typedef struct fused_iter {
      * the images assigned to batches so far */
     int64_t p_index, p_assigned;
     bool inline_batches; /* the edge profile: no producer thread */
+    bool again; /* the last take returned SL__AGAIN, its empty take counted */
 } fused_iter;
 
 static void slot_clear(islot *s)
@@ -417,7 +418,8 @@ static int finished_images(const fused_iter *it)
 static ibatch *batch_next(fused_iter *it, int *rc)
 {
     ibatch *b = NULL;
-    int ready = -1;
+    int ready = it->again ? -2 : -1;
+    it->again = false;
     pthread_mutex_lock(&it->a.mu);
     for (;;) {
         ibatch *w = it->window[it->consume_seq % BATCHES_AHEAD];
@@ -451,7 +453,11 @@ static ibatch *batch_next(fused_iter *it, int *rc)
             pthread_mutex_lock(&it->a.mu);
             continue;
         }
-        pthread_cond_wait(&it->a.cv_consumer, &it->a.mu);
+        if (sl__consumer_cond_wait(&it->a.cv_consumer, &it->a.mu) == SL__AGAIN) {
+            it->again = true;
+            *rc = SL__AGAIN;
+            break;
+        }
     }
     pthread_mutex_unlock(&it->a.mu);
     if (b) {
@@ -620,7 +626,7 @@ static int fused_next(sl__iter *base, sl_element **out)
     int rc = fused_next_inner(it, out);
     if (rc == 0) /* the node counts images, not batches */
         sl__stat_add_single(&base->stats->elements, (*out)->t[0].shape[0]);
-    if (rc) {
+    if (rc && rc != SL__AGAIN) {
         it->ended = true;
         it->ended_rc = rc;
     }

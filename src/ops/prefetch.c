@@ -25,6 +25,7 @@ typedef struct prefetch_iter {
      * ring, the one being pulled, the one of the last element taken */
     sl__bytes *snaps, pulling, taken;
     sl__snapper snap;
+    bool again; /* the last take returned SL__AGAIN, its empty take counted */
 } prefetch_iter;
 
 /* The depth knob now, within the ring. */
@@ -73,7 +74,8 @@ static int prefetch_next(sl__iter *base, sl_element **out)
     prefetch_iter *it = (prefetch_iter *)base;
     int rc = 0;
     sl_element *el = NULL;
-    int seen = -1; /* occupancy at the first look; 0 if it had to wait */
+    int seen = it->again ? -2 : -1; /* occupancy at the first look; 0 if it had to wait */
+    it->again = false;
     pthread_mutex_lock(&it->a.mu);
     for (;;) {
         int c = atomic_load(&it->count);
@@ -104,7 +106,11 @@ static int prefetch_next(sl__iter *base, sl_element **out)
             sl__stat_take(base->stats, 0);
             seen = -2;
         }
-        pthread_cond_wait(&it->a.cv_consumer, &it->a.mu);
+        if (sl__consumer_cond_wait(&it->a.cv_consumer, &it->a.mu) == SL__AGAIN) {
+            it->again = true;
+            rc = SL__AGAIN;
+            break;
+        }
     }
     pthread_mutex_unlock(&it->a.mu);
     if (el) {

@@ -153,7 +153,10 @@ static int queue_next(sl__iter *base, sl_element **out)
     pthread_mutex_lock(&q->mu);
     while (q->n == 0 && !q->closed && !atomic_load(&it->stop) &&
            !sl__tree_cancelled(base->tree))
-        pthread_cond_wait(&q->cv_pop, &q->mu);
+        if (sl__consumer_cond_wait(&q->cv_pop, &q->mu) == SL__AGAIN) {
+            pthread_mutex_unlock(&q->mu);
+            return SL__AGAIN;
+        }
     int rc;
     if (q->n > 0 && !atomic_load(&it->stop)) {
         sl_element *el = q->ring[q->head];

@@ -74,6 +74,7 @@ typedef struct read_iter {
      * not started yet, and after the last element the consumer passed */
     sl__bytes *snaps, pulling, taken;
     sl__snapper snap;
+    bool again;          /* the last take returned SL__AGAIN after waiting */
 } read_iter;
 
 static bool stopped(read_iter *it)
@@ -462,7 +463,8 @@ static void *producer_main(void *arg)
 /* Takes the next slot in input order; 0, or the end code. */
 static int take(read_iter *it, slot *out)
 {
-    int rc = 0, ready = -1;
+    int rc = 0, ready = it->again ? 0 : -1;
+    it->again = false;
     pthread_mutex_lock(&it->a.mu);
     for (;;) {
         slot *s = &it->slots[it->head % it->nslots];
@@ -504,7 +506,11 @@ static int take(read_iter *it, slot *out)
             }
             continue;
         }
-        pthread_cond_wait(&it->a.cv_consumer, &it->a.mu);
+        if (sl__consumer_cond_wait(&it->a.cv_consumer, &it->a.mu) == SL__AGAIN) {
+            it->again = true;
+            rc = SL__AGAIN;
+            break;
+        }
     }
     pthread_mutex_unlock(&it->a.mu);
     if (rc == 0)

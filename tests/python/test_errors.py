@@ -225,8 +225,6 @@ for i in range(60):
     it.close()
     del it
     x = None
-for p in list(sluice.iterator._abandoned):
-    p.join()
 time.sleep(0.2)
 print(interrupted, len(os.listdir("/proc/self/task")), settle() - base)
 """
@@ -240,3 +238,27 @@ def test_ctrl_c_at_random_moments_leaks_nothing():
     interrupted, threads, leaked = map(int, r.stdout.split())
     assert interrupted >= 50 and threads == 1 and leaked == 0, r.stdout
     assert "Segmentation" not in r.stderr and "Fatal" not in r.stderr
+
+
+def test_iteration_adds_no_thread():
+    # The wait for an element is sliced in the library (sl_next_timeout), not
+    # handed to a helper thread: no Python thread while iterating, and in the
+    # edge profile (everything on the calling thread) no thread at all.
+    code = r"""
+import os, threading
+from sluice import Dataset
+ds = Dataset.range(200).map(lambda x: x * 2).batch(8)
+seen, tasks = set(), set()
+for b in ds.with_options(profile="edge", threads=1):
+    seen.add(threading.active_count())
+    tasks.add(len(os.listdir("/proc/self/task")))
+print(sorted(seen), sorted(tasks))
+for b in ds.prefetch(2):
+    seen.add(threading.active_count())
+print(sorted(seen))
+"""
+    r = run_python(code, timeout=60)
+    assert r.returncode == 0, r.stderr
+    edge, anywhere = r.stdout.strip().split("\n")
+    assert edge == "[1] [1]", edge
+    assert anywhere == "[1]", anywhere
