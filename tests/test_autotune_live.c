@@ -357,6 +357,37 @@ static void test_autotune_off(void **state)
     sl_dataset_free(ds);
 }
 
+/* The next iterator of a dataset starts where the last one's controller
+ * ended (one iterator per epoch, as training loops make them), on the
+ * same threads and CPU budget; under other options, or on another
+ * dataset, it starts cold. */
+static void test_next_iterator_starts_warm(void **state)
+{
+    (void)state;
+    work w = {.cpu_ns = 200000};
+    sl_dataset *ds = pipeline(&w, 1 << 30);
+    sl_options *o = options(2, 2), *other = options(3, 2);
+    sl_iterator *it = sl_iterator_create(ds, o);
+    assert_int_equal(knob(it, "map", "parallelism", NULL), 1); /* the first starts cold */
+    assert_int_equal(run_sampling(it, 4000, 1), 2);
+    sl_iterator_free(it);
+    it = sl_iterator_create(ds, o);
+    assert_int_equal(knob(it, "map", "parallelism", NULL), 2); /* before its first tick */
+    run_sampling(it, 300, 0);
+    sl_iterator_free(it);
+    it = sl_iterator_create(ds, other);
+    assert_int_equal(knob(it, "map", "parallelism", NULL), 1);
+    sl_iterator_free(it);
+    sl_dataset *fresh = pipeline(&w, 1 << 30);
+    it = sl_iterator_create(fresh, o);
+    assert_int_equal(knob(it, "map", "parallelism", NULL), 1);
+    sl_iterator_free(it);
+    sl_dataset_free(fresh);
+    sl_options_free(o);
+    sl_options_free(other);
+    sl_dataset_free(ds);
+}
+
 /* Iterators freed while their controller is mid-tick or waiting, many
  * times: stop is prompt and leaves nothing behind. */
 static void test_start_stop(void **state)
@@ -392,6 +423,7 @@ int main(void)
         cmocka_unit_test(test_ram_budget),
         cmocka_unit_test(test_decision_log),
         cmocka_unit_test(test_autotune_off),
+        cmocka_unit_test(test_next_iterator_starts_warm),
         cmocka_unit_test(test_start_stop),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

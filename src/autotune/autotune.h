@@ -10,7 +10,9 @@
  * at the next tick. */
 int sl__autotune_start(sl__tree *t);
 /* Stops and joins it; NULL-safe, idempotent. Called before the node
- * iterators are freed. */
-void sl__autotune_stop(sl__tree *t);
+ * iterators are freed. With `learned`, what the controller learned (its
+ * knobs and estimates; graph/learned.h) goes there when it is worth
+ * keeping: the controller moved a knob or ran a second; else NULL. */
+void sl__autotune_stop(sl__tree *t, sl__learned **learned);
 
 #endif

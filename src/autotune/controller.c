@@ -175,8 +175,16 @@ static void sync_nodes(sl__at_state *s, const sl__at_snapshot *snap)
 {
     int n = snap->nnodes < SL__AT_MAX_NODES ? snap->nnodes : SL__AT_MAX_NODES;
     for (int i = 0; i < n; i++)
-        if (!s->nodes[i].used || s->nodes[i].key != snap->nodes[i].key)
-            node_state_init(&s->nodes[i], snap->nodes[i].key);
+        if (!s->nodes[i].used || s->nodes[i].key != snap->nodes[i].key) {
+            sl__at_node_state *ns = &s->nodes[i];
+            node_state_init(ns, snap->nodes[i].key);
+            const sl__learned_node *w = sl__learned_node_of(s->warm, ns->key);
+            if (w) {
+                ns->busy_avg = w->busy_avg;
+                ns->cur_cost_ns = w->cost_ns;
+                ns->el_bytes = w->el_bytes;
+            }
+        }
     if (n > s->nnodes)
         s->nnodes = n;
 }
@@ -896,6 +904,22 @@ void sl__at_init(sl__at_state *s, int64_t now_ns)
     s->fast_until_ns = now_ns + FAST_PERIOD;
     s->cur_step_ns = -1;
     s->cold = true;
+}
+
+void sl__at_warm(sl__at_state *s, const sl__learned *l)
+{
+    s->warm = l;
+    s->cold = false;
+}
+
+void sl__at_learned(const sl__at_state *s, sl__learned *l)
+{
+    l->nnodes = 0;
+    for (int i = 0; i < s->nnodes && l->nnodes < SL__LEARNED_MAX; i++)
+        if (s->nodes[i].used)
+            l->nodes[l->nnodes++] = (sl__learned_node){s->nodes[i].key, s->nodes[i].busy_avg,
+                                                       s->nodes[i].cur_cost_ns,
+                                                       s->nodes[i].el_bytes};
 }
 
 static void record(sl__at_state *s, const sl__at_decision *out, int64_t now)

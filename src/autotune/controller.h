@@ -22,6 +22,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include "../graph/learned.h"
 #include "../graph/stats.h"
 
 #define SL__AT_MAX_NODES 64
@@ -136,6 +137,9 @@ typedef struct sl__at_state {
     int64_t fast_until_ns;   /* at start and after a detected change: shrink sooner */
     int nnodes;
     sl__at_node_state nodes[SL__AT_MAX_NODES];
+    /* an earlier iterator's estimates, seeding the nodes it knew (NULL:
+     * none; owned by the caller, outliving the state) */
+    const sl__learned *warm;
 } sl__at_state;
 
 /* The CPU units a snapshot's autotuned parallelism holds: the knobs summed,
@@ -149,6 +153,13 @@ int64_t sl__at_cpu_units(const sl__at_snapshot *snap);
 
 /* A fresh controller state at time now_ns. */
 void sl__at_init(sl__at_state *s, int64_t now_ns);
+/* Starts from what an earlier controller learned (l outlives s): the
+ * nodes it knew begin with its estimates (their shares of the work, costs,
+ * element sizes), and the start is not a cold one (the knobs begin at its
+ * values, set by the caller). */
+void sl__at_warm(sl__at_state *s, const sl__learned *l);
+/* Writes the controller's estimates of the nodes it knows into l. */
+void sl__at_learned(const sl__at_state *s, sl__learned *l);
 /* Feeds one snapshot and fills *out with the changes to apply (at most one
  * grow or one shrink per call, plus budget corrections) and the next tick.
  * The caller applies every change it can; a change it cannot apply (a CPU

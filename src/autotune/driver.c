@@ -224,6 +224,8 @@ int sl__autotune_start(sl__tree *t)
     sl__cond_init_monotonic(&at->cv);
     int64_t now = sl__now_ns();
     sl__at_init(&at->state, now);
+    if (t->learned)
+        sl__at_warm(&at->state, t->learned);
     /* the first tick's deltas start at the iterator's creation */
     at->state.last_now_ns = t->start_ns ? t->start_ns : now;
     int rc = sl__thread_start(&at->thread, controller_main, at, "autotune");
@@ -237,9 +239,31 @@ int sl__autotune_start(sl__tree *t)
     return 0;
 }
 
-void sl__autotune_stop(sl__tree *t)
+/* The autotuned knobs' values and the controller's estimates. */
+static sl__learned *learned_state(sl__autotune *at)
+{
+    sl__tree *t = at->t;
+    sl__learned *l = sl__calloc(1, sizeof *l);
+    if (!l)
+        return NULL;
+    l->threads = sl_runtime_threads(t->rt);
+    l->cpu_budget = t->cpu_budget;
+    pthread_mutex_lock(&t->mu);
+    for (sl__node_stats *ns = t->stats_head; ns; ns = ns->next)
+        for (int k = 0; k < ns->nknobs && l->nknobs < SL__LEARNED_MAX; k++)
+            if (ns->knobs[k].autotune)
+                l->knobs[l->nknobs++] = (sl__learned_knob){ns->key, ns->knobs[k].kind,
+                                                           sl__knob_get(&ns->knobs[k])};
+    pthread_mutex_unlock(&t->mu);
+    sl__at_learned(&at->state, l);
+    return l;
+}
+
+void sl__autotune_stop(sl__tree *t, sl__learned **learned)
 {
     sl__autotune *at = t ? t->at : NULL;
+    if (learned)
+        *learned = NULL;
     if (!at)
         return;
     pthread_mutex_lock(&at->mu);
@@ -247,6 +271,8 @@ void sl__autotune_stop(sl__tree *t)
     pthread_cond_signal(&at->cv);
     pthread_mutex_unlock(&at->mu);
     pthread_join(at->thread, NULL);
+    if (learned && (at->state.changes > 0 || sl__now_ns() - t->start_ns >= 1000000000))
+        *learned = learned_state(at);
     claim_exactly(at, 0);
     pthread_cond_destroy(&at->cv);
     pthread_mutex_destroy(&at->mu);

@@ -102,6 +102,7 @@ SL_API void sl_dataset_free(sl_dataset *ds)
             sl_dataset_free(ds->inputs[i]);
         if (ds->ops->destroy)
             ds->ops->destroy(ds);
+        sl__learned_free(ds->learned);
         sl__strfree(ds->name);
         sl__free(ds, ds->size);
         ds = next;

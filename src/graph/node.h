@@ -25,6 +25,7 @@
 #include "../core/hash.h"
 #include "../core/rng.h"
 #include "async.h"
+#include "learned.h"
 #include "state.h"
 #include "stats.h"
 #include "trace.h"
@@ -91,6 +92,9 @@ struct sl_dataset {
      * paths takes tens of milliseconds to hash) */
     _Atomic uint64_t fingerprint;
     atomic_bool has_fingerprint;
+    /* what the controller of its last iterator learned, for the next one
+     * (learned.h; under that file's lock) */
+    sl__learned *learned;
 };
 
 /* Allocates a derived dataset of `size` bytes (zeroed, base filled in) that
@@ -250,6 +254,10 @@ struct sl__tree {
     atomic_llong knob_changes;
     struct sl__trace *trace;       /* NULL when tracing is off */
     struct sl__autotune *at;       /* the controller, NULL when off */
+    /* what an earlier iterator of this dataset learned (owned copy, NULL:
+     * none): autotuned knobs start from its values, the controller from
+     * its estimates */
+    sl__learned *learned;
 
     pthread_mutex_t mu;     /* registry, budget waits, state slots */
     pthread_cond_t budget_cv;

@@ -104,6 +104,9 @@ sl__knob *sl__iter_knob(sl__iter *it, int node_kind, int knob_kind, int64_t requ
     bool autotune = requested == SL_AUTOTUNE && it->tree->autotune;
     int64_t initial = requested != SL_AUTOTUNE ? requested : autotune ? auto_start : fixed;
     int64_t max = autotune && auto_max > initial ? auto_max : initial;
+    int64_t learned;
+    if (autotune && sl__learned_knob_value(it->tree->learned, it->stats_key, knob_kind, &learned))
+        initial = learned < 1 ? 1 : learned > max ? max : learned; /* an earlier iterator's */
     sl__node_stats *ns =
         sl__stats_node(it->tree, it->stats_key, sl_dataset_name(it->ds), node_kind, it->depth);
     sl__knob *k = ns ? sl__stats_knob(ns, knob_kind, 1, max, initial, autotune) : NULL;

@@ -292,6 +292,8 @@ void sl__tree_fini(sl__tree *t)
     if (t->own_rt)
         sl_runtime_free(t->rt);
     sl__stats_fini(t);
+    sl__learned_free(t->learned);
+    t->learned = NULL;
     sl__trace_free(t->trace);
     pthread_cond_destroy(&t->budget_cv);
     pthread_mutex_destroy(&t->mu);

@@ -57,6 +57,9 @@ static sl_iterator *create(sl_dataset *ds, const sl_options *opts, sl__restore *
     } else if (epoch < 0) {
         epoch = atomic_fetch_add_explicit(&ds->next_epoch, 1, memory_order_relaxed);
     }
+    sl__tree *t = &it->tree;
+    if (t->autotune) /* start where the dataset's last iterator ended */
+        t->learned = sl__dataset_learned_get(ds, sl_runtime_threads(t->rt), t->cpu_budget);
     if (restore)
         sl__restore_begin(&it->tree);
     rc = sl__iter_make_root(ds, &it->tree, epoch, &it->root);
@@ -225,7 +228,12 @@ SL_API void sl_iterator_free(sl_iterator *it)
 {
     if (!it)
         return;
-    sl__autotune_stop(&it->tree); /* before the nodes whose knobs it moves go */
+    /* before the nodes whose knobs it moves go; what it learned stays with
+     * the dataset for its next iterator */
+    sl__learned *learned = NULL;
+    sl__autotune_stop(&it->tree, it->err ? NULL : &learned);
+    if (learned)
+        sl__dataset_learned_keep(it->ds, learned);
     sl__tree_cancel(&it->tree);
     sl__iter_free(it->root);
     sl_dataset_free(it->ds);
