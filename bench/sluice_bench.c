@@ -249,7 +249,9 @@ static void print_summary(const run_state *st, const path_list *pl, const ceilin
     if (pl->n)
         printf(" (%.1f MB)", (double)pl->bytes / 1e6);
     printf("\n  %-20s %d%s\n", "epochs", cfg->epochs,
-           cfg->cold ? " (page cache emptied before each)" : "");
+           cfg->cold        ? " (page cache emptied before each)"
+           : cfg->per_epoch ? " (an iterator each)"
+                            : "");
     printf("  %-20s %lld\n", "images", (long long)st->images);
     printf("  %-20s %.3f\n", "seconds", st->seconds);
     printf("  %-20s %.1f (the whole run, its start included)\n", "images/s", ips);
@@ -429,6 +431,8 @@ static void usage(FILE *f)
         "                       the train preset through a buffer (a cache has no random access)\n"
         "  --io uring|pread     file reading backend (default: io_uring where available)\n"
         "  --cold               empty the page cache of the files before each epoch\n"
+        "  --per-epoch          one iterator per epoch over the same dataset, as a\n"
+        "                       training loop does (default: one for all epochs)\n"
         "  --format F           what DIR holds: folder (default), or tfrecord / tar shards\n"
         "                       (read with list_files -> interleave -> the reader)\n"
         "  --cycle N            shards read at a time (interleave's cycle_length, default 4)\n"
@@ -651,6 +655,8 @@ static int parse_args(int argc, char **argv, config *cfg)
             return 1;
         } else if (!strcmp(a, "--cold")) {
             cfg->cold = true;
+        } else if (!strcmp(a, "--per-epoch")) {
+            cfg->per_epoch = true;
         } else if (!strcmp(a, "--fast-upsample")) {
             cfg->fast_upsample = true;
         } else if (!strcmp(a, "--exact-pixels")) {
@@ -686,9 +692,9 @@ static int parse_args(int argc, char **argv, config *cfg)
                 "folder the shards came from for the ceiling\n");
         return -1;
     }
-    if (cfg->sweep && (cfg->cold || cfg->ceiling || cfg->preset == PRESET_READ)) {
+    if (cfg->sweep && (cfg->cold || cfg->per_epoch || cfg->ceiling || cfg->preset == PRESET_READ)) {
         fprintf(stderr, "sluice-bench: --sweep runs a decoding preset, warm, without "
-                "--cold or --ceiling\n");
+                "--cold, --per-epoch or --ceiling\n");
         return -1;
     }
     return 0;

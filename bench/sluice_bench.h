@@ -196,6 +196,7 @@ struct config {
     double map_us;
     int io, policy;
     bool cold, ceiling, fast_upsample, exact_pixels;
+    bool per_epoch; /* one iterator per epoch over one dataset (--cold implies one each too) */
     /* --cache: 0 not asked; CACHE_NONE or CACHE_AUTO (sl_cache_auto on the
      * read files), both with a buffered shuffle, which works over a cache */
     int cache;

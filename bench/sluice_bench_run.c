@@ -535,7 +535,7 @@ int64_t expected_images(const config *cfg, int64_t files)
         return -1;
     if (cfg->preset != PRESET_TRAIN)
         return files * cfg->epochs;
-    if (cfg->cold)
+    if (cfg->cold || cfg->per_epoch)
         return files / cfg->batch * cfg->batch * cfg->epochs;
     return files * cfg->epochs / cfg->batch * cfg->batch;
 }
@@ -564,6 +564,24 @@ static int run_cold(run_state *st, sl_dataset *src, const path_list *pl)
     return 0;
 }
 
+/* One iterator per epoch over the same dataset, as a training loop that
+ * iterates it once per epoch does (each iterator is the dataset's next
+ * epoch: a new order and new crops). */
+static int run_per_epoch(run_state *st, sl_dataset *src)
+{
+    const config *cfg = st->cfg;
+    sl_dataset *ds = build_pipeline(cfg, src, 1, cfg->seed);
+    sl_options *opts = ds ? make_options(cfg, cfg->seed) : NULL;
+    int rc = ds && opts ? 0 : -1;
+    if (!ds)
+        fprintf(stderr, "sluice-bench: cannot build the pipeline: %s\n", sl_last_error());
+    for (int e = 0; rc == 0 && e < cfg->epochs; e++)
+        rc = run_iterator(st, ds, opts, 1);
+    sl_options_free(opts);
+    sl_dataset_free(ds);
+    return rc;
+}
+
 static int run_warm(run_state *st, sl_dataset *src)
 {
     const config *cfg = st->cfg;
@@ -584,7 +602,9 @@ int run_epochs(run_state *st, sl_dataset *src, const path_list *pl)
     st->tty = isatty(STDERR_FILENO);
     st->shown_at = now_s();
     st->faults_mark = minor_faults();
-    int rc = st->cfg->cold ? run_cold(st, src, pl) : run_warm(st, src);
+    int rc = st->cfg->cold        ? run_cold(st, src, pl)
+             : st->cfg->per_epoch ? run_per_epoch(st, src)
+                                  : run_warm(st, src);
     if (st->tty)
         fprintf(stderr, "\r\033[K");
     return rc;
@@ -633,8 +653,9 @@ void json_config(FILE *f, const config *cfg)
         fputs(",\"map_us\":", f);
         json_number(f, cfg->map_us);
     }
-    fprintf(f, ",\"seed\":%lld,\"cold\":%s,\"on_error\":\"%s\",\"fast_upsample\":%s",
-            (long long)cfg->seed, cfg->cold ? "true" : "false",
+    fprintf(f, ",\"seed\":%lld,\"cold\":%s,\"per_epoch\":%s,\"on_error\":\"%s\","
+            "\"fast_upsample\":%s", (long long)cfg->seed, cfg->cold ? "true" : "false",
+            cfg->cold || cfg->per_epoch ? "true" : "false",
             cfg->policy == SL_ERRORS_SKIP ? "skip" : "fail", cfg->fast_upsample ? "true" : "false");
     fprintf(f, ",\"exact_pixels\":%s", cfg->exact_pixels ? "true" : "false");
     if (cfg->cache)
