@@ -61,6 +61,8 @@ static void knob_state_init(sl__at_knob_state *ks)
     ks->last_shrink_ns = INT64_MIN;
     ks->shrink_cooldown_ns = COOLDOWN_BASE;
     ks->no_shrink_until_ns = INT64_MIN;
+    ks->ceiling_until_ns = INT64_MIN;
+    ks->ceiling_cooldown_ns = COOLDOWN_BASE;
 }
 
 static void node_state_init(sl__at_node_state *ns, uint64_t key)
@@ -519,7 +521,10 @@ static bool grow_parallelism(sl__at_state *s, const sl__at_snapshot *snap, int i
                              judged j, bool saturated, double stall, sl__at_decision *out)
 {
     const sl__at_knob *kb = &snap->nodes[i].knobs[k];
+    const sl__at_knob_state *ks = &s->nodes[i].knobs[k];
     int64_t v = kb->value;
+    if (snap->now_ns < ks->ceiling_until_ns && v >= ks->ceiling)
+        return false; /* more workers bought this stage nothing a moment ago */
     double need = demand(s);
     int64_t to = (int64_t)ceil((double)v * (need < 2.0 ? need : 2.0) - 0.1);
     if (to < v + 1)
@@ -554,6 +559,8 @@ static bool grow_parallelism(sl__at_state *s, const sl__at_snapshot *snap, int i
                  tuned_workers(snap) < 2 * pool && units_with(snap, 1) <= snap->cpu_budget;
     if (cover)
         got = 1;
+    if (snap->now_ns < ks->ceiling_until_ns && v + got > ks->ceiling)
+        got = ks->ceiling - v;
     /* at its share, and the others hold more workers than the pool has:
      * those over their shares only queue ahead of this stage's tasks */
     int64_t over = tuned_workers(snap) - pool;
@@ -851,10 +858,13 @@ static void track_costs(sl__at_state *s, const sl__at_snapshot *snap)
         sl__at_node_state *ns = &s->nodes[i];
         double busy = busy_units(&snap->nodes[i], ns, s->window_ns);
         ns->busy_avg = ns->busy_avg < 0 ? busy : 0.5 * ns->busy_avg + 0.5 * busy;
+        ns->last_cost_ns = ns->last_stretch = 0;
         if (ns->elements < MIN_CALLS || ns->busy_ns <= 0)
             continue;
         double cost = frac(ns->busy_ns, ns->elements);
         ns->cur_cost_ns = ns->cur_cost_ns <= 0 ? cost : 0.5 * ns->cur_cost_ns + 0.5 * cost;
+        ns->last_cost_ns = cost;
+        ns->last_stretch = frac(ns->busy_ns, ns->cpu_ns);
     }
 }
 
@@ -906,6 +916,64 @@ void sl__at_init(sl__at_state *s, int64_t now_ns)
     s->cold = true;
 }
 
+/* ---- checking that a growth paid ---- */
+
+#define CHECK_MIN (300 * MS)  /* measured at least this long after a growth ... */
+#define CHECK_ELEMENTS 64     /* ... and over this many elements */
+#define CHECK_GAIN 0.25       /* capacity up by this part of the growth at least */
+#define CHECK_GROWTH 1.3      /* growths by less are not checked: noise in the costs of
+                               * two windows would weigh as much as what they bought */
+
+/* A stage's capacity is its workers over its cost per element. More
+ * workers that left it no faster because they wait for each other (each
+ * element costs more wall time in proportion, its CPU time the same: a
+ * lock or Python's GIL serialises the stage) are given back, and the knob
+ * stays below them for a cooldown that doubles each time. Elements that
+ * grew costlier meanwhile cost more CPU time too, and do not count. */
+static void check_growths(sl__at_state *s, const sl__at_snapshot *snap, sl__at_decision *out)
+{
+    int64_t now = snap->now_ns;
+    for (int i = 0; i < s->nnodes && i < snap->nnodes; i++)
+        for (int k = 0; k < snap->nodes[i].nknobs; k++) {
+            sl__at_node_state *ns = &s->nodes[i];
+            sl__at_knob_state *ks = &ns->knobs[k];
+            const sl__at_knob *kb = &snap->nodes[i].knobs[k];
+            if (!ks->check_from || now < ks->check_since_ns)
+                continue;
+            ks->check_busy_ns += ns->busy_ns;
+            ks->check_cpu_ns += ns->cpu_ns;
+            ks->check_elements += ns->elements;
+            if (ks->check_elements < CHECK_ELEMENTS || now - ks->check_since_ns < CHECK_MIN)
+                continue;
+            int64_t from = ks->check_from;
+            ks->check_from = 0;
+            double cost = frac(ks->check_busy_ns, ks->check_elements);
+            double stretch = frac(ks->check_busy_ns, ks->check_cpu_ns);
+            if (kb->value <= from || ks->check_cost_ns <= 0 || cost <= 0 ||
+                ks->check_stretch <= 0 || stretch <= 0)
+                continue;
+            double grew = (double)kb->value / (double)from;
+            double gain = grew * ks->check_cost_ns / cost; /* capacity now / before */
+            bool waited = stretch >= ks->check_stretch * (1 + 0.5 * (grew - 1));
+            if (gain >= 1 + CHECK_GAIN * (grew - 1) || !waited || !kb->autotune)
+                continue;
+            sl__at_change *c = add_change(out, SL__AT_UNDO, i, k, kb->value, from);
+            if (!c)
+                return;
+            ks->ceiling = from;
+            ks->ceiling_until_ns = now + ks->ceiling_cooldown_ns;
+            snprintf(c->reason, sizeof c->reason,
+                     "no gain: an element cost %.2f ms with %lld workers, %.2f ms with %lld "
+                     "(something serialises it: a lock, the GIL?); not past %lld for %.0f s",
+                     ks->check_cost_ns / 1e6, (long long)from, cost / 1e6,
+                     (long long)kb->value, (long long)from,
+                     (double)ks->ceiling_cooldown_ns / SEC);
+            ks->ceiling_cooldown_ns = ks->ceiling_cooldown_ns * 2 > COOLDOWN_MAX
+                                          ? COOLDOWN_MAX
+                                          : ks->ceiling_cooldown_ns * 2;
+        }
+}
+
 void sl__at_warm(sl__at_state *s, const sl__learned *l)
 {
     s->warm = l;
@@ -922,7 +990,8 @@ void sl__at_learned(const sl__at_state *s, sl__learned *l)
                                                        s->nodes[i].el_bytes};
 }
 
-static void record(sl__at_state *s, const sl__at_decision *out, int64_t now)
+static void record(sl__at_state *s, const sl__at_snapshot *snap, const sl__at_decision *out,
+                   int64_t now)
 {
     s->cold = false;
     for (int c = 0; c < out->nchanges; c++) {
@@ -930,6 +999,21 @@ static void record(sl__at_state *s, const sl__at_decision *out, int64_t now)
         sl__at_node_state *ns = &s->nodes[ch->node];
         sl__at_knob_state *ks = &ns->knobs[ch->knob];
         note_change(ks, now);
+        /* a growth of workers is checked once it has been measured; one
+         * that follows it first joins it (measured from the first's base) */
+        bool grow = ch->why == SL__AT_GROW &&
+                    snap->nodes[ch->node].knobs[ch->knob].kind == SL__KNOB_PARALLELISM;
+        if (grow && !ks->check_from && ns->last_cost_ns > 0 && ns->last_stretch > 0) {
+            ks->check_from = ch->from;
+            ks->check_cost_ns = ns->last_cost_ns;
+            ks->check_stretch = ns->last_stretch;
+        } else if (!grow) {
+            ks->check_from = 0;
+        }
+        if (ks->check_from && (double)ch->to < CHECK_GROWTH * (double)ks->check_from)
+            ks->check_from = 0;
+        ks->check_busy_ns = ks->check_cpu_ns = ks->check_elements = 0;
+        ks->check_since_ns = now + SETTLE;
         if (ch->to < ch->from)
             ns->covered = false;
         ks->last_shrink_ns = ch->why == SL__AT_SHRINK ? now : INT64_MIN;
@@ -955,6 +1039,9 @@ static bool judge_window(sl__at_state *s, const sl__at_snapshot *snap, sl__at_de
         return false;
     update_el_bytes(s, snap);
     track_costs(s, snap);
+    check_growths(s, snap, out);
+    if (out->nchanges)
+        return true;
     if (stall > target) {
         for (int i = 0; i < s->nnodes; i++)
             quiet_reset(&s->nodes[i]);
@@ -991,7 +1078,7 @@ void sl__at_decide(sl__at_state *s, const sl__at_snapshot *snap, sl__at_decision
         window_reset(s); /* the consumer is not pulling: nothing to judge */
     }
     if (out->nchanges) {
-        record(s, out, now);
+        record(s, snap, out, now);
     } else if (s->mode == SL__AT_ADAPTING && now - s->last_change_ns >= STABLE_AFTER) {
         s->mode = SL__AT_STABLE;
         take_reference(s, snap);

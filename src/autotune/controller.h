@@ -96,6 +96,15 @@ typedef struct sl__at_knob_state {
     int64_t no_shrink_until_ns;
     int64_t recent[SL__AT_PER_MINUTE]; /* times of the latest changes, a ring */
     int nrecent, recent_head;
+    /* a growth of parallelism being checked (growths that follow it before
+     * it is judged join it): the value it grew from (0: none), the node's
+     * cost per element and busy time per CPU time then, and since */
+    int64_t check_from;
+    double check_cost_ns, check_stretch;
+    int64_t check_busy_ns, check_cpu_ns, check_elements, check_since_ns;
+    /* no growth past `ceiling` before ceiling_until_ns: a growth to more
+     * bought nothing (the cooldown doubles each time) */
+    int64_t ceiling, ceiling_until_ns, ceiling_cooldown_ns;
 } sl__at_knob_state;
 
 /* What it remembers about one node: the current measuring window, the quiet
@@ -112,6 +121,8 @@ typedef struct sl__at_node_state {
     double el_bytes;        /* estimated bytes per buffered element */
     double ref_el_bytes;    /* ... when the controller became stable */
     double cur_cost_ns;     /* busy ns per element, smoothed over windows */
+    double last_cost_ns;    /* ... in the last window judged (0: not measured) */
+    double last_stretch;    /* its busy time over its CPU time then (0: not measured) */
     double busy_avg;        /* busy workers, smoothed over windows (-1: none yet):
                              * its share of the stages' sum is its share of the work */
     bool covered;           /* it was given a task beyond its share to cover its

@@ -12,6 +12,15 @@ static inline int64_t sl__now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* CPU time of the calling thread (a system call, not vDSO: per task, not
+ * per element). */
+static inline int64_t sl__thread_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 /* A condition variable whose timed waits run on CLOCK_MONOTONIC (a wall
  * clock step does not stretch them), and the deadline `ns` from now on
  * that clock. */

@@ -40,6 +40,7 @@ typedef enum sl__node_kind {
     SUM(elements, "elements produced")                                           \
     SUM(busy_ns, "work time, summed over workers or reads")                      \
     SUM(queue_ns, "time its tasks waited for a pool worker")                     \
+    SUM(cpu_ns, "CPU time of its workers' threads while they worked")            \
     SUM(wait_ns, "producer time waiting on its input")                           \
     SUM(takes, "takes from its output buffer")                                   \
     SUM(occupancy_sum, "elements found in the buffer, summed over takes")        \

@@ -158,7 +158,7 @@ static void run_chunk(sl__task *task)
     chunk *c = (chunk *)task;
     map_iter *it = c->owner;
     sl_map_ctx ctx;
-    int64_t t0 = sl__now_ns();
+    int64_t t0 = sl__now_ns(), c0 = sl__thread_cpu_ns();
     int i = 0;
     for (; i < c->n && !atomic_load_explicit(&it->a.stop, memory_order_relaxed); i++)
         run_one(it, c, i, &ctx);
@@ -169,6 +169,7 @@ static void run_chunk(sl__task *task)
     int64_t t1 = sl__now_ns();
     sl__node_stats *ns = it->base.stats;
     sl__stat_add(&ns->busy_ns, t1 - t0);
+    sl__stat_add(&ns->cpu_ns, sl__thread_cpu_ns() - c0);
     sl__stat_add(&ns->queue_ns, t0 - task->submitted_ns);
     sl__trace_span(it->base.tree, ns, t0, t1);
     /* trade the estimate for the real size in one step, so the total never

@@ -122,7 +122,7 @@ static int parallelism(const fused_iter *it)
 static void run_images(fused_iter *it, itask *t)
 {
     ibatch *b = t->b;
-    int64_t t0 = sl__now_ns();
+    int64_t t0 = sl__now_ns(), c0 = sl__thread_cpu_ns();
     for (int i = 0; i < t->count; i++) {
         islot *s = &b->slots[t->start + i];
         sl_element *in = t->in[i];
@@ -149,6 +149,7 @@ static void run_images(fused_iter *it, itask *t)
     }
     int64_t t1 = sl__now_ns();
     sl__stat_add(&it->base.stats->busy_ns, t1 - t0);
+    sl__stat_add(&it->base.stats->cpu_ns, sl__thread_cpu_ns() - c0);
     if (t->task.submitted_ns)
         sl__stat_add(&it->base.stats->queue_ns, t0 - t->task.submitted_ns);
     sl__trace_span(it->base.tree, it->base.stats, t0, t1);
