@@ -23,8 +23,15 @@ consumer's per-epoch / one-iterator ratio (medians, and the median of the
 rounds' ratios).
 
 --map-us X adds a Python map before map_image that does X us of numpy
-work per element (a loop of small array operations: the GIL is held for
-the calls and let go inside numpy), num_parallel_calls AUTOTUNE.
+work per element (a sort, during which numpy lets go of the GIL),
+num_parallel_calls AUTOTUNE.
+
+--sweep (with --map-us) compares the autotune controller with static
+splits of the cores: every (map, map_image) parallelism from 1 to
+threads + 1 (prefetch 2, autotune off), once; then autotune and the two
+fastest of them alternately, --rounds times; the numpy consumer, the
+epochs in one iterator. The summary has autotune_vs_best_static (medians
+of the rounds) and the best static configuration.
 Run with SLUICE_LIBRARY and PYTHONPATH set (see python/README.md).
 """
 
@@ -40,43 +47,49 @@ import time
 import sluice
 
 
-def pipeline(args, per_epoch):
+def pipeline(args, per_epoch, static=None):
+    """static: (map parallelism, map_image parallelism) with autotune off."""
+    auto = sluice.AUTOTUNE
     ds = sluice.Dataset.image_folder(args.dir)
     if args.preset == "train":
         ds = ds.shuffle(sluice.ALL, seed=0)
     if not per_epoch:
         ds = ds.repeat(args.epochs)  # as sluice-bench builds it: one iterator
     if args.map_us > 0:
-        ds = ds.map(numpy_work(args.map_us), num_parallel_calls=sluice.AUTOTUNE)
-    ds = ds.map_image(preset=args.preset, size=224)
+        ds = ds.map(numpy_work(args.map_us), num_parallel_calls=static[0] if static else auto)
+    ds = ds.map_image(preset=args.preset, size=224,
+                      num_parallel_calls=static[1] if static else auto)
     ds = ds.batch(args.batch, drop_remainder=args.preset == "train")
-    return ds.prefetch(sluice.AUTOTUNE).with_options(threads=args.threads)
+    if static:
+        return ds.prefetch(2).with_options(threads=args.threads, autotune=False)
+    return ds.prefetch(auto).with_options(threads=args.threads)
 
 
 def numpy_work(us):
-    """A map of about `us` microseconds of numpy work per element (measured
-    here, once): repeated operations on a small array, as per-sample
-    feature code does."""
+    """A map of about `us` microseconds of numpy work per element (sized
+    here, once): a sort of a float32 array, which numpy runs with the GIL
+    let go, as most array work of any size is."""
     import numpy as np
-    a = np.arange(4096, dtype=np.float32)
-
-    def step():
-        return float(np.sqrt(a * 1.0001 + 1.0).sum())
-    t0, n = time.perf_counter(), 0
-    while time.perf_counter() - t0 < 0.2:
-        step()
-        n += 1
-    reps = max(1, round(us * 1e-6 / ((time.perf_counter() - t0) / n)))
+    rng = np.random.default_rng(0)
+    n = 4096
+    while True:
+        a = rng.random(n, dtype=np.float32)
+        t0 = time.perf_counter()
+        for _ in range(20):
+            np.sort(a)
+        took = (time.perf_counter() - t0) / 20
+        if took >= us * 1e-6 or n > 1 << 26:
+            break
+        n = int(n * max(1.2, min(4.0, us * 1e-6 / took)))
 
     def work(image, label):
-        for _ in range(reps):
-            step()
+        np.sort(a)
         return image, label
     return work
 
 
-def run_python(args, torch_loader, per_epoch):
-    ds = pipeline(args, per_epoch)
+def run_python(args, torch_loader, per_epoch, static=None):
+    ds = pipeline(args, per_epoch, static)
     if torch_loader:
         import sluice.torch
         ds = sluice.torch.DataLoader(ds)
@@ -114,9 +127,13 @@ def main(argv):
                    help="each consumer with one iterator for all epochs and one per epoch")
     p.add_argument("--map-us", type=float, default=0,
                    help="a Python map of this much numpy work per element before map_image")
+    p.add_argument("--sweep", action="store_true",
+                   help="with --map-us: autotune against static splits of the cores")
     args = p.parse_args(argv)
     if args.compare_epochs:
         return compare_epochs(args)
+    if args.sweep:
+        return sweep(args)
     kinds = {"c": lambda: run_c(args), "numpy": lambda: run_python(args, False, args.per_epoch),
              "torch": lambda: run_python(args, True, args.per_epoch)}
     rates = {k: [] for k in kinds}
@@ -140,6 +157,41 @@ def main(argv):
                       "numpy_median_round_ratio": round(per_round["numpy"], 3),
                       "torch_median_round_ratio": round(per_round["torch"], 3),
                       "cpus": os.cpu_count()}), flush=True)
+
+
+def sweep(args):
+    if args.map_us <= 0:
+        raise SystemExit("--sweep compares splits between the Python map and map_image: "
+                         "give --map-us")
+
+    def run(static):
+        ips, images = run_python(args, False, False, static)
+        print(json.dumps({"bench": "python_pipeline", "sweep": True,
+                          "config": list(static) if static else "auto", "map_us": args.map_us,
+                          "images": images, "images_per_s": round(ips, 1)}), flush=True)
+        return ips
+    grid = [(m, i) for m in range(1, args.threads + 2) for i in range(1, args.threads + 2)]
+    once = {c: run(c) for c in grid}
+    cands = sorted(grid, key=lambda c: -once[c])[:2]
+    rates = {c: [] for c in cands + [None]}
+    for r in range(args.rounds):
+        order = [None] + cands
+        order = order[r % 3:] + order[:r % 3]
+        for c in order:
+            rates[c].append(run(c))
+    med = {c: statistics.median(v) for c, v in rates.items()}
+    best = max(cands, key=lambda c: med[c])
+    print(json.dumps({"bench": "python_pipeline", "summary": True, "sweep": True,
+                      "map_us": args.map_us, "preset": args.preset, "epochs": args.epochs,
+                      "rounds": args.rounds, "threads": args.threads, "cpus": os.cpu_count(),
+                      "grid_images_per_s": {"%d,%d" % c: round(v, 1) for c, v in once.items()},
+                      "best_static_config": {"map_parallelism": best[0],
+                                             "map_image_parallelism": best[1]},
+                      "best_static_images_per_s": round(med[best], 1),
+                      "autotune_images_per_s": round(med[None], 1),
+                      "autotune_vs_best_static": round(med[None] / med[best], 3),
+                      "autotune_rounds": [round(v, 1) for v in rates[None]],
+                      "best_static_rounds": [round(v, 1) for v in rates[best]]}), flush=True)
 
 
 def compare_epochs(args):
