@@ -44,6 +44,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <jpeglib.h>
+#include "crop_window.h"
 #include "sluice.h"
 
 #define MAX_RUNS 15
@@ -186,37 +187,13 @@ static void on_message(j_common_ptr c, int level)
     (void)c, (void)level; /* warnings do not stop a bench */
 }
 
-static double uniform(decoder *d)
-{
-    d->rng = d->rng * 6364136223846793005ull + 1442695040888963407ull;
-    return (double)(d->rng >> 11) * 0x1.0p-53;
-}
-
-/* A window as crop.c plans it: centre (Resize 256 + CenterCrop 224) or
- * RandomResizedCrop(224, scale 0.08-1, ratio 3/4-4/3), in source pixels. */
+/* The windows crop.c plans for the eval (Resize 256 + CenterCrop 224) and
+ * train (RandomResizedCrop 224, scale 0.08-1, ratio 3/4-4/3) presets. */
 static void plan(decoder *d, kind k, int W, int H, double win[4])
 {
-    if (k == ROI_CENTER) {
-        int rw = W <= H ? 256 : (int)(256.0 * W / H), rh = W <= H ? (int)(256.0 * H / W) : 256;
-        double sx = (double)W / rw, sy = (double)H / rh;
-        win[0] = rw > 224 ? nearbyint((rw - 224) / 2.0) * sx : 0;
-        win[1] = rh > 224 ? nearbyint((rh - 224) / 2.0) * sy : 0;
-        win[2] = rw > 224 ? 224 * sx : W;
-        win[3] = rh > 224 ? 224 * sy : H;
-        return;
-    }
-    for (int i = 0; i < 10; i++) {
-        double area = (double)W * H * (0.08 + 0.92 * uniform(d));
-        double ar = exp(log(0.75) + (log(4 / 3.0) - log(0.75)) * uniform(d));
-        int w = (int)nearbyint(sqrt(area * ar)), h = (int)nearbyint(sqrt(area / ar));
-        if (w > 0 && w <= W && h > 0 && h <= H) {
-            win[0] = floor(uniform(d) * (W - w + 1));
-            win[1] = floor(uniform(d) * (H - h + 1));
-            win[2] = w, win[3] = h;
-            return;
-        }
-    }
-    win[0] = win[1] = 0, win[2] = W, win[3] = H;
+    crop_window c = {k == ROI_CENTER ? CROP_CENTER : CROP_RANDOM, 224, 224, 0.08, 1,
+                     3 / 4.0, 4 / 3.0, 256};
+    cw_plan(&c, W, H, &d->rng, win);
 }
 
 static int grow(decoder *d, size_t need)
@@ -272,9 +249,7 @@ static double decode_one(decoder *d, const file *f, const mode *m)
         ci->scale_denom = (unsigned)m->denom;
     } else if (m->kind != FULL) {
         plan(d, m->kind, (int)ci->image_width, (int)ci->image_height, win);
-        for (dn = 8; dn > 1; dn /= 2)
-            if (floor(win[2] / dn) >= 224 && floor(win[3] / dn) >= 224)
-                break;
+        dn = cw_scale(win, 224, 224);
         ci->scale_num = 1;
         ci->scale_denom = (unsigned)dn;
     }

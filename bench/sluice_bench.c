@@ -55,6 +55,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "crop_window.h"
 #include "sluice_bench.h"
 
 #define MAX_EPOCHS 10000
@@ -63,6 +64,9 @@
 typedef struct ceilings {
     ceiling_result before, after;
     double best;
+    /* --decode-limit: the windows' decode, before and after the run */
+    ceiling_result limit_before, limit_after;
+    double limit;
 } ceilings;
 
 static void json_ceiling(FILE *f, const run_state *st, const ceilings *c)
@@ -81,6 +85,21 @@ static void json_ceiling(FILE *f, const run_state *st, const ceilings *c)
             (long long)c->before.files, (long long)c->before.failed);
 }
 
+static void json_limit(FILE *f, const run_state *st, const ceilings *c)
+{
+    fprintf(f, ",\"limit_images_per_s\":");
+    json_number(f, c->limit);
+    fprintf(f, ",\"ratio_to_limit\":");
+    json_number(f, c->limit > 0 ? rate((double)st->images, st->seconds) / c->limit : NAN);
+    fprintf(f, ",\"steady_ratio_to_limit\":");
+    json_number(f, c->limit > 0 ? run_convergence(st).steady / c->limit : NAN);
+    fprintf(f, ",\"limit_before_images_per_s\":");
+    json_number(f, c->limit_before.images_per_s);
+    fprintf(f, ",\"limit_after_images_per_s\":");
+    json_number(f, c->limit_after.images_per_s);
+    fprintf(f, ",\"limit_failed\":%lld", (long long)c->limit_before.failed);
+}
+
 /* The whole object, in a malloc'd string (NULL when out of memory); with
  * the time series for the --json file. */
 static char *make_json(const run_state *st, const path_list *pl, const ceilings *c,
@@ -95,6 +114,8 @@ static char *make_json(const run_state *st, const path_list *pl, const ceilings 
     json_results(f, st, pl);
     if (st->cfg->ceiling)
         json_ceiling(f, st, c);
+    if (st->cfg->decode_limit)
+        json_limit(f, st, c);
     if (with_series)
         series_json(f, &st->series);
     fputc('}', f);
@@ -289,6 +310,18 @@ static void print_summary(const run_state *st, const path_list *pl, const ceilin
     printf("  %-20s %.1f MiB\n", "peak buffered", (double)st->peak_buffered / (1 << 20));
     printf("  %-20s %lld\n", "errors skipped", (long long)st->errors_skipped);
     print_observations(st);
+    if (cfg->decode_limit) {
+        double ips_l = c->limit > 0 ? ips / c->limit : NAN;
+        printf("  %-20s %.1f (libjpeg decoding only each crop's window, at the DCT scale\n"
+               "  %-20s map_image takes, %d threads; before %.1f, after %.1f)\n", "limit images/s",
+               c->limit, "", cfg->threads, c->limit_before.images_per_s,
+               c->limit_after.images_per_s);
+        if (isfinite(steady) && c->limit > 0)
+            printf("  %-20s %.2f whole run, %.2f steady\n", "ratio to limit", ips_l,
+                   steady / c->limit);
+        else
+            printf("  %-20s %.2f\n", "ratio to limit", ips_l);
+    }
     if (!cfg->ceiling)
         return;
     printf("  %-20s %.1f (full-size libjpeg decode of %lld preloaded files, %d threads; "
@@ -349,11 +382,28 @@ static int report(const run_state *st, const path_list *pl, const ceilings *c)
     return rc;
 }
 
-static int measure_ceiling(const config *cfg, const path_list *pl, ceiling_result *r)
+/* The windows the run's crops decode (--decode-limit), from its spec. */
+static crop_window crop_of(const config *cfg)
+{
+    sl_image_spec spec;
+    int policy = cfg->preset == PRESET_TRAIN  ? SL_CROP_RANDOM_RESIZED
+                 : cfg->preset == PRESET_EVAL ? SL_CROP_CENTER
+                                              : SL_CROP_RESIZE;
+    SL_IMAGE_SPEC_INIT(&spec, policy, cfg->size);
+    return (crop_window){cfg->preset == PRESET_TRAIN  ? CROP_RANDOM
+                         : cfg->preset == PRESET_EVAL ? CROP_CENTER
+                                                      : CROP_WHOLE,
+                         spec.width, spec.height, spec.scale_min, spec.scale_max,
+                         spec.ratio_min, spec.ratio_max, spec.resize_shorter};
+}
+
+/* The ceiling, or with crop the decode limit. */
+static int measure_ceiling(const config *cfg, const path_list *pl, const crop_window *crop,
+                           ceiling_result *r)
 {
     if (isatty(STDERR_FILENO))
-        fprintf(stderr, "\r  measuring the decode ceiling...\033[K");
-    int rc = ceiling_measure(pl->paths, pl->n, cfg->threads, r);
+        fprintf(stderr, "\r  measuring the decode %s...\033[K", crop ? "limit" : "ceiling");
+    int rc = ceiling_measure(pl->paths, pl->n, cfg->threads, crop, r);
     if (isatty(STDERR_FILENO))
         fprintf(stderr, "\r\033[K");
     return rc;
@@ -382,18 +432,24 @@ static int bench(const config *cfg)
         fprintf(stderr, "sluice-bench: out of memory\n");
         rc = -1;
     }
-    if (rc == 0 && (cfg->cold || cfg->ceiling))
+    if (rc == 0 && (cfg->cold || cfg->ceiling || cfg->decode_limit))
         rc = list_files(cfg, &pl);
     if (rc == 0 && st.files < 0 && pl.n)
         st.files = (int64_t)pl.n;
     st.expected = expected_images(cfg, st.files);
+    crop_window crop = crop_of(cfg);
     if (rc == 0 && cfg->ceiling)
-        rc = measure_ceiling(cfg, &pl, &c.before);
+        rc = measure_ceiling(cfg, &pl, NULL, &c.before);
+    if (rc == 0 && cfg->decode_limit)
+        rc = measure_ceiling(cfg, &pl, &crop, &c.limit_before);
     if (rc == 0)
         rc = run_epochs(&st, src, &pl);
     if (rc == 0 && cfg->ceiling)
-        rc = measure_ceiling(cfg, &pl, &c.after);
+        rc = measure_ceiling(cfg, &pl, NULL, &c.after);
+    if (rc == 0 && cfg->decode_limit)
+        rc = measure_ceiling(cfg, &pl, &crop, &c.limit_after);
     c.best = fmax(c.before.images_per_s, c.after.images_per_s);
+    c.limit = fmax(c.limit_before.images_per_s, c.limit_after.images_per_s);
     if (rc == 0)
         rc = report(&st, &pl, &c);
     path_list_free(&pl);
@@ -447,6 +503,8 @@ static void usage(FILE *f)
         "  --exact-pixels       decode the window to RGB first (fancy upsampling), not\n"
         "                       as YCbCr planes resampled separately (the default)\n"
         "  --ceiling            also measure full-size libjpeg decode of the same files\n"
+        "  --decode-limit       also measure libjpeg decoding only each crop's window, at\n"
+        "                       the DCT scale map_image takes: what decoding alone allows\n"
         "  --on-error fail|skip stop at a bad file (default) or skip it\n"
         "  --json FILE          write the result object to FILE\n"
         "  --seed S             shuffle and crop seed (default 0)\n"
@@ -663,6 +721,8 @@ static int parse_args(int argc, char **argv, config *cfg)
             cfg->exact_pixels = true;
         } else if (!strcmp(a, "--ceiling")) {
             cfg->ceiling = true;
+        } else if (!strcmp(a, "--decode-limit")) {
+            cfg->decode_limit = true;
         } else if (!strcmp(a, "--sweep")) {
             cfg->sweep = true;
         } else if (!strcmp(a, "--report")) {
@@ -687,12 +747,19 @@ static int parse_args(int argc, char **argv, config *cfg)
                 "--format tfrecord|tar\n");
         return -1;
     }
-    if (!cfg->shards_out && cfg->format != FORMAT_FOLDER && (cfg->ceiling || cfg->list)) {
-        fprintf(stderr, "sluice-bench: --ceiling and --list are for image folders; run the "
+    if (!cfg->shards_out && cfg->format != FORMAT_FOLDER &&
+        (cfg->ceiling || cfg->decode_limit || cfg->list)) {
+        fprintf(stderr, "sluice-bench: --ceiling, --decode-limit and --list are for image "
+                "folders; run the "
                 "folder the shards came from for the ceiling\n");
         return -1;
     }
-    if (cfg->sweep && (cfg->cold || cfg->per_epoch || cfg->ceiling || cfg->preset == PRESET_READ)) {
+    if (cfg->decode_limit && cfg->preset == PRESET_READ) {
+        fprintf(stderr, "sluice-bench: --decode-limit is for a decoding preset\n");
+        return -1;
+    }
+    if (cfg->sweep && (cfg->cold || cfg->per_epoch || cfg->ceiling || cfg->decode_limit ||
+                       cfg->preset == PRESET_READ)) {
         fprintf(stderr, "sluice-bench: --sweep runs a decoding preset, warm, without "
                 "--cold, --per-epoch or --ceiling\n");
         return -1;

@@ -50,13 +50,18 @@ typedef struct ceiling_result {
 /* Bytes of file data the ceiling preloads at most; later files are left out. */
 #define CEILING_MAX_BYTES ((int64_t)1 << 30)
 
+typedef struct crop_window crop_window; /* crop_window.h */
+
 /* The hardware limit for decoding these files: in a child process (so that
  * neither its preloaded files nor its threads show in this process's peak
  * RSS), reads the files into memory untimed, then `threads` threads decode
- * them at full size to RGB with libjpeg's default settings into reused
- * buffers, as many whole passes as take at least a second. 0, or -1 after
+ * them into reused buffers, as many whole passes as take at least a
+ * second: at full size to RGB with libjpeg's default settings (crop NULL:
+ * the ceiling), or only each image's window as the crop plans it, at the
+ * DCT scale map_image would take, to RGB (the limit). 0, or -1 after
  * printing why to stderr. */
-int ceiling_measure(char *const *paths, size_t n, int threads, ceiling_result *out);
+int ceiling_measure(char *const *paths, size_t n, int threads, const crop_window *crop,
+                    ceiling_result *out);
 
 /* ---- sluice_bench_series.c ---- */
 
@@ -195,7 +200,7 @@ struct config {
      * time per element (0: none), a stand-in for a user's own map */
     double map_us;
     int io, policy;
-    bool cold, ceiling, fast_upsample, exact_pixels;
+    bool cold, ceiling, decode_limit, fast_upsample, exact_pixels;
     bool per_epoch; /* one iterator per epoch over one dataset (--cold implies one each too) */
     /* --cache: 0 not asked; CACHE_NONE or CACHE_AUTO (sl_cache_auto on the
      * read files), both with a buffered shuffle, which works over a cache */

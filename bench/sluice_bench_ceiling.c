@@ -3,7 +3,10 @@
  * is libjpeg-turbo decoding files that are already in memory. A pipeline's
  * images/s divided by this says how much the library adds or saves on top
  * of decoding (map_image can beat it: it decodes DCT-scaled and only the
- * crop).
+ * crop). The decode limit (a crop_window given) decodes instead only what
+ * the run's crops need: each image's window, at the DCT scale map_image
+ * picks for it, to RGB, and no more: what decoding alone allows a pipeline
+ * that crops, before any resize or hand-off.
  *
  * It runs in a forked child: the preloaded files would otherwise raise the
  * benchmark's peak RSS, which is meant to show the pipeline's memory. The
@@ -23,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <jpeglib.h>
+#include "crop_window.h"
 #include "sluice_bench.h"
 
 #define MIN_TIMED_S 1.0
@@ -36,6 +40,8 @@ typedef struct blob {
 typedef struct shared {
     const blob *files;
     size_t n;
+    const crop_window *crop; /* NULL: full decodes */
+    int pass;
     atomic_size_t next;   /* the next file to decode in this pass */
     atomic_llong decoded; /* successful decodes, all passes */
     atomic_llong failed;  /* failed decodes in this pass */
@@ -131,6 +137,67 @@ static int decode_one(decoder *d, const blob *b)
     return 0;
 }
 
+/* [lo, hi) of the scaled pixels a window's [pos, pos + len) touches. */
+static void span(double pos, double len, int d, JDIMENSION size, JDIMENSION *lo,
+                 JDIMENSION *hi)
+{
+    double a = fmax(0, floor(pos / d)), b = fmin(size, ceil((pos + len) / d));
+    *lo = (JDIMENSION)fmin(a, size - 1);
+    *hi = (JDIMENSION)fmax(b, *lo + 1);
+}
+
+static void plan(const crop_window *c, int W, int H, uint64_t seed, double win[4])
+{
+    cw_plan(c, W, H, &seed, win);
+}
+
+/* The window's rows and columns at its scale, to RGB with the library
+ * defaults, and no more (the rows below are never decoded), as jpeg.c's
+ * region decode reads them: a column of margin each side, the columns
+ * widened to whole iMCUs by jpeg_crop_scanline. */
+static int decode_window(decoder *d, const blob *b, const crop_window *c, uint64_t seed)
+{
+    struct jpeg_decompress_struct *ci = &d->cinfo;
+    if (setjmp(d->on_error)) {
+        jpeg_abort_decompress(ci);
+        return -1;
+    }
+    jpeg_mem_src(ci, b->data, (unsigned long)b->size);
+    jpeg_read_header(ci, TRUE);
+    double win[4];
+    plan(c, (int)ci->image_width, (int)ci->image_height, seed, win);
+    int s = cw_scale(win, c->width, c->height);
+    ci->scale_num = 1;
+    ci->scale_denom = (unsigned)s;
+    ci->out_color_space = ci->num_components == 4 ? JCS_CMYK : JCS_RGB;
+    jpeg_start_decompress(ci);
+    JDIMENSION x0, x1, y0, y1;
+    span(win[0], win[2], s, ci->output_width, &x0, &x1);
+    span(win[1], win[3], s, ci->output_height, &y0, &y1);
+    JDIMENSION xoff = x0 > 0 ? x0 - 1 : 0;
+    JDIMENSION width = (x1 < ci->output_width ? x1 + 1 : x1) - xoff;
+    jpeg_crop_scanline(ci, &xoff, &width);
+    size_t stride = (size_t)width * (size_t)ci->output_components;
+    if (grow_output(d, stride * (y1 - y0)) < 0) {
+        jpeg_abort_decompress(ci);
+        return -1;
+    }
+    if (y0 > 0)
+        jpeg_skip_scanlines(ci, y0);
+    while (ci->output_scanline < y1) {
+        JSAMPROW rows[ROWS_PER_READ];
+        JDIMENSION want = y1 - ci->output_scanline;
+        if (want > ROWS_PER_READ)
+            want = ROWS_PER_READ;
+        for (JDIMENSION i = 0; i < want; i++)
+            rows[i] = d->out + (size_t)(ci->output_scanline - y0 + i) * stride;
+        if (jpeg_read_scanlines(ci, rows, want) == 0)
+            break;
+    }
+    jpeg_abort_decompress(ci);
+    return 0;
+}
+
 static void *decode_worker(void *arg)
 {
     shared *sh = arg;
@@ -139,7 +206,10 @@ static void *decode_worker(void *arg)
         return NULL;
     size_t k;
     while ((k = atomic_fetch_add(&sh->next, 1)) < sh->n) {
-        if (decode_one(&d, &sh->files[k]) == 0)
+        /* a new window for every image and pass, as epochs draw them */
+        uint64_t seed = ((uint64_t)sh->pass << 32) ^ (uint64_t)k;
+        if ((sh->crop ? decode_window(&d, &sh->files[k], sh->crop, seed)
+                      : decode_one(&d, &sh->files[k])) == 0)
             atomic_fetch_add(&sh->decoded, 1);
         else
             atomic_fetch_add(&sh->failed, 1);
@@ -156,6 +226,7 @@ static int run_pass(shared *sh, int threads)
     int started = 0;
     atomic_store(&sh->next, 0);
     atomic_store(&sh->failed, 0);
+    sh->pass++;
     for (; started < threads; started++)
         if (pthread_create(&tid[started], NULL, decode_worker, sh) != 0)
             break;
@@ -217,12 +288,13 @@ static size_t preload(char *const *paths, size_t n, blob *files, int64_t *bytes)
 
 /* ---- the child ---- */
 
-static int measure(char *const *paths, size_t n, int threads, ceiling_result *r)
+static int measure(char *const *paths, size_t n, int threads, const crop_window *crop,
+                   ceiling_result *r)
 {
     blob *files = calloc(n ? n : 1, sizeof *files);
     if (!files)
         return -1;
-    shared sh = {.files = files};
+    shared sh = {.files = files, .crop = crop};
     sh.n = preload(paths, n, files, &r->bytes);
     r->files = (int64_t)sh.n;
     atomic_init(&sh.next, 0);
@@ -263,7 +335,8 @@ static int write_all(int fd, const void *p, size_t n)
     return 0;
 }
 
-int ceiling_measure(char *const *paths, size_t n, int threads, ceiling_result *out)
+int ceiling_measure(char *const *paths, size_t n, int threads, const crop_window *crop,
+                    ceiling_result *out)
 {
     memset(out, 0, sizeof *out);
     int fds[2];
@@ -282,7 +355,7 @@ int ceiling_measure(char *const *paths, size_t n, int threads, ceiling_result *o
     if (pid == 0) {
         close(fds[0]);
         ceiling_result r = {0};
-        int rc = measure(paths, n, threads, &r);
+        int rc = measure(paths, n, threads, crop, &r);
         if (rc == 0 && write_all(fds[1], &r, sizeof r) < 0)
             rc = -1;
         _exit(rc == 0 ? 0 : 1);
