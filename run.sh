@@ -42,4 +42,4 @@ else
         "$bench" --make-sample "$dir" || exit 1
     fi
 fi
-exec "$bench" "$dir" --preset train --epochs 6 --ceiling "$@"
+exec "$bench" "$dir" --preset train --epochs 6 --ceiling --decode-limit "$@"

@@ -310,6 +310,19 @@ static void print_summary(const run_state *st, const path_list *pl, const ceilin
     printf("  %-20s %.1f MiB\n", "peak buffered", (double)st->peak_buffered / (1 << 20));
     printf("  %-20s %lld\n", "errors skipped", (long long)st->errors_skipped);
     print_observations(st);
+    if (cfg->ceiling) {
+        printf("  %-20s %.1f (full-size libjpeg decode of %lld preloaded files, %d threads; "
+               "before %.1f, after %.1f)\n", "ceiling images/s", c->best,
+               (long long)c->before.files, cfg->threads, c->before.images_per_s,
+               c->after.images_per_s);
+        if (c->best > 0 && isfinite(steady))
+            printf("  %-20s %.2f whole run, %.2f steady%s\n", "ratio to ceiling", ips / c->best,
+                   steady / c->best,
+                   cfg->preset == PRESET_READ ? " (this preset does not decode)" : "");
+        else if (c->best > 0)
+            printf("  %-20s %.2f%s\n", "ratio to ceiling", ips / c->best,
+                   cfg->preset == PRESET_READ ? " (this preset does not decode)" : "");
+    }
     if (cfg->decode_limit) {
         double ips_l = c->limit > 0 ? ips / c->limit : NAN;
         printf("  %-20s %.1f (libjpeg decoding only each crop's window, at the DCT scale\n"
@@ -322,18 +335,6 @@ static void print_summary(const run_state *st, const path_list *pl, const ceilin
         else
             printf("  %-20s %.2f\n", "ratio to limit", ips_l);
     }
-    if (!cfg->ceiling)
-        return;
-    printf("  %-20s %.1f (full-size libjpeg decode of %lld preloaded files, %d threads; "
-           "before %.1f, after %.1f)\n", "ceiling images/s", c->best,
-           (long long)c->before.files, cfg->threads, c->before.images_per_s,
-           c->after.images_per_s);
-    if (c->best > 0 && isfinite(steady))
-        printf("  %-20s %.2f whole run, %.2f steady%s\n", "ratio to ceiling", ips / c->best,
-               steady / c->best, cfg->preset == PRESET_READ ? " (this preset does not decode)" : "");
-    else if (c->best > 0)
-        printf("  %-20s %.2f%s\n", "ratio to ceiling", ips / c->best,
-               cfg->preset == PRESET_READ ? " (this preset does not decode)" : "");
 }
 
 /* The SVG of a single run: its series only. */

@@ -41,7 +41,7 @@
 #define EMPTY_MIN 0.01  /* output empty in this fraction of takes: it starves its consumer */
 #define BUSY_HI 0.75    /* workers (reads) busy this fraction of the time: saturated */
 #define WAIT_HI 0.6     /* producer waiting on its input this fraction: the input is the cause */
-#define WAIT_LO 0.25    /* ... this fraction, with the input saturated too: it is the deeper cause */
+#define WAIT_LO 0.25    /* ... this much, with the input saturated too: the deeper cause */
 #define IO_BUSY_MIN 0.5 /* reads in flight at least this fraction: reads limit the reader */
 #define SHRINK_LOAD 0.8 /* after a shrink, the units left are at most this loaded */
 #define RAM_FULL 0.9    /* buffered at this fraction of the budget: grow nothing */

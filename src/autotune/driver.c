@@ -6,10 +6,11 @@
  * line per change when asked for, counter samples when tracing.
  *
  * CPU budget: the controller holds a claim on the runtime equal to the
- * units its autotuned parallelism counts (sl__at_cpu_units). For a tick it also borrows whatever the runtime
- * has free under its budget, so that the decision knows how far it may
- * grow, and gives back what it did not use; two controllers on one runtime
- * thus never hand out more than the budget between them.
+ * units its autotuned parallelism counts (sl__at_cpu_units). For a tick
+ * it also borrows whatever the runtime has free under its budget, so that
+ * the decision knows how far it may grow, and gives back what it did not
+ * use; two controllers on one runtime thus never hand out more than the
+ * budget between them.
  */
 #include <errno.h>
 #include <limits.h>
