@@ -825,8 +825,9 @@ typedef struct sl_feature {
 SL_API sl_dataset *sl_parse_example(sl_dataset *in, const sl_feature *features, int n,
                                     unsigned flags);
 /* The same on `parallelism` records at a time (>= 1 or SL_AUTOTUNE), as a
- * parallel map does (sl_map: same output, in input order, whatever the
- * parallelism); sl_parse_example is this with 1. tf.data's spelling is
+ * parallel map does (sl_map with no flags: the same output whatever the
+ * parallelism, in input order unless SL_OPT_DETERMINISTIC is 0);
+ * sl_parse_example is this with 1. tf.data's spelling is
  * map(parse_single_example, num_parallel_calls=...). */
 SL_API sl_dataset *sl_parse_example_parallel(sl_dataset *in, const sl_feature *features, int n,
                                              unsigned flags, int parallelism);
@@ -957,10 +958,12 @@ SL_API int sl_next(sl_iterator *it, sl_element **out);
  * stopped (work in progress, a batch half filled, a shuffle buffer being
  * filled, all stay). The time is a bound on waiting for other threads,
  * not on work this thread does itself (a synchronous map's callback, the
- * edge profile's inline decodes): a call returns after the step it is in.
- * For a caller that has to look at something else while it waits (a
- * language binding checking for signals between calls) without a thread
- * of its own. Otherwise as sl_next. */
+ * edge profile's producers and their waits, reads a reader without a
+ * buffer above it waits for): a call returns after the step it is in. A timeout too large
+ * for the clock waits as sl_next does. Until the element waited for comes,
+ * sl_iterator_save refuses (SL_ESTATE). For a caller that has to look at
+ * something else while it waits (a language binding checking for signals
+ * between calls) without a thread of its own. Otherwise as sl_next. */
 SL_API int sl_next_timeout(sl_iterator *it, sl_element **out, int64_t timeout_ns);
 /* Detail of the last error: "map(decode): /data/a.jpg: ..."; "" if none.
  * Valid until the next call on the iterator. */
@@ -977,8 +980,10 @@ SL_API void sl_iterator_free(sl_iterator *it);
  * count as consumed, never what prefetch, map or reads computed ahead.
  * Returns the state's size; the state is written into buf only when it
  * fits in cap (call with cap 0 to ask the size). Negative on failure:
- * SL_ESTATE after the iterator failed, SL_EUNSUPPORTED for a pipeline with
- * no exact position (an unordered map). A state is versioned and
+ * SL_ESTATE after the iterator failed, or after sl_next_timeout returned
+ * SL_AGAIN and before the element it waits for came (the pipeline holds
+ * parts of it), SL_EUNSUPPORTED for a pipeline with no exact position (an
+ * unordered map). A state is versioned and
  * checksummed; it holds the pipeline's fingerprint (as sl_cache's files
  * do), the seed, the epoch, and per node its counters (cursors, RNG
  * positions, what repeat/take/skip have passed, the error policy's counts).

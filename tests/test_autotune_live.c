@@ -226,6 +226,51 @@ static void test_shared_runtime_budget(void **state)
     sl_runtime_free(rt);
 }
 
+/* Two iterators that start warm, at the parallelism an earlier one
+ * learned alone (3, the whole budget), on one runtime: the one that claims
+ * second gets only what is left (its floor of 1 whatever the budget), so
+ * from their first ticks on they hold at most the budget and that floor,
+ * not twice the budget. */
+static void test_warm_iterators_share_budget(void **state)
+{
+    (void)state;
+    work w = {.cpu_ns = 200000};
+    sl_runtime *rt = sl_runtime_create(4);
+    sl_options *o = options(0, 3);
+    assert_int_equal(sl_options_set_runtime(o, rt), 0);
+    sl_dataset *ds = pipeline(&w, 1 << 30);
+    sl_iterator *it = sl_iterator_create(ds, o);
+    assert_int_equal(run_sampling(it, 4000, 2), 3);
+    sl_iterator_free(it);
+    atomic_bool stop = false;
+    consumer c[2];
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++) {
+        c[i] = (consumer){sl_iterator_create(ds, o), &stop};
+        assert_non_null(c[i].it);
+        assert_int_equal(knob(c[i].it, "map", "parallelism", NULL), 3); /* warm */
+        assert_int_equal(pthread_create(&th[i], NULL, consume, &c[i]), 0);
+    }
+    sleep_ms(300);
+    int64_t most = 0;
+    for (int n = 0; n < 60; n++) {
+        sleep_ms(10);
+        int64_t sum = knob(c[0].it, "map", "parallelism", NULL) +
+                      knob(c[1].it, "map", "parallelism", NULL);
+        most = sum > most ? sum : most;
+    }
+    atomic_store(&stop, true);
+    for (int i = 0; i < 2; i++) {
+        pthread_join(th[i], NULL);
+        sl_iterator_free(c[i].it);
+    }
+    printf("two warm iterators, budget 3: parallelism summed at most %lld\n", (long long)most);
+    assert_true(most <= 4);
+    sl_dataset_free(ds);
+    sl_options_free(o);
+    sl_runtime_free(rt);
+}
+
 /* A RAM budget of 4 MiB with 1 MiB elements and a consumer that pauses now
  * and then (so a deeper buffer would help): what is buffered never exceeds
  * the budget by more than one element per buffering node. */
@@ -424,6 +469,7 @@ int main(void)
         cmocka_unit_test(test_decision_log),
         cmocka_unit_test(test_autotune_off),
         cmocka_unit_test(test_next_iterator_starts_warm),
+        cmocka_unit_test(test_warm_iterators_share_budget),
         cmocka_unit_test(test_start_stop),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -147,6 +147,8 @@ static void test_sync_nodes_keep_state(void **state)
     CHECK_SAME("take, skip", sl_take(sl_skip(slow_range(40, 2, 0), 7), 20));
     CHECK_SAME("unbatch of a batch", sl_unbatch(sl_batch(slow_range(30, 2, 0), 7, 0)));
     CHECK_SAME("cache in memory", sl_repeat(sl_cache(slow_range(20, 2, 0), NULL), 2));
+    /* repeat primes the next pass's shuffle while this one drains */
+    CHECK_SAME("repeat of a shuffle buffer", sl_repeat(sl_shuffle(slow_range(20, 2, 0), 8, 5, 0), 3));
     CHECK_SAME("prefetch under batch",
                sl_batch(sl_prefetch(slow_range(30, 1, 0), 4), 4, 0));
 }
@@ -305,6 +307,99 @@ static void test_map_image_batch(void **state)
 }
 #endif
 
+/* Between an SL_AGAIN and the element it waits for, the nodes hold parts
+ * of that element (a batch's first rows): no position to save then. Once
+ * it has come, the state saved resumes exactly after it. */
+static void test_save_after_again(void **state)
+{
+    (void)state;
+    sl_dataset *ds = sl_batch(slow_range(40, 1, 0), 6, 0);
+    sl_options *o = tu_opts(2, 7);
+    sl_iterator *it = sl_iterator_create(ds, o);
+    sl_element *el;
+    char buf[4096];
+    int rc;
+    while ((rc = sl_next_timeout(it, &el, 500000)) == SL_AGAIN) {
+        assert_int_equal(sl_iterator_save(it, buf, sizeof buf), SL_ESTATE);
+        assert_non_null(strstr(sl_last_error(), "SL_AGAIN"));
+    }
+    assert_int_equal(rc, 0);
+    sl_element_release(el);
+    int64_t len = sl_iterator_save(it, buf, sizeof buf);
+    assert_true(len > 0 && len <= (int64_t)sizeof buf);
+    sl_iterator_free(it);
+    it = sl_iterator_restore(ds, buf, (size_t)len, o);
+    assert_non_null(it);
+    int64_t want = 6;
+    while ((rc = sl_next(it, &el)) == 0) {
+        const sl_tensor *t = sl_element_tensor(el, 0);
+        for (int64_t i = 0; i < sl_tensor_count(t); i++)
+            assert_int_equal(((const int64_t *)sl_tensor_data(t))[i], want++);
+        sl_element_release(el);
+    }
+    assert_int_equal(rc, SL_EOF);
+    assert_int_equal(want, 40);
+    sl_iterator_free(it);
+    sl_options_free(o);
+    sl_dataset_free(ds);
+}
+
+/* The edge profile does the producers' work on the consumer's thread,
+ * their waits included (here for a queue fed elsewhere): a deadline does
+ * not cut that work short, and no node keeps SL_AGAIN as its end (before,
+ * the map ended its pass with it, and every call after returned it). */
+static void test_edge_profile(void **state)
+{
+    (void)state;
+    sl_queue *q = sl_queue_create(1 << 20);
+    feeder f = {q, 30};
+    pthread_t th;
+    pthread_create(&th, NULL, feed, &f);
+    sl_dataset *ds = sl_batch(sl_map(sl_from_queue(q), "nap", nap, &slow_us, 2, 0), 4, 0);
+    sl_options *o = tu_opts(1, 0);
+    assert_int_equal(sl_options_set(o, SL_OPT_PROFILE, SL_PROFILE_EDGE), 0);
+    sl_iterator *it = sl_iterator_create(ds, o);
+    assert_non_null(it);
+    int64_t want = 0;
+    int agains = 0, rc;
+    sl_element *el;
+    while ((rc = sl_next_timeout(it, &el, 1000000)) != SL_EOF) {
+        if (rc == SL_AGAIN) {
+            agains++;
+            continue;
+        }
+        assert_int_equal(rc, 0);
+        const sl_tensor *t = sl_element_tensor(el, 0);
+        for (int64_t i = 0; i < sl_tensor_count(t); i++)
+            assert_int_equal(((const int64_t *)sl_tensor_data(t))[i], want++);
+        sl_element_release(el);
+    }
+    pthread_join(th, NULL);
+    assert_int_equal(want, 30);
+    assert_int_equal(agains, 0);
+    assert_int_equal(sl_next(it, &el), SL_EOF); /* and sl_next sees no SL_AGAIN kept */
+    sl_iterator_free(it);
+    sl_options_free(o);
+    sl_dataset_free(ds);
+    sl_queue_free(q);
+}
+
+/* A timeout past the clock's range waits as sl_next does. */
+static void test_huge_timeout(void **state)
+{
+    (void)state;
+    sl_dataset *ds = slow_range(3, 1, 0);
+    sl_iterator *it = sl_iterator_create(ds, NULL);
+    sl_element *el;
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(sl_next_timeout(it, &el, INT64_MAX), 0);
+        sl_element_release(el);
+    }
+    assert_int_equal(sl_next_timeout(it, &el, INT64_MAX), SL_EOF);
+    sl_iterator_free(it);
+    sl_dataset_free(ds);
+}
+
 /* A zero timeout only looks; a negative one is refused; after SL_EOF the
  * iterator keeps saying so. */
 static void test_zero_and_bad(void **state)
@@ -341,6 +436,9 @@ int main(void)
         cmocka_unit_test(test_queue),
         cmocka_unit_test(test_interleave),
         cmocka_unit_test(test_resumed_cache),
+        cmocka_unit_test(test_save_after_again),
+        cmocka_unit_test(test_edge_profile),
+        cmocka_unit_test(test_huge_timeout),
 #ifndef SLUICE_NO_JPEG
         cmocka_unit_test(test_map_image_batch),
 #endif

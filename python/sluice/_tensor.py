@@ -45,15 +45,26 @@ if np is not None:
 
 
 class ElementRef:
-    """Owns one reference to a C element; releases it when collected."""
+    """Owns one reference to a C element; releases it when collected.
+
+    holder (an Iterator) hands its pending element over: the reference
+    moves from holder._pending to holder._handing inside this call, with
+    no point between where Python could raise a KeyboardInterrupt (it
+    raises as a call starts or ends, not between plain attribute stores),
+    so an interrupt leaves the element in one of the two, never in both or
+    neither."""
 
     __slots__ = ("ptr", "__weakref__")
 
-    def __init__(self, ptr):
+    def __init__(self, ptr, holder=None):
         self.ptr = ptr
+        if holder is not None:
+            holder._handing = self
+            holder._pending = None
 
     def __del__(self, _release=lib.sl_element_release, _pending=pending_interrupt):
-        p, self.ptr = self.ptr, None
+        # (no ptr: an interrupt came as __init__ began; its caller kept it)
+        p, self.ptr = getattr(self, "ptr", None), None
         if p:
             try:
                 _release(p)

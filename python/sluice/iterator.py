@@ -70,6 +70,8 @@ class Iterator:
         self._interruptible = interruptible
         self._out = ctypes.c_void_p()
         self._out_ref = ctypes.byref(self._out)
+        self._pending = None  # an element a KeyboardInterrupt kept from its caller
+        self._handing = None  # ... once wrapped, until its value is made
         self.epoch = lib.sl_iterator_stat(it, SL_STAT_EPOCH)
         _live.add(self)
 
@@ -77,45 +79,71 @@ class Iterator:
         return self
 
     def _pull(self):
-        """(rc, element address) from sl_next, or sl_next_timeout slices."""
-        out = self._out
-        out.value = None
-        try:
-            if self._interruptible and _thread.get_ident() == _MAIN_THREAD:
-                next_timeout, it, ref = lib.sl_next_timeout, self._it, self._out_ref
-                rc = next_timeout(it, ref, _WAIT_SLICE_NS)
-                while rc == SL_AGAIN:  # a pending Ctrl-C is raised here
-                    rc = next_timeout(it, ref, _WAIT_SLICE_NS)
-            else:
-                rc = lib.sl_next(self._it, self._out_ref)
-        except BaseException:
-            # raised as the call returned: an element it gave is released
-            if out.value:
-                lib.sl_element_release(out.value)
+        """The code of sl_next, or of sl_next_timeout slices; with 0, the
+        element is self._handing. A KeyboardInterrupt raised as a call
+        returns an element keeps it (self._pending) for the next call: the
+        iterator has passed it, so going on after the interrupt gets it."""
+        if self._pending is None:
+            out = self._out
             out.value = None
-            raise
-        el, out.value = out.value, None
-        return rc, el
+            try:
+                if self._interruptible and _thread.get_ident() == _MAIN_THREAD:
+                    next_timeout = lib.sl_next_timeout
+                    rc = SL_AGAIN
+                    while rc == SL_AGAIN:  # a pending Ctrl-C is raised between calls
+                        it = self._it
+                        if it is None:  # closed by a signal handler meanwhile
+                            return SL_EOF
+                        rc = next_timeout(it, self._out_ref, _WAIT_SLICE_NS)
+                else:
+                    rc = lib.sl_next(self._it, self._out_ref)
+            except BaseException:
+                self._pending, out.value = out.value, None
+                raise
+            if rc != 0:
+                return rc
+            self._pending, out.value = out.value, None
+        _tensor.ElementRef(self._pending, self)  # moves it to self._handing
+        return 0
 
     def next_element(self):
         """The next element as an ElementRef (for converters such as
         sluice.torch); StopIteration at the end."""
+        ref = self._next_ref()
+        self._handing = None
+        return ref
+
+    def _next_ref(self):
+        """The next element, kept as self._handing until the caller has
+        made what it returns of it: a KeyboardInterrupt before then leaves
+        it for the next call, so iterating on after an interrupt skips no
+        element and state() counts none that was not yielded."""
         raise_pending_interrupt()
         if self._it is None:
             raise StopIteration
-        rc, el = self._pull()
+        if self._handing is None:
+            rc = self._pull()
+            if rc != 0:
+                _dataset_callbacks_check(self._dataset)
+                if rc == SL_EOF:
+                    raise StopIteration
+                raise self._error(rc)
         _dataset_callbacks_check(self._dataset)
-        if rc == 0:
-            return _tensor.ElementRef(el)
-        if rc == SL_EOF:
-            raise StopIteration
-        raise self._error(rc)
+        return self._handing
 
     def __next__(self):
-        owner = self.next_element()
+        owner = self._next_ref()
         if self._bytes is None:
             self._bytes = self._dataset.strings == "bytes"
-        return _tensor.element_value(owner, self._bytes)
+        try:
+            value = _tensor.element_value(owner, self._bytes)
+        except KeyboardInterrupt:
+            raise  # the element stays for the next call
+        except BaseException:
+            self._handing = None
+            raise
+        self._handing = None
+        return value
 
     def _error(self, rc):
         msg = lib.sl_iterator_errmsg(self._it).decode("utf-8", "replace")
@@ -130,8 +158,13 @@ class Iterator:
         """The position after the last element yielded, as bytes (a few
         hundred): give it to ``Dataset.iterator(state=...)``, here or in a
         later process, to go on from there. Elements computed ahead and not
-        yet yielded are not counted. Not while another thread iterates."""
+        yet yielded are not counted. Not while another thread iterates, nor
+        right after a KeyboardInterrupt cut a wait short (StateError: take
+        the next element first)."""
         it = self._live_it()
+        if self._pending is not None or self._handing is not None:
+            raise make_error(-14, "state: an element arrived as KeyboardInterrupt was raised "
+                             "and has not been yielded yet: iterate once more, then save")
         size = 1024
         while True:
             buf = ctypes.create_string_buffer(size)
@@ -201,6 +234,9 @@ class Iterator:
         if not it:
             return
         _live.discard(self)
+        pending, self._pending, self._handing = self._pending, None, None
+        if pending:
+            lib.sl_element_release(pending)
         lib.sl_iterator_free(it)
 
     def __enter__(self):

@@ -156,6 +156,18 @@ int64_t sl__at_cpu_units(const sl__at_snapshot *snap)
     return units_with(snap, 0);
 }
 
+int64_t sl__at_cpu_units_floor(const sl__at_snapshot *snap)
+{
+    int64_t sum = 0, stages = 0;
+    for (int i = 0; i < snap->nnodes; i++)
+        for (int k = 0; k < snap->nodes[i].nknobs; k++) {
+            const sl__at_knob *kb = &snap->nodes[i].knobs[k];
+            if (kb->autotune && kb->kind == SL__KNOB_PARALLELISM)
+                sum += kb->min, stages++;
+        }
+    return stages > 1 ? sum - (stages - 1) : sum;
+}
+
 static sl__at_change *add_change(sl__at_decision *out, int why, int node, int knob,
                                  int64_t from, int64_t to)
 {
@@ -395,11 +407,11 @@ static double demand(const sl__at_state *s)
 #define SHARE_TOL 0.05
 /* Tasks of a stage waiting for a pool worker, on average, that are worth
  * one more task in flight: while one waits, another runs. */
-#define COVER_MIN 0.15
+#define COVER_MIN 0.1
 
 /* ... while the pool's workers were busy less than this fraction of the
  * time: with all of them busy, more tasks would only wait longer. */
-#define POOL_FULL 0.95
+#define POOL_FULL 0.98
 
 /* Pool workers busy on average in the window, over the map stages. */
 static double pool_busy(const sl__at_state *s, const sl__at_snapshot *snap)
@@ -462,7 +474,8 @@ static int64_t take_from_donors(sl__at_state *s, const sl__at_snapshot *snap, in
                                 int64_t want, bool grow, sl__at_decision *out)
 {
     int64_t got = 0;
-    while (got < want) {
+    /* (a change is left for the growth the workers are for) */
+    while (got < want && out->nchanges < SL__AT_MAX_CHANGES - 1) {
         int best = -1, bk = -1;
         double best_over = 0, best_fair = 0;
         int64_t best_keep = 0;
@@ -473,8 +486,10 @@ static int64_t take_from_donors(sl__at_state *s, const sl__at_snapshot *snap, in
                 continue;
             const sl__at_knob *kb = &snap->nodes[n].knobs[k];
             double fair = fair_units(s, snap, n);
-            /* its share, and the task that covers its wait for workers */
-            int64_t keep = (int64_t)ceil(fair - SHARE_TOL) + s->nodes[n].covered;
+            /* its share with room to spare (a stage held to exactly its
+             * share lags whenever its tasks wait behind others'), and the
+             * task that covers its wait for workers */
+            int64_t keep = (int64_t)ceil(fair + SHARE_TOL) + s->nodes[n].covered;
             if (keep < kb->min)
                 keep = kb->min;
             if (fair < 0 || kb->value <= keep || (double)kb->value - fair <= best_over)
@@ -537,6 +552,10 @@ static bool grow_parallelism(sl__at_state *s, const sl__at_snapshot *snap, int i
         to = fair_to;
     if (to > kb->max)
         to = kb->max;
+    if (snap->now_ns < ks->ceiling_until_ns) { /* not past what bought nothing */
+        fair_to = fair_to < ks->ceiling ? fair_to : ks->ceiling;
+        to = to < ks->ceiling ? to : ks->ceiling;
+    }
     int64_t room = snap->cpu_budget - sl__at_cpu_units(snap);
     int64_t got = fair_to - v < room ? fair_to - v : room;
     if (got < 0)
@@ -559,8 +578,6 @@ static bool grow_parallelism(sl__at_state *s, const sl__at_snapshot *snap, int i
                  tuned_workers(snap) < 2 * pool && units_with(snap, 1) <= snap->cpu_budget;
     if (cover)
         got = 1;
-    if (snap->now_ns < ks->ceiling_until_ns && v + got > ks->ceiling)
-        got = ks->ceiling - v;
     /* at its share, and the others hold more workers than the pool has:
      * those over their shares only queue ahead of this stage's tasks */
     int64_t over = tuned_workers(snap) - pool;

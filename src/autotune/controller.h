@@ -161,6 +161,9 @@ typedef struct sl__at_state {
  * pool's threads wait for one, so they hold no CPU (a stage whose tasks
  * wait for workers may have one more in flight to cover the wait). */
 int64_t sl__at_cpu_units(const sl__at_snapshot *snap);
+/* The units with every autotuned parallelism knob at its minimum: what a
+ * controller holds whatever the budget says. */
+int64_t sl__at_cpu_units_floor(const sl__at_snapshot *snap);
 
 /* A fresh controller state at time now_ns. */
 void sl__at_init(sl__at_state *s, int64_t now_ns);

@@ -115,18 +115,24 @@ static int cpu_in_use(const sl__at_snapshot *snap)
     return units > INT_MAX ? INT_MAX : (int)units;
 }
 
-/* Moves the claim to `units`. Units already in use are claimed whatever
- * the budget says (knobs at their minimum, registered before the first
- * tick): the sum then stays over the budget until they can shrink. */
-static void claim_exactly(sl__autotune *at, int units)
+/* Moves the claim towards `units`. The floor (every knob at its minimum,
+ * registered before the first tick) is claimed whatever the budget says:
+ * the runtime's sum then stays over it until others shrink. Above the
+ * floor, only what the runtime's budget leaves: knobs that started higher
+ * (an earlier iterator's learned values) and do not fit are then cut at
+ * this tick, the controller's budget being what it holds. */
+static void claim_to(sl__autotune *at, int units, int floor, int budget)
 {
     sl_runtime *rt = at->t->rt;
-    if (units > at->claimed)
-        at->claimed += sl__runtime_cpu_claim(rt, units - at->claimed, INT_MAX);
-    else if (units < at->claimed) {
+    if (units < at->claimed) {
         sl__runtime_cpu_release(rt, at->claimed - units);
         at->claimed = units;
+        return;
     }
+    if (at->claimed < floor)
+        at->claimed += sl__runtime_cpu_claim(rt, floor - at->claimed, INT_MAX);
+    if (at->claimed < units)
+        at->claimed += sl__runtime_cpu_claim(rt, units - at->claimed, budget);
 }
 
 static void log_change(sl__autotune *at, const sl__at_change *c)
@@ -178,10 +184,14 @@ static int64_t tick(sl__autotune *at)
     snap->now_ns = sl__now_ns();
     read_nodes(at, snap);
     read_counters(at, snap);
-    int in_use = cpu_in_use(snap);
-    claim_exactly(at, in_use);
-    /* borrow what is free, so the decision may grow into it */
+    /* no more than the pool's threads can run at once */
     int budget = t->cpu_budget > 0 ? t->cpu_budget : 1;
+    int threads = sl_runtime_threads(t->rt);
+    if (threads > 0 && budget > threads)
+        budget = threads;
+    int floor = (int)sl__at_cpu_units_floor(snap);
+    claim_to(at, cpu_in_use(snap), floor, budget);
+    /* borrow what is free, so the decision may grow into it */
     at->claimed += sl__runtime_cpu_claim(t->rt, budget, budget);
     snap->cpu_budget = at->claimed < budget ? at->claimed : budget;
     sl__at_decide(&at->state, snap, &at->decision);
@@ -191,7 +201,7 @@ static int64_t tick(sl__autotune *at)
         sl__at_knob *k = &snap->nodes[c->node].knobs[c->knob];
         k->value = c->to;
     }
-    claim_exactly(at, cpu_in_use(snap)); /* give back what was not used */
+    claim_to(at, cpu_in_use(snap), floor, budget); /* give back what was not used */
     if (t->trace)
         trace_tick(at, snap->now_ns);
     return at->decision.next_tick_ns;
@@ -274,7 +284,7 @@ void sl__autotune_stop(sl__tree *t, sl__learned **learned)
     pthread_join(at->thread, NULL);
     if (learned && (at->state.changes > 0 || sl__now_ns() - t->start_ns >= 1000000000))
         *learned = learned_state(at);
-    claim_exactly(at, 0);
+    claim_to(at, 0, 0, 0);
     pthread_cond_destroy(&at->cv);
     pthread_mutex_destroy(&at->mu);
     sl__free(at, sizeof *at);

@@ -57,4 +57,19 @@ extern _Thread_local int64_t sl__wait_deadline_ns;
  * SL__AGAIN when this thread's deadline has passed. */
 int sl__consumer_cond_wait(pthread_cond_t *cv, pthread_mutex_t *mu);
 
+/* Around a producer's work done on the consumer's thread (the edge
+ * profile): no deadline inside, since it is this thread's own work and a
+ * producer keeps no SL__AGAIN; the deadline comes back after. */
+static inline int64_t sl__deadline_suspend(void)
+{
+    int64_t d = sl__wait_deadline_ns;
+    sl__wait_deadline_ns = 0;
+    return d;
+}
+
+static inline void sl__deadline_resume(int64_t d)
+{
+    sl__wait_deadline_ns = d;
+}
+
 #endif

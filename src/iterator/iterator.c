@@ -21,6 +21,7 @@ struct sl_iterator {
     int err;
     int64_t last_return_ns; /* when sl_next last returned; 0 before the first call;
                              * negated after SL_AGAIN (the wait goes on) */
+    int64_t wait_since_ns;  /* after SL_AGAIN: when the wait began (its trace span) */
     char errmsg[SL__ERRMSG_MAX];
 };
 
@@ -101,6 +102,10 @@ SL_API int64_t sl_iterator_save(sl_iterator *it, void *buf, size_t cap)
     if (it->err)
         return sl__set_error(SL_ESTATE, "sl_iterator_save: the iterator failed (%s); it has "
                              "no position to save", it->errmsg);
+    if (it->last_return_ns < 0) /* nodes hold what they pulled for the element to come */
+        return sl__set_error(SL_ESTATE, "sl_iterator_save: sl_next_timeout returned SL_AGAIN "
+                             "and the element it waits for has not come: call it until it "
+                             "returns that element (or the end), then save");
     /* computed on the first save, then kept by the dataset */
     sl__state_info info = {sl_dataset_fingerprint(it->ds), it->tree.seed_option, it->tree.epoch,
                            atomic_load(&it->tree.elements)};
@@ -175,13 +180,18 @@ static int next(sl_iterator *it, sl_element **out, int64_t deadline)
         sl__stat_add_single(&t->consumer_step_ns, t0 - it->last_return_ns);
     else if (it->last_return_ns < 0)
         sl__stat_add_single(&t->consumer_wait_ns, t0 + it->last_return_ns);
+    /* (a callback on this thread may iterate another pipeline: its call
+     * leaves this one's deadline as it found it) */
+    int64_t outer = sl__wait_deadline_ns;
     sl__wait_deadline_ns = deadline;
     int rc = sl__iter_next(it->root, out);
-    sl__wait_deadline_ns = 0;
+    sl__wait_deadline_ns = outer;
     int64_t t1 = sl__now_ns();
     /* one thread at a time uses the iterator: single writer */
     sl__stat_add_single(&t->consumer_wait_ns, t1 - t0);
     atomic_store_explicit(&t->consumer_since_ns, 0, memory_order_release);
+    if (it->last_return_ns >= 0)
+        it->wait_since_ns = t0;
     if (rc == SL__AGAIN) {
         it->last_return_ns = -t1;
         return SL_AGAIN;
@@ -189,7 +199,7 @@ static int next(sl_iterator *it, sl_element **out, int64_t deadline)
     it->last_return_ns = t1;
     sl__stat_add_single(&t->consumer_calls, 1);
     if (t->trace)
-        trace_consumer(t, t0, t1);
+        trace_consumer(t, it->wait_since_ns, t1);
     if (rc != 0 && !atomic_load_explicit(&t->end_ns, memory_order_relaxed))
         atomic_store_explicit(&t->end_ns, t1, memory_order_relaxed);
     if (rc == 0) {
@@ -215,8 +225,9 @@ SL_API int sl_next_timeout(sl_iterator *it, sl_element **out, int64_t timeout_ns
         return sl__set_error(SL_EINVAL, "sl_next_timeout: timeout %lld ns < 0",
                              (long long)timeout_ns);
     }
-    int64_t at = sl__now_ns() + timeout_ns;
-    return next(it, out, at > 0 ? at : 1);
+    int64_t now = sl__now_ns();
+    /* a timeout past the clock's range waits as sl_next does */
+    return next(it, out, timeout_ns > INT64_MAX - now ? 0 : now + timeout_ns);
 }
 
 SL_API const char *sl_iterator_errmsg(const sl_iterator *it)

@@ -55,7 +55,8 @@ static int fetch_pad(dist_iter *it, const dist_ds *d, sl_element **out)
             sl__iter_free(it->in);
             it->in = NULL;
             rc = sl__iter_make_input(&it->base, 0, it->base.epoch, &it->in);
-            it->pad_scan = 0;
+            if (rc == 0)
+                it->pad_scan = 0;
         }
         for (; rc == 0; it->pad_scan++) {
             sl_element *el;

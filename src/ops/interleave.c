@@ -340,7 +340,9 @@ static int consumer_wait(ileave_iter *it, bool *waited)
 {
     *waited = true;
     if (it->inline_fetch) { /* the edge profile: do a fetcher's work here */
+        int64_t d = sl__deadline_suspend();
         fetch_round(it);
+        sl__deadline_resume(d);
         return 0;
     }
     if (it->idle)

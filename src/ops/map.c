@@ -377,7 +377,9 @@ static chunk *chunk_next(map_iter *it, int *rc)
             /* the edge profile: this thread pulls and runs the next chunk
              * (the runtime has no workers: it runs as it is submitted) */
             pthread_mutex_unlock(&it->a.mu);
+            int64_t d = sl__deadline_suspend();
             producer_round(it);
+            sl__deadline_resume(d);
             pthread_mutex_lock(&it->a.mu);
             continue;
         }

@@ -450,7 +450,9 @@ static ibatch *batch_next(fused_iter *it, int *rc)
             /* the edge profile: this thread makes the batch (its images
              * decode in place: the runtime has no workers) */
             pthread_mutex_unlock(&it->a.mu);
+            int64_t d = sl__deadline_suspend();
             producer_round(it);
+            sl__deadline_resume(d);
             pthread_mutex_lock(&it->a.mu);
             continue;
         }

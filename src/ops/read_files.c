@@ -497,7 +497,9 @@ static int take(read_iter *it, slot *out)
              * slot it needs is in flight, or not started for lack of room
              * the finished slots ahead of it will give back) */
             pthread_mutex_unlock(&it->a.mu);
+            int64_t d = sl__deadline_suspend();
             int r = producer_round(it);
+            sl__deadline_resume(d);
             pthread_mutex_lock(&it->a.mu);
             if (r == ROUND_IDLE && !(s->done && atomic_load(&it->count) > 0)) {
                 rc = sl__set_error(SL_EINTERNAL, "%s: no read to wait for",

@@ -146,6 +146,8 @@ static int buffer_prime(sl__iter *base)
     if (it->deferred || it->eof || it->emitted || it->count >= it->limit)
         return 0;
     int rc = pull(it);
+    if (rc == SL__AGAIN)
+        return 0; /* nothing pulled: the next pull tries again */
     if (rc < 0) {
         it->deferred = rc;
         it->deferred_msg = sl__strdup(sl__error_msg());
