@@ -405,12 +405,9 @@ static double demand(const sl__at_state *s)
  * this much: a share of 2.03 workers is 2, so that noise in the measured
  * shares does not move a worker back and forth. */
 #define SHARE_TOL 0.05
-/* Tasks of a stage waiting for a pool worker, on average, that are worth
- * one more task in flight: while one waits, another runs. */
-#define COVER_MIN 0.1
-
-/* ... while the pool's workers were busy less than this fraction of the
- * time: with all of them busy, more tasks would only wait longer. */
+/* A bottleneck at its share gets one more task in flight while the pool's
+ * workers are busy less than this fraction of the time: with all of them
+ * busy, more tasks would only wait longer. */
 #define POOL_FULL 0.98
 
 /* Pool workers busy on average in the window, over the map stages. */
@@ -567,13 +564,15 @@ static bool grow_parallelism(sl__at_state *s, const sl__at_snapshot *snap, int i
         whole = room - got;
     if (v + got < to && whole > 0)
         got += to - v - got < whole ? to - v - got : whole;
-    /* at its share, with no worker free, but its tasks wait for one behind
-     * the other stages' while the pool is not kept busy: one more in flight
-     * runs while another waits. Tasks cost no CPU while they wait, so the
-     * budget counts none beyond the pool's threads; in flight, twice those
-     * at most. */
+    /* at its share, with no worker free, while the pool is not kept busy:
+     * its tasks wait behind the other stages' on the FIFO pool, or the
+     * stages hand each other too little to keep every worker going (one
+     * task each leaves gaps). One more in flight runs while another waits
+     * or fills a gap. Tasks cost no CPU while they wait, so the budget
+     * counts none beyond the pool's threads; in flight, twice those at
+     * most. */
     int64_t pool = snap->pool_threads > 0 ? snap->pool_threads : snap->cpu_budget;
-    bool cover = got <= 0 && saturated && j.queued >= COVER_MIN && v < kb->max &&
+    bool cover = got <= 0 && saturated && v < kb->max &&
                  pool_busy(s, snap) < POOL_FULL * (double)pool &&
                  tuned_workers(snap) < 2 * pool && units_with(snap, 1) <= snap->cpu_budget;
     if (cover)
@@ -591,9 +590,10 @@ static bool grow_parallelism(sl__at_state *s, const sl__at_snapshot *snap, int i
     if (cover) {
         s->nodes[i].covered = true;
         snprintf(c->reason, sizeof c->reason,
-                 "tasks wait for workers: %.2f of its %lld waited on average behind the other "
-                 "stages', %.1f busy, consumer stall %.1f%%; one more covers the wait",
-                 j.queued, (long long)v, j.busy, 100 * stall);
+                 "pool not kept busy: its workers %.0f%% busy, %.1f of its %lld busy and %.2f "
+                 "waiting for one, consumer stall %.1f%%; a task more in flight",
+                 100 * pool_busy(s, snap) / (double)pool, j.busy, (long long)v, j.queued,
+                 100 * stall);
         return true;
     }
     int len = snprintf(c->reason, sizeof c->reason,
@@ -670,8 +670,20 @@ static bool starving_saturated(const sl__at_state *s, const sl__at_snapshot *sna
     return j.busy + j.queued >= BUSY_HI * j.units;
 }
 
+/* How far node i's workers fall short of its share of the CPU (negative:
+ * beyond it; 0 when there is no share to tell). */
+static double short_of_share(const sl__at_state *s, const sl__at_snapshot *snap, int i)
+{
+    int k = find_knob(&snap->nodes[i], SL__KNOB_PARALLELISM, true);
+    double fair = k >= 0 ? fair_units(s, snap, i) : -1;
+    return fair > 0 ? fair - (double)snap->nodes[i].knobs[k].value : 0;
+}
+
 /* Walks from the consumer upstream to the first node that starves its
- * consumer for reasons of its own, and grows it. */
+ * consumer for reasons of its own, and grows it. A saturated node whose
+ * producer waits on a saturated input is passed for the input when the
+ * input is as far short of its share (or there are no shares): the
+ * deeper cause. */
 static void grow(sl__at_state *s, const sl__at_snapshot *snap, double stall, sl__at_decision *out)
 {
     int order[SL__AT_MAX_NODES];
@@ -686,7 +698,9 @@ static void grow(sl__at_state *s, const sl__at_snapshot *snap, double stall, sl_
         int uk = units_knob(node);
         int tuned_units = uk >= 0 && node->knobs[uk].autotune ? uk : -1;
         bool input_saturated = o + 1 < n && starving_saturated(s, snap, order[o + 1]);
-        if (starving_saturated(s, snap, i) && !(input_saturated && j.wait >= WAIT_LO)) {
+        bool deeper = input_saturated && j.wait >= WAIT_LO &&
+                      !(short_of_share(s, snap, i) > short_of_share(s, snap, order[o + 1]));
+        if (starving_saturated(s, snap, i) && !deeper) {
             if (tuned_units >= 0)
                 grow_units(s, snap, i, tuned_units, j, true, stall, out);
             return; /* grown, or blocked by a budget or a fixed knob */

@@ -125,8 +125,8 @@ typedef struct sl__at_node_state {
     double last_stretch;    /* its busy time over its CPU time then (0: not measured) */
     double busy_avg;        /* busy workers, smoothed over windows (-1: none yet):
                              * its share of the stages' sum is its share of the work */
-    bool covered;           /* it was given a task beyond its share to cover its
-                             * tasks' wait for pool workers (until it shrinks) */
+    bool covered;           /* it was given a task beyond its share while the
+                             * pool idled (until it shrinks) */
     double ref_cost_ns;     /* ... when the controller became stable */
     sl__at_knob_state knobs[SL__MAX_KNOBS];
 } sl__at_node_state;
@@ -158,8 +158,8 @@ typedef struct sl__at_state {
  * the pool's threads. Each stage needs a worker of its own, and a budget
  * split between stages by cost rounds each share up, so n stages may hold
  * n - 1 workers more than the budget between them; and tasks beyond the
- * pool's threads wait for one, so they hold no CPU (a stage whose tasks
- * wait for workers may have one more in flight to cover the wait). */
+ * pool's threads wait for one, so they hold no CPU (a bottleneck may have
+ * more in flight while the pool idles). */
 int64_t sl__at_cpu_units(const sl__at_snapshot *snap);
 /* The units with every autotuned parallelism knob at its minimum: what a
  * controller holds whatever the budget says. */
