@@ -511,6 +511,15 @@ static int64_t take_from_donors(sl__at_state *s, const sl__at_snapshot *snap, in
     return got;
 }
 
+/* Autotuned parallel stages. */
+static int parallel_stages(const sl__at_snapshot *snap)
+{
+    int n = 0;
+    for (int i = 0; i < snap->nnodes; i++)
+        n += find_knob(&snap->nodes[i], SL__KNOB_PARALLELISM, true) >= 0;
+    return n;
+}
+
 /* Autotuned parallelism summed: the workers in flight at most. */
 static int64_t tuned_workers(const sl__at_snapshot *snap)
 {
@@ -570,9 +579,11 @@ static bool grow_parallelism(sl__at_state *s, const sl__at_snapshot *snap, int i
      * task each leaves gaps). One more in flight runs while another waits
      * or fills a gap. Tasks cost no CPU while they wait, so the budget
      * counts none beyond the pool's threads; in flight, twice those at
-     * most. */
+     * most. A stage alone on the pool has neither trouble: more tasks
+     * would only hold more of its output. */
     int64_t pool = snap->pool_threads > 0 ? snap->pool_threads : snap->cpu_budget;
     bool cover = got <= 0 && saturated && v < kb->max &&
+                 parallel_stages(snap) > 1 &&
                  pool_busy(s, snap) < POOL_FULL * (double)pool &&
                  tuned_workers(snap) < 2 * pool && units_with(snap, 1) <= snap->cpu_budget;
     if (cover)
