@@ -248,7 +248,9 @@ static void test_warm_iterators_share_budget(void **state)
     for (int i = 0; i < 2; i++) {
         c[i] = (consumer){sl_iterator_create(ds, o), &stop};
         assert_non_null(c[i].it);
-        assert_int_equal(knob(c[i].it, "map", "parallelism", NULL), 3); /* warm */
+        /* warm (the second may have been cut already at its first tick) */
+        if (i == 0)
+            assert_int_equal(knob(c[i].it, "map", "parallelism", NULL), 3);
         assert_int_equal(pthread_create(&th[i], NULL, consume, &c[i]), 0);
     }
     sleep_ms(300);

@@ -95,6 +95,9 @@ static bool ordered(const ileave_iter *it)
     return !(it->d->flags & SL_NONDETERMINISTIC);
 }
 
+/* Frees a source nobody else holds any more. Not under mu: its nodes
+ * (a map inside the source) unregister under the tree's lock, which
+ * sl__tree_cancel holds while it takes mu (ileave_cancel). */
 static void source_free(ileave_iter *it, source *s)
 {
     if (!s)
@@ -411,7 +414,9 @@ static int next_ordered(ileave_iter *it, sl_element **out, bool *waited)
             it->slot[it->ci] = NULL;
             it->open--;
             int rc = source_end(it, s);
+            pthread_mutex_unlock(&it->mu);
             source_free(it, s);
+            pthread_mutex_lock(&it->mu);
             advance(it);
             if (rc)
                 return rc;
@@ -464,7 +469,9 @@ static int next_any(ileave_iter *it, sl_element **out, bool *waited)
                 it->slot[i] = NULL;
                 it->open--;
                 int rc = source_end(it, s);
+                pthread_mutex_unlock(&it->mu);
                 source_free(it, s);
+                pthread_mutex_lock(&it->mu);
                 if (rc)
                     return rc;
             }
