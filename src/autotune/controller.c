@@ -531,6 +531,26 @@ static int64_t tuned_workers(const sl__at_snapshot *snap)
     return sum;
 }
 
+static int64_t pool_threads(const sl__at_snapshot *snap)
+{
+    return snap->pool_threads > 0 ? snap->pool_threads : snap->cpu_budget;
+}
+
+/* A bottleneck at its share, with no worker free, may have a task more in
+ * flight while the pool is not kept busy: its tasks wait behind the other
+ * stages' on the FIFO pool, or the stages hand each other too little to
+ * keep every worker going (one task each leaves gaps). One more in flight
+ * runs while another waits or fills a gap. Tasks cost no CPU while they
+ * wait, so the budget counts none beyond the pool's threads; in flight,
+ * twice those at most. A stage alone on the pool has neither trouble:
+ * more tasks would only hold more of its output. */
+static bool cover_fits(const sl__at_state *s, const sl__at_snapshot *snap)
+{
+    int64_t pool = pool_threads(snap);
+    return parallel_stages(snap) > 1 && pool_busy(s, snap) < POOL_FULL * (double)pool &&
+           tuned_workers(snap) < 2 * pool && units_with(snap, 1) <= snap->cpu_budget;
+}
+
 /* Grows a node's workers. saturated: they were all busy (else the output
  * was bursty, and more workers widen the node's window). A saturated stage
  * gets its share of the CPU by cost (fair_units, rounded up: the budget's
@@ -573,19 +593,8 @@ static bool grow_parallelism(sl__at_state *s, const sl__at_snapshot *snap, int i
         whole = room - got;
     if (v + got < to && whole > 0)
         got += to - v - got < whole ? to - v - got : whole;
-    /* at its share, with no worker free, while the pool is not kept busy:
-     * its tasks wait behind the other stages' on the FIFO pool, or the
-     * stages hand each other too little to keep every worker going (one
-     * task each leaves gaps). One more in flight runs while another waits
-     * or fills a gap. Tasks cost no CPU while they wait, so the budget
-     * counts none beyond the pool's threads; in flight, twice those at
-     * most. A stage alone on the pool has neither trouble: more tasks
-     * would only hold more of its output. */
-    int64_t pool = snap->pool_threads > 0 ? snap->pool_threads : snap->cpu_budget;
-    bool cover = got <= 0 && saturated && v < kb->max &&
-                 parallel_stages(snap) > 1 &&
-                 pool_busy(s, snap) < POOL_FULL * (double)pool &&
-                 tuned_workers(snap) < 2 * pool && units_with(snap, 1) <= snap->cpu_budget;
+    int64_t pool = pool_threads(snap);
+    bool cover = got <= 0 && saturated && v < kb->max && cover_fits(s, snap);
     if (cover)
         got = 1;
     /* at its share, and the others hold more workers than the pool has:
