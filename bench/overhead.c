@@ -6,6 +6,11 @@
  * itself costs (task hand-off, element allocation, batching, the prefetch
  * ring), at 1 and 2 worker threads.
  *
+ * Case "sync_chain": range -> skip -> shard -> filter -> take ->
+ * assert_cardinality -> batch(256), all on the consumer's thread: what the
+ * synchronous one-input ops cost per element (each passes every element
+ * on), without a pool or a hand-off in the way.
+ *
  * Case "map_speedup": a map whose callback burns 50 us of CPU on its own
  * thread's CPU clock (real work, not sleeping, so it only goes faster with
  * more cores), run at 1 and 2 threads interleaved so that noise from other
@@ -21,6 +26,7 @@
 #define _POSIX_C_SOURCE 200809L
 #endif
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,6 +95,14 @@ static int identity(sl_map_ctx *ctx, const sl_element *in, sl_element **out, voi
     return 0;
 }
 
+static int keep_all(sl_map_ctx *ctx, const sl_element *el, void *user)
+{
+    (void)ctx;
+    (void)el;
+    (void)user;
+    return 1;
+}
+
 /* CPU time, not wall time: a descheduled worker does not count as working,
  * so the callback costs the same CPU whatever else runs on the machine. */
 static int burn(sl_map_ctx *ctx, const sl_element *in, sl_element **out, void *user)
@@ -114,6 +128,20 @@ static sl_dataset *pipeline(int64_t n, sl_map_fn fn, const char *name, int64_t b
     ds = sl_prefetch(ds, SL_AUTOTUNE);
     if (!ds)
         fprintf(stderr, "overhead: building the pipeline: %s\n", sl_last_error());
+    return ds;
+}
+
+static sl_dataset *sync_chain(int64_t n)
+{
+    sl_dataset *ds = sl_range(0, n + 1, 1);
+    ds = sl_skip(ds, 1);
+    ds = sl_shard(ds, 1, 0);
+    ds = sl_filter(ds, "keep_all", keep_all, NULL);
+    ds = sl_take(ds, n);
+    ds = sl_assert_cardinality(ds, n);
+    ds = sl_batch(ds, OVERHEAD_BATCH, 0);
+    if (!ds)
+        fprintf(stderr, "overhead: building the sync chain: %s\n", sl_last_error());
     return ds;
 }
 
@@ -168,9 +196,11 @@ static void emit(const config *cfg, const char *line)
     fclose(f);
 }
 
-static int bench_overhead(const config *cfg, int threads)
+static int bench_overhead(const config *cfg, const char *name, int threads)
 {
-    sl_dataset *ds = pipeline(cfg->elements, identity, "identity", OVERHEAD_BATCH);
+    bool sync = !strcmp(name, "sync_chain");
+    sl_dataset *ds = sync ? sync_chain(cfg->elements)
+                          : pipeline(cfg->elements, identity, "identity", OVERHEAD_BATCH);
     if (!ds)
         return -1;
     double ns[MAX_RUNS], cpu_ns[MAX_RUNS];
@@ -187,15 +217,15 @@ static int bench_overhead(const config *cfg, int threads)
     double med = median(ns, cfg->runs), cpu = median(cpu_ns, cfg->runs);
     char line[512];
     snprintf(line, sizeof line,
-             "{\"bench\":\"overhead\",\"threads\":%d,\"cpus\":%d,\"elements\":%lld,"
+             "{\"bench\":\"%s\",\"threads\":%d,\"cpus\":%d,\"elements\":%lld,"
              "\"elements_per_s\":%.0f,\"ns_per_element\":%.1f,\"runs\":%d,"
              "\"min_ns_per_element\":%.1f,\"max_ns_per_element\":%.1f,"
              "\"cpu_ns_per_element\":%.1f}",
-             threads, cfg->cpus, (long long)cfg->elements, 1e9 / med, med, cfg->runs, ns[0],
-             ns[cfg->runs - 1], cpu);
+             name, threads, cfg->cpus, (long long)cfg->elements, 1e9 / med, med, cfg->runs,
+             ns[0], ns[cfg->runs - 1], cpu);
     emit(cfg, line);
-    fprintf(stderr, "overhead     threads %d  %10.0f elements/s  %6.1f ns/element  "
-            "(min %.1f, max %.1f; CPU %.1f ns/element)\n", threads, 1e9 / med, med, ns[0],
+    fprintf(stderr, "%-12s threads %d  %10.0f elements/s  %6.1f ns/element  "
+            "(min %.1f, max %.1f; CPU %.1f ns/element)\n", name, threads, 1e9 / med, med, ns[0],
             ns[cfg->runs - 1], cpu);
     return 0;
 }
@@ -282,7 +312,8 @@ int main(int argc, char **argv)
     cfg.cpus = sl_cpu_count();
     fprintf(stderr, "sluice %s, %d CPUs, %d runs each (median; min and max over runs)\n",
             sl_version_string(), cfg.cpus, cfg.runs);
-    if (bench_overhead(&cfg, 1) < 0 || bench_overhead(&cfg, 2) < 0 || bench_speedup(&cfg) < 0)
+    if (bench_overhead(&cfg, "overhead", 1) < 0 || bench_overhead(&cfg, "overhead", 2) < 0 ||
+        bench_overhead(&cfg, "sync_chain", 1) < 0 || bench_speedup(&cfg) < 0)
         return 1;
     return 0;
 }
