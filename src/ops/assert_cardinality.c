@@ -7,27 +7,26 @@
  * counts, and so is an (n+1)th element if something pulls it (a shuffle
  * does; a drop-remainder batch, take and distribute stop at n). */
 #include <stdio.h>
-#include "../graph/node.h"
+#include "../graph/unary.h"
 
-typedef struct assert_ds {
+typedef struct assert_cardinality_ds {
     sl_dataset base;
     int64_t n; /* or SL_INFINITE */
-} assert_ds;
+} assert_cardinality_ds;
 
-typedef struct assert_iter {
-    sl__iter base;
-    sl__iter *in;
+typedef struct assert_cardinality_iter {
+    sl__unary_iter u;
     int64_t seen; /* elements of this pass so far */
-} assert_iter;
+} assert_cardinality_iter;
 
-static int64_t assert_card(const sl_dataset *ds)
+static int64_t assert_cardinality_cardinality(const sl_dataset *ds)
 {
-    return ((const assert_ds *)ds)->n;
+    return ((const assert_cardinality_ds *)ds)->n;
 }
 
-static int mismatch(const assert_iter *it, const char *how)
+static int mismatch(const assert_cardinality_iter *it, const char *how)
 {
-    int64_t n = ((const assert_ds *)it->base.ds)->n;
+    int64_t n = ((const assert_cardinality_ds *)it->u.base.ds)->n;
     if (n == SL_INFINITE)
         return sl__set_error(SL_ECORRUPT, "assert_cardinality: the input was expected to be "
                              "infinite but ended after %lld elements", (long long)it->seen);
@@ -35,19 +34,19 @@ static int mismatch(const assert_iter *it, const char *how)
                          "elements but %s %lld", (long long)n, how, (long long)it->seen);
 }
 
-static int assert_next(sl__iter *base, sl_element **out)
+static int assert_cardinality_next(sl__iter *base, sl_element **out)
 {
-    assert_iter *it = (assert_iter *)base;
-    int64_t n = ((const assert_ds *)base->ds)->n;
+    assert_cardinality_iter *it = (assert_cardinality_iter *)base;
+    int64_t n = ((const assert_cardinality_ds *)base->ds)->n;
     if (n != SL_INFINITE && it->seen > n) /* went past n: stays an error */
         return mismatch(it, "gave at least");
-    if (!it->in) /* ended: as it ended */
+    if (!it->u.in) /* ended: as it ended */
         return it->seen == n ? SL_EOF : mismatch(it, "ended after");
-    int rc = sl__iter_next(it->in, out);
+    int rc = sl__iter_next(it->u.in, out);
     if (rc == SL_EOF) {
         /* stop the input now, which may hold threads or files */
-        sl__iter_free(it->in);
-        it->in = NULL;
+        sl__iter_free(it->u.in);
+        it->u.in = NULL;
         return it->seen == n ? SL_EOF : mismatch(it, "ended after");
     }
     if (rc != 0)
@@ -62,73 +61,47 @@ static int assert_next(sl__iter *base, sl_element **out)
     return 0;
 }
 
-static void assert_destroy(sl__iter *base)
+static int assert_cardinality_start(sl__unary_iter *u, bool resumed)
 {
-    sl__iter_free(((assert_iter *)base)->in);
-}
-
-static int assert_save(sl__iter *base, sl__bytes *w)
-{
-    assert_iter *it = (assert_iter *)base;
-    return sl__save_sync(w, base, 1, &it->seen, it->in);
-}
-
-static const sl__iter_ops assert_iter_ops = {
-    .next = assert_next,
-    .destroy = assert_destroy,
-    .save = assert_save,
-};
-
-static int assert_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
-                       sl__iter **out)
-{
-    assert_iter *it = sl__iter_alloc(&assert_iter_ops, sizeof *it, ds, tree, key, epoch);
-    if (!it)
-        return SL_ENOMEM;
-    int64_t n = ((const assert_ds *)ds)->n;
-    int rc = sl__iter_restored(&it->base, 1, &it->seen);
-    if (rc > 0)
-        rc = sl__state_range(&it->base, "seen", it->seen, 0, n == SL_INFINITE ? INT64_MAX : n);
-    if (rc == 0)
-        rc = sl__iter_make_input(&it->base, 0, epoch, &it->in);
-    if (rc < 0) {
-        sl__iter_free(&it->base);
-        return rc;
-    }
-    *out = &it->base;
-    return 0;
-}
-
-static uint64_t assert_fp(const sl_dataset *ds, uint64_t h)
-{
-    return sl__hash_u64(h, (uint64_t)((const assert_ds *)ds)->n);
+    int64_t n = ((const assert_cardinality_ds *)u->base.ds)->n;
+    int64_t seen = ((assert_cardinality_iter *)u)->seen;
+    return resumed ? sl__state_range(&u->base, "seen", seen, 0, n == SL_INFINITE ? INT64_MAX : n)
+                   : 0;
 }
 
 /* Random access where the input has it with the same known size. */
-static bool assert_can_get(const sl_dataset *ds)
+static bool assert_cardinality_can_get(const sl_dataset *ds)
 {
     return sl__dataset_can_get(ds->inputs[0]) &&
-           sl_dataset_cardinality(ds->inputs[0]) == assert_card(ds);
+           sl_dataset_cardinality(ds->inputs[0]) == assert_cardinality_cardinality(ds);
 }
 
-static int assert_get(const sl_dataset *ds, int64_t index, sl_element **out)
+static int assert_cardinality_get(const sl_dataset *ds, int64_t index, sl_element **out)
 {
     const sl_dataset *in = ds->inputs[0];
     return in->ops->get(in, index, out);
 }
 
-static const sl__node_ops assert_ops = {
-    .kind = "assert_cardinality",
-    .make_iter = assert_make,
-    .cardinality = assert_card,
-    .fingerprint = assert_fp,
-    .can_get = assert_can_get,
-    .get = assert_get,
+static const sl__field assert_cardinality_state[] = {
+    SL__FIELD_I64(assert_cardinality_iter, seen, 0, INT64_MAX),
+};
+static const sl__field assert_cardinality_params[] = {SL__PARAM(assert_cardinality_ds, n)};
+
+static const sl__unary_def assert_cardinality_def = {
+    .node = {.kind = "assert_cardinality", SL__UNARY_NODE,
+             .cardinality = assert_cardinality_cardinality,
+             .can_get = assert_cardinality_can_get, .get = assert_cardinality_get},
+    .iter = {SL__UNARY_ITER(assert_cardinality_next)},
+    .iter_size = sizeof(assert_cardinality_iter),
+    SL__UNARY_STATE(assert_cardinality_state),
+    SL__UNARY_PARAMS(assert_cardinality_params),
+    .start = assert_cardinality_start,
 };
 
 SL_API sl_dataset *sl_assert_cardinality(sl_dataset *in, int64_t n)
 {
-    assert_ds *a = (assert_ds *)sl__dataset_new(&assert_ops, sizeof *a, in);
+    assert_cardinality_ds *a =
+        (assert_cardinality_ds *)sl__dataset_new(&assert_cardinality_def.node, sizeof *a, in);
     if (!a)
         return NULL;
     if (n < 0 && n != SL_INFINITE)

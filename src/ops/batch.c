@@ -2,24 +2,24 @@
  * dimension. Each input element is copied into the batch as it arrives and
  * released at once, so a batch never pins `size` input elements. */
 #include <string.h>
+#include "../graph/unary.h"
 #include "stack.h"
 
 typedef struct batch_ds {
     sl_dataset base;
     int64_t size;
-    unsigned flags;
+    int64_t flags;
 } batch_ds;
 
 typedef struct batch_iter {
-    sl__iter base;
-    sl__iter *in;
+    sl__unary_iter u;
     int64_t in_card; /* input cardinality, to size the first buffers */
     int64_t pulled;  /* input elements pulled in this pass */
     sl__stack st;
     bool done;
 } batch_iter;
 
-static int64_t batch_card(const sl_dataset *ds)
+static int64_t batch_cardinality(const sl_dataset *ds)
 {
     const batch_ds *b = (const batch_ds *)ds;
     int64_t in = sl_dataset_cardinality(ds->inputs[0]);
@@ -48,7 +48,7 @@ static int64_t fill(batch_iter *it, int64_t size)
 {
     while (it->st.rows < size) {
         sl_element *el;
-        int rc = sl__iter_next(it->in, &el);
+        int rc = sl__iter_next(it->u.in, &el);
         if (rc == SL_EOF) {
             it->done = true;
             break;
@@ -89,70 +89,41 @@ static int batch_next(sl__iter *base, sl_element **out)
     return rc;
 }
 
-static void batch_destroy(sl__iter *base)
+static void batch_fini(sl__unary_iter *u)
 {
-    batch_iter *it = (batch_iter *)base;
-    sl__stack_reset(&it->st);
-    sl__iter_free(it->in);
+    sl__stack_reset(&((batch_iter *)u)->st);
+}
+
+static int batch_start(sl__unary_iter *u, bool resumed)
+{
+    (void)resumed;
+    ((batch_iter *)u)->in_card = sl_dataset_cardinality(u->base.ds->inputs[0]);
+    return 0;
 }
 
 /* Between two outputs nothing is held: what was pulled and whether the
  * input ended, then the input's record. */
-static int batch_save(sl__iter *base, sl__bytes *w)
-{
-    batch_iter *it = (batch_iter *)base;
-    int64_t f[2] = {it->pulled, it->done};
-    return sl__save_sync(w, base, 2, f, it->in);
-}
-
-static const sl__iter_ops batch_iter_ops = {
-    .next = batch_next,
-    .destroy = batch_destroy,
-    .save = batch_save,
+static const sl__field batch_state[] = {
+    SL__FIELD_I64(batch_iter, pulled, 0, INT64_MAX),
+    SL__FIELD_BOOL(batch_iter, done),
 };
+static const sl__field batch_params[] = {SL__PARAM(batch_ds, size), SL__PARAM(batch_ds, flags)};
 
-static int batch_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
-                      sl__iter **out)
-{
-    batch_iter *it = sl__iter_alloc(&batch_iter_ops, sizeof *it, ds, tree, key, epoch);
-    if (!it)
-        return SL_ENOMEM;
-    it->in_card = sl_dataset_cardinality(ds->inputs[0]);
-    int64_t f[2];
-    int rc = sl__iter_restored(&it->base, 2, f);
-    if (rc > 0) {
-        it->pulled = f[0];
-        it->done = f[1] != 0;
-        rc = sl__state_range(&it->base, "pulled", f[0], 0, INT64_MAX);
-    }
-    if (rc == 0)
-        rc = sl__iter_make_input(&it->base, 0, epoch, &it->in);
-    if (rc < 0) {
-        sl__iter_free(&it->base);
-        return rc;
-    }
-    *out = &it->base;
-    return 0;
-}
-
-static uint64_t batch_fp(const sl_dataset *ds, uint64_t h)
-{
-    const batch_ds *b = (const batch_ds *)ds;
-    return sl__hash_u64(sl__hash_u64(h, (uint64_t)b->size), b->flags);
-}
-
-static const sl__node_ops batch_ops = {
-    .kind = "batch",
-    .make_iter = batch_make,
-    .cardinality = batch_card,
-    .fingerprint = batch_fp,
+static const sl__unary_def batch_def = {
+    .node = {.kind = "batch", SL__UNARY_NODE, .cardinality = batch_cardinality},
+    .iter = {SL__UNARY_ITER(batch_next)},
+    .iter_size = sizeof(batch_iter),
+    SL__UNARY_STATE(batch_state),
+    SL__UNARY_PARAMS(batch_params),
+    .start = batch_start,
+    .fini = batch_fini,
 };
 
 SL_API sl_dataset *sl_batch(sl_dataset *in, int64_t size, unsigned flags)
 {
     if (in && in->ops->fuse_batch && size >= 1 && !(flags & ~SL_DROP_REMAINDER))
         return in->ops->fuse_batch(in, size, flags);
-    batch_ds *b = (batch_ds *)sl__dataset_new(&batch_ops, sizeof *b, in);
+    batch_ds *b = (batch_ds *)sl__dataset_new(&batch_def.node, sizeof *b, in);
     if (!b)
         return NULL;
     if (size < 1)

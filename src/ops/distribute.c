@@ -16,30 +16,30 @@
  */
 #include <string.h>
 #include "../core/log.h"
-#include "../graph/node.h"
+#include "../graph/unary.h"
 
-typedef struct dist_ds {
+typedef struct distribute_ds {
     sl_dataset base;
     int64_t world, rank, n, m; /* n: input cardinality, m: this rank's */
-} dist_ds;
+} distribute_ds;
 
-typedef struct dist_iter {
-    sl__iter base;
-    sl__iter *in;
+typedef struct distribute_iter {
+    sl__unary_iter u;
     int64_t pos;     /* input position of the next pull */
     int64_t emitted; /* elements handed out */
     sl_element *pad; /* the wrapped position's element, once seen */
     int64_t pad_scan; /* the second pass looking for it: its next position (-1: none) */
     bool done;
-} dist_iter;
+    int64_t world, rank; /* the dataset's, saved so a restore can check them */
+} distribute_iter;
 
 /* Input position of this rank's k-th element, before wrapping. */
-static int64_t position(const dist_ds *d, int64_t k) { return d->rank + k * d->world; }
+static int64_t position(const distribute_ds *d, int64_t k) { return d->rank + k * d->world; }
 
-static int64_t dist_card(const sl_dataset *ds) { return ((const dist_ds *)ds)->m; }
+static int64_t distribute_cardinality(const sl_dataset *ds) { return ((const distribute_ds *)ds)->m; }
 
 /* The wrapped position this rank needs, or -1. */
-static int64_t pad_pos(const dist_ds *d)
+static int64_t pad_pos(const distribute_ds *d)
 {
     if (d->m == 0)
         return -1;
@@ -47,20 +47,20 @@ static int64_t pad_pos(const dist_ds *d)
     return last >= d->n ? last % d->n : -1; /* past the end (several times when W > n) */
 }
 
-static int fetch_pad(dist_iter *it, const dist_ds *d, sl_element **out)
+static int fetch_pad(distribute_iter *it, const distribute_ds *d, sl_element **out)
 {
     if (!it->pad) { /* resumed after the pass went by it: a fresh pass */
         int rc = 0;
         if (it->pad_scan < 0) {
-            sl__iter_free(it->in);
-            it->in = NULL;
-            rc = sl__iter_make_input(&it->base, 0, it->base.epoch, &it->in);
+            sl__iter_free(it->u.in);
+            it->u.in = NULL;
+            rc = sl__iter_make_input(&it->u.base, 0, it->u.base.epoch, &it->u.in);
             if (rc == 0)
                 it->pad_scan = 0;
         }
         for (; rc == 0; it->pad_scan++) {
             sl_element *el;
-            if ((rc = sl__iter_next(it->in, &el)) != 0)
+            if ((rc = sl__iter_next(it->u.in, &el)) != 0)
                 break;
             if (it->pad_scan == pad_pos(d)) {
                 it->pad = el;
@@ -78,14 +78,14 @@ static int fetch_pad(dist_iter *it, const dist_ds *d, sl_element **out)
     }
     *out = it->pad;
     it->pad = NULL;
-    atomic_fetch_add(&it->base.tree->padded, 1);
+    atomic_fetch_add(&it->u.base.tree->padded, 1);
     return 0;
 }
 
-static int dist_next(sl__iter *base, sl_element **out)
+static int distribute_next(sl__iter *base, sl_element **out)
 {
-    dist_iter *it = (dist_iter *)base;
-    const dist_ds *d = (const dist_ds *)base->ds;
+    distribute_iter *it = (distribute_iter *)base;
+    const distribute_ds *d = (const distribute_ds *)base->ds;
     if (it->done || it->emitted >= d->m) {
         it->done = true;
         return SL_EOF;
@@ -100,7 +100,7 @@ static int dist_next(sl__iter *base, sl_element **out)
     int64_t pad_at = pad_pos(d);
     for (;;) {
         sl_element *el;
-        int rc = sl__iter_next(it->in, &el);
+        int rc = sl__iter_next(it->u.in, &el);
         if (rc == SL_EOF)
             return sl__set_error(SL_EINVAL, "distribute: the input ended at position %lld, "
                                  "before the %lld elements its cardinality promised",
@@ -119,97 +119,70 @@ static int dist_next(sl__iter *base, sl_element **out)
     }
 }
 
-static void dist_destroy(sl__iter *base)
+static void distribute_fini(sl__unary_iter *u)
 {
-    dist_iter *it = (dist_iter *)base;
-    if (it->pad)
-        sl_element_release(it->pad);
-    sl__iter_free(it->in);
+    sl_element_release(((distribute_iter *)u)->pad);
 }
 
-static int dist_save(sl__iter *base, sl__bytes *w)
+static int distribute_start(sl__unary_iter *u, bool resumed)
 {
-    dist_iter *it = (dist_iter *)base;
-    const dist_ds *d = (const dist_ds *)base->ds;
-    int64_t f[4] = {it->pos, it->emitted, d->world, d->rank};
-    return sl__save_sync(w, base, 4, f, it->in);
-}
-
-static const sl__iter_ops dist_iter_ops = {
-    .next = dist_next,
-    .destroy = dist_destroy,
-    .save = dist_save,
-};
-
-static int dist_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
-                     sl__iter **out)
-{
-    const dist_ds *d = (const dist_ds *)ds;
-    dist_iter *it = sl__iter_alloc(&dist_iter_ops, sizeof *it, ds, tree, key, epoch);
-    if (!it)
-        return SL_ENOMEM;
+    distribute_iter *it = (distribute_iter *)u;
+    const distribute_ds *d = (const distribute_ds *)u->base.ds;
     it->pad_scan = -1;
-    int64_t f[4];
-    int rc = sl__iter_restored(&it->base, 4, f);
-    if (rc > 0) {
-        if (f[2] != d->world || f[3] != d->rank)
-            rc = sl__set_error(SL_EMISMATCH,
-                               "distribute: the state was saved by rank %lld of %lld, this is "
-                               "rank %lld of %lld; restore each rank's own state with the same "
-                               "world size", (long long)f[3], (long long)f[2],
-                               (long long)d->rank, (long long)d->world);
-        else
-            rc = sl__state_range(&it->base, "emitted", f[1], 0, d->m);
-        if (rc == 0)
-            rc = sl__state_range(&it->base, "pos", f[0], 0, d->n);
-        it->pos = f[0];
-        it->emitted = f[1];
+    if (!resumed) {
+        it->world = d->world;
+        it->rank = d->rank;
+        return 0;
     }
-    if (rc == 0)
-        rc = sl__iter_make_input(&it->base, 0, epoch, &it->in);
-    if (rc < 0) {
-        sl__iter_free(&it->base);
-        return rc;
-    }
-    *out = &it->base;
-    return 0;
+    if (it->world != d->world || it->rank != d->rank)
+        return sl__set_error(SL_EMISMATCH,
+                             "distribute: the state was saved by rank %lld of %lld, this is "
+                             "rank %lld of %lld; restore each rank's own state with the same "
+                             "world size", (long long)it->rank, (long long)it->world,
+                             (long long)d->rank, (long long)d->world);
+    int rc = sl__state_range(&u->base, "emitted", it->emitted, 0, d->m);
+    return rc ? rc : sl__state_range(&u->base, "pos", it->pos, 0, d->n);
 }
 
-static uint64_t dist_fp(const sl_dataset *ds, uint64_t h)
-{
-    const dist_ds *d = (const dist_ds *)ds;
-    h = sl__hash_u64(h, (uint64_t)d->world);
-    h = sl__hash_u64(h, (uint64_t)d->rank);
-    return sl__hash_u64(h, (uint64_t)d->m);
-}
+static bool distribute_can_get(const sl_dataset *ds) { return sl__dataset_can_get(ds->inputs[0]); }
 
-static bool dist_can_get(const sl_dataset *ds) { return sl__dataset_can_get(ds->inputs[0]); }
-
-static int dist_get(const sl_dataset *ds, int64_t index, sl_element **out)
+static int distribute_get(const sl_dataset *ds, int64_t index, sl_element **out)
 {
-    const dist_ds *d = (const dist_ds *)ds;
+    const distribute_ds *d = (const distribute_ds *)ds;
     const sl_dataset *in = ds->inputs[0];
     return in->ops->get(in, position(d, index) % d->n, out);
 }
 
-static const sl__node_ops dist_ops = {
-    .kind = "distribute",
-    .make_iter = dist_make,
-    .cardinality = dist_card,
-    .fingerprint = dist_fp,
-    .can_get = dist_can_get,
-    .get = dist_get,
+static const sl__field distribute_state[] = {
+    SL__FIELD_I64(distribute_iter, pos, 0, INT64_MAX),
+    SL__FIELD_I64(distribute_iter, emitted, 0, INT64_MAX),
+    SL__FIELD_I64(distribute_iter, world, INT64_MIN, INT64_MAX),
+    SL__FIELD_I64(distribute_iter, rank, INT64_MIN, INT64_MAX),
+};
+static const sl__field distribute_params[] = {
+    SL__PARAM(distribute_ds, world), SL__PARAM(distribute_ds, rank), SL__PARAM(distribute_ds, m),
 };
 
-typedef struct dist_args {
+static const sl__unary_def distribute_def = {
+    .node = {.kind = "distribute", SL__UNARY_NODE, .cardinality = distribute_cardinality,
+             .can_get = distribute_can_get, .get = distribute_get},
+    .iter = {SL__UNARY_ITER(distribute_next)},
+    .iter_size = sizeof(distribute_iter),
+    SL__UNARY_STATE(distribute_state),
+    SL__UNARY_PARAMS(distribute_params),
+    .start = distribute_start,
+    .fini = distribute_fini,
+};
+
+typedef struct distribute_args {
     int64_t world, rank;
     unsigned flags;
-} dist_args;
+} distribute_args;
 
 /* The node over x, or shard(world, rank) when x's size is unknown. */
 static sl_dataset *apply(sl_dataset *x, void *arg)
 {
-    const dist_args *a = arg;
+    const distribute_args *a = arg;
     int64_t n = x ? sl_dataset_cardinality(x) : 0;
     if (x && n == SL_INFINITE) {
         sl_dataset_free(x);
@@ -224,7 +197,7 @@ static sl_dataset *apply(sl_dataset *x, void *arg)
                 sl_dataset_name(x), (long long)a->rank, (long long)a->world);
         return sl_shard(x, a->world, a->rank);
     }
-    dist_ds *d = (dist_ds *)sl__dataset_new(&dist_ops, sizeof *d, x);
+    distribute_ds *d = (distribute_ds *)sl__dataset_new(&distribute_def.node, sizeof *d, x);
     if (!d)
         return NULL;
     d->world = a->world;
@@ -245,7 +218,7 @@ static const sl_dataset *reader_below(const sl_dataset *ds)
 
 /* ds with the reader `r` (somewhere under ds's rebuildable chain) made over
  * distribute(r's files). Consumes ds. */
-static sl_dataset *split_files(sl_dataset *ds, const sl_dataset *r, dist_args *a)
+static sl_dataset *split_files(sl_dataset *ds, const sl_dataset *r, distribute_args *a)
 {
     if (ds == r) {
         sl_dataset *files = apply(sl_dataset_retain(r->inputs[0]), a);
@@ -294,7 +267,7 @@ SL_API sl_dataset *sl_distribute(sl_dataset *in, const sl_dist_context *ctx, uns
         sl_dataset_free(in);
         return NULL;
     }
-    dist_args a = {ctx->world_size, ctx->rank, flags};
+    distribute_args a = {ctx->world_size, ctx->rank, flags};
     const sl_dataset *r = (flags & SL_DISTRIBUTE_BY_DATA) ? NULL : reader_below(in);
     int64_t files = r ? sl_dataset_cardinality(r->inputs[0]) : -1;
     if (r && files >= ctx->world_size)

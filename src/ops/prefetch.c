@@ -3,7 +3,7 @@
  * ready in a ring, so the consumer's step and the pipeline overlap.
  */
 #include "../core/clock.h"
-#include "../graph/node.h"
+#include "../graph/unary.h"
 
 #define DEFAULT_DEPTH 2
 #define MAX_AUTO_DEPTH 64
@@ -180,55 +180,21 @@ static int depth_knob(prefetch_iter *it, int64_t d)
 /* The edge profile's prefetch: elements pass straight through on the
  * caller's thread (no buffer, no producer); its record is the one the
  * buffered node writes (no fields, then the input's). */
-typedef struct inline_iter {
-    sl__iter base;
-    sl__iter *input;
-} inline_iter;
-
-static int inline_next(sl__iter *base, sl_element **out)
+static int prefetch_inline_next(sl__iter *base, sl_element **out)
 {
-    return sl__iter_next(((inline_iter *)base)->input, out);
+    return sl__iter_next(((sl__unary_iter *)base)->in, out);
 }
 
-static void inline_destroy(sl__iter *base)
-{
-    sl__iter_free(((inline_iter *)base)->input);
-}
-
-static int inline_save(sl__iter *base, sl__bytes *w)
-{
-    return sl__save_sync(w, base, 0, NULL, ((inline_iter *)base)->input);
-}
-
-static const sl__iter_ops inline_iter_ops = {
-    .next = inline_next,
-    .destroy = inline_destroy,
-    .save = inline_save,
+static const sl__unary_def prefetch_inline_def = {
+    .iter = {SL__UNARY_ITER(prefetch_inline_next)},
+    .iter_size = sizeof(sl__unary_iter),
 };
-
-static int inline_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
-                       sl__iter **out)
-{
-    inline_iter *it = sl__iter_alloc(&inline_iter_ops, sizeof *it, ds, tree, key, epoch);
-    if (!it)
-        return SL_ENOMEM;
-    int64_t none[1];
-    int rc = sl__iter_restored(&it->base, 0, none);
-    if (rc >= 0)
-        rc = sl__iter_make_input(&it->base, 0, epoch, &it->input);
-    if (rc < 0) {
-        sl__iter_free(&it->base);
-        return rc;
-    }
-    *out = &it->base;
-    return 0;
-}
 
 static int prefetch_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
                          sl__iter **out)
 {
     if (tree->inline_nodes)
-        return inline_make(ds, tree, key, epoch, out);
+        return sl__unary_make_as(&prefetch_inline_def, ds, tree, key, epoch, out);
     prefetch_iter *it = sl__iter_alloc(&prefetch_iter_ops, sizeof *it, ds, tree, key, epoch);
     if (!it)
         return SL_ENOMEM;

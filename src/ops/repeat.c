@@ -10,7 +10,7 @@
  * stay level (one leaves the old buffer as one enters the new), and the
  * output is what it would be without it: priming takes the same pulls
  * the next pass's first element would. */
-#include "../graph/node.h"
+#include "../graph/unary.h"
 
 /* Epoch stride of a forever-repeat nested in a repeated pipeline. A finite
  * repeat(count) numbers its passes epoch * count + pass instead, so nested
@@ -23,8 +23,7 @@ typedef struct repeat_ds {
 } repeat_ds;
 
 typedef struct repeat_iter {
-    sl__iter base;
-    sl__iter *in;  /* iterator of the current pass, NULL between passes */
+    sl__unary_iter u; /* in: the current pass, NULL between passes */
     sl__iter *early; /* the next pass, made while this one drains, or NULL */
     bool no_early;   /* making it failed: it is made when due, as usual */
     int64_t pass;
@@ -32,7 +31,7 @@ typedef struct repeat_iter {
     bool done;
 } repeat_iter;
 
-static int64_t repeat_card(const sl_dataset *ds)
+static int64_t repeat_cardinality(const sl_dataset *ds)
 {
     int64_t count = ((const repeat_ds *)ds)->count, in = sl_dataset_cardinality(ds->inputs[0]);
     /* tf.data's rules: an empty pass ends a forever-repeat */
@@ -47,11 +46,12 @@ static int64_t repeat_card(const sl_dataset *ds)
 
 static int make_pass(repeat_iter *it, int64_t pass, sl__iter **out)
 {
-    int64_t count = ((const repeat_ds *)it->base.ds)->count;
+    const sl__iter *base = &it->u.base;
+    int64_t count = ((const repeat_ds *)base->ds)->count;
     uint64_t stride = count > 0 ? (uint64_t)count : FOREVER_STRIDE;
     /* unsigned: wraps rather than overflows for absurd nestings */
-    int64_t epoch = (int64_t)((uint64_t)it->base.epoch * stride + (uint64_t)pass);
-    return sl__iter_make_input(&it->base, 0, epoch, out);
+    int64_t epoch = (int64_t)((uint64_t)base->epoch * stride + (uint64_t)pass);
+    return sl__iter_make_input(&it->u.base, 0, epoch, out);
 }
 
 static int start_pass(repeat_iter *it)
@@ -59,11 +59,11 @@ static int start_pass(repeat_iter *it)
     it->got = 0;
     it->no_early = false;
     if (it->early) {
-        it->in = it->early;
+        it->u.in = it->early;
         it->early = NULL;
         return 0;
     }
-    return make_pass(it, it->pass, &it->in);
+    return make_pass(it, it->pass, &it->u.in);
 }
 
 /* One step of the next pass's start while this one drains. A failure to
@@ -71,8 +71,8 @@ static int start_pass(repeat_iter *it)
  * would have. */
 static void overlap(repeat_iter *it, int64_t count)
 {
-    const sl__iter_ops *ops = it->in->ops;
-    if (it->no_early || !ops->draining || !ops->draining(it->in) ||
+    const sl__iter_ops *ops = it->u.in->ops;
+    if (it->no_early || !ops->draining || !ops->draining(it->u.in) ||
         (count >= 0 && it->pass + 1 >= count))
         return;
     if (!it->early && make_pass(it, it->pass + 1, &it->early) < 0) {
@@ -89,7 +89,7 @@ static int repeat_next(sl__iter *base, sl_element **out)
     repeat_iter *it = (repeat_iter *)base;
     int64_t count = ((const repeat_ds *)base->ds)->count;
     while (!it->done) {
-        if (!it->in) {
+        if (!it->u.in) {
             if (count >= 0 && it->pass >= count) {
                 it->done = true;
                 break;
@@ -98,15 +98,15 @@ static int repeat_next(sl__iter *base, sl_element **out)
             if (rc < 0)
                 return rc;
         }
-        int rc = sl__iter_next(it->in, out);
+        int rc = sl__iter_next(it->u.in, out);
         if (rc == 0) {
             it->got++;
             overlap(it, count);
         }
         if (rc != SL_EOF)
             return rc;
-        sl__iter_free(it->in);
-        it->in = NULL;
+        sl__iter_free(it->u.in);
+        it->u.in = NULL;
         it->pass++;
         if (it->got == 0) /* an empty pass: more passes would be empty too */
             it->done = true;
@@ -114,72 +114,52 @@ static int repeat_next(sl__iter *base, sl_element **out)
     return SL_EOF;
 }
 
-static void repeat_destroy(sl__iter *base)
+static void repeat_fini(sl__unary_iter *u)
 {
-    sl__iter_free(((repeat_iter *)base)->in);
-    sl__iter_free(((repeat_iter *)base)->early);
+    sl__iter_free(((repeat_iter *)u)->early);
+}
+
+/* The first pass starts now, so that setup errors (a missing file)
+ * surface at sl_iterator_create as without repeat; a resumed one restarts
+ * the pass it was in. */
+static int repeat_start(sl__unary_iter *u, bool resumed)
+{
+    repeat_iter *it = (repeat_iter *)u;
+    int64_t count = ((const repeat_ds *)u->base.ds)->count, got = it->got;
+    int rc = resumed ? sl__state_range(&u->base, "pass", it->pass, 0,
+                                       count < 0 ? INT64_MAX : count)
+                     : 0;
+    if (rc == 0 && count != 0 && !it->done && (count < 0 || it->pass < count)) {
+        rc = start_pass(it);
+        it->got = resumed ? got : 0;
+    }
+    return rc;
 }
 
 /* The pass, its elements so far, then the pass's input record (none
  * between passes or at the end). A next pass made early is not saved:
  * restored, it is made when due, with the same output. */
-static int repeat_save(sl__iter *base, sl__bytes *w)
-{
-    repeat_iter *it = (repeat_iter *)base;
-    int64_t f[3] = {it->pass, it->got, it->done};
-    return sl__save_sync(w, base, 3, f, it->in);
-}
-
-static const sl__iter_ops repeat_iter_ops = {
-    .next = repeat_next,
-    .destroy = repeat_destroy,
-    .save = repeat_save,
+static const sl__field repeat_state[] = {
+    SL__FIELD_I64(repeat_iter, pass, 0, INT64_MAX),
+    SL__FIELD_I64(repeat_iter, got, 0, INT64_MAX),
+    SL__FIELD_BOOL(repeat_iter, done),
 };
+static const sl__field repeat_params[] = {SL__PARAM(repeat_ds, count)};
 
-static int repeat_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
-                       sl__iter **out)
-{
-    repeat_iter *it = sl__iter_alloc(&repeat_iter_ops, sizeof *it, ds, tree, key, epoch);
-    if (!it)
-        return SL_ENOMEM;
-    int64_t count = ((const repeat_ds *)ds)->count, f[3];
-    int rc = sl__iter_restored(&it->base, 3, f);
-    bool resumed = rc > 0;
-    if (resumed) {
-        it->pass = f[0];
-        it->done = f[2] != 0;
-        rc = sl__state_range(&it->base, "pass", f[0], 0, count < 0 ? INT64_MAX : count);
-    }
-    /* the first pass starts now, so that setup errors (a missing file)
-     * surface at sl_iterator_create as without repeat; a resumed one
-     * restarts the pass it was in */
-    if (rc == 0 && count != 0 && !it->done && (count < 0 || it->pass < count)) {
-        rc = start_pass(it);
-        it->got = resumed ? f[1] : 0;
-    }
-    if (rc < 0) {
-        sl__iter_free(&it->base);
-        return rc;
-    }
-    *out = &it->base;
-    return 0;
-}
-
-static uint64_t repeat_fp(const sl_dataset *ds, uint64_t h)
-{
-    return sl__hash_u64(h, (uint64_t)((const repeat_ds *)ds)->count);
-}
-
-static const sl__node_ops repeat_ops = {
-    .kind = "repeat",
-    .make_iter = repeat_make,
-    .cardinality = repeat_card,
-    .fingerprint = repeat_fp,
+static const sl__unary_def repeat_def = {
+    .node = {.kind = "repeat", SL__UNARY_NODE, .cardinality = repeat_cardinality},
+    .iter = {SL__UNARY_ITER(repeat_next)},
+    .iter_size = sizeof(repeat_iter),
+    SL__UNARY_STATE(repeat_state),
+    SL__UNARY_PARAMS(repeat_params),
+    .flags = SL__UNARY_OWN_INPUT,
+    .start = repeat_start,
+    .fini = repeat_fini,
 };
 
 SL_API sl_dataset *sl_repeat(sl_dataset *in, int64_t count)
 {
-    repeat_ds *r = (repeat_ds *)sl__dataset_new(&repeat_ops, sizeof *r, in);
+    repeat_ds *r = (repeat_ds *)sl__dataset_new(&repeat_def.node, sizeof *r, in);
     if (!r)
         return NULL;
     if (count < -1)

@@ -1,6 +1,6 @@
 /* skip(n): drops the first n elements of the input; n = -1 drops all.
  * Random access when the input has it. */
-#include "../graph/node.h"
+#include "../graph/unary.h"
 
 typedef struct skip_ds {
     sl_dataset base;
@@ -8,13 +8,12 @@ typedef struct skip_ds {
 } skip_ds;
 
 typedef struct skip_iter {
-    sl__iter base;
-    sl__iter *in;
+    sl__unary_iter u;
     int64_t to_skip; /* -1: everything */
     bool done;
 } skip_iter;
 
-static int64_t skip_card(const sl_dataset *ds)
+static int64_t skip_cardinality(const sl_dataset *ds)
 {
     int64_t n = ((const skip_ds *)ds)->n, in = sl_dataset_cardinality(ds->inputs[0]);
     /* as tf.data: skipping from an endless input leaves an endless input */
@@ -31,7 +30,7 @@ static int skip_next(sl__iter *base, sl_element **out)
     if (it->done)
         return SL_EOF;
     int rc;
-    while ((rc = sl__iter_next(it->in, out)) == 0 && it->to_skip != 0) {
+    while ((rc = sl__iter_next(it->u.in, out)) == 0 && it->to_skip != 0) {
         sl_element_release(*out);
         *out = NULL;
         if (it->to_skip > 0)
@@ -42,56 +41,20 @@ static int skip_next(sl__iter *base, sl_element **out)
     return rc;
 }
 
-static void skip_destroy(sl__iter *base)
+static int skip_start(sl__unary_iter *u, bool resumed)
 {
-    sl__iter_free(((skip_iter *)base)->in);
-}
-
-static int skip_save(sl__iter *base, sl__bytes *w)
-{
-    skip_iter *it = (skip_iter *)base;
-    int64_t f[2] = {it->to_skip, it->done};
-    return sl__save_sync(w, base, 2, f, it->in);
-}
-
-static const sl__iter_ops skip_iter_ops = {
-    .next = skip_next,
-    .destroy = skip_destroy,
-    .save = skip_save,
-};
-
-static int skip_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
-                     sl__iter **out)
-{
-    skip_iter *it = sl__iter_alloc(&skip_iter_ops, sizeof *it, ds, tree, key, epoch);
-    if (!it)
-        return SL_ENOMEM;
-    int64_t n = ((const skip_ds *)ds)->n, f[2];
-    it->to_skip = n;
-    int rc = sl__iter_restored(&it->base, 2, f);
-    if (rc > 0) {
-        it->to_skip = f[0];
-        it->done = f[1] != 0;
-        rc = sl__state_range(&it->base, "to_skip", f[0], n < 0 ? -1 : 0, n < 0 ? -1 : n);
+    skip_iter *it = (skip_iter *)u;
+    int64_t n = ((const skip_ds *)u->base.ds)->n;
+    if (!resumed) {
+        it->to_skip = n;
+        return 0;
     }
-    if (rc == 0)
-        rc = sl__iter_make_input(&it->base, 0, epoch, &it->in);
-    if (rc < 0) {
-        sl__iter_free(&it->base);
-        return rc;
-    }
-    *out = &it->base;
-    return 0;
-}
-
-static uint64_t skip_fp(const sl_dataset *ds, uint64_t h)
-{
-    return sl__hash_u64(h, (uint64_t)((const skip_ds *)ds)->n);
+    return sl__state_range(&u->base, "to_skip", it->to_skip, n < 0 ? -1 : 0, n < 0 ? -1 : n);
 }
 
 static bool skip_can_get(const sl_dataset *ds)
 {
-    return sl__dataset_can_get(ds->inputs[0]) && skip_card(ds) >= 0;
+    return sl__dataset_can_get(ds->inputs[0]) && skip_cardinality(ds) >= 0;
 }
 
 static int skip_get(const sl_dataset *ds, int64_t index, sl_element **out)
@@ -101,18 +64,26 @@ static int skip_get(const sl_dataset *ds, int64_t index, sl_element **out)
     return in->ops->get(in, index + ((const skip_ds *)ds)->n, out);
 }
 
-static const sl__node_ops skip_ops = {
-    .kind = "skip",
-    .make_iter = skip_make,
-    .cardinality = skip_card,
-    .fingerprint = skip_fp,
-    .can_get = skip_can_get,
-    .get = skip_get,
+static const sl__field skip_state[] = {
+    SL__FIELD_I64(skip_iter, to_skip, -1, INT64_MAX),
+    SL__FIELD_BOOL(skip_iter, done),
+};
+static const sl__field skip_params[] = {SL__PARAM(skip_ds, n)};
+
+static const sl__unary_def skip_def = {
+    .node = {.kind = "skip", SL__UNARY_NODE, .cardinality = skip_cardinality,
+             .can_get = skip_can_get, .get = skip_get},
+    .iter = {SL__UNARY_ITER(skip_next)},
+    .iter_size = sizeof(skip_iter),
+    SL__UNARY_STATE(skip_state),
+    SL__UNARY_PARAMS(skip_params),
+    .start = skip_start,
 };
 
-static sl_dataset *build(sl_dataset *in, int64_t n)
+static sl_dataset *build(sl_dataset *in, void *arg)
 {
-    skip_ds *s = (skip_ds *)sl__dataset_new(&skip_ops, sizeof *s, in);
+    int64_t n = *(const int64_t *)arg;
+    skip_ds *s = (skip_ds *)sl__dataset_new(&skip_def.node, sizeof *s, in);
     if (!s)
         return NULL;
     if (n < -1)
@@ -122,19 +93,8 @@ static sl_dataset *build(sl_dataset *in, int64_t n)
     return &s->base;
 }
 
-typedef struct skip_args {
-    int64_t n;
-} skip_args;
-
-static sl_dataset *apply(sl_dataset *x, void *arg)
-{
-    const skip_args *a = arg;
-    return build(x, a->n);
-}
-
 /* Moves below nodes that read files, so dropped files are never read. */
 SL_API sl_dataset *sl_skip(sl_dataset *in, int64_t n)
 {
-    skip_args a = {n};
-    return sl__push_below(in, apply, &a);
+    return sl__push_below(in, build, &n);
 }

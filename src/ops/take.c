@@ -1,6 +1,6 @@
 /* take(n): at most n elements of the input; n = -1 takes all. Random access
  * when the input has it. */
-#include "../graph/node.h"
+#include "../graph/unary.h"
 
 typedef struct take_ds {
     sl_dataset base;
@@ -8,12 +8,11 @@ typedef struct take_ds {
 } take_ds;
 
 typedef struct take_iter {
-    sl__iter base;
-    sl__iter *in;
+    sl__unary_iter u;
     int64_t left; /* -1: unlimited */
 } take_iter;
 
-static int64_t take_card(const sl_dataset *ds)
+static int64_t take_cardinality(const sl_dataset *ds)
 {
     int64_t n = ((const take_ds *)ds)->n, in = sl_dataset_cardinality(ds->inputs[0]);
     if (n < 0 || in == SL_UNKNOWN)
@@ -28,63 +27,34 @@ static int take_next(sl__iter *base, sl_element **out)
     take_iter *it = (take_iter *)base;
     if (it->left == 0)
         return SL_EOF;
-    int rc = sl__iter_next(it->in, out);
+    int rc = sl__iter_next(it->u.in, out);
     if (rc == SL_EOF || (rc == 0 && it->left > 0 && --it->left == 0)) {
         /* done: stop the input now, which may be holding threads or files */
-        sl__iter_free(it->in);
-        it->in = NULL;
+        sl__iter_free(it->u.in);
+        it->u.in = NULL;
         it->left = 0;
     }
     return rc;
 }
 
-static void take_destroy(sl__iter *base)
+static int take_start(sl__unary_iter *u, bool resumed)
 {
-    sl__iter_free(((take_iter *)base)->in);
-}
-
-static int take_save(sl__iter *base, sl__bytes *w)
-{
-    take_iter *it = (take_iter *)base;
-    return sl__save_sync(w, base, 1, &it->left, it->in);
-}
-
-static const sl__iter_ops take_iter_ops = {
-    .next = take_next,
-    .destroy = take_destroy,
-    .save = take_save,
-};
-
-static int take_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
-                     sl__iter **out)
-{
-    take_iter *it = sl__iter_alloc(&take_iter_ops, sizeof *it, ds, tree, key, epoch);
-    if (!it)
-        return SL_ENOMEM;
-    int64_t n = ((const take_ds *)ds)->n;
-    it->left = n;
-    int rc = sl__iter_restored(&it->base, 1, &it->left);
-    if (rc > 0)
-        rc = sl__state_range(&it->base, "left", it->left, n < 0 ? -1 : 0, n < 0 ? -1 : n);
+    take_iter *it = (take_iter *)u;
+    int64_t n = ((const take_ds *)u->base.ds)->n;
+    int rc = 0;
+    if (!resumed)
+        it->left = n;
+    else
+        rc = sl__state_range(&u->base, "left", it->left, n < 0 ? -1 : 0, n < 0 ? -1 : n);
     /* take(0) never pulls, so it does not start the input either */
     if (rc == 0 && it->left != 0)
-        rc = sl__iter_make_input(&it->base, 0, epoch, &it->in);
-    if (rc < 0) {
-        sl__iter_free(&it->base);
-        return rc;
-    }
-    *out = &it->base;
-    return 0;
-}
-
-static uint64_t take_fp(const sl_dataset *ds, uint64_t h)
-{
-    return sl__hash_u64(h, (uint64_t)((const take_ds *)ds)->n);
+        rc = sl__iter_make_input(&u->base, 0, u->base.epoch, &u->in);
+    return rc;
 }
 
 static bool take_can_get(const sl_dataset *ds)
 {
-    return sl__dataset_can_get(ds->inputs[0]) && take_card(ds) >= 0;
+    return sl__dataset_can_get(ds->inputs[0]) && take_cardinality(ds) >= 0;
 }
 
 static int take_get(const sl_dataset *ds, int64_t index, sl_element **out)
@@ -93,18 +63,24 @@ static int take_get(const sl_dataset *ds, int64_t index, sl_element **out)
     return in->ops->get(in, index, out);
 }
 
-static const sl__node_ops take_ops = {
-    .kind = "take",
-    .make_iter = take_make,
-    .cardinality = take_card,
-    .fingerprint = take_fp,
-    .can_get = take_can_get,
-    .get = take_get,
+static const sl__field take_state[] = {SL__FIELD_I64(take_iter, left, -1, INT64_MAX)};
+static const sl__field take_params[] = {SL__PARAM(take_ds, n)};
+
+static const sl__unary_def take_def = {
+    .node = {.kind = "take", SL__UNARY_NODE, .cardinality = take_cardinality,
+             .can_get = take_can_get, .get = take_get},
+    .iter = {SL__UNARY_ITER(take_next)},
+    .iter_size = sizeof(take_iter),
+    SL__UNARY_STATE(take_state),
+    SL__UNARY_PARAMS(take_params),
+    .flags = SL__UNARY_OWN_INPUT,
+    .start = take_start,
 };
 
-static sl_dataset *build(sl_dataset *in, int64_t n)
+static sl_dataset *build(sl_dataset *in, void *arg)
 {
-    take_ds *t = (take_ds *)sl__dataset_new(&take_ops, sizeof *t, in);
+    int64_t n = *(const int64_t *)arg;
+    take_ds *t = (take_ds *)sl__dataset_new(&take_def.node, sizeof *t, in);
     if (!t)
         return NULL;
     if (n < -1)
@@ -114,19 +90,8 @@ static sl_dataset *build(sl_dataset *in, int64_t n)
     return &t->base;
 }
 
-typedef struct take_args {
-    int64_t n;
-} take_args;
-
-static sl_dataset *apply(sl_dataset *x, void *arg)
-{
-    const take_args *a = arg;
-    return build(x, a->n);
-}
-
 /* Moves below nodes that read files, so dropped files are never read. */
 SL_API sl_dataset *sl_take(sl_dataset *in, int64_t n)
 {
-    take_args a = {n};
-    return sl__push_below(in, apply, &a);
+    return sl__push_below(in, build, &n);
 }

@@ -2,15 +2,14 @@
  * fixed-size tensors are views of the input's buffers; string slices are
  * copied, since each needs its own offset table. */
 #include <string.h>
-#include "../graph/node.h"
+#include "../graph/unary.h"
 
 /* Inline room for the copied parts of one slice; bigger parts go to pooled
  * buffers. */
 #define INLINE_MAX 1024
 
 typedef struct unbatch_iter {
-    sl__iter base;
-    sl__iter *in;
+    sl__unary_iter u;
     sl_element *cur; /* the element being split */
     int64_t row, rows;
     bool done;
@@ -21,7 +20,7 @@ typedef struct unbatch_iter {
     int64_t resume_row;
 } unbatch_iter;
 
-static int64_t unbatch_card(const sl_dataset *ds)
+static int64_t unbatch_cardinality(const sl_dataset *ds)
 {
     /* rows per element are only known at run time */
     return sl_dataset_cardinality(ds->inputs[0]) == 0 ? 0 : SL_UNKNOWN;
@@ -104,8 +103,8 @@ static int unbatch_next(sl__iter *base, sl_element **out)
             return SL_EOF;
         sl_element *el;
         it->before.n = 0;
-        sl__snap(&it->snap, it->in, &it->before);
-        int rc = sl__iter_next(it->in, &el);
+        sl__snap(&it->snap, it->u.in, &it->before);
+        int rc = sl__iter_next(it->u.in, &el);
         if (rc == SL_EOF)
             it->done = true;
         if (rc)
@@ -140,56 +139,41 @@ static int unbatch_save(sl__iter *base, sl__bytes *w)
     if (rc == 0)
         rc = sl__state_node(w, base, 2, f, 1);
     if (rc == 0)
-        rc = mid ? sl__bytes_append(w, it->before.p, it->before.n) : sl__iter_save(it->in, w);
+        rc = mid ? sl__bytes_append(w, it->before.p, it->before.n) : sl__iter_save(it->u.in, w);
     return rc;
 }
 
-static void unbatch_destroy(sl__iter *base)
+static void unbatch_fini(sl__unary_iter *u)
 {
-    unbatch_iter *it = (unbatch_iter *)base;
+    unbatch_iter *it = (unbatch_iter *)u;
     sl_element_release(it->cur);
-    sl__iter_free(it->in);
     sl__bytes_free(&it->before);
     sl__snap_fini(&it->snap);
 }
 
-static const sl__iter_ops unbatch_iter_ops = {
-    .next = unbatch_next,
-    .destroy = unbatch_destroy,
-    .save = unbatch_save,
-};
-
-static int unbatch_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
-                        sl__iter **out)
+static int unbatch_start(sl__unary_iter *u, bool resumed)
 {
-    unbatch_iter *it = sl__iter_alloc(&unbatch_iter_ops, sizeof *it, ds, tree, key, epoch);
-    if (!it)
-        return SL_ENOMEM;
-    it->resume_row = -1;
-    int64_t f[2];
-    int rc = sl__iter_restored(&it->base, 2, f);
-    if (rc > 0) {
-        it->resume_row = f[0];
-        it->done = f[1] != 0;
-        rc = sl__state_range(&it->base, "row", f[0], -1, INT64_MAX);
-    }
-    if (rc == 0)
-        rc = sl__iter_make_input(&it->base, 0, epoch, &it->in);
-    if (rc < 0) {
-        sl__iter_free(&it->base);
-        return rc;
-    }
-    *out = &it->base;
+    if (!resumed)
+        ((unbatch_iter *)u)->resume_row = -1;
     return 0;
 }
 
-static const sl__node_ops unbatch_ops = {
-    .kind = "unbatch",
-    .make_iter = unbatch_make,
-    .cardinality = unbatch_card,
+/* Restoring only: unbatch_save writes the row (or -1) as resume_row. */
+static const sl__field unbatch_state[] = {
+    SL__FIELD_I64(unbatch_iter, resume_row, -1, INT64_MAX),
+    SL__FIELD_BOOL(unbatch_iter, done),
+};
+
+static const sl__unary_def unbatch_def = {
+    .node = {.kind = "unbatch", SL__UNARY_NODE, .cardinality = unbatch_cardinality},
+    .iter = {.next = unbatch_next, .destroy = sl__unary_destroy, .save = unbatch_save},
+    .iter_size = sizeof(unbatch_iter),
+    SL__UNARY_STATE(unbatch_state),
+    .start = unbatch_start,
+    .fini = unbatch_fini,
 };
 
 SL_API sl_dataset *sl_unbatch(sl_dataset *in)
 {
-    return sl__dataset_new(&unbatch_ops, sizeof(sl_dataset), in);
+    return sl__dataset_new(&unbatch_def.node, sizeof(sl_dataset), in);
 }
