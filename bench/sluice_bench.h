@@ -2,7 +2,8 @@
  * sluice-bench's parts, one file each, and what they offer each other.
  * They depend one way: sluice_bench.c (the command line and a single run's
  * report) uses the sweep and the run; the sweep uses the run; the run uses
- * the series; everything uses the JSON writer. The sample writer and the
+ * the shards and the series; the run and the shards keep their files in a
+ * path list; everything uses the JSON writer. The sample writer and the
  * decode ceiling stand apart: neither calls sluice, so each makes data or
  * measures independently of the library under test (the ceiling shares
  * only the clock).
@@ -230,7 +231,10 @@ typedef struct path_list {
     int64_t bytes;
 } path_list;
 
+/* ---- sluice_bench_paths.c ---- */
+
 int path_list_add(path_list *pl, const char *s, size_t len);
+void path_list_free(path_list *pl);
 
 /* ---- sluice_bench_shards.c ---- */
 
@@ -279,7 +283,6 @@ typedef struct run_state {
     int64_t shown_images, shown_bytes;
 } run_state;
 
-void path_list_free(path_list *pl);
 /* Options for cfg with `seed`, or NULL after printing why. */
 sl_options *make_options(const config *cfg, int64_t seed);
 /* The files the source yields (read once, untimed, through the library):

@@ -47,30 +47,6 @@ bool knob_in_pipeline(const config *cfg, knob_id k)
 
 /* ---- the file list (for --cold and --ceiling) ---- */
 
-void path_list_free(path_list *pl)
-{
-    for (size_t i = 0; i < pl->n; i++)
-        free(pl->paths[i]);
-    free(pl->paths);
-}
-
-int path_list_add(path_list *pl, const char *s, size_t len)
-{
-    if (pl->n == pl->cap) {
-        size_t cap = pl->cap ? 2 * pl->cap : 1024;
-        char **p = realloc(pl->paths, cap * sizeof *p);
-        if (!p)
-            return -1;
-        pl->paths = p;
-        pl->cap = cap;
-    }
-    char *copy = strndup(s, len);
-    if (!copy)
-        return -1;
-    pl->paths[pl->n++] = copy;
-    return 0;
-}
-
 sl_options *make_options(const config *cfg, int64_t seed)
 {
     sl_options *opts = sl_options_create();

@@ -129,9 +129,8 @@ SL_API int64_t sl_memory_in_use(void)
     return atomic_load(&live_bytes);
 }
 
-SL_API int sl_set_allocator(const sl_allocator *a)
+int sl__alloc_set_hooks(const sl_allocator *a)
 {
-    sl_release_memory();
     if (atomic_load(&live_bytes) != 0)
         return sl__set_error(SL_EBUSY, "sl_set_allocator: the library still holds %lld bytes",
                              (long long)atomic_load(&live_bytes));

@@ -8,6 +8,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "sluice.h"
 
 #define SL__ALIGN 64
 
@@ -49,6 +50,10 @@ void sl__obj_put(void *p, size_t size);
 /* Flushes this thread's cache into the shared pools. Called at thread exit
  * for library threads, and by sl_release_memory(). */
 void sl__pool_flush_thread(void);
+/* sl_set_allocator once the pools are emptied (runtime/pool.c does that
+ * first, with the workers' help): SL_EBUSY while the library holds
+ * memory, SL_EINVAL for hooks without alloc or free. */
+int sl__alloc_set_hooks(const sl_allocator *a);
 /* Returns the shared pools' blocks to the allocator. sl_release_memory()
  * (runtime/pool.c, which also has the pool workers flush) ends with it. */
 void sl__pool_release_shared(void);

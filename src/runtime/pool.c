@@ -283,3 +283,11 @@ SL_API void sl_release_memory(void)
     sl__pool_release_shared();
     pthread_mutex_unlock(&release_mu);
 }
+
+/* Here, not in core/, since the pools empty only once the workers have
+ * flushed their caches into them. */
+SL_API int sl_set_allocator(const sl_allocator *a)
+{
+    sl_release_memory();
+    return sl__alloc_set_hooks(a);
+}
