@@ -1,40 +1,24 @@
 /*
  * cache(path): keeps the first complete pass and serves later passes from it.
  *
- * In memory (path NULL) the elements live with the dataset, as tf.data's
- * memory cache does: the first complete pass of any iterator fills it, and
- * every later pass (a repeat's, or a later iterator's epoch) is served from
- * it until the dataset is freed. While one iterator fills it, others pass
- * through. Each iterator counts the cache's bytes as buffered while it uses
- * them. A pass that stops early leaves the cache incomplete and the next
- * pass starts over, as in tf.data: a partial cache would silently shorten
- * every later epoch.
+ * With a path, the pass goes to that file (cache_file.h: its format, the
+ * partial file and its lock, the checks before it is served), and every
+ * later pass, in this process or another, reads it back while it holds
+ * this very pipeline's pass; anything else is rebuilt. The work starts at
+ * the first next, not at iterator creation, so that checking a large file
+ * happens wherever the pipeline pulls (a prefetch thread, say).
  *
- * On disk the pass is written to "<path>.partial" under an exclusive flock
- * (a second writer gets SL_EBUSY) and renamed to path at the end, so path
- * only ever names a complete file. A file is served only after its header
- * and checksum prove it was built by this very pipeline; anything else is
- * rebuilt. The work starts at the first next, not at iterator creation, so
- * that checking a large file happens wherever the pipeline pulls (a prefetch
- * thread, say).
- *
- * File format, all integers little-endian:
- *
- *   header (48 bytes)
- *     0  char[8]  magic "SLCACHE1"
- *     8  u32      format version (1)
- *    12  u32      header size (48)
- *    16  u64      sl_dataset_fingerprint() of the cached input
- *    24  u64      element count
- *    32  u64      payload length in bytes
- *    40  u32      CRC-32 (zlib's crc32) of the payload
- *    44  u32      reserved (0)
- *   payload: one record per element
- *     u32 tensor count, then per tensor:
- *       u32 dtype, u32 ndim, i64 shape[ndim], u64 nbytes, nbytes of data
- *     The data is the tensor's memory as is: string tensors keep their
- *     offset table; numbers are in host order (little-endian everywhere
- *     sluice runs).
+ * Without one (sl_cache(ds, NULL), sl_cache_auto), the first complete pass
+ * of any iterator is kept with the dataset, as tf.data's memory cache is,
+ * and serves every later pass (a repeat's, or a later iterator's epoch)
+ * until the dataset is freed; while one iterator fills it, others pass
+ * through. The pass is measured as it fills: one that outgrows half the
+ * RAM budget moves to a spill file, and an automatic cache keeps nothing
+ * when producing the pass costs less than reading it back would
+ * (sl__cache_choose); sl_cache(ds, NULL) always keeps it. Each iterator
+ * counts the kept bytes as buffered while it uses them. A pass that stops
+ * early leaves the cache undecided and the next pass starts over, as in
+ * tf.data: a partial cache would silently shorten every later epoch.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -50,12 +34,8 @@
 #include "../core/log.h"
 #include "../core/salts.h"
 #include "../graph/node.h"
+#include "cache_file.h"
 
-#define MAGIC "SLCACHE1"
-#define VERSION 1u
-#define HDR_SIZE 48
-#define IO_BUF (1u << 20)
-#define INLINE_BYTES 64
 /* The epoch the cached pass of the input runs, whichever epoch fills the
  * cache: what it holds (a shuffle's order below it, crops) must not depend
  * on which iterator came first, or a resumed run would be served another
@@ -63,23 +43,23 @@
 #define INPUT_EPOCH 0
 
 /* An in-memory cache, owned by its dataset. Only the filler touches els
- * until complete is set (under mu); after that they never change. */
+ * until it decides to keep them in memory (the placement, under mu);
+ * after that they never change. */
 typedef struct mem_cache {
     pthread_mutex_t mu;
     sl_element **els;
     int64_t n, cap, bytes;
-    bool complete;
     bool filling; /* an iterator is writing it */
 } mem_cache;
 
 typedef struct cache_ds {
     sl_dataset base;
-    char *path;      /* NULL: in memory (or automatic) */
-    mem_cache *mem;  /* in memory and automatic: the cache */
-    /* SL_CACHE_AUTO: the first complete pass measures and chooses; the
-     * choice and the spill file are under mem->mu */
-    bool automatic;
-    bool keep; /* a memory cache (path NULL): never "nothing", but it spills */
+    char *path;      /* NULL: kept with the dataset */
+    /* without a path: the cache; the first complete pass measures and
+     * chooses where it stays. The choice and the spill file are under
+     * mem->mu */
+    mem_cache *mem;
+    bool keep; /* sl_cache(ds, NULL): never "nothing", but it spills */
     char *spill_dir;
     char *spill_path; /* the spilled pass's file, removed with the dataset */
     int placement;    /* sl_cache_placement */
@@ -103,8 +83,8 @@ typedef struct file_seen {
 } file_seen;
 
 enum mode {
-    START, PASS, MEM_FILL, MEM_SERVE, FILE_WRITE, FILE_READ, DONE, FAILED,
-    AUTO_FILL,  /* automatic, first pass: in memory while it fits its share */
+    START, PASS, MEM_SERVE, FILE_WRITE, FILE_READ, DONE, FAILED,
+    AUTO_FILL,  /* without a path, first pass: in memory while it fits its share */
     AUTO_SPILL, /* ... then in the spill file */
 };
 
@@ -112,23 +92,12 @@ typedef struct cache_iter {
     sl__iter base;
     enum mode mode;
     int failed_rc;
-    sl__iter *input;
+    sl__iter *in;
     mem_cache *mem;
     bool filler;  /* this iterator fills mem */
     int64_t held; /* mem's bytes this iterator counts as buffered */
-    bool locked; /* this iterator owns "<path>.partial" */
     int64_t pos; /* MEM_SERVE: next element */
-    /* file modes */
-    const char *path;
-    char *partial;
-    int fd;
-    unsigned char *buf;
-    size_t buf_len, buf_pos;
-    uint64_t fingerprint;
-    uint64_t count;       /* elements written or still to read */
-    uint64_t payload_len; /* written so far, or from the header */
-    uint32_t crc;
-    uint64_t off, load_off, end; /* reader: next byte, next byte to load, end */
+    sl__cache_file file; /* FILE_ modes and AUTO_SPILL */
     /* positions (state.h): elements returned this pass; when resuming, how
      * (a RESUME_ kind) and from where */
     int64_t served;
@@ -142,6 +111,12 @@ typedef struct cache_iter {
 
 /* What a saved cache position says. */
 enum { RESUME_NONE, RESUME_INPUT, RESUME_MEM, RESUME_FILE, RESUME_DONE };
+
+/* The cache's name in messages: its file's path, or "memory". */
+static const char *name(const cache_iter *it)
+{
+    return it->file.path ? it->file.path : "memory";
+}
 
 static int fail_state(cache_iter *it, int rc)
 {
@@ -159,7 +134,6 @@ static void mem_discard(mem_cache *m)
     sl__free(m->els, (size_t)m->cap * sizeof *m->els);
     m->els = NULL;
     m->n = m->cap = m->bytes = 0;
-    m->complete = false;
 }
 
 static void mem_hold(cache_iter *it, int64_t bytes)
@@ -198,61 +172,17 @@ static int mem_append(cache_iter *it, sl_element *el)
     return 0;
 }
 
-static void mem_start(cache_iter *it)
-{
-    mem_cache *m = ((const cache_ds *)it->base.ds)->mem;
-    pthread_mutex_lock(&m->mu);
-    if (m->complete) {
-        it->mode = MEM_SERVE;
-        if (it->resume == RESUME_MEM && it->resume_pos <= m->n) {
-            it->pos = it->resume_pos;
-            it->resume_pos = 0; /* nothing to replay */
-        }
-    } else if (m->filling) {
-        it->mode = PASS; /* another iterator is filling it: just pass through */
-    } else {
-        m->filling = true;
-        it->filler = true;
-        it->mode = MEM_FILL;
-    }
-    int64_t bytes = m->complete ? m->bytes : 0;
-    pthread_mutex_unlock(&m->mu);
-    it->mem = m;
-    mem_hold(it, bytes);
-}
-
-static void mem_end_fill(cache_iter *it, bool complete)
+/* The filling pass stops before its end: what it kept goes, the cache
+ * stays undecided, and the next pass fills it. */
+static void mem_abandon(cache_iter *it)
 {
     mem_cache *m = it->mem;
-    if (!complete) {
-        mem_discard(m);
-        mem_unhold(it);
-    }
+    mem_discard(m);
+    mem_unhold(it);
     pthread_mutex_lock(&m->mu);
-    m->complete = complete;
     m->filling = false;
     pthread_mutex_unlock(&m->mu);
     it->filler = false;
-}
-
-static int mem_fill_next(cache_iter *it, sl_element **out)
-{
-    int rc = sl__iter_next(it->input, out);
-    if (rc == SL_EOF) {
-        mem_end_fill(it, true);
-        it->mode = DONE;
-        return SL_EOF;
-    }
-    if (rc)
-        return rc;
-    rc = mem_append(it, *out);
-    if (rc) { /* the element is lost to the cache: a retry would leave a gap */
-        sl_element_release(*out);
-        *out = NULL;
-        sl__error_prefix("cache");
-        return fail_state(it, rc);
-    }
-    return 0;
 }
 
 static int mem_serve_next(cache_iter *it, sl_element **out)
@@ -265,135 +195,7 @@ static int mem_serve_next(cache_iter *it, sl_element **out)
     return 0;
 }
 
-/* ---- file: low-level I/O ---- */
-
-static int io_error(cache_iter *it, const char *what, const char *file, int err)
-{
-    return sl__set_error(sl__errno_code(err), "cache(%s): %s %s: %s", it->path,
-                         what, file, strerror(err));
-}
-
-static int write_all(cache_iter *it, const void *p, size_t n)
-{
-    const unsigned char *s = p;
-    while (n) {
-        ssize_t w = write(it->fd, s, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0)
-            return io_error(it, "writing", it->partial, errno);
-        s += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
-/* Reads up to n bytes at off; fewer only at the end of the file. */
-static ssize_t pread_full(int fd, void *p, size_t n, uint64_t off)
-{
-    size_t got = 0;
-    while (got < n) {
-        ssize_t r = pread(fd, (unsigned char *)p + got, n - got, (off_t)(off + got));
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0)
-            return -1;
-        if (r == 0)
-            break;
-        got += (size_t)r;
-    }
-    return (ssize_t)got;
-}
-
-/* ---- file: writing ---- */
-
-static int emit(cache_iter *it, const void *p, size_t n)
-{
-    int rc = write_all(it, p, n);
-    if (rc)
-        return rc;
-    it->crc = sl__crc32(it->crc, p, n);
-    it->payload_len += n;
-    return 0;
-}
-
-static int flush(cache_iter *it)
-{
-    int rc = emit(it, it->buf, it->buf_len);
-    it->buf_len = 0;
-    return rc;
-}
-
-static int put(cache_iter *it, const void *p, size_t n)
-{
-    if (it->buf_len + n > IO_BUF) {
-        int rc = flush(it);
-        if (rc)
-            return rc;
-        if (n >= IO_BUF)
-            return emit(it, p, n);
-    }
-    memcpy(it->buf + it->buf_len, p, n);
-    it->buf_len += n;
-    return 0;
-}
-
-/* A string tensor whose first string starts after a gap (a view, as
- * parse_example makes) is written without it: offsets from 0. */
-static int put_strings(cache_iter *it, const struct sl_tensor *t, unsigned char *h, size_t at)
-{
-    int64_t n = sl__shape_count(t->ndim, t->shape);
-    const uint64_t *off = sl__str_offsets(t);
-    uint64_t gap = off[0];
-    sl__put_le64(h + at, t->nbytes - gap);
-    int rc = put(it, h, at + 8);
-    for (int64_t i = 0; i <= n && !rc; i++) { /* in memory's order, as the data */
-        uint64_t o = off[i] - gap;
-        rc = put(it, &o, sizeof o);
-    }
-    if (!rc && off[n] > gap)
-        rc = put(it, (const char *)(off + n + 1) + gap, off[n] - gap);
-    return rc;
-}
-
-static int put_element(cache_iter *it, const sl_element *el)
-{
-    unsigned char h[8 + 8 * SL_MAX_DIMS + 8];
-    sl__put_le32(h, el->n);
-    int rc = put(it, h, 4);
-    for (int i = 0; i < el->n && !rc; i++) {
-        const struct sl_tensor *t = &el->t[i];
-        sl__put_le32(h, (uint32_t)t->dtype);
-        sl__put_le32(h + 4, (uint32_t)t->ndim);
-        size_t at = 8;
-        for (int d = 0; d < t->ndim; d++, at += 8)
-            sl__put_le64(h + at, (uint64_t)t->shape[d]);
-        if (t->dtype == SL_STRING && sl__str_offsets(t)[0] != 0) {
-            rc = put_strings(it, t, h, at);
-            continue;
-        }
-        sl__put_le64(h + at, t->nbytes);
-        rc = put(it, h, at + 8);
-        if (!rc && t->nbytes)
-            rc = put(it, t->data, t->nbytes);
-    }
-    if (!rc)
-        it->count++;
-    return rc;
-}
-
-static void make_header(unsigned char *h, uint64_t fp, uint64_t count, uint64_t len,
-                        uint32_t crc)
-{
-    memcpy(h, MAGIC, 8);
-    sl__put_le32(h + 8, VERSION);
-    sl__put_le32(h + 12, HDR_SIZE);
-    sl__put_le64(h + 16, fp);
-    sl__put_le64(h + 24, count);
-    sl__put_le64(h + 32, len);
-    sl__put_le32(h + 40, crc);
-    sl__put_le32(h + 44, 0);
-}
+/* ---- file ---- */
 
 static void remember(cache_iter *it, const struct stat *st)
 {
@@ -417,104 +219,21 @@ static bool seen_before(cache_iter *it, const struct stat *st)
            s->mtime.tv_nsec == st->st_mtim.tv_nsec;
 }
 
-static void sync_dir(const char *path)
+/* The pass is complete: the file takes its name. */
+static int commit(cache_iter *it)
 {
-    char dir[4096];
-    const char *slash = strrchr(path, '/');
-    if (!slash)
-        snprintf(dir, sizeof dir, ".");
-    else
-        snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) {
-        fsync(fd); /* best effort: the rename is already visible */
-        close(fd);
-    }
-}
-
-/* Completes the header, makes the file durable and gives it its name. The
- * lock is held until after the rename so no other writer can slip in. */
-static int finish_write(cache_iter *it)
-{
-    unsigned char h[HDR_SIZE];
-    int rc = flush(it);
-    if (rc)
-        return rc;
-    make_header(h, it->fingerprint, it->count, it->payload_len, it->crc);
-    errno = 0;
-    if (pwrite(it->fd, h, HDR_SIZE, 0) != HDR_SIZE)
-        return io_error(it, "writing the header of", it->partial, errno ? errno : EIO);
-    if (fsync(it->fd) < 0)
-        return io_error(it, "syncing", it->partial, errno);
-    if (rename(it->partial, it->path) < 0)
-        return io_error(it, "renaming", it->partial, errno);
     struct stat st;
-    if (fstat(it->fd, &st) == 0)
+    int rc = sl__cache_file_commit(&it->file, &st);
+    if (rc == 0)
         remember(it, &st);
-    sync_dir(it->path);
-    close(it->fd);
-    it->fd = -1;
-    it->locked = false;
-    return 0;
-}
-
-/* Opens and locks "<path>.partial". The name is re-checked after locking: a
- * writer that just finished may have renamed or unlinked the file we opened,
- * and locking that inode would not exclude anyone. */
-static int open_partial(cache_iter *it)
-{
-    for (int tries = 0; tries < 16; tries++) {
-        int fd = open(it->partial, O_CREAT | O_RDWR | O_CLOEXEC, 0644);
-        if (fd < 0)
-            return io_error(it, "cannot create", it->partial, errno);
-        if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-            int e = errno;
-            close(fd);
-            if (e == EWOULDBLOCK)
-                return sl__set_error(SL_EBUSY, "cache(%s): another writer holds %s", it->path,
-                                     it->partial);
-            return io_error(it, "cannot lock", it->partial, e);
-        }
-        struct stat a, b;
-        if (fstat(fd, &a) == 0 && stat(it->partial, &b) == 0 && a.st_dev == b.st_dev &&
-            a.st_ino == b.st_ino) {
-            it->fd = fd;
-            it->locked = true;
-            if (a.st_size > 0) {
-                sl__log(SL_LOG_WARN, "cache(%s): discarding the abandoned partial cache %s "
-                        "(%lld bytes)", it->path, it->partial, (long long)a.st_size);
-                if (ftruncate(fd, 0) < 0)
-                    return io_error(it, "cannot truncate", it->partial, errno);
-            }
-            return 0;
-        }
-        close(fd);
-    }
-    return sl__set_error(SL_EBUSY, "cache(%s): %s keeps changing under us", it->path,
-                         it->partial);
-}
-
-static int write_start(cache_iter *it)
-{
-    int rc = open_partial(it);
-    if (rc)
-        return rc;
-    unsigned char h[HDR_SIZE] = {0};
-    rc = write_all(it, h, HDR_SIZE); /* placeholder until the pass completes */
-    if (rc)
-        return rc;
-    rc = sl__iter_make_input(&it->base, 0, INPUT_EPOCH, &it->input);
-    if (rc)
-        return rc;
-    it->mode = FILE_WRITE;
-    return 0;
+    return rc;
 }
 
 static int file_write_next(cache_iter *it, sl_element **out)
 {
-    int rc = sl__iter_next(it->input, out);
+    int rc = sl__iter_next(it->in, out);
     if (rc == SL_EOF) {
-        rc = finish_write(it);
+        rc = commit(it);
         if (rc)
             return fail_state(it, rc);
         it->mode = DONE;
@@ -522,7 +241,7 @@ static int file_write_next(cache_iter *it, sl_element **out)
     }
     if (rc)
         return rc;
-    rc = put_element(it, *out);
+    rc = sl__cache_file_put(&it->file, *out);
     if (rc) {
         sl_element_release(*out);
         *out = NULL;
@@ -531,249 +250,58 @@ static int file_write_next(cache_iter *it, sl_element **out)
     return 0;
 }
 
-/* ---- file: reading ---- */
-
-/* Checks header and checksum; on failure writes the reason into why. */
-static bool validate(cache_iter *it, const struct stat *st, bool check_crc, char *why,
-                     size_t n)
-{
-    unsigned char h[HDR_SIZE];
-    if (st->st_size < HDR_SIZE || pread_full(it->fd, h, HDR_SIZE, 0) != HDR_SIZE) {
-        snprintf(why, n, "truncated header (%lld bytes)", (long long)st->st_size);
-        return false;
-    }
-    if (memcmp(h, MAGIC, 8) != 0) {
-        snprintf(why, n, "not a sluice cache file (bad magic)");
-        return false;
-    }
-    if (sl__get_le32(h + 8) != VERSION || sl__get_le32(h + 12) != HDR_SIZE) {
-        snprintf(why, n, "unsupported format version %u", sl__get_le32(h + 8));
-        return false;
-    }
-    uint64_t fp = sl__get_le64(h + 16);
-    if (fp != it->fingerprint) {
-        snprintf(why, n, "built by a different pipeline (fingerprint %016llx, expected %016llx)",
-                 (unsigned long long)fp, (unsigned long long)it->fingerprint);
-        return false;
-    }
-    it->count = sl__get_le64(h + 24);
-    it->payload_len = sl__get_le64(h + 32);
-    if (it->payload_len != (uint64_t)st->st_size - HDR_SIZE) {
-        snprintf(why, n, "payload is %lld bytes, the header says %llu (truncated?)",
-                 (long long)st->st_size - HDR_SIZE, (unsigned long long)it->payload_len);
-        return false;
-    }
-    if (!check_crc)
-        return true;
-    uint32_t crc = 0;
-    for (uint64_t off = HDR_SIZE; off < (uint64_t)st->st_size;) {
-        size_t k = (uint64_t)st->st_size - off < IO_BUF ? (size_t)((uint64_t)st->st_size - off)
-                                                        : IO_BUF;
-        ssize_t r = pread_full(it->fd, it->buf, k, off);
-        if (r != (ssize_t)k) {
-            snprintf(why, n, "read failed at offset %llu: %s", (unsigned long long)off,
-                     r < 0 ? strerror(errno) : "file shrank");
-            return false;
-        }
-        crc = sl__crc32(crc, it->buf, k);
-        off += k;
-    }
-    if (crc != sl__get_le32(h + 40)) {
-        snprintf(why, n, "checksum mismatch (payload crc32 %08x, header says %08x)", crc,
-                 sl__get_le32(h + 40));
-        return false;
-    }
-    return true;
-}
-
-/* Opens path if it holds a valid cache of this pipeline. Returns 1 to serve
- * it, 0 to rebuild, or an error. */
+/* Serves the file if it holds this pipeline's pass: 1 to serve it, 0 to
+ * rebuild, or an error. A file this tree wrote or checked and that has not
+ * changed since is not read through for its checksum again. */
 static int read_start(cache_iter *it)
 {
-    it->fd = open(it->path, O_RDONLY | O_CLOEXEC);
-    if (it->fd < 0) {
-        if (errno == ENOENT)
-            return 0;
-        return io_error(it, "cannot open", it->path, errno);
-    }
     struct stat st;
     char why[256];
-    if (fstat(it->fd, &st) < 0)
-        return io_error(it, "cannot stat", it->path, errno);
-    if (!validate(it, &st, !seen_before(it, &st), why, sizeof why)) {
-        sl__log(SL_LOG_WARN, "cache(%s): not serving %s: %s; rebuilding it", it->path,
-                it->path, why);
-        close(it->fd);
-        it->fd = -1;
-        it->count = it->payload_len = 0;
+    int rc = sl__cache_file_open(&it->file, &st);
+    if (rc <= 0)
+        return rc;
+    if (!sl__cache_file_check(&it->file, &st, !seen_before(it, &st), why, sizeof why)) {
+        sl__log(SL_LOG_WARN, "cache(%s): not serving %s: %s; rebuilding it", it->file.path,
+                it->file.path, why);
         return 0;
     }
     remember(it, &st);
-    it->off = it->load_off = HDR_SIZE;
-    it->end = HDR_SIZE + it->payload_len;
-    it->buf_len = it->buf_pos = 0;
     it->mode = FILE_READ;
     if (it->resume == RESUME_FILE) {
-        /* the file holds this pipeline's pass, so the saved offset is a
-         * record boundary in it; a bad one is a bad state */
-        if ((uint64_t)it->resume_pos > it->count || it->resume_off < HDR_SIZE ||
-            it->resume_off > it->end)
-            return sl__set_error(SL_ECORRUPT, "saved state: cache(%s): element %lld at "
-                                 "offset %llu is not in the file (%llu elements, %llu bytes)",
-                                 it->path, (long long)it->resume_pos,
-                                 (unsigned long long)it->resume_off,
-                                 (unsigned long long)it->count, (unsigned long long)it->end);
-        it->off = it->load_off = it->resume_off;
-        it->count -= (uint64_t)it->resume_pos;
+        rc = sl__cache_file_seek(&it->file, it->resume_pos, it->resume_off);
+        if (rc)
+            return rc;
         it->resume_pos = 0; /* nothing to replay */
     }
     return 1;
 }
 
-static int corrupt(cache_iter *it, const char *what, uint64_t off)
+static int file_read_next(cache_iter *it, sl_element **out)
 {
-    return sl__set_error(SL_ECORRUPT, "cache(%s): %s at offset %llu", it->path, what,
-                         (unsigned long long)off);
-}
-
-static int get_bytes(cache_iter *it, void *dst, size_t n)
-{
-    unsigned char *d = dst;
-    if (n > it->end - it->off)
-        return corrupt(it, "truncated record", it->off);
-    while (n) {
-        if (it->buf_pos == it->buf_len) {
-            size_t k = it->end - it->load_off < IO_BUF ? (size_t)(it->end - it->load_off)
-                                                       : IO_BUF;
-            void *into = n >= IO_BUF ? (void *)d : (void *)it->buf;
-            if (n >= IO_BUF)
-                k = n; /* big tensors go straight into place */
-            ssize_t r = pread_full(it->fd, into, k, it->load_off);
-            if (r != (ssize_t)k)
-                return r < 0 ? io_error(it, "reading", it->path, errno)
-                             : corrupt(it, "truncated record", it->load_off);
-            it->load_off += k;
-            if (into == d) {
-                it->off += k;
-                return 0;
-            }
-            it->buf_pos = 0;
-            it->buf_len = k;
-        }
-        size_t k = it->buf_len - it->buf_pos < n ? it->buf_len - it->buf_pos : n;
-        memcpy(d, it->buf + it->buf_pos, k);
-        it->buf_pos += k;
-        it->off += k;
-        d += k;
-        n -= k;
-    }
-    return 0;
-}
-
-static int get_field(cache_iter *it, size_t n, uint64_t *v)
-{
-    unsigned char b[8];
-    int rc = get_bytes(it, b, n);
-    if (rc)
-        return rc;
-    *v = n == 4 ? sl__get_le32(b) : sl__get_le64(b);
-    return 0;
-}
-
-/* A string tensor's offset table must stay inside its bytes, or
- * sl_tensor_string would read past them. */
-static bool strings_ok(const struct sl_tensor *t)
-{
-    int64_t n = sl__shape_count(t->ndim, t->shape);
-    if ((uint64_t)n >= t->nbytes / 8)
-        return false;
-    const uint64_t *off = sl__str_offsets(t);
-    uint64_t room = t->nbytes - ((uint64_t)n + 1) * 8;
-    if (off[0] != 0 || off[n] != room)
-        return false;
-    for (int64_t i = 0; i < n; i++)
-        if (off[i] > off[i + 1])
-            return false;
-    return true;
-}
-
-static int get_tensor(cache_iter *it, sl_element *el)
-{
-    uint64_t at = it->off, dtype, ndim, nbytes, dim;
-    int64_t shape[SL_MAX_DIMS];
-    int rc = get_field(it, 4, &dtype);
-    if (!rc && dtype >= SL_DTYPE_COUNT)
-        return corrupt(it, "bad dtype", at);
-    if (!rc)
-        rc = get_field(it, 4, &ndim);
-    if (!rc && ndim > SL_MAX_DIMS)
-        return corrupt(it, "bad rank", at + 4);
-    int64_t count = 1;
-    for (uint64_t d = 0; d < ndim && !rc; d++) {
-        rc = get_field(it, 8, &dim);
-        if (!rc && (dim > INT64_MAX || __builtin_mul_overflow(count, (int64_t)dim, &count)))
-            return corrupt(it, "bad dimension", it->off - 8);
-        shape[d] = (int64_t)dim;
-    }
-    if (!rc)
-        rc = get_field(it, 8, &nbytes);
-    if (rc)
-        return rc;
-    size_t item = sl_dtype_size((sl_dtype)dtype);
-    if (nbytes > it->end - it->off ||
-        (item && (count > INT64_MAX / (int64_t)item || nbytes != (uint64_t)count * item)))
-        return corrupt(it, "bad tensor size", it->off - 8);
-    struct sl_tensor *t = sl__element_push(el, (sl_dtype)dtype, (int)ndim, shape, nbytes);
-    if (!t)
-        return SL_ENOMEM;
-    rc = get_bytes(it, t->data, nbytes);
-    if (!rc && dtype == SL_STRING && !strings_ok(t))
-        return corrupt(it, "bad string offsets", at);
+    int rc = sl__cache_file_get(&it->file, out);
+    if (rc == SL_EOF)
+        it->mode = DONE;
+    else if (rc)
+        fail_state(it, rc);
     return rc;
 }
 
-static int file_read_next(cache_iter *it, sl_element **out)
-{
-    if (it->count == 0) {
-        if (it->off != it->end)
-            return fail_state(it, corrupt(it, "trailing bytes after the last element",
-                                          it->off));
-        it->mode = DONE;
-        return SL_EOF;
-    }
-    uint64_t at = it->off, nt;
-    int rc = get_field(it, 4, &nt);
-    if (rc)
-        return fail_state(it, rc);
-    if (nt > 0xffff)
-        return fail_state(it, corrupt(it, "bad tensor count", at));
-    sl_element *el = sl__element_new((int)nt, INLINE_BYTES);
-    if (!el)
-        return fail_state(it, SL_ENOMEM); /* the record is half read */
-    for (uint64_t i = 0; i < nt && !rc; i++)
-        rc = get_tensor(it, el);
-    if (rc) {
-        sl_element_release(el);
-        return fail_state(it, rc);
-    }
-    it->count--;
-    *out = el;
-    return 0;
-}
-
-/* ---- node iterator ---- */
-
+/* A cache file: served when it holds this pipeline's pass, else written
+ * from the input. */
 static int file_start(cache_iter *it)
 {
-    it->buf = sl__alloc(IO_BUF);
-    if (!it->buf)
-        return SL_ENOMEM;
-    it->fingerprint = sl_dataset_fingerprint(it->base.ds->inputs[0]);
-    int rc = read_start(it);
+    const cache_ds *c = (const cache_ds *)it->base.ds;
+    int rc = sl__cache_file_init(&it->file, c->path, sl_dataset_fingerprint(c->base.inputs[0]));
+    if (rc == 0)
+        rc = read_start(it);
     if (rc)
         return rc < 0 ? rc : 0;
-    it->crc = 0;
-    return write_start(it);
+    rc = sl__cache_file_create(&it->file);
+    if (rc == 0)
+        rc = sl__iter_make_input(&it->base, 0, INPUT_EPOCH, &it->in);
+    if (rc == 0)
+        it->mode = FILE_WRITE;
+    return rc;
 }
 
 /* ---- automatic placement ---- */
@@ -806,25 +334,18 @@ static int auto_spill(cache_iter *it)
         if (!(c->spill_path = sl__strdup(name)))
             return SL_ENOMEM;
     }
-    it->path = c->spill_path;
-    size_t n = strlen(it->path) + sizeof ".partial";
-    if (!(it->partial = sl__alloc(n)) || !(it->buf = sl__alloc(IO_BUF)))
-        return SL_ENOMEM;
-    snprintf(it->partial, n, "%s.partial", it->path);
-    it->fingerprint = sl_dataset_fingerprint(c->base.inputs[0]);
-    it->crc = 0;
-    int rc = open_partial(it);
-    unsigned char h[HDR_SIZE] = {0};
+    int rc = sl__cache_file_init(&it->file, c->spill_path,
+                                 sl_dataset_fingerprint(c->base.inputs[0]));
     if (rc == 0)
-        rc = write_all(it, h, HDR_SIZE);
+        rc = sl__cache_file_create(&it->file);
     for (int64_t i = 0; rc == 0 && i < m->n; i++)
-        rc = put_element(it, m->els[i]);
+        rc = sl__cache_file_put(&it->file, m->els[i]);
     if (rc)
         return rc;
     sl__log(SL_LOG_INFO, "cache(%s): %.1f MiB in %lld elements passed the memory share "
             "(%.1f MiB, half the RAM budget); spilling to %s", c->keep ? "memory" : "auto",
             (double)m->bytes / 1048576,
-            (long long)m->n, (double)mem_share(it) / 1048576, it->path);
+            (long long)m->n, (double)mem_share(it) / 1048576, c->spill_path);
     mem_discard(m);
     mem_unhold(it);
     it->mode = AUTO_SPILL;
@@ -848,7 +369,7 @@ static int auto_decide(cache_iter *it, bool spilled)
                                                       (double)it->produced_bytes : 0;
     int placement = sl__cache_choose(it->produced_bytes, it->produce_ns, spilled, c->keep);
     if (spilled) {
-        int rc = finish_write(it);
+        int rc = commit(it);
         if (rc)
             return fail_state(it, rc);
         if (placement == SL_CACHE_NONE)
@@ -867,7 +388,6 @@ static int auto_decide(cache_iter *it, bool spilled)
     pthread_mutex_lock(&m->mu);
     c->placement = placement;
     c->kept_bytes = placement == SL_CACHE_NONE ? 0 : it->produced_bytes;
-    m->complete = placement == SL_CACHE_MEMORY;
     m->filling = false;
     pthread_mutex_unlock(&m->mu);
     it->filler = false;
@@ -880,7 +400,7 @@ static int auto_decide(cache_iter *it, bool spilled)
 static int auto_fill_next(cache_iter *it, sl_element **out)
 {
     int64_t t0 = sl__now_ns();
-    int rc = sl__iter_next(it->input, out);
+    int rc = sl__iter_next(it->in, out);
     it->produce_ns += sl__now_ns() - t0;
     if (rc == SL_EOF)
         return auto_decide(it, it->mode == AUTO_SPILL);
@@ -892,7 +412,7 @@ static int auto_fill_next(cache_iter *it, sl_element **out)
         if (rc == 0 && it->mem->bytes > mem_share(it))
             rc = auto_spill(it);
     } else {
-        rc = put_element(it, *out);
+        rc = sl__cache_file_put(&it->file, *out);
     }
     if (rc) { /* the element is lost to the cache: a retry would leave a gap */
         sl_element_release(*out);
@@ -904,7 +424,7 @@ static int auto_fill_next(cache_iter *it, sl_element **out)
     return 0;
 }
 
-/* Where a pass of an automatic cache comes from. */
+/* Where a pass of a cache without a path comes from. */
 static int auto_start(cache_iter *it)
 {
     cache_ds *c = (cache_ds *)it->base.ds;
@@ -928,11 +448,10 @@ static int auto_start(cache_iter *it)
         return 0;
     }
     if (placement == SL_CACHE_FILE) {
-        it->path = c->spill_path;
-        it->fingerprint = sl_dataset_fingerprint(c->base.inputs[0]);
-        if (!(it->buf = sl__alloc(IO_BUF)))
-            return SL_ENOMEM;
-        int rc = read_start(it);
+        int rc = sl__cache_file_init(&it->file, c->spill_path,
+                                     sl_dataset_fingerprint(c->base.inputs[0]));
+        if (rc == 0)
+            rc = read_start(it);
         if (rc < 0)
             return rc;
         if (rc == 1) {
@@ -948,16 +467,15 @@ static int auto_start(cache_iter *it)
     }
     it->mode = fill ? AUTO_FILL : PASS;
     publish_placement(it, placement, 0);
-    return sl__iter_make_input(&it->base, 0, INPUT_EPOCH, &it->input);
+    return sl__iter_make_input(&it->base, 0, INPUT_EPOCH, &it->in);
 }
 
 static int step(cache_iter *it, sl_element **out);
 
 /* A position the cache cannot serve from (an empty memory cache in a new
  * process, a cache file that is gone): the pass starts over, filling the
- * cache, and drops the elements already returned. */
-/* Passes again the elements a restored pass had returned, which fill
- * the cache as they did: 0, or the input's code (SL__AGAIN leaves the
+ * cache, and passes again the elements a restored pass had returned, which
+ * fill the cache as they did: 0, or the input's code (SL__AGAIN leaves the
  * rest for the next call). */
 static int replay(cache_iter *it)
 {
@@ -966,8 +484,8 @@ static int replay(cache_iter *it)
         int rc = step(it, &el);
         if (rc == SL_EOF)
             return sl__set_error(SL_EMISMATCH, "saved state: cache(%s) had returned %lld "
-                                 "elements, its input has only %lld", it->path ? it->path :
-                                 "memory", (long long)it->resume_pos,
+                                 "elements, its input has only %lld", name(it),
+                                 (long long)it->resume_pos,
                                  (long long)(it->resume_pos - it->to_replay));
         if (rc)
             return rc;
@@ -985,15 +503,7 @@ static int start(cache_iter *it)
         it->mode = DONE;
         return 0;
     }
-    if (c->automatic) {
-        rc = auto_start(it);
-    } else if (c->path) {
-        rc = file_start(it);
-    } else {
-        mem_start(it);
-        rc = it->mode == MEM_SERVE ? 0
-                                   : sl__iter_make_input(&it->base, 0, INPUT_EPOCH, &it->input);
-    }
+    rc = c->path ? file_start(it) : auto_start(it);
     if (rc == 0 && it->mode != FILE_READ && it->mode != MEM_SERVE)
         it->to_replay = it->resume_pos; /* cache_next replays them */
     else if (rc == 0 && it->mode == MEM_SERVE && it->resume_pos > it->mem->n)
@@ -1027,9 +537,7 @@ static int step(cache_iter *it, sl_element **out)
 {
     switch (it->mode) {
     case PASS:
-        return sl__iter_next(it->input, out);
-    case MEM_FILL:
-        return mem_fill_next(it, out);
+        return sl__iter_next(it->in, out);
     case MEM_SERVE:
         return mem_serve_next(it, out);
     case FILE_WRITE:
@@ -1041,7 +549,7 @@ static int step(cache_iter *it, sl_element **out)
         return auto_fill_next(it, out);
     case FAILED:
         return sl__set_error(it->failed_rc, "cache(%s): stopped after an earlier error",
-                             it->path ? it->path : "memory");
+                             name(it));
     default:
         return SL_EOF;
     }
@@ -1051,15 +559,10 @@ static void cache_destroy(sl__iter *base)
 {
     cache_iter *it = (cache_iter *)base;
     if (it->filler)
-        mem_end_fill(it, false); /* (an automatic one stays undecided) */
+        mem_abandon(it);
     mem_unhold(it);
-    if (it->locked) /* an unfinished pass: remove it while still holding the lock */
-        unlink(it->partial);
-    if (it->fd >= 0)
-        close(it->fd);
-    sl__free(it->buf, it->buf ? IO_BUF : 0);
-    sl__strfree(it->partial);
-    sl__iter_free(it->input);
+    sl__cache_file_fini(&it->file);
+    sl__iter_free(it->in);
 }
 
 /* Kind, elements returned, file offset; then the input's record while the
@@ -1075,25 +578,24 @@ static int cache_save(sl__iter *base, sl__bytes *w)
         f[2] = (int64_t)it->resume_off;
         return sl__state_node(w, base, 3, f, 0);
     case PASS:
-    case MEM_FILL:
     case FILE_WRITE:
     case AUTO_FILL:
     case AUTO_SPILL:
         f[0] = RESUME_INPUT;
-        return sl__save_sync(w, base, 3, f, it->input);
+        return sl__save_sync(w, base, 3, f, it->in);
     case MEM_SERVE:
         f[0] = RESUME_MEM;
         break;
     case FILE_READ:
         f[0] = RESUME_FILE;
-        f[2] = (int64_t)it->off;
+        f[2] = (int64_t)it->file.off;
         break;
     case DONE:
         f[0] = RESUME_DONE;
         break;
     default:
         return sl__set_error(SL_ESTATE, "cache(%s): failed earlier; there is no position to "
-                             "save", it->path ? it->path : "memory");
+                             "save", name(it));
     }
     return sl__state_node(w, base, 3, f, 0);
 }
@@ -1107,21 +609,9 @@ static const sl__iter_ops cache_iter_ops = {
 static int cache_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
                       sl__iter **out)
 {
-    const cache_ds *c = (const cache_ds *)ds;
     cache_iter *it = sl__iter_alloc(&cache_iter_ops, sizeof *it, ds, tree, key, epoch);
     if (!it)
         return SL_ENOMEM;
-    it->fd = -1;
-    it->path = c->path;
-    if (c->path) {
-        size_t n = strlen(c->path) + sizeof ".partial";
-        it->partial = sl__alloc(n);
-        if (!it->partial) {
-            sl__iter_free(&it->base);
-            return SL_ENOMEM;
-        }
-        snprintf(it->partial, n, "%s.partial", c->path);
-    }
     int64_t f[3];
     int rc = sl__iter_restored(&it->base, 3, f);
     if (rc > 0) {
@@ -1134,7 +624,7 @@ static int cache_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_
         if (rc == 0 && it->resume == RESUME_INPUT) {
             /* the input resumes where it was, past what the cache has: this
              * pass only passes through, a later one fills the cache */
-            rc = sl__iter_make_input(&it->base, 0, INPUT_EPOCH, &it->input);
+            rc = sl__iter_make_input(&it->base, 0, INPUT_EPOCH, &it->in);
             it->mode = PASS;
             it->served = it->resume_pos;
         }
@@ -1155,7 +645,8 @@ static int64_t cache_card(const sl_dataset *ds)
 static uint64_t cache_fp(const sl_dataset *ds, uint64_t h)
 {
     const cache_ds *c = (const cache_ds *)ds;
-    return sl__hash_str(sl__hash_u64(h, c->automatic && !c->keep ? 2 : c->path != NULL), c->path);
+    /* 1: a file; 0: kept with the dataset; 2: automatic */
+    return sl__hash_str(sl__hash_u64(h, c->path ? 1 : c->keep ? 0 : 2), c->path);
 }
 
 static void cache_ds_destroy(sl_dataset *ds)
@@ -1189,7 +680,6 @@ SL_API sl_dataset *sl_cache_auto(sl_dataset *in, const char *spill_dir)
     cache_ds *c = (cache_ds *)cache_new(in, NULL);
     if (!c)
         return NULL;
-    c->automatic = true;
     const char *dir = spill_dir && *spill_dir ? spill_dir : getenv("TMPDIR");
     c->spill_dir = sl__strdup(dir && *dir ? dir : "/tmp");
     if (!c->spill_dir)
