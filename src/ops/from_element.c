@@ -2,40 +2,40 @@
  * datasets an interleave function builds around one input element. */
 #include "../graph/node.h"
 
-typedef struct one_ds {
+typedef struct from_element_ds {
     sl_dataset base;
     sl_element *el;
-} one_ds;
+} from_element_ds;
 
-typedef struct one_iter {
+typedef struct from_element_iter {
     sl__iter base;
     int64_t pos; /* 0 or 1 */
-} one_iter;
+} from_element_iter;
 
-static int one_next(sl__iter *base, sl_element **out)
+static int from_element_next(sl__iter *base, sl_element **out)
 {
-    one_iter *it = (one_iter *)base;
+    from_element_iter *it = (from_element_iter *)base;
     if (it->pos > 0)
         return SL_EOF;
     it->pos = 1;
-    *out = sl_element_retain(((const one_ds *)base->ds)->el);
+    *out = sl_element_retain(((const from_element_ds *)base->ds)->el);
     return 0;
 }
 
-static int one_save(sl__iter *base, sl__bytes *w)
+static int from_element_save(sl__iter *base, sl__bytes *w)
 {
-    return sl__save_pos(w, base, ((one_iter *)base)->pos);
+    return sl__save_pos(w, base, ((from_element_iter *)base)->pos);
 }
 
-static const sl__iter_ops one_iter_ops = {
-    .next = one_next,
-    .save = one_save,
+static const sl__iter_ops from_element_iter_ops = {
+    .next = from_element_next,
+    .save = from_element_save,
 };
 
-static int one_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
+static int from_element_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
                     sl__iter **out)
 {
-    one_iter *it = sl__iter_alloc(&one_iter_ops, sizeof *it, ds, tree, key, epoch);
+    from_element_iter *it = sl__iter_alloc(&from_element_iter_ops, sizeof *it, ds, tree, key, epoch);
     if (!it)
         return SL_ENOMEM;
     int rc = sl__restored_pos(&it->base, 1, &it->pos);
@@ -47,16 +47,16 @@ static int one_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t 
     return 0;
 }
 
-static int64_t one_card(const sl_dataset *ds)
+static int64_t from_element_card(const sl_dataset *ds)
 {
     (void)ds;
     return 1;
 }
 
-static uint64_t one_fp(const sl_dataset *ds, uint64_t h)
+static uint64_t from_element_fp(const sl_dataset *ds, uint64_t h)
 {
     /* the element's bytes: a path, typically */
-    const sl_element *el = ((const one_ds *)ds)->el;
+    const sl_element *el = ((const from_element_ds *)ds)->el;
     for (int j = 0; j < el->n; j++) {
         h = sl__hash_u64(h, ((uint64_t)el->t[j].dtype << 8) | (uint64_t)el->t[j].ndim);
         h = sl__hash_bytes(h, el->t[j].shape, (size_t)el->t[j].ndim * sizeof(int64_t));
@@ -65,32 +65,32 @@ static uint64_t one_fp(const sl_dataset *ds, uint64_t h)
     return h;
 }
 
-static void one_destroy(sl_dataset *ds)
+static void from_element_destroy(sl_dataset *ds)
 {
-    sl_element_release(((one_ds *)ds)->el);
+    sl_element_release(((from_element_ds *)ds)->el);
 }
 
-static bool one_can_get(const sl_dataset *ds)
+static bool from_element_can_get(const sl_dataset *ds)
 {
     (void)ds;
     return true;
 }
 
-static int one_get(const sl_dataset *ds, int64_t index, sl_element **out)
+static int from_element_get(const sl_dataset *ds, int64_t index, sl_element **out)
 {
     (void)index;
-    *out = sl_element_retain(((const one_ds *)ds)->el);
+    *out = sl_element_retain(((const from_element_ds *)ds)->el);
     return 0;
 }
 
-static const sl__node_ops one_ops = {
+static const sl__node_ops from_element_ops = {
     .kind = "from_element",
-    .make_iter = one_make,
-    .cardinality = one_card,
-    .fingerprint = one_fp,
-    .destroy = one_destroy,
-    .can_get = one_can_get,
-    .get = one_get,
+    .make_iter = from_element_make,
+    .cardinality = from_element_card,
+    .fingerprint = from_element_fp,
+    .destroy = from_element_destroy,
+    .can_get = from_element_can_get,
+    .get = from_element_get,
 };
 
 SL_API sl_dataset *sl_from_element(sl_element *el)
@@ -99,7 +99,7 @@ SL_API sl_dataset *sl_from_element(sl_element *el)
         sl__set_error(SL_EINVAL, "from_element: NULL element");
         return NULL;
     }
-    one_ds *d = (one_ds *)sl__dataset_new_source(&one_ops, sizeof *d);
+    from_element_ds *d = (from_element_ds *)sl__dataset_new_source(&from_element_ops, sizeof *d);
     if (!d)
         return NULL;
     d->el = sl_element_retain(el);

@@ -2,21 +2,21 @@
 #include <string.h>
 #include "../graph/node.h"
 
-typedef struct files_ds {
+typedef struct from_files_ds {
     sl_dataset base;
     char **paths;
     int64_t *labels; /* NULL when unlabelled */
     size_t n;
-} files_ds;
+} from_files_ds;
 
-typedef struct files_iter {
+typedef struct from_files_iter {
     sl__iter base;
     size_t next;
-} files_iter;
+} from_files_iter;
 
-static int files_get(const sl_dataset *ds, int64_t i, sl_element **out)
+static int from_files_get(const sl_dataset *ds, int64_t i, sl_element **out)
 {
-    const files_ds *d = (const files_ds *)ds;
+    const from_files_ds *d = (const from_files_ds *)ds;
     const char *p = d->paths[i];
     size_t len = strlen(p);
     sl_element *el = sl__element_new(d->labels ? 2 : 1, 2 * sizeof(uint64_t) + len + 16 + 8);
@@ -30,37 +30,37 @@ static int files_get(const sl_dataset *ds, int64_t i, sl_element **out)
     return 0;
 }
 
-static int files_next(sl__iter *base, sl_element **out)
+static int from_files_next(sl__iter *base, sl_element **out)
 {
-    files_iter *it = (files_iter *)base;
-    if (it->next >= ((const files_ds *)base->ds)->n)
+    from_files_iter *it = (from_files_iter *)base;
+    if (it->next >= ((const from_files_ds *)base->ds)->n)
         return SL_EOF;
-    int rc = files_get(base->ds, (int64_t)it->next, out);
+    int rc = from_files_get(base->ds, (int64_t)it->next, out);
     if (rc == 0)
         it->next++;
     return rc;
 }
 
-static int files_save(sl__iter *base, sl__bytes *w)
+static int from_files_save(sl__iter *base, sl__bytes *w)
 {
-    return sl__save_pos(w, base, (int64_t)((files_iter *)base)->next);
+    return sl__save_pos(w, base, (int64_t)((from_files_iter *)base)->next);
 }
 
-static const sl__iter_ops files_iter_ops = {
-    .next = files_next,
-    .save = files_save,
+static const sl__iter_ops from_files_iter_ops = {
+    .next = from_files_next,
+    .save = from_files_save,
 };
 
-static int64_t files_card(const sl_dataset *ds);
+static int64_t from_files_card(const sl_dataset *ds);
 
-static int files_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
+static int from_files_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
                       sl__iter **out)
 {
-    files_iter *it = sl__iter_alloc(&files_iter_ops, sizeof *it, ds, tree, key, epoch);
+    from_files_iter *it = sl__iter_alloc(&from_files_iter_ops, sizeof *it, ds, tree, key, epoch);
     if (!it)
         return SL_ENOMEM;
     int64_t pos = 0;
-    int rc = sl__restored_pos(&it->base, (int64_t)(files_card(ds)), &pos);
+    int rc = sl__restored_pos(&it->base, (int64_t)(from_files_card(ds)), &pos);
     if (rc < 0) {
         sl__iter_free(&it->base);
         return rc;
@@ -70,14 +70,14 @@ static int files_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_
     return 0;
 }
 
-static int64_t files_card(const sl_dataset *ds)
+static int64_t from_files_card(const sl_dataset *ds)
 {
-    return (int64_t)((const files_ds *)ds)->n;
+    return (int64_t)((const from_files_ds *)ds)->n;
 }
 
-static uint64_t files_fp(const sl_dataset *ds, uint64_t h)
+static uint64_t from_files_fp(const sl_dataset *ds, uint64_t h)
 {
-    const files_ds *d = (const files_ds *)ds;
+    const from_files_ds *d = (const from_files_ds *)ds;
     for (size_t i = 0; i < d->n; i++) {
         h = sl__hash_str(h, d->paths[i]);
         if (d->labels)
@@ -86,9 +86,9 @@ static uint64_t files_fp(const sl_dataset *ds, uint64_t h)
     return h;
 }
 
-static void files_destroy(sl_dataset *ds)
+static void from_files_destroy(sl_dataset *ds)
 {
-    files_ds *d = (files_ds *)ds;
+    from_files_ds *d = (from_files_ds *)ds;
     for (size_t i = 0; d->paths && i < d->n; i++)
         sl__strfree(d->paths[i]);
     sl__free(d->paths, (d->n ? d->n : 1) * sizeof *d->paths);
@@ -96,20 +96,20 @@ static void files_destroy(sl_dataset *ds)
         sl__free(d->labels, d->n * sizeof *d->labels);
 }
 
-static bool files_can_get(const sl_dataset *ds)
+static bool from_files_can_get(const sl_dataset *ds)
 {
     (void)ds;
     return true;
 }
 
-static const sl__node_ops files_ops = {
+static const sl__node_ops from_files_ops = {
     .kind = "from_files",
-    .make_iter = files_make,
-    .cardinality = files_card,
-    .fingerprint = files_fp,
-    .destroy = files_destroy,
-    .can_get = files_can_get,
-    .get = files_get,
+    .make_iter = from_files_make,
+    .cardinality = from_files_card,
+    .fingerprint = from_files_fp,
+    .destroy = from_files_destroy,
+    .can_get = from_files_can_get,
+    .get = from_files_get,
 };
 
 SL_API sl_dataset *sl_from_files(const char *const *paths, const int64_t *labels, size_t count)
@@ -118,7 +118,7 @@ SL_API sl_dataset *sl_from_files(const char *const *paths, const int64_t *labels
         sl__set_error(SL_EINVAL, "from_files: NULL paths");
         return NULL;
     }
-    files_ds *d = (files_ds *)sl__dataset_new_source(&files_ops, sizeof *d);
+    from_files_ds *d = (from_files_ds *)sl__dataset_new_source(&from_files_ops, sizeof *d);
     if (!d)
         return NULL;
     d->paths = sl__calloc(count ? count : 1, sizeof *d->paths);

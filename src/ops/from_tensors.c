@@ -5,16 +5,16 @@
 /* Inline room for the copied parts of one slice, at most. */
 #define INLINE_MAX 1024
 
-typedef struct tensors_ds {
+typedef struct from_tensors_ds {
     sl_dataset base;
     sl_element *el;
     int64_t n;
-} tensors_ds;
+} from_tensors_ds;
 
-typedef struct tensors_iter {
+typedef struct from_tensors_iter {
     sl__iter base;
     int64_t next;
-} tensors_iter;
+} from_tensors_iter;
 
 static int push_slice(sl_element *out, const struct sl_tensor *t, int64_t i)
 {
@@ -28,9 +28,9 @@ static int push_slice(sl_element *out, const struct sl_tensor *t, int64_t i)
     return 0;
 }
 
-static int tensors_get(const sl_dataset *ds, int64_t i, sl_element **out)
+static int from_tensors_get(const sl_dataset *ds, int64_t i, sl_element **out)
 {
-    const tensors_ds *d = (const tensors_ds *)ds;
+    const from_tensors_ds *d = (const from_tensors_ds *)ds;
     size_t small = 0;
     for (int j = 0; j < d->el->n; j++) { /* strings and inline sources copy */
         const struct sl_tensor *t = &d->el->t[j];
@@ -55,35 +55,35 @@ static int tensors_get(const sl_dataset *ds, int64_t i, sl_element **out)
     return 0;
 }
 
-static int tensors_next(sl__iter *base, sl_element **out)
+static int from_tensors_next(sl__iter *base, sl_element **out)
 {
-    tensors_iter *it = (tensors_iter *)base;
-    if (it->next >= ((const tensors_ds *)base->ds)->n)
+    from_tensors_iter *it = (from_tensors_iter *)base;
+    if (it->next >= ((const from_tensors_ds *)base->ds)->n)
         return SL_EOF;
-    int rc = tensors_get(base->ds, it->next, out);
+    int rc = from_tensors_get(base->ds, it->next, out);
     if (rc == 0)
         it->next++;
     return rc;
 }
 
-static int tensors_save(sl__iter *base, sl__bytes *w)
+static int from_tensors_save(sl__iter *base, sl__bytes *w)
 {
-    return sl__save_pos(w, base, (int64_t)((tensors_iter *)base)->next);
+    return sl__save_pos(w, base, (int64_t)((from_tensors_iter *)base)->next);
 }
 
-static const sl__iter_ops tensors_iter_ops = {
-    .next = tensors_next,
-    .save = tensors_save,
+static const sl__iter_ops from_tensors_iter_ops = {
+    .next = from_tensors_next,
+    .save = from_tensors_save,
 };
 
-static int tensors_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
+static int from_tensors_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
                         sl__iter **out)
 {
-    tensors_iter *it = sl__iter_alloc(&tensors_iter_ops, sizeof *it, ds, tree, key, epoch);
+    from_tensors_iter *it = sl__iter_alloc(&from_tensors_iter_ops, sizeof *it, ds, tree, key, epoch);
     if (!it)
         return SL_ENOMEM;
     int64_t pos = 0;
-    int rc = sl__restored_pos(&it->base, (int64_t)(((const tensors_ds *)ds)->n), &pos);
+    int rc = sl__restored_pos(&it->base, (int64_t)(((const from_tensors_ds *)ds)->n), &pos);
     if (rc < 0) {
         sl__iter_free(&it->base);
         return rc;
@@ -93,14 +93,14 @@ static int tensors_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int6
     return 0;
 }
 
-static int64_t tensors_card(const sl_dataset *ds)
+static int64_t from_tensors_card(const sl_dataset *ds)
 {
-    return ((const tensors_ds *)ds)->n;
+    return ((const from_tensors_ds *)ds)->n;
 }
 
-static uint64_t tensors_fp(const sl_dataset *ds, uint64_t h)
+static uint64_t from_tensors_fp(const sl_dataset *ds, uint64_t h)
 {
-    const sl_element *el = ((const tensors_ds *)ds)->el;
+    const sl_element *el = ((const from_tensors_ds *)ds)->el;
     for (int j = 0; j < el->n; j++) {
         const struct sl_tensor *t = &el->t[j];
         h = sl__hash_u64(h, (uint64_t)t->dtype);
@@ -110,25 +110,25 @@ static uint64_t tensors_fp(const sl_dataset *ds, uint64_t h)
     return h;
 }
 
-static void tensors_destroy(sl_dataset *ds)
+static void from_tensors_destroy(sl_dataset *ds)
 {
-    sl_element_release(((tensors_ds *)ds)->el);
+    sl_element_release(((from_tensors_ds *)ds)->el);
 }
 
-static bool tensors_can_get(const sl_dataset *ds)
+static bool from_tensors_can_get(const sl_dataset *ds)
 {
     (void)ds;
     return true;
 }
 
-static const sl__node_ops tensors_ops = {
+static const sl__node_ops from_tensors_ops = {
     .kind = "from_tensors",
-    .make_iter = tensors_make,
-    .cardinality = tensors_card,
-    .fingerprint = tensors_fp,
-    .destroy = tensors_destroy,
-    .can_get = tensors_can_get,
-    .get = tensors_get,
+    .make_iter = from_tensors_make,
+    .cardinality = from_tensors_card,
+    .fingerprint = from_tensors_fp,
+    .destroy = from_tensors_destroy,
+    .can_get = from_tensors_can_get,
+    .get = from_tensors_get,
 };
 
 SL_API sl_dataset *sl_from_tensors(sl_element *el)
@@ -137,7 +137,7 @@ SL_API sl_dataset *sl_from_tensors(sl_element *el)
         sl__set_error(SL_EINVAL, "from_tensors: NULL element");
         return NULL;
     }
-    tensors_ds *d = (tensors_ds *)sl__dataset_new_source(&tensors_ops, sizeof *d);
+    from_tensors_ds *d = (from_tensors_ds *)sl__dataset_new_source(&from_tensors_ops, sizeof *d);
     if (!d) {
         sl_element_release(el);
         return NULL;

@@ -33,13 +33,13 @@
 #define PARKED_NS 20000000L /* how often a fetcher the knob parks looks at it again */
 #define SOURCE_BUF 16 /* elements a source buffers ahead, at least (block_length if more) */
 
-typedef struct ileave_ds {
+typedef struct interleave_ds {
     sl_dataset base;
     sl_interleave_fn fn;
     void *user;
     int cycle, block, parallelism;
     unsigned flags;
-} ileave_ds;
+} interleave_ds;
 
 typedef struct source {
     struct source *next;  /* futures queue */
@@ -58,10 +58,10 @@ typedef struct source {
     sl__bytes taken;      /* it's record after the last element taken */
 } source;
 
-typedef struct ileave_iter {
+typedef struct interleave_iter {
     sl__iter base;
     sl__iter *input;
-    const ileave_ds *d;
+    const interleave_ds *d;
     pthread_mutex_t mu;
     pthread_cond_t cv_consumer, cv_work, cv_parked;
     atomic_bool stop;
@@ -88,17 +88,17 @@ typedef struct ileave_iter {
     int ended_rc;
     bool inline_fetch; /* the edge profile: no fetcher threads */
     bool again;        /* the last next returned SL__AGAIN after waiting */
-} ileave_iter;
+} interleave_iter;
 
-static bool ordered(const ileave_iter *it)
+static bool ordered(const interleave_iter *it)
 {
     return !(it->d->flags & SL_NONDETERMINISTIC);
 }
 
 /* Frees a source nobody else holds any more. Not under mu: its nodes
  * (a map inside the source) unregister under the tree's lock, which
- * sl__tree_cancel holds while it takes mu (ileave_cancel). */
-static void source_free(ileave_iter *it, source *s)
+ * sl__tree_cancel holds while it takes mu (interleave_cancel). */
+static void source_free(interleave_iter *it, source *s)
 {
     if (!s)
         return;
@@ -121,7 +121,7 @@ static void source_free(ileave_iter *it, source *s)
 /* The iterator of input element el's dataset (it->d->fn), as source
  * `index`. A failure of fn or of the make is kept in the source, to meet
  * the error policy when the consumer reaches it. */
-static source *source_open(ileave_iter *it, const sl_element *el, int64_t index)
+static source *source_open(interleave_iter *it, const sl_element *el, int64_t index)
 {
     source *s = sl__calloc(1, sizeof *s);
     if (!s)
@@ -163,7 +163,7 @@ static source *source_open(ileave_iter *it, const sl_element *el, int64_t index)
 
 /* The source a fetcher should fill next (under mu): the slots' from the
  * current one on, then the futures'; NULL when none needs it. */
-static source *work(ileave_iter *it)
+static source *work(interleave_iter *it)
 {
     int n = it->d->cycle;
     for (int k = 0; k < n; k++) {
@@ -177,7 +177,7 @@ static source *work(ileave_iter *it)
     return NULL;
 }
 
-static int active(const ileave_iter *it)
+static int active(const interleave_iter *it)
 {
     int64_t p = sl__knob_get(it->parallelism), max = it->parallelism->max;
     return p < 1 ? 1 : p > max ? (int)max : (int)p;
@@ -185,7 +185,7 @@ static int active(const ileave_iter *it)
 
 /* Pulls into s until its buffer is full or it ends. Called without mu,
  * with s->busy set. */
-static void fill(ileave_iter *it, source *s)
+static void fill(interleave_iter *it, source *s)
 {
     sl__node_stats *ns = it->base.stats;
     int64_t t0 = sl__now_ns();
@@ -232,7 +232,7 @@ static void fill(ileave_iter *it, source *s)
 
 /* Pulls the next input element and opens its source (mu not held, with
  * it->opening set). */
-static void open_next(ileave_iter *it)
+static void open_next(interleave_iter *it)
 {
     sl_element *el;
     int64_t t0 = sl__now_ns();
@@ -269,14 +269,14 @@ static void open_next(ileave_iter *it)
 }
 
 typedef struct fetcher {
-    ileave_iter *it;
+    interleave_iter *it;
     int id;
 } fetcher;
 
 /* One piece of a fetcher's work (under mu, which it lets go of while it
  * works): fill the source that needs it most, or open the next input.
  * False when there is none. */
-static bool fetch_round(ileave_iter *it)
+static bool fetch_round(interleave_iter *it)
 {
     source *s = work(it);
     bool open = !s && !it->opening && !it->input_ended && it->nfut < it->d->cycle;
@@ -304,7 +304,7 @@ static bool fetch_round(ileave_iter *it)
 
 static void *fetcher_main(void *arg)
 {
-    ileave_iter *it = ((fetcher *)arg)->it;
+    interleave_iter *it = ((fetcher *)arg)->it;
     int id = ((fetcher *)arg)->id;
     sl__free(arg, sizeof(fetcher));
     pthread_mutex_lock(&it->mu);
@@ -339,7 +339,7 @@ static void *fetcher_main(void *arg)
 
 /* The consumer waits for a fetcher (under mu), waking one that is idle:
  * 0, or SL__AGAIN at the calling thread's deadline. */
-static int consumer_wait(ileave_iter *it, bool *waited)
+static int consumer_wait(interleave_iter *it, bool *waited)
 {
     *waited = true;
     if (it->inline_fetch) { /* the edge profile: do a fetcher's work here */
@@ -356,14 +356,14 @@ static int consumer_wait(ileave_iter *it, bool *waited)
     return rc;
 }
 
-static void advance(ileave_iter *it)
+static void advance(interleave_iter *it)
 {
     it->ci = (it->ci + 1) % it->d->cycle;
     it->bi = 0;
 }
 
 /* Takes the head of s's buffer (under mu). */
-static sl_element *take(ileave_iter *it, source *s)
+static sl_element *take(interleave_iter *it, source *s)
 {
     sl_element *el = s->buf[s->head];
     s->buf[s->head] = NULL;
@@ -382,7 +382,7 @@ static sl_element *take(ileave_iter *it, source *s)
 
 /* A source at its end, in its slot: its error meets the policy (an input
  * that could not be opened) or comes out; 0 to go on. */
-static int source_end(ileave_iter *it, source *s)
+static int source_end(interleave_iter *it, source *s)
 {
     if (s->rc == SL_EOF)
         return 0;
@@ -393,7 +393,7 @@ static int source_end(ileave_iter *it, source *s)
 }
 
 /* Deterministic: the next element in tf.data's order (under mu). */
-static int next_ordered(ileave_iter *it, sl_element **out, bool *waited)
+static int next_ordered(interleave_iter *it, sl_element **out, bool *waited)
 {
     while (!it->end_of_input || it->open > 0) {
         if (atomic_load(&it->stop) || sl__tree_cancelled(it->base.tree))
@@ -449,7 +449,7 @@ static int next_ordered(ileave_iter *it, sl_element **out, bool *waited)
 }
 
 /* Completion order: the first slot from ci on with an element ready. */
-static int next_any(ileave_iter *it, sl_element **out, bool *waited)
+static int next_any(interleave_iter *it, sl_element **out, bool *waited)
 {
     int n = it->d->cycle;
     for (;;) {
@@ -507,9 +507,9 @@ static int next_any(ileave_iter *it, sl_element **out, bool *waited)
     }
 }
 
-static int ileave_next(sl__iter *base, sl_element **out)
+static int interleave_next(sl__iter *base, sl_element **out)
 {
-    ileave_iter *it = (ileave_iter *)base;
+    interleave_iter *it = (interleave_iter *)base;
     if (it->ended)
         return it->ended_rc;
     bool waited = it->again;
@@ -528,9 +528,9 @@ static int ileave_next(sl__iter *base, sl_element **out)
     return rc;
 }
 
-static void ileave_cancel(sl__iter *base)
+static void interleave_cancel(sl__iter *base)
 {
-    ileave_iter *it = (ileave_iter *)base;
+    interleave_iter *it = (interleave_iter *)base;
     atomic_store(&it->stop, true);
     pthread_mutex_lock(&it->mu);
     pthread_cond_broadcast(&it->cv_work);
@@ -539,11 +539,11 @@ static void ileave_cancel(sl__iter *base)
     pthread_mutex_unlock(&it->mu);
 }
 
-static void ileave_destroy(sl__iter *base)
+static void interleave_destroy(sl__iter *base)
 {
-    ileave_iter *it = (ileave_iter *)base;
+    interleave_iter *it = (interleave_iter *)base;
     sl__iter_unregister(base);
-    ileave_cancel(base);
+    interleave_cancel(base);
     sl__tree_wake(base->tree);
     for (int i = 0; i < it->nthreads; i++)
         pthread_join(it->threads[i], NULL);
@@ -569,9 +569,9 @@ static void ileave_destroy(sl__iter *base)
  * (-1: empty); children: the records of the sources in the slots, as of
  * their last element taken. The input's record is not kept: restoring
  * replays it from the pass start, to reopen the slots' inputs. */
-static int ileave_save(sl__iter *base, sl__bytes *w)
+static int interleave_save(sl__iter *base, sl__bytes *w)
 {
-    ileave_iter *it = (ileave_iter *)base;
+    interleave_iter *it = (interleave_iter *)base;
     if (!ordered(it))
         return sl__set_error(SL_EUNSUPPORTED, "interleave: in completion order "
                              "(SL_NONDETERMINISTIC) it has no position to save");
@@ -605,7 +605,7 @@ static int ileave_save(sl__iter *base, sl__bytes *w)
 /* Rebuilds the slots from a saved position: the input replayed from its
  * start up to `popped`, the slots' inputs reopened (their sources take
  * their records), the others dropped. */
-static int resume(ileave_iter *it, const int64_t *f)
+static int resume(interleave_iter *it, const int64_t *f)
 {
     int n = it->d->cycle;
     it->ci = (int)f[0];
@@ -638,18 +638,18 @@ static int resume(ileave_iter *it, const int64_t *f)
     return 0;
 }
 
-static const sl__iter_ops ileave_iter_ops = {
-    .next = ileave_next,
-    .cancel = ileave_cancel,
-    .destroy = ileave_destroy,
-    .save = ileave_save,
+static const sl__iter_ops interleave_iter_ops = {
+    .next = interleave_next,
+    .cancel = interleave_cancel,
+    .destroy = interleave_destroy,
+    .save = interleave_save,
 };
 
-static int ileave_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
+static int interleave_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
                        sl__iter **out)
 {
-    const ileave_ds *d = (const ileave_ds *)ds;
-    ileave_iter *it = sl__iter_alloc(&ileave_iter_ops, sizeof *it, ds, tree, key, epoch);
+    const interleave_ds *d = (const interleave_ds *)ds;
+    interleave_iter *it = sl__iter_alloc(&interleave_iter_ops, sizeof *it, ds, tree, key, epoch);
     if (!it)
         return SL_ENOMEM;
     it->d = d;
@@ -708,33 +708,33 @@ static int ileave_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64
     return 0;
 }
 
-static uint64_t ileave_fp(const sl_dataset *ds, uint64_t h)
+static uint64_t interleave_fp(const sl_dataset *ds, uint64_t h)
 {
     /* the name stands for fn; the parallelism does not change the output
      * (ordered), the order does */
-    const ileave_ds *d = (const ileave_ds *)ds;
+    const interleave_ds *d = (const interleave_ds *)ds;
     h = sl__hash_u64(h, ((uint64_t)d->cycle << 32) | (uint32_t)d->block);
     return sl__hash_u64(h, d->flags);
 }
 
-static sl_dataset *ileave_rebuild_files(const sl_dataset *ds, sl_dataset *files)
+static sl_dataset *interleave_rebuild_files(const sl_dataset *ds, sl_dataset *files)
 {
-    const ileave_ds *d = (const ileave_ds *)ds;
+    const interleave_ds *d = (const interleave_ds *)ds;
     return sl_interleave(files, d->fn, d->user, d->cycle, d->block, d->parallelism, d->flags);
 }
 
-static const sl__node_ops ileave_ops = {
+static const sl__node_ops interleave_ops = {
     .kind = "interleave",
-    .make_iter = ileave_make,
-    .fingerprint = ileave_fp,
-    .rebuild_files = ileave_rebuild_files,
+    .make_iter = interleave_make,
+    .fingerprint = interleave_fp,
+    .rebuild_files = interleave_rebuild_files,
 };
 
 SL_API sl_dataset *sl_interleave(sl_dataset *in, sl_interleave_fn fn, void *user,
                                  int cycle_length, int block_length, int parallelism,
                                  unsigned flags)
 {
-    ileave_ds *d = (ileave_ds *)sl__dataset_new(&ileave_ops, sizeof *d, in);
+    interleave_ds *d = (interleave_ds *)sl__dataset_new(&interleave_ops, sizeof *d, in);
     if (!d)
         return NULL;
     if (!fn || cycle_length < 1 || cycle_length > MAX_CYCLE || block_length < 1 ||

@@ -190,26 +190,26 @@ static int map_fn(sl_map_ctx *ctx, const sl_element *in, sl_element **out, void 
     return 0;
 }
 
-static int image_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
+static int map_image_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
                       sl__iter **out)
 {
-    const image_ds *d = (const image_ds *)ds;
+    const map_image_ds *d = (const map_image_ds *)ds;
     return sl__map_iter_make(ds, tree, key, epoch, map_fn, (void *)&d->spec, d->parallelism, 0,
                              out);
 }
 
-static int64_t image_card(const sl_dataset *ds)
+int64_t sl__map_image_cardinality(const sl_dataset *ds)
 {
-    const image_ds *d = (const image_ds *)ds;
+    const map_image_ds *d = (const map_image_ds *)ds;
     int64_t in = sl_dataset_cardinality(ds->inputs[0]);
     if (!d->batch || in < 0)
         return in;
     return in / d->batch + (!(d->flags & SL_DROP_REMAINDER) && in % d->batch);
 }
 
-static uint64_t image_fp(const sl_dataset *ds, uint64_t h)
+uint64_t sl__map_image_fingerprint(const sl_dataset *ds, uint64_t h)
 {
-    const image_ds *d = (const image_ds *)ds;
+    const map_image_ds *d = (const map_image_ds *)ds;
     const sl_image_spec *s = &d->spec;
     h = sl__hash_u64(h, (uint64_t)s->crop);
     h = sl__hash_u64(h, ((uint64_t)s->height << 32) | (uint32_t)s->width);
@@ -224,32 +224,25 @@ static uint64_t image_fp(const sl_dataset *ds, uint64_t h)
     return sl__hash_u64(sl__hash_u64(h, (uint64_t)d->batch), d->flags);
 }
 
-static sl_dataset *image_fuse_batch(sl_dataset *ds, int64_t size, unsigned flags);
+static sl_dataset *map_image_fuse_batch(sl_dataset *ds, int64_t size, unsigned flags);
 
-static const sl__node_ops image_ops = {
+static const sl__node_ops map_image_ops = {
     .kind = "map_image",
-    .make_iter = image_make,
-    .cardinality = image_card,
-    .fingerprint = image_fp,
-    .fuse_batch = image_fuse_batch,
+    .make_iter = map_image_make,
+    .cardinality = sl__map_image_cardinality,
+    .fingerprint = sl__map_image_fingerprint,
+    .fuse_batch = map_image_fuse_batch,
 };
 
-static const sl__node_ops fused_ops = {
-    .kind = "map_image_batch",
-    .make_iter = sl__image_batch_make,
-    .cardinality = image_card,
-    .fingerprint = image_fp,
-};
-
-static sl_dataset *image_fuse_batch(sl_dataset *ds, int64_t size, unsigned flags)
+static sl_dataset *map_image_fuse_batch(sl_dataset *ds, int64_t size, unsigned flags)
 {
-    const image_ds *d = (const image_ds *)ds;
+    const map_image_ds *d = (const map_image_ds *)ds;
     if (size > (1 << 20)) {
         sl_dataset_free(ds);
         sl__set_error(SL_EINVAL, "batch: size %lld is too large for images", (long long)size);
         return NULL;
     }
-    image_ds *f = (image_ds *)sl__dataset_new(&fused_ops, sizeof *f,
+    map_image_ds *f = (map_image_ds *)sl__dataset_new(&sl__map_image_batch_ops, sizeof *f,
                                               sl_dataset_retain(ds->inputs[0]));
     if (f) {
         f->spec = d->spec;
@@ -356,7 +349,7 @@ SL_API sl_dataset *sl_map_image(sl_dataset *in, const sl_image_spec *spec, int p
     (void)spec, (void)parallelism;
     return NULL;
 #endif
-    image_ds *d = (image_ds *)sl__dataset_new(&image_ops, sizeof *d, in);
+    map_image_ds *d = (map_image_ds *)sl__dataset_new(&map_image_ops, sizeof *d, in);
     if (!d)
         return NULL;
     if (!spec)

@@ -6,13 +6,13 @@
 #include "../graph/node.h"
 #include "../image/image.h"
 
-typedef struct image_ds {
+typedef struct map_image_ds {
     sl_dataset base;
     sl_image_spec spec; /* loaded and checked: this library's layout */
     int parallelism;
     int64_t batch;  /* fused with batch: its size, else 0 */
     unsigned flags; /* batch flags */
-} image_ds;
+} map_image_ds;
 
 /* The output image's shape (3 dimensions, by layout) and size in bytes. */
 int sl__image_shape(const sl_image_spec *spec, int64_t *shape);
@@ -29,8 +29,13 @@ int sl__image_decode(const sl_image_spec *spec, sl__rng *rng, const sl_element *
 sl_element *sl__image_rest(const sl_element *in, int extra_slots);
 int sl__image_add_rest(sl_element *el, const sl_element *in);
 
-/* The fused node's iterator (ds is an image_ds with batch > 0). */
-int sl__image_batch_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
-                         sl__iter **out);
+/* map_image's cardinality and fingerprint, which the fused node shares
+ * (a batch's cardinality when batch > 0). */
+int64_t sl__map_image_cardinality(const sl_dataset *ds);
+uint64_t sl__map_image_fingerprint(const sl_dataset *ds, uint64_t h);
+
+/* The fused node (map_image_batch.c): datasets that are map_image_ds with
+ * batch > 0. */
+extern const sl__node_ops sl__map_image_batch_ops;
 
 #endif

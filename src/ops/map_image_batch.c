@@ -48,11 +48,11 @@ typedef struct ibatch {
     sl__bytes snaps; /* the input's record after each slot's pull */
 } ibatch;
 
-struct fused_iter;
+struct map_image_batch_iter;
 
 typedef struct itask {
     sl__task task;
-    struct fused_iter *owner;
+    struct map_image_batch_iter *owner;
     struct itask *next;
     ibatch *b;
     int start, count;
@@ -60,10 +60,10 @@ typedef struct itask {
     sl_element *in[TASK_MAX];
 } itask;
 
-typedef struct fused_iter {
+typedef struct map_image_batch_iter {
     sl__iter base;
     sl__iter *input;
-    const image_ds *ds;
+    const map_image_ds *ds;
     uint64_t seed;
     int n;            /* batch size */
     size_t img_bytes;
@@ -100,7 +100,7 @@ typedef struct fused_iter {
     int64_t p_index, p_assigned;
     bool inline_batches; /* the edge profile: no producer thread */
     bool again; /* the last take returned SL__AGAIN, its empty take counted */
-} fused_iter;
+} map_image_batch_iter;
 
 static void slot_clear(islot *s)
 {
@@ -112,14 +112,14 @@ static void slot_clear(islot *s)
 }
 
 /* The parallelism knob now. */
-static int parallelism(const fused_iter *it)
+static int parallelism(const map_image_batch_iter *it)
 {
     int64_t p = sl__knob_get(it->parallelism);
     return p < 1 ? 1 : p > INT32_MAX ? INT32_MAX : (int)p;
 }
 
 /* Decodes a task's images into their slots. */
-static void run_images(fused_iter *it, itask *t)
+static void run_images(map_image_batch_iter *it, itask *t)
 {
     ibatch *b = t->b;
     int64_t t0 = sl__now_ns(), c0 = sl__thread_cpu_ns();
@@ -141,7 +141,7 @@ static void run_images(fused_iter *it, itask *t)
                 s->rc = s->rest ? sl__image_add_rest(s->rest, in) : SL_ENOMEM;
             }
             if (s->rc < 0 && s->rc != SL_ENOMEM) {
-                sl__error_prefix("map_image");
+                sl__error_prefix(sl_dataset_name(&it->ds->base));
                 s->msg = sl__strdup(sl__error_msg());
             }
         }
@@ -162,7 +162,7 @@ static void run_images(fused_iter *it, itask *t)
 }
 
 /* Under mu: a task starts (counts against the parallelism). */
-static void task_begin(fused_iter *it)
+static void task_begin(map_image_batch_iter *it)
 {
     it->in_flight++;
     atomic_fetch_add_explicit(&it->base.stats->in_flight, 1, memory_order_relaxed);
@@ -172,7 +172,7 @@ static void task_begin(fused_iter *it)
 static void run_task(sl__task *task)
 {
     itask *t = (itask *)task;
-    fused_iter *it = t->owner;
+    map_image_batch_iter *it = t->owner;
     while (t) {
         run_images(it, t);
         pthread_mutex_lock(&it->a.mu);
@@ -196,7 +196,7 @@ static void run_task(sl__task *task)
 }
 
 /* Under mu. */
-static ibatch *batch_take_free(fused_iter *it)
+static ibatch *batch_take_free(map_image_batch_iter *it)
 {
     ibatch *b = it->free_batches;
     if (b) {
@@ -211,7 +211,7 @@ static ibatch *batch_take_free(fused_iter *it)
     return b;
 }
 
-static void batch_free(fused_iter *it, ibatch *b)
+static void batch_free(map_image_batch_iter *it, ibatch *b)
 {
     for (int i = 0; i < b->n; i++)
         slot_clear(&b->slots[i]);
@@ -222,14 +222,14 @@ static void batch_free(fused_iter *it, ibatch *b)
 }
 
 /* Images per task: about TARGET_TASK_NS of work. Under mu. */
-static int task_size(const fused_iter *it)
+static int task_size(const map_image_batch_iter *it)
 {
     return sl__task_sizer_size(&it->sizer, TARGET_TASK_NS, TASK_MAX, -1);
 }
 
 /* Fills batch b with up to `want` images; returns 0, or the input's end
  * code (SL_EOF or an error) when it ended. */
-static int fill_batch(fused_iter *it, ibatch *b, int want, int64_t *index)
+static int fill_batch(map_image_batch_iter *it, ibatch *b, int want, int64_t *index)
 {
     while (b->n < want) {
         pthread_mutex_lock(&it->a.mu);
@@ -302,7 +302,7 @@ static int fill_batch(fused_iter *it, ibatch *b, int want, int64_t *index)
 /* Input elements that can still reach a full output batch, when the last
  * partial one is dropped: decoding more would be wasted. Failures found
  * later make it grow. */
-static int64_t useful(const fused_iter *it)
+static int64_t useful(const map_image_batch_iter *it)
 {
     int64_t f = atomic_load(&it->failed);
     return (it->drop_card - f) / it->n * it->n + f;
@@ -311,7 +311,7 @@ static int64_t useful(const fused_iter *it)
 /* With a known input size and drop_remainder: 0 when more images are
  * useful, 1 when the pass is over (every assigned batch consumed and no
  * failure asks for more), -1 when stopped. */
-static int wait_useful(fused_iter *it, int64_t assigned)
+static int wait_useful(map_image_batch_iter *it, int64_t assigned)
 {
     if (it->drop_card < 0 || assigned < useful(it))
         return 0;
@@ -328,7 +328,7 @@ enum { ROUND_ON, ROUND_ENDED, ROUND_STOPPED };
 
 /* One batch of the producer's work: open it, assign its images, hand
  * them to the pool. ROUND_ENDED: the pass is over (finished). */
-static int producer_round(fused_iter *it)
+static int producer_round(map_image_batch_iter *it)
 {
     int done = wait_useful(it, it->p_assigned);
     if (done < 0)
@@ -397,7 +397,7 @@ static int producer_round(fused_iter *it)
 
 static void *producer_main(void *arg)
 {
-    fused_iter *it = arg;
+    map_image_batch_iter *it = arg;
     while (producer_round(it) == ROUND_ON) {
     }
     return NULL;
@@ -405,7 +405,7 @@ static void *producer_main(void *arg)
 
 /* Waits for the next batch in order; NULL at the end (*rc set). */
 /* Images in finished batches, for the occupancy statistic. Under mu. */
-static int finished_images(const fused_iter *it)
+static int finished_images(const map_image_batch_iter *it)
 {
     int n = 0;
     for (int i = 0; i < BATCHES_AHEAD; i++) {
@@ -416,7 +416,7 @@ static int finished_images(const fused_iter *it)
     return n;
 }
 
-static ibatch *batch_next(fused_iter *it, int *rc)
+static ibatch *batch_next(map_image_batch_iter *it, int *rc)
 {
     ibatch *b = NULL;
     int ready = it->again ? -2 : -1;
@@ -439,7 +439,7 @@ static ibatch *batch_next(fused_iter *it, int *rc)
             break;
         }
         if (sl__tree_cancelled(it->base.tree) || atomic_load(&it->a.stop)) {
-            *rc = sl__set_error(SL_ECANCELED, "map_image: canceled");
+            *rc = sl__set_error(SL_ECANCELED, "%s: canceled", sl_dataset_name(&it->ds->base));
             break;
         }
         if (ready == 0) { /* an empty take counts when the wait starts */
@@ -473,10 +473,10 @@ static ibatch *batch_next(fused_iter *it, int *rc)
     return b;
 }
 
-static void batch_recycle(fused_iter *it, ibatch *b);
+static void batch_recycle(map_image_batch_iter *it, ibatch *b);
 
 /* The batch is used up: keeps its last position, then recycles it. */
-static int batch_done(fused_iter *it, ibatch *b)
+static int batch_done(map_image_batch_iter *it, ibatch *b)
 {
     int rc = 0;
     if (b->n) {
@@ -488,7 +488,7 @@ static int batch_done(fused_iter *it, ibatch *b)
     return rc;
 }
 
-static void batch_recycle(fused_iter *it, ibatch *b)
+static void batch_recycle(map_image_batch_iter *it, ibatch *b)
 {
     for (int i = 0; i < b->n; i++)
         slot_clear(&b->slots[i]);
@@ -502,7 +502,7 @@ static void batch_recycle(fused_iter *it, ibatch *b)
 }
 
 /* An output element from an image buffer (rows images) and stacked rest. */
-static int emit(fused_iter *it, sl__buf *img, int rows, const sl__stack *rest, sl_element **out)
+static int emit(map_image_batch_iter *it, sl__buf *img, int rows, const sl__stack *rest, sl_element **out)
 {
     const sl_image_spec *spec = &it->ds->spec;
     sl_element *el = sl__element_new(1 + rest->ncols, 0);
@@ -523,7 +523,7 @@ static int emit(fused_iter *it, sl__buf *img, int rows, const sl__stack *rest, s
 }
 
 /* The whole of b as one output batch, without copying images. */
-static int emit_direct(fused_iter *it, ibatch *b, sl_element **out)
+static int emit_direct(map_image_batch_iter *it, ibatch *b, sl_element **out)
 {
     sl__stack st = {0};
     int rc = 0;
@@ -541,7 +541,7 @@ static int emit_direct(fused_iter *it, ibatch *b, sl_element **out)
     return rc;
 }
 
-static int emit_assembled(fused_iter *it, sl_element **out)
+static int emit_assembled(map_image_batch_iter *it, sl_element **out)
 {
     int rc = emit(it, it->out_img, it->out_fill, &it->out_rest, out);
     sl__buf_release(it->out_img);
@@ -561,7 +561,7 @@ static bool all_valid(const ibatch *b)
 
 /* Copies the images of cur from pos on into the assembled batch until it is
  * full (1), cur is used up (0), or an error fails the pass (< 0). */
-static int assemble(fused_iter *it)
+static int assemble(map_image_batch_iter *it)
 {
     ibatch *b = it->cur;
     while (it->pos < b->n) {
@@ -588,7 +588,7 @@ static int assemble(fused_iter *it)
     return 0;
 }
 
-static int fused_next_inner(fused_iter *it, sl_element **out)
+static int map_image_batch_next_inner(map_image_batch_iter *it, sl_element **out)
 {
     bool drop = it->ds->flags & SL_DROP_REMAINDER;
     for (;;) {
@@ -621,12 +621,12 @@ static int fused_next_inner(fused_iter *it, sl_element **out)
     }
 }
 
-static int fused_next(sl__iter *base, sl_element **out)
+static int map_image_batch_next(sl__iter *base, sl_element **out)
 {
-    fused_iter *it = (fused_iter *)base;
+    map_image_batch_iter *it = (map_image_batch_iter *)base;
     if (it->ended)
         return it->ended_rc;
-    int rc = fused_next_inner(it, out);
+    int rc = map_image_batch_next_inner(it, out);
     if (rc == 0) /* the node counts images, not batches */
         sl__stat_add_single(&base->stats->elements, (*out)->t[0].shape[0]);
     if (rc && rc != SL__AGAIN) {
@@ -636,14 +636,14 @@ static int fused_next(sl__iter *base, sl_element **out)
     return rc;
 }
 
-static void fused_cancel(sl__iter *base)
+static void map_image_batch_cancel(sl__iter *base)
 {
-    sl__async_cancel(&((fused_iter *)base)->a);
+    sl__async_cancel(&((map_image_batch_iter *)base)->a);
 }
 
-static void fused_destroy(sl__iter *base)
+static void map_image_batch_destroy(sl__iter *base)
 {
-    fused_iter *it = (fused_iter *)base;
+    map_image_batch_iter *it = (map_image_batch_iter *)base;
     sl__iter_unregister(base);
     sl__async_join(&it->a, base->tree);
     pthread_mutex_lock(&it->a.mu);
@@ -686,9 +686,9 @@ static void fused_destroy(sl__iter *base)
 /* The next input index and the failures passed, then the input's record
  * after the last image passed. Between two outputs no image is half
  * assembled (an output ends where one is full). */
-static int fused_save(sl__iter *base, sl__bytes *w)
+static int map_image_batch_save(sl__iter *base, sl__bytes *w)
 {
-    fused_iter *it = (fused_iter *)base;
+    map_image_batch_iter *it = (map_image_batch_iter *)base;
     const ibatch *b = it->cur;
     const unsigned char *p = it->taken.p;
     size_t n = it->taken.n;
@@ -703,16 +703,16 @@ static int fused_save(sl__iter *base, sl__bytes *w)
     return sl__save_async(w, base, &it->snap, 2, f, p, n);
 }
 
-static const sl__iter_ops fused_iter_ops = {
-    .next = fused_next,
-    .cancel = fused_cancel,
-    .destroy = fused_destroy,
-    .save = fused_save,
+static const sl__iter_ops map_image_batch_iter_ops = {
+    .next = map_image_batch_next,
+    .cancel = map_image_batch_cancel,
+    .destroy = map_image_batch_destroy,
+    .save = map_image_batch_save,
 };
 
 /* Registers the node and its parallelism knob as a map does. Capacity:
  * the batches ahead. */
-static int parallelism_knob(fused_iter *it, int parallelism)
+static int parallelism_knob(map_image_batch_iter *it, int parallelism)
 {
     it->parallelism = sl__map_parallelism_knob(&it->base, parallelism);
     if (!it->parallelism)
@@ -721,11 +721,12 @@ static int parallelism_knob(fused_iter *it, int parallelism)
     return 0;
 }
 
-int sl__image_batch_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
-                      sl__iter **out)
+static int map_image_batch_make(const sl_dataset *ds, sl__tree *tree, uint64_t key,
+                                int64_t epoch, sl__iter **out)
 {
-    const image_ds *d = (const image_ds *)ds;
-    fused_iter *it = sl__iter_alloc(&fused_iter_ops, sizeof *it, ds, tree, key, epoch);
+    const map_image_ds *d = (const map_image_ds *)ds;
+    map_image_batch_iter *it = sl__iter_alloc(&map_image_batch_iter_ops, sizeof *it, ds, tree,
+                                              key, epoch);
     if (!it)
         return SL_ENOMEM;
     it->ds = d;
@@ -755,7 +756,7 @@ int sl__image_batch_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int
          * the consumer's thread makes each batch when it needs it */
         it->inline_batches = tree->inline_nodes;
         if (!it->inline_batches)
-            rc = sl__async_start(&it->a, producer_main, it, "map_image");
+            rc = sl__async_start(&it->a, producer_main, it, "map_image_batch");
     }
     if (rc < 0) {
         sl__iter_free(&it->base);
@@ -765,3 +766,10 @@ int sl__image_batch_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int
     *out = &it->base;
     return 0;
 }
+
+const sl__node_ops sl__map_image_batch_ops = {
+    .kind = "map_image_batch",
+    .make_iter = map_image_batch_make,
+    .cardinality = sl__map_image_cardinality,
+    .fingerprint = sl__map_image_fingerprint,
+};

@@ -51,7 +51,7 @@ typedef struct feat {
     size_t def_len;
 } feat;
 
-typedef struct parse_ds {
+typedef struct parse_example_ds {
     sl_dataset base;
     int n;
     unsigned flags;
@@ -60,7 +60,7 @@ typedef struct parse_ds {
     uint16_t *table; /* open addressing by key hash: feature index + 1, 0 empty */
     uint32_t mask;
     size_t inline_fixed; /* bytes of fixed numeric outputs kept inline */
-} parse_ds;
+} parse_example_ds;
 
 /* Where the record holds a requested feature's Feature message, and
  * where its map entry's contents begin (its key and framing lie between). */
@@ -87,7 +87,7 @@ static uint32_t key_hash(const void *p, size_t n)
 }
 
 /* The index of the feature with this key, or -1. */
-static int lookup(const parse_ds *d, const void *key, size_t len)
+static int lookup(const parse_example_ds *d, const void *key, size_t len)
 {
     for (uint32_t i = key_hash(key, len) & d->mask;; i = (i + 1) & d->mask) {
         int k = d->table[i] - 1;
@@ -221,7 +221,7 @@ static int next_field(rd *r, uint32_t want, const char *name, rd *sub)
 /* ---- the scan: where each requested Feature lies ---- */
 
 /* One map entry: key = 1, value = 2 (a Feature; absent: an empty one). */
-static int scan_entry(const parse_ds *d, rd *r, found *fnd)
+static int scan_entry(const parse_example_ds *d, rd *r, found *fnd)
 {
     size_t entry = r->pos;
     rd key = {r->rec, r->pos, r->pos}, value = {r->rec, r->end, r->end};
@@ -246,7 +246,7 @@ static int scan_entry(const parse_ds *d, rd *r, found *fnd)
 }
 
 /* Features { map<string, Feature> feature = 1; } */
-static int scan_features(const parse_ds *d, rd *r, found *fnd)
+static int scan_features(const parse_example_ds *d, rd *r, found *fnd)
 {
     rd entry;
     while (r->pos < r->end) {
@@ -260,7 +260,7 @@ static int scan_features(const parse_ds *d, rd *r, found *fnd)
 }
 
 /* Example { Features features = 1; }: a second features merges. */
-static int scan_example(const parse_ds *d, rd *r, found *fnd)
+static int scan_example(const parse_example_ds *d, rd *r, found *fnd)
 {
     rd features;
     while (r->pos < r->end) {
@@ -578,7 +578,7 @@ static void name_file(const sl_element *el)
     sl__error_prefix(buf);
 }
 
-static size_t inline_bytes(const parse_ds *d, const sl_element *in)
+static size_t inline_bytes(const parse_example_ds *d, const sl_element *in)
 {
     size_t n = d->inline_fixed + INLINE_SLACK;
     for (int j = 1; j < in->n; j++)
@@ -587,7 +587,7 @@ static size_t inline_bytes(const parse_ds *d, const sl_element *in)
     return n < INLINE_TOTAL ? n : INLINE_TOTAL;
 }
 
-static int parse(const parse_ds *d, const sl_element *in, sl_element **out)
+static int parse(const parse_example_ds *d, const sl_element *in, sl_element **out)
 {
     if (in->n < 1)
         return sl__set_error(SL_EINVAL, "empty element");
@@ -653,21 +653,21 @@ static int parse_fn(sl_map_ctx *ctx, const sl_element *in, sl_element **out, voi
 
 /* ---- the dataset ---- */
 
-static int parse_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
+static int parse_example_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
                       sl__iter **out)
 {
-    const parse_ds *d = (const parse_ds *)ds;
+    const parse_example_ds *d = (const parse_example_ds *)ds;
     return sl__map_iter_make(ds, tree, key, epoch, parse_fn, (void *)ds, d->parallelism, 0, out);
 }
 
-static int64_t parse_card(const sl_dataset *ds)
+static int64_t parse_example_card(const sl_dataset *ds)
 {
     return sl_dataset_cardinality(ds->inputs[0]);
 }
 
-static uint64_t parse_fp(const sl_dataset *ds, uint64_t h)
+static uint64_t parse_example_fp(const sl_dataset *ds, uint64_t h)
 {
-    const parse_ds *d = (const parse_ds *)ds;
+    const parse_example_ds *d = (const parse_example_ds *)ds;
     h = sl__hash_u64(sl__hash_u64(h, (uint64_t)d->n), d->flags);
     for (int i = 0; i < d->n; i++) {
         const feat *f = &d->f[i];
@@ -683,9 +683,9 @@ static uint64_t parse_fp(const sl_dataset *ds, uint64_t h)
     return h;
 }
 
-static void parse_destroy(sl_dataset *ds)
+static void parse_example_destroy(sl_dataset *ds)
 {
-    parse_ds *d = (parse_ds *)ds;
+    parse_example_ds *d = (parse_example_ds *)ds;
     for (int i = 0; d->f && i < d->n; i++) {
         if (d->f[i].key)
             sl__free(d->f[i].key, d->f[i].key_len + 1);
@@ -698,12 +698,12 @@ static void parse_destroy(sl_dataset *ds)
         sl__free(d->table, ((size_t)d->mask + 1) * sizeof *d->table);
 }
 
-static const sl__node_ops parse_ops = {
+static const sl__node_ops parse_example_ops = {
     .kind = "parse_example",
-    .make_iter = parse_make,
-    .cardinality = parse_card,
-    .fingerprint = parse_fp,
-    .destroy = parse_destroy,
+    .make_iter = parse_example_make,
+    .cardinality = parse_example_card,
+    .fingerprint = parse_example_fp,
+    .destroy = parse_example_destroy,
 };
 
 /* ---- the spec ---- */
@@ -772,7 +772,7 @@ static int load_feature(feat *f, const sl_feature *s)
 }
 
 /* The key table; SL_EINVAL for a key given twice. */
-static int index_keys(parse_ds *d)
+static int index_keys(parse_example_ds *d)
 {
     uint32_t size = 8;
     while (size < 2 * (uint32_t)d->n)
@@ -803,7 +803,7 @@ SL_API sl_dataset *sl_parse_example(sl_dataset *in, const sl_feature *features, 
 SL_API sl_dataset *sl_parse_example_parallel(sl_dataset *in, const sl_feature *features, int n,
                                              unsigned flags, int parallelism)
 {
-    parse_ds *d = (parse_ds *)sl__dataset_new(&parse_ops, sizeof *d, in);
+    parse_example_ds *d = (parse_example_ds *)sl__dataset_new(&parse_example_ops, sizeof *d, in);
     if (!d)
         return NULL;
     if ((parallelism < 1 && parallelism != SL_AUTOTUNE) || parallelism > 4096)

@@ -21,7 +21,7 @@ typedef struct shuffle_ds {
 
 /* ---- buffer shuffle ---- */
 
-typedef struct buffer_iter {
+typedef struct shuffle_buffer_iter {
     sl__iter base;
     sl__iter *input;
     sl__rng rng;
@@ -35,7 +35,7 @@ typedef struct buffer_iter {
     bool eof;
     int deferred;       /* an input error met while priming, and its message */
     char *deferred_msg;
-} buffer_iter;
+} shuffle_buffer_iter;
 
 static sl__rng make_rng(const sl__iter *it)
 {
@@ -46,7 +46,7 @@ static sl__rng make_rng(const sl__iter *it)
 
 /* The array grows with the buffer so that a huge buffer over a short or
  * unknown input costs what it holds, not what it could hold. */
-static int grow(buffer_iter *it)
+static int grow(shuffle_buffer_iter *it)
 {
     int64_t cap = it->cap ? it->cap * 2 : 1024;
     if (cap > it->limit)
@@ -62,14 +62,14 @@ static int grow(buffer_iter *it)
     return 0;
 }
 
-static void hold(buffer_iter *it, const sl_element *el)
+static void hold(shuffle_buffer_iter *it, const sl_element *el)
 {
     int64_t b = (int64_t)sl__element_bytes(el);
     it->held += b;
     sl__tree_hold(it->base.tree, b);
 }
 
-static sl_element *unhold(buffer_iter *it, sl_element *el)
+static sl_element *unhold(shuffle_buffer_iter *it, sl_element *el)
 {
     int64_t b = (int64_t)sl__element_bytes(el);
     it->held -= b;
@@ -80,7 +80,7 @@ static sl_element *unhold(buffer_iter *it, sl_element *el)
 /* Pulls one input element into the hole or a new slot: 0, 1 at the end
  * of the input, or the input's error (nothing is lost: the next pull
  * resumes). */
-static int pull(buffer_iter *it)
+static int pull(shuffle_buffer_iter *it)
 {
     if (it->hole < 0 && it->count == it->cap) {
         int rc = grow(it);
@@ -109,7 +109,7 @@ static int pull(buffer_iter *it)
 /* Fills the hole and any free slots until the buffer is full or the input
  * ends. An error kept from priming comes out first, at the pull where it
  * happened. */
-static int refill(buffer_iter *it)
+static int refill(shuffle_buffer_iter *it)
 {
     if (it->deferred) {
         int rc = it->deferred;
@@ -132,17 +132,17 @@ static int refill(buffer_iter *it)
     return 0;
 }
 
-static bool buffer_draining(const sl__iter *base)
+static bool shuffle_buffer_draining(const sl__iter *base)
 {
-    return ((const buffer_iter *)base)->eof;
+    return ((const shuffle_buffer_iter *)base)->eof;
 }
 
 /* One pull of the fill before the first element (repeat primes the next
  * pass with it while this one drains). The pulls and draws are those the
  * first next would make, so the output is the same. */
-static int buffer_prime(sl__iter *base)
+static int shuffle_buffer_prime(sl__iter *base)
 {
-    buffer_iter *it = (buffer_iter *)base;
+    shuffle_buffer_iter *it = (shuffle_buffer_iter *)base;
     if (it->deferred || it->eof || it->emitted || it->count >= it->limit)
         return 0;
     int rc = pull(it);
@@ -156,9 +156,9 @@ static int buffer_prime(sl__iter *base)
     return rc == 0;
 }
 
-static int buffer_next(sl__iter *base, sl_element **out)
+static int shuffle_buffer_next(sl__iter *base, sl_element **out)
 {
-    buffer_iter *it = (buffer_iter *)base;
+    shuffle_buffer_iter *it = (shuffle_buffer_iter *)base;
     int rc = refill(it);
     if (rc)
         return rc;
@@ -173,21 +173,21 @@ static int buffer_next(sl__iter *base, sl_element **out)
 }
 
 /* The buffer's elements are not saved: its counters are, and restoring
- * replays the pass's input up to them (buffer_resume). */
-static int buffer_save(sl__iter *base, sl__bytes *w)
+ * replays the pass's input up to them (shuffle_buffer_resume). */
+static int shuffle_buffer_save(sl__iter *base, sl__bytes *w)
 {
-    buffer_iter *it = (buffer_iter *)base;
+    shuffle_buffer_iter *it = (shuffle_buffer_iter *)base;
     int64_t f[2] = {it->pulled, it->emitted};
     return sl__state_node(w, base, 2, f, 0);
 }
 
 /* Rebuilds the buffer as it was after `emitted` outputs: the same pulls
  * and draws, the outputs dropped. The input starts the pass afresh. */
-static int buffer_resume(buffer_iter *it, int64_t pulled, int64_t emitted)
+static int shuffle_buffer_resume(shuffle_buffer_iter *it, int64_t pulled, int64_t emitted)
 {
     while (it->emitted < emitted) {
         sl_element *el;
-        int rc = buffer_next(&it->base, &el);
+        int rc = shuffle_buffer_next(&it->base, &el);
         if (rc == SL_EOF)
             break;
         if (rc)
@@ -202,9 +202,9 @@ static int buffer_resume(buffer_iter *it, int64_t pulled, int64_t emitted)
     return 0;
 }
 
-static void buffer_destroy(sl__iter *base)
+static void shuffle_buffer_destroy(sl__iter *base)
 {
-    buffer_iter *it = (buffer_iter *)base;
+    shuffle_buffer_iter *it = (shuffle_buffer_iter *)base;
     for (int64_t i = 0; i < it->count; i++)
         if (it->slots[i])
             sl_element_release(unhold(it, it->slots[i]));
@@ -213,19 +213,19 @@ static void buffer_destroy(sl__iter *base)
     sl__iter_free(it->input);
 }
 
-static const sl__iter_ops buffer_iter_ops = {
-    .next = buffer_next,
-    .destroy = buffer_destroy,
-    .save = buffer_save,
-    .draining = buffer_draining,
-    .prime = buffer_prime,
+static const sl__iter_ops shuffle_buffer_iter_ops = {
+    .next = shuffle_buffer_next,
+    .destroy = shuffle_buffer_destroy,
+    .save = shuffle_buffer_save,
+    .draining = shuffle_buffer_draining,
+    .prime = shuffle_buffer_prime,
 };
 
-static int make_buffer_iter(const sl_dataset *ds, sl__tree *tree, uint64_t key,
+static int shuffle_buffer_make(const sl_dataset *ds, sl__tree *tree, uint64_t key,
                             int64_t epoch, sl__iter **out)
 {
     const shuffle_ds *s = (const shuffle_ds *)ds;
-    buffer_iter *it = sl__iter_alloc(&buffer_iter_ops, sizeof *it, ds, tree, key, epoch);
+    shuffle_buffer_iter *it = sl__iter_alloc(&shuffle_buffer_iter_ops, sizeof *it, ds, tree, key, epoch);
     if (!it)
         return SL_ENOMEM;
     /* a smaller input needs no bigger window; at least 1 so that a wrong
@@ -238,7 +238,7 @@ static int make_buffer_iter(const sl_dataset *ds, sl__tree *tree, uint64_t key,
     int resumed = sl__iter_restored(&it->base, 2, f);
     int rc = resumed < 0 ? resumed : sl__iter_make_input(&it->base, 0, epoch, &it->input);
     if (rc == 0 && resumed > 0)
-        rc = buffer_resume(it, f[0], f[1]);
+        rc = shuffle_buffer_resume(it, f[0], f[1]);
     if (rc) {
         sl__iter_free(&it->base);
         return rc;
@@ -255,22 +255,22 @@ static int make_buffer_iter(const sl_dataset *ds, sl__tree *tree, uint64_t key,
  * which makes the zeroed allocation the identity permutation. 32-bit entries
  * when they suffice halve its size.
  */
-typedef struct all_iter {
+typedef struct shuffle_all_iter {
     sl__iter base;
     sl__rng rng;
     void *perm;
     size_t width; /* 4 or 8 */
     int64_t n, pos;
-} all_iter;
+} shuffle_all_iter;
 
-static uint64_t perm_get(const all_iter *it, int64_t i)
+static uint64_t perm_get(const shuffle_all_iter *it, int64_t i)
 {
     if (it->width == 4)
         return ((const uint32_t *)it->perm)[i] ^ (uint32_t)i;
     return ((const uint64_t *)it->perm)[i] ^ (uint64_t)i;
 }
 
-static void perm_set(all_iter *it, int64_t i, uint64_t v)
+static void perm_set(shuffle_all_iter *it, int64_t i, uint64_t v)
 {
     if (it->width == 4)
         ((uint32_t *)it->perm)[i] = (uint32_t)v ^ (uint32_t)i;
@@ -278,9 +278,9 @@ static void perm_set(all_iter *it, int64_t i, uint64_t v)
         ((uint64_t *)it->perm)[i] = v ^ (uint64_t)i;
 }
 
-static int all_next(sl__iter *base, sl_element **out)
+static int shuffle_all_next(sl__iter *base, sl_element **out)
 {
-    all_iter *it = (all_iter *)base;
+    shuffle_all_iter *it = (shuffle_all_iter *)base;
     const sl_dataset *in = base->ds->inputs[0];
     while (it->pos < it->n) {
         int64_t i = it->pos++;
@@ -300,20 +300,20 @@ static int all_next(sl__iter *base, sl_element **out)
     return SL_EOF;
 }
 
-static void all_destroy(sl__iter *base)
+static void shuffle_all_destroy(sl__iter *base)
 {
-    all_iter *it = (all_iter *)base;
+    shuffle_all_iter *it = (shuffle_all_iter *)base;
     sl__free(it->perm, (size_t)it->n * it->width);
 }
 
-static int all_save(sl__iter *base, sl__bytes *w)
+static int shuffle_all_save(sl__iter *base, sl__bytes *w)
 {
-    return sl__save_pos(w, base, ((all_iter *)base)->pos);
+    return sl__save_pos(w, base, ((shuffle_all_iter *)base)->pos);
 }
 
 /* The permutation after `pos` steps: the same draws and swaps, without
  * fetching the elements. */
-static void all_resume(all_iter *it, int64_t pos)
+static void shuffle_all_resume(shuffle_all_iter *it, int64_t pos)
 {
     for (; it->pos < pos; it->pos++) {
         int64_t i = it->pos;
@@ -322,13 +322,13 @@ static void all_resume(all_iter *it, int64_t pos)
     }
 }
 
-static const sl__iter_ops all_iter_ops = {
-    .next = all_next,
-    .destroy = all_destroy,
-    .save = all_save,
+static const sl__iter_ops shuffle_all_iter_ops = {
+    .next = shuffle_all_next,
+    .destroy = shuffle_all_destroy,
+    .save = shuffle_all_save,
 };
 
-static int make_all_iter(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
+static int shuffle_all_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
                          sl__iter **out)
 {
     /* a folder that rescans lists its new files now: this pass reads them
@@ -336,7 +336,7 @@ static int make_all_iter(const sl_dataset *ds, sl__tree *tree, uint64_t key, int
     int rc = sl__dataset_refresh(ds->inputs[0], epoch);
     if (rc < 0)
         return rc;
-    all_iter *it = sl__iter_alloc(&all_iter_ops, sizeof *it, ds, tree, key, epoch);
+    shuffle_all_iter *it = sl__iter_alloc(&shuffle_all_iter_ops, sizeof *it, ds, tree, key, epoch);
     if (!it)
         return SL_ENOMEM;
     it->n = sl_dataset_cardinality(ds->inputs[0]);
@@ -355,7 +355,7 @@ static int make_all_iter(const sl_dataset *ds, sl__tree *tree, uint64_t key, int
         sl__iter_free(&it->base);
         return rc;
     }
-    all_resume(it, pos);
+    shuffle_all_resume(it, pos);
     *out = &it->base;
     return 0;
 }
@@ -366,11 +366,11 @@ static int shuffle_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int6
                         sl__iter **out)
 {
     if (((const shuffle_ds *)ds)->buffer == SL_SHUFFLE_ALL)
-        return make_all_iter(ds, tree, key, epoch, out);
-    return make_buffer_iter(ds, tree, key, epoch, out);
+        return shuffle_all_make(ds, tree, key, epoch, out);
+    return shuffle_buffer_make(ds, tree, key, epoch, out);
 }
 
-static int64_t shuffle_card(const sl_dataset *ds)
+static int64_t shuffle_cardinality(const sl_dataset *ds)
 {
     return sl_dataset_cardinality(ds->inputs[0]);
 }
@@ -386,7 +386,7 @@ static uint64_t shuffle_fp(const sl_dataset *ds, uint64_t h)
 static const sl__node_ops shuffle_ops = {
     .kind = "shuffle",
     .make_iter = shuffle_make,
-    .cardinality = shuffle_card,
+    .cardinality = shuffle_cardinality,
     .fingerprint = shuffle_fp,
 };
 

@@ -20,7 +20,7 @@
 #include <unistd.h>
 #include "../core/log.h"
 #include "listing.h"
-#include "../ops/read_files.h"
+#include "../ops/read.h"
 
 #define DENTS_BUF (256u << 10)
 #define MAX_EXTS 32

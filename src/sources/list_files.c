@@ -8,24 +8,24 @@
 #include <string.h>
 #include "listing.h"
 
-typedef struct files_ds {
+typedef struct list_files_ds {
     sl_dataset base;
     sl__strs paths;
-} files_ds;
+} list_files_ds;
 
-typedef struct files_iter {
+typedef struct list_files_iter {
     sl__iter base;
     int64_t next;
-} files_iter;
+} list_files_iter;
 
-static int64_t files_card(const sl_dataset *ds)
+static int64_t list_files_card(const sl_dataset *ds)
 {
-    return (int64_t)((const files_ds *)ds)->paths.n;
+    return (int64_t)((const list_files_ds *)ds)->paths.n;
 }
 
-static int files_get(const sl_dataset *ds, int64_t i, sl_element **out)
+static int list_files_get(const sl_dataset *ds, int64_t i, sl_element **out)
 {
-    const sl__strs *p = &((const files_ds *)ds)->paths;
+    const sl__strs *p = &((const list_files_ds *)ds)->paths;
     size_t len = sl__strs_len(p, (size_t)i);
     sl_element *el = sl__element_new(1, 16 + len);
     if (!el || sl_element_add_string(el, sl__strs_get(p, (size_t)i), len) < 0) {
@@ -36,34 +36,34 @@ static int files_get(const sl_dataset *ds, int64_t i, sl_element **out)
     return 0;
 }
 
-static int files_next(sl__iter *base, sl_element **out)
+static int list_files_next(sl__iter *base, sl_element **out)
 {
-    files_iter *it = (files_iter *)base;
-    if (it->next >= files_card(base->ds))
+    list_files_iter *it = (list_files_iter *)base;
+    if (it->next >= list_files_card(base->ds))
         return SL_EOF;
-    int rc = files_get(base->ds, it->next, out);
+    int rc = list_files_get(base->ds, it->next, out);
     if (rc == 0)
         it->next++;
     return rc;
 }
 
-static int files_save(sl__iter *base, sl__bytes *w)
+static int list_files_save(sl__iter *base, sl__bytes *w)
 {
-    return sl__save_pos(w, base, ((files_iter *)base)->next);
+    return sl__save_pos(w, base, ((list_files_iter *)base)->next);
 }
 
-static const sl__iter_ops files_iter_ops = {
-    .next = files_next,
-    .save = files_save,
+static const sl__iter_ops list_files_iter_ops = {
+    .next = list_files_next,
+    .save = list_files_save,
 };
 
-static int files_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
+static int list_files_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
                       sl__iter **out)
 {
-    files_iter *it = sl__iter_alloc(&files_iter_ops, sizeof *it, ds, tree, key, epoch);
+    list_files_iter *it = sl__iter_alloc(&list_files_iter_ops, sizeof *it, ds, tree, key, epoch);
     if (!it)
         return SL_ENOMEM;
-    int rc = sl__restored_pos(&it->base, files_card(ds), &it->next);
+    int rc = sl__restored_pos(&it->base, list_files_card(ds), &it->next);
     if (rc < 0) {
         sl__iter_free(&it->base);
         return rc;
@@ -72,32 +72,32 @@ static int files_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_
     return 0;
 }
 
-static uint64_t files_fp(const sl_dataset *ds, uint64_t h)
+static uint64_t list_files_fp(const sl_dataset *ds, uint64_t h)
 {
-    const sl__strs *p = &((const files_ds *)ds)->paths;
+    const sl__strs *p = &((const list_files_ds *)ds)->paths;
     h = sl__hash_u64(h, p->n);
     return sl__hash_bytes(h, p->buf, p->len);
 }
 
-static void files_destroy(sl_dataset *ds)
+static void list_files_destroy(sl_dataset *ds)
 {
-    sl__strs_free(&((files_ds *)ds)->paths);
+    sl__strs_free(&((list_files_ds *)ds)->paths);
 }
 
-static bool files_can_get(const sl_dataset *ds)
+static bool list_files_can_get(const sl_dataset *ds)
 {
     (void)ds;
     return true;
 }
 
-static const sl__node_ops files_ops = {
+static const sl__node_ops list_files_ops = {
     .kind = "list_files",
-    .make_iter = files_make,
-    .cardinality = files_card,
-    .fingerprint = files_fp,
-    .destroy = files_destroy,
-    .can_get = files_can_get,
-    .get = files_get,
+    .make_iter = list_files_make,
+    .cardinality = list_files_card,
+    .fingerprint = list_files_fp,
+    .destroy = list_files_destroy,
+    .can_get = list_files_can_get,
+    .get = list_files_get,
 };
 
 static int glob_error(const char *path, int err)
@@ -148,7 +148,7 @@ SL_API sl_dataset *sl_list_files(const char *const *patterns, int n, unsigned fl
     }
     /* every process must see the same list: sorted bytewise, once each */
     size_t *order = sl__strs_sorted(&all, 0, all.n);
-    files_ds *d = order ? (files_ds *)sl__dataset_new_source(&files_ops, sizeof *d) : NULL;
+    list_files_ds *d = order ? (list_files_ds *)sl__dataset_new_source(&list_files_ops, sizeof *d) : NULL;
     int rc = d ? 0 : SL_ENOMEM;
     for (size_t k = 0; rc == 0 && k < all.n; k++) {
         size_t i = order[k];

@@ -25,13 +25,13 @@
 #define MAX_PAX (1 << 20)
 #define MAX_KEYS 64
 
-typedef struct tar_ds {
+typedef struct tar_shards_ds {
     sl_dataset base;
     int nkeys;
     char **keys;       /* alternatives separated by ';' */
     sl_dtype *types;
     unsigned flags;
-} tar_ds;
+} tar_shards_ds;
 
 /* A member's data, read into a buffer laid out as a string tensor
  * (offsets, then the bytes) so that any type can view it. */
@@ -51,7 +51,7 @@ typedef struct member {
     char *msg;
 } member;
 
-typedef struct tar_iter {
+typedef struct tar_shards_iter {
     sl__iter base;
     sl__shards sh;
     member m;
@@ -60,7 +60,7 @@ typedef struct tar_iter {
     char *file_msg;
     value *vals;        /* per key, the current sample's */
     sl__bytes pax_path, long_name, key;
-} tar_iter;
+} tar_shards_iter;
 
 static void value_drop(value *v)
 {
@@ -77,14 +77,14 @@ static void member_clear(member *m)
     m->have = false;
 }
 
-static int corrupt(tar_iter *it, const char *what, uint64_t at)
+static int corrupt(tar_shards_iter *it, const char *what, uint64_t at)
 {
     return sl__set_error(SL_ECORRUPT, "%s: %s at byte %llu%s", sl__stream_path(it->sh.s), what,
                          (unsigned long long)at,
                          sl__stream_compressed(it->sh.s) ? " of the uncompressed stream" : "");
 }
 
-static int read_all(tar_iter *it, void *dst, size_t n, uint64_t at, const char *what)
+static int read_all(tar_shards_iter *it, void *dst, size_t n, uint64_t at, const char *what)
 {
     size_t got;
     int rc = sl__stream_read(it->sh.s, dst, n, &got);
@@ -93,7 +93,7 @@ static int read_all(tar_iter *it, void *dst, size_t n, uint64_t at, const char *
     return rc;
 }
 
-static int skip_all(tar_iter *it, uint64_t n, uint64_t at)
+static int skip_all(tar_shards_iter *it, uint64_t n, uint64_t at)
 {
     uint64_t got;
     int rc = sl__stream_skip(it->sh.s, n, &got);
@@ -175,7 +175,7 @@ static int set_str(sl__bytes *b, const void *p, size_t n)
 }
 
 /* A pax extended header's records ("<len> key=value\n"): path and size. */
-static int read_pax(tar_iter *it, uint64_t size, uint64_t at, int64_t *pax_size)
+static int read_pax(tar_shards_iter *it, uint64_t size, uint64_t at, int64_t *pax_size)
 {
     if (size > MAX_PAX)
         return corrupt(it, "pax header too large", at);
@@ -217,7 +217,7 @@ static int read_pax(tar_iter *it, uint64_t size, uint64_t at, int64_t *pax_size)
 }
 
 /* The slot of the key asked for that matches extension ext, or -1. */
-static int slot_of(const tar_ds *d, const char *ext)
+static int slot_of(const tar_shards_ds *d, const char *ext)
 {
     size_t elen = strlen(ext);
     for (int i = 0; i < d->nkeys; i++) {
@@ -235,9 +235,9 @@ static int slot_of(const tar_ds *d, const char *ext)
 
 /* Reads the next regular member into it->m: 0, 1 at the end of the file
  * (zero blocks or its end), or an error that loses the file. */
-static int read_member(tar_iter *it)
+static int read_member(tar_shards_iter *it)
 {
-    const tar_ds *d = (const tar_ds *)it->base.ds;
+    const tar_shards_ds *d = (const tar_shards_ds *)it->base.ds;
     member *m = &it->m;
     member_clear(m);
     it->pax_path.n = it->long_name.n = 0;
@@ -353,15 +353,15 @@ static int read_member(tar_iter *it)
     }
 }
 
-static bool same_key(const tar_iter *it)
+static bool same_key(const tar_shards_iter *it)
 {
     return it->key.n == it->m.klen && !memcmp(it->key.p, it->m.name.p, it->m.klen);
 }
 
 /* The sample in it->vals as an element, or an element error. */
-static int emit(tar_iter *it, uint64_t at, int err, char *msg, sl_element **out)
+static int emit(tar_shards_iter *it, uint64_t at, int err, char *msg, sl_element **out)
 {
-    const tar_ds *d = (const tar_ds *)it->base.ds;
+    const tar_shards_ds *d = (const tar_shards_ds *)it->base.ds;
     bool paths = d->flags & SL_WITH_PATHS;
     int rc = 0, missing = -1;
     for (int i = 0; i < d->nkeys && missing < 0; i++)
@@ -444,7 +444,7 @@ static int emit(tar_iter *it, uint64_t at, int err, char *msg, sl_element **out)
 
 /* One sample of the current file: 0 with *out, 1 to go on with the next
  * file, 2 to try again (a sample skipped), or an error. */
-static int sample(tar_iter *it, sl_element **out)
+static int sample(tar_shards_iter *it, sl_element **out)
 {
     if (it->file_rc) { /* found while finishing the last sample */
         int rc = it->file_rc;
@@ -508,9 +508,9 @@ static int sample(tar_iter *it, sl_element **out)
     return rc;
 }
 
-static int tar_next(sl__iter *base, sl_element **out)
+static int tar_shards_next(sl__iter *base, sl_element **out)
 {
-    tar_iter *it = (tar_iter *)base;
+    tar_shards_iter *it = (tar_shards_iter *)base;
     for (;;) {
         int rc = sl__shards_stream(base, &it->sh);
         if (rc)
@@ -521,10 +521,10 @@ static int tar_next(sl__iter *base, sl_element **out)
     }
 }
 
-static void tar_destroy(sl__iter *base)
+static void tar_shards_destroy(sl__iter *base)
 {
-    tar_iter *it = (tar_iter *)base;
-    const tar_ds *d = (const tar_ds *)base->ds;
+    tar_shards_iter *it = (tar_shards_iter *)base;
+    const tar_shards_ds *d = (const tar_shards_ds *)base->ds;
     member_clear(&it->m);
     sl__bytes_free(&it->m.name);
     for (int i = 0; it->vals && i < d->nkeys; i++)
@@ -539,26 +539,26 @@ static void tar_destroy(sl__iter *base)
 
 /* Inside a file, the next sample starts at the member read ahead (or
  * where the stream is, when there is none). */
-static int tar_save(sl__iter *base, sl__bytes *w)
+static int tar_shards_save(sl__iter *base, sl__bytes *w)
 {
-    tar_iter *it = (tar_iter *)base;
+    tar_shards_iter *it = (tar_shards_iter *)base;
     int64_t at = -1;
     if (it->sh.s)
         at = (int64_t)(it->m.have ? it->m.start : sl__stream_offset(it->sh.s));
     return sl__shards_save(base, &it->sh, w, at);
 }
 
-static const sl__iter_ops tar_iter_ops = {
-    .next = tar_next,
-    .destroy = tar_destroy,
-    .save = tar_save,
+static const sl__iter_ops tar_shards_iter_ops = {
+    .next = tar_shards_next,
+    .destroy = tar_shards_destroy,
+    .save = tar_shards_save,
 };
 
-static int tar_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
+static int tar_shards_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
                     sl__iter **out)
 {
-    const tar_ds *d = (const tar_ds *)ds;
-    tar_iter *it = sl__iter_alloc(&tar_iter_ops, sizeof *it, ds, tree, key, epoch);
+    const tar_shards_ds *d = (const tar_shards_ds *)ds;
+    tar_shards_iter *it = sl__iter_alloc(&tar_shards_iter_ops, sizeof *it, ds, tree, key, epoch);
     if (!it)
         return SL_ENOMEM;
     it->vals = sl__calloc((size_t)d->nkeys, sizeof *it->vals);
@@ -571,41 +571,41 @@ static int tar_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t 
     return 0;
 }
 
-static uint64_t tar_fp(const sl_dataset *ds, uint64_t h)
+static uint64_t tar_shards_fp(const sl_dataset *ds, uint64_t h)
 {
-    const tar_ds *d = (const tar_ds *)ds;
+    const tar_shards_ds *d = (const tar_shards_ds *)ds;
     for (int i = 0; i < d->nkeys; i++)
         h = sl__hash_u64(sl__hash_str(h, d->keys[i]), (uint64_t)d->types[i]);
     return sl__hash_u64(h, d->flags);
 }
 
-static void tar_ds_destroy(sl_dataset *ds)
+static void tar_shards_ds_destroy(sl_dataset *ds)
 {
-    tar_ds *d = (tar_ds *)ds;
+    tar_shards_ds *d = (tar_shards_ds *)ds;
     for (int i = 0; d->keys && i < d->nkeys; i++)
         sl__strfree(d->keys[i]);
     sl__free(d->keys, (size_t)d->nkeys * sizeof *d->keys);
     sl__free(d->types, (size_t)d->nkeys * sizeof *d->types);
 }
 
-static sl_dataset *tar_rebuild_files(const sl_dataset *ds, sl_dataset *files)
+static sl_dataset *tar_shards_rebuild_files(const sl_dataset *ds, sl_dataset *files)
 {
-    const tar_ds *d = (const tar_ds *)ds;
+    const tar_shards_ds *d = (const tar_shards_ds *)ds;
     return sl_tar_shards(files, (const char *const *)d->keys, d->types, d->nkeys, d->flags);
 }
 
-static const sl__node_ops tar_ops = {
+static const sl__node_ops tar_shards_ops = {
     .kind = "tar_shards",
-    .make_iter = tar_make,
-    .fingerprint = tar_fp,
-    .destroy = tar_ds_destroy,
-    .rebuild_files = tar_rebuild_files,
+    .make_iter = tar_shards_make,
+    .fingerprint = tar_shards_fp,
+    .destroy = tar_shards_ds_destroy,
+    .rebuild_files = tar_shards_rebuild_files,
 };
 
 SL_API sl_dataset *sl_tar_shards(sl_dataset *paths, const char *const *keys,
                                  const sl_dtype *types, int nkeys, unsigned flags)
 {
-    tar_ds *d = (tar_ds *)sl__dataset_new(&tar_ops, sizeof *d, paths);
+    tar_shards_ds *d = (tar_shards_ds *)sl__dataset_new(&tar_shards_ops, sizeof *d, paths);
     if (!d)
         return NULL;
     if (!keys || nkeys < 1 || nkeys > MAX_KEYS || (flags & ~SL_WITH_PATHS))

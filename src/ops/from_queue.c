@@ -136,20 +136,20 @@ SL_API int64_t sl_queue_length(sl_queue *q)
 
 /* ---- the source ---- */
 
-typedef struct queue_ds {
+typedef struct from_queue_ds {
     sl_dataset base;
     sl_queue *q;
-} queue_ds;
+} from_queue_ds;
 
-typedef struct queue_iter {
+typedef struct from_queue_iter {
     sl__iter base;
     atomic_bool stop;
-} queue_iter;
+} from_queue_iter;
 
-static int queue_next(sl__iter *base, sl_element **out)
+static int from_queue_next(sl__iter *base, sl_element **out)
 {
-    queue_iter *it = (queue_iter *)base;
-    sl_queue *q = ((const queue_ds *)base->ds)->q;
+    from_queue_iter *it = (from_queue_iter *)base;
+    sl_queue *q = ((const from_queue_ds *)base->ds)->q;
     pthread_mutex_lock(&q->mu);
     while (q->n == 0 && !q->closed && !atomic_load(&it->stop) &&
            !sl__tree_cancelled(base->tree))
@@ -177,31 +177,31 @@ static int queue_next(sl__iter *base, sl_element **out)
     return rc;
 }
 
-static void queue_cancel(sl__iter *base)
+static void from_queue_cancel(sl__iter *base)
 {
-    queue_iter *it = (queue_iter *)base;
-    sl_queue *q = ((const queue_ds *)base->ds)->q;
+    from_queue_iter *it = (from_queue_iter *)base;
+    sl_queue *q = ((const from_queue_ds *)base->ds)->q;
     atomic_store(&it->stop, true);
     pthread_mutex_lock(&q->mu);
     pthread_cond_broadcast(&q->cv_pop);
     pthread_mutex_unlock(&q->mu);
 }
 
-static void queue_iter_destroy(sl__iter *base)
+static void from_queue_iter_destroy(sl__iter *base)
 {
     sl__iter_unregister(base);
 }
 
-static const sl__iter_ops queue_iter_ops = {
-    .next = queue_next,
-    .cancel = queue_cancel,
-    .destroy = queue_iter_destroy,
+static const sl__iter_ops from_queue_iter_ops = {
+    .next = from_queue_next,
+    .cancel = from_queue_cancel,
+    .destroy = from_queue_iter_destroy,
 };
 
-static int queue_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
+static int from_queue_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
                       sl__iter **out)
 {
-    queue_iter *it = sl__iter_alloc(&queue_iter_ops, sizeof *it, ds, tree, key, epoch);
+    from_queue_iter *it = sl__iter_alloc(&from_queue_iter_ops, sizeof *it, ds, tree, key, epoch);
     if (!it)
         return SL_ENOMEM;
     atomic_init(&it->stop, false);
@@ -210,15 +210,15 @@ static int queue_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_
     return 0;
 }
 
-static void queue_ds_destroy(sl_dataset *ds)
+static void from_queue_ds_destroy(sl_dataset *ds)
 {
-    queue_release(((queue_ds *)ds)->q);
+    queue_release(((from_queue_ds *)ds)->q);
 }
 
-static const sl__node_ops queue_ops = {
+static const sl__node_ops from_queue_ops = {
     .kind = "from_queue",
-    .make_iter = queue_make,
-    .destroy = queue_ds_destroy,
+    .make_iter = from_queue_make,
+    .destroy = from_queue_ds_destroy,
 };
 
 SL_API sl_dataset *sl_from_queue(sl_queue *q)
@@ -227,7 +227,7 @@ SL_API sl_dataset *sl_from_queue(sl_queue *q)
         sl__set_error(SL_EINVAL, "from_queue: the queue is NULL");
         return NULL;
     }
-    queue_ds *d = (queue_ds *)sl__dataset_new_source(&queue_ops, sizeof *d);
+    from_queue_ds *d = (from_queue_ds *)sl__dataset_new_source(&from_queue_ops, sizeof *d);
     if (!d)
         return NULL;
     atomic_fetch_add(&q->refs, 1);

@@ -3,25 +3,25 @@
  * function's position is the program's). */
 #include "../graph/node.h"
 
-typedef struct gen_ds {
+typedef struct from_generator_ds {
     sl_dataset base;
     sl_generator_fn fn;
     void *user;
     /* one call at a time over every pass and iterator of this dataset */
     pthread_mutex_t mu;
     atomic_llong passes;
-} gen_ds;
+} from_generator_ds;
 
-typedef struct gen_iter {
+typedef struct from_generator_iter {
     sl__iter base;
     int64_t pass;
     bool ended;
-} gen_iter;
+} from_generator_iter;
 
-static int gen_next(sl__iter *base, sl_element **out)
+static int from_generator_next(sl__iter *base, sl_element **out)
 {
-    gen_iter *it = (gen_iter *)base;
-    gen_ds *g = (gen_ds *)base->ds;
+    from_generator_iter *it = (from_generator_iter *)base;
+    from_generator_ds *g = (from_generator_ds *)base->ds;
     for (;;) {
         if (it->ended)
             return SL_EOF;
@@ -56,41 +56,41 @@ static int gen_next(sl__iter *base, sl_element **out)
     }
 }
 
-static void gen_destroy(sl__iter *base)
+static void from_generator_destroy(sl__iter *base)
 {
-    gen_iter *it = (gen_iter *)base;
-    gen_ds *g = (gen_ds *)base->ds;
+    from_generator_iter *it = (from_generator_iter *)base;
+    from_generator_ds *g = (from_generator_ds *)base->ds;
     /* the pass is over: the program may let go of what it held for it */
     pthread_mutex_lock(&g->mu);
     g->fn(g->user, it->pass, NULL);
     pthread_mutex_unlock(&g->mu);
 }
 
-static const sl__iter_ops gen_iter_ops = {
-    .next = gen_next,
-    .destroy = gen_destroy,
+static const sl__iter_ops from_generator_iter_ops = {
+    .next = from_generator_next,
+    .destroy = from_generator_destroy,
 };
 
-static int gen_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
+static int from_generator_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
                     sl__iter **out)
 {
-    gen_iter *it = sl__iter_alloc(&gen_iter_ops, sizeof *it, ds, tree, key, epoch);
+    from_generator_iter *it = sl__iter_alloc(&from_generator_iter_ops, sizeof *it, ds, tree, key, epoch);
     if (!it)
         return SL_ENOMEM;
-    it->pass = atomic_fetch_add(&((gen_ds *)ds)->passes, 1);
+    it->pass = atomic_fetch_add(&((from_generator_ds *)ds)->passes, 1);
     *out = &it->base;
     return 0;
 }
 
-static void gen_ds_destroy(sl_dataset *ds)
+static void from_generator_ds_destroy(sl_dataset *ds)
 {
-    pthread_mutex_destroy(&((gen_ds *)ds)->mu);
+    pthread_mutex_destroy(&((from_generator_ds *)ds)->mu);
 }
 
-static const sl__node_ops gen_ops = {
+static const sl__node_ops from_generator_ops = {
     .kind = "from_generator",
-    .make_iter = gen_make,
-    .destroy = gen_ds_destroy,
+    .make_iter = from_generator_make,
+    .destroy = from_generator_ds_destroy,
 };
 
 SL_API sl_dataset *sl_from_generator(sl_generator_fn next, void *user, unsigned flags)
@@ -100,7 +100,7 @@ SL_API sl_dataset *sl_from_generator(sl_generator_fn next, void *user, unsigned 
                       !next ? "the function must not be NULL" : "unknown flags");
         return NULL;
     }
-    gen_ds *g = (gen_ds *)sl__dataset_new_source(&gen_ops, sizeof *g);
+    from_generator_ds *g = (from_generator_ds *)sl__dataset_new_source(&from_generator_ops, sizeof *g);
     if (!g)
         return NULL;
     g->fn = next;

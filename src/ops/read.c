@@ -1,5 +1,5 @@
 /*
- * read_files: the contents of the file named by tensor 0 of each input
+ * read (sl_read_files): the contents of the file named by tensor 0 of each input
  * element, as (bytes: uint8 [n], the input's other tensors), with the path
  * last under SL_WITH_PATHS. Either way the output's origin is the input
  * element, so every message about the file names it.
@@ -23,7 +23,7 @@
 #include <unistd.h>
 #include "../core/clock.h"
 #include "../graph/node.h"
-#include "read_files.h"
+#include "read.h"
 #include "../runtime/io.h"
 
 #define DEFAULT_DEPTH 32
