@@ -5,6 +5,7 @@ import collections
 import queue as _queue
 
 from . import _tensor
+from ._constants import SL_EBUSY, SL_ECALLBACK, SL_EOF
 from ._errors import make_error
 from ._lib import GENERATOR_FN, lib
 from .records import note_failure
@@ -13,8 +14,6 @@ try:
     import numpy as np
 except ImportError:  # pragma: no cover (sluice runs without numpy, specs need it)
     np = None
-
-SL_ECALLBACK, SL_EBUSY, SL_ESTATE, SL_EOF = -12, -9, -14, 1
 
 
 class TensorSpec:

@@ -8,14 +8,10 @@ import threading
 import weakref
 
 from . import _tensor
+from ._constants import SL_AGAIN, SL_ECALLBACK, SL_ENOMEM, SL_EOF, SL_ESTATE, SL_STAT_EPOCH
 from ._errors import make_error, pending_interrupt, raise_pending_interrupt
 from ._lib import lib, optional
 from .options import Options
-
-SL_EOF = 1
-SL_AGAIN = 2
-SL_ECALLBACK = -12
-SL_STAT_EPOCH = 7
 
 _MAIN_THREAD = threading.main_thread().ident
 _live = weakref.WeakSet()  # open iterators, closed at exit
@@ -163,8 +159,8 @@ class Iterator:
         the next element first)."""
         it = self._live_it()
         if self._pending is not None or self._handing is not None:
-            raise make_error(-14, "state: an element arrived as KeyboardInterrupt was raised "
-                             "and has not been yielded yet: iterate once more, then save")
+            raise make_error(SL_ESTATE, "state: an element arrived as KeyboardInterrupt was "
+                             "raised and has not been yielded yet: iterate once more, then save")
         size = 1024
         while True:
             buf = ctypes.create_string_buffer(size)
@@ -179,7 +175,7 @@ class Iterator:
 
     def _live_it(self):
         if self._it is None:
-            raise make_error(-14, "the iterator is closed")
+            raise make_error(SL_ESTATE, "the iterator is closed")
         return self._it
 
     def stat(self, key):
@@ -193,12 +189,12 @@ class Iterator:
         it = self._live_it()
         s = optional(lib, "sl_iterator_stats")(it)
         if not s:
-            raise make_error(lib.sl_last_error_code() or -1, "sl_iterator_stats failed: %s"
-                             % lib.sl_last_error().decode())
+            raise make_error(lib.sl_last_error_code() or SL_ENOMEM,
+                             "sl_iterator_stats failed: %s" % lib.sl_last_error().decode())
         try:
             text = optional(lib, "sl_stats_json")(s)
             if text is None:
-                raise make_error(-1, "sl_stats_json failed")
+                raise make_error(SL_ENOMEM, "sl_stats_json failed")
             return json.loads(text.decode("utf-8", "replace"))
         finally:
             optional(lib, "sl_stats_free")(s)

@@ -19,12 +19,15 @@ import operator
 import os
 import re
 
+from ._constants import (SL_ECALLBACK, SL_FEATURE_BYTES, SL_FEATURE_FLOAT, SL_FEATURE_INT64,
+                         SL_MAX_DIMS)
 from ._lib import INTERLEAVE_FN, Feature, lib
 
-_SL_FEATURE = {"bytes": 0, "string": 0, "str": 0, "int64": 1, "int": 1, "float32": 2,
-               "float": 2}
-_FEATURE_NAMES = ("string", "int64", "float32")
-SL_ECALLBACK = -12
+_SL_FEATURE = {"bytes": SL_FEATURE_BYTES, "string": SL_FEATURE_BYTES, "str": SL_FEATURE_BYTES,
+               "int64": SL_FEATURE_INT64, "int": SL_FEATURE_INT64,
+               "float32": SL_FEATURE_FLOAT, "float": SL_FEATURE_FLOAT}
+_FEATURE_NAMES = {SL_FEATURE_BYTES: "string", SL_FEATURE_INT64: "int64",
+                  SL_FEATURE_FLOAT: "float32"}
 
 
 def _feature_type(dtype):
@@ -52,9 +55,9 @@ class FixedLenFeature:
 
     def __init__(self, shape, dtype, default_value=None):
         self.shape = tuple(operator.index(d) for d in shape)
-        if len(self.shape) > 8 or any(d < 0 for d in self.shape):
-            raise ValueError("FixedLenFeature: shape must have 0 to 8 dimensions >= 0, not %r"
-                             % (shape,))
+        if len(self.shape) > SL_MAX_DIMS or any(d < 0 for d in self.shape):
+            raise ValueError("FixedLenFeature: shape must have 0 to %d dimensions >= 0, not %r"
+                             % (SL_MAX_DIMS, shape))
         self.dtype = _FEATURE_NAMES[_feature_type(dtype)]
         self.default_value = default_value
 
@@ -123,12 +126,12 @@ def features_array(features):
         if spec.default_value is not None:
             v = _scalar_default(key, spec.default_value)
             f.has_default = 1
-            if f.type == 0:
+            if f.type == SL_FEATURE_BYTES:
                 b = v.encode() if isinstance(v, str) else bytes(v)
                 keep.append(b)
                 f.default_bytes = ctypes.cast(ctypes.c_char_p(b), ctypes.c_void_p)
                 f.default_len = len(b)
-            elif f.type == 1:
+            elif f.type == SL_FEATURE_INT64:
                 f.default_int64 = operator.index(v)
             else:
                 f.default_float = float(v)
