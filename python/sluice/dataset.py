@@ -1,6 +1,5 @@
 """Datasets: immutable descriptions of a pipeline (sl_dataset), tf.data style."""
 
-import collections
 import ctypes
 import operator
 import os
@@ -9,12 +8,13 @@ from . import _tensor, dynamic as _dynamic, records as _records
 from ._constants import (SL_AUTOTUNE, SL_COMPRESSION_GZIP, SL_COMPRESSION_NONE,
                          SL_COMPRESSION_ZLIB, SL_CROP_CENTER, SL_CROP_RANDOM_RESIZED,
                          SL_CROP_RESIZE, SL_DISTRIBUTE_BY_DATA, SL_DISTRIBUTE_BY_FILE,
-                         SL_DISTRIBUTE_DROP, SL_DISTRIBUTE_PAD, SL_DROP_REMAINDER, SL_ECALLBACK,
-                         SL_EINVAL, SL_ESTATE, SL_FLOAT32, SL_FOLDER_RESCAN, SL_INFINITE,
+                         SL_DISTRIBUTE_DROP, SL_DISTRIBUTE_PAD, SL_DROP_REMAINDER, SL_EINVAL,
+                         SL_ESTATE, SL_FLOAT32, SL_FOLDER_RESCAN, SL_INFINITE,
                          SL_INT64, SL_LAYOUT_CHW, SL_LAYOUT_HWC, SL_LIST_SHUFFLE,
                          SL_MAP_ORDERED, SL_MAP_UNORDERED, SL_NONDETERMINISTIC, SL_SHUFFLE_ALL,
                          SL_SHUFFLE_NO_RESHUFFLE, SL_STRING, SL_TFRECORD_NO_DATA_CRC, SL_UINT8,
                          SL_UNKNOWN, SL_WITH_PATHS)
+from ._callbacks import Callback
 from ._errors import make_error, pending_interrupt
 from ._lib import MAP_FN, PREDICATE_FN, DistContext, ImageSpec, lib
 from .iterator import Iterator
@@ -76,25 +76,18 @@ def _count(op, name, value):
                         % (op, name, type(value).__name__)) from None
 
 
-class _Callback:
-    """A Python function called from C, kept alive as long as any dataset
-    built on it. Exceptions become element errors (SL_ECALLBACK, message
-    "TypeName: text"); the last one is kept to chain onto the Error that
-    iteration raises. A KeyboardInterrupt is kept aside and re-raised."""
+class _Callback(Callback):
+    """The Python function of a map or filter, called from C, kept alive as
+    long as any dataset built on it. An exception becomes the element's
+    error (sluice._callbacks)."""
 
     def __init__(self, fn, kind, with_context, as_bytes=False):
+        super().__init__()
         self.fn = fn
         self.with_context = with_context
         self.as_bytes = as_bytes
-        self.interrupt = None
-        self.last_exception = None
-        self.last_seq = -1
-        self.recent = collections.deque(maxlen=16)  # (message text, exception)
         self.c_fn = (MAP_FN if kind == "map" else PREDICATE_FN)(
             self._map if kind == "map" else self._predicate)
-
-    def _fail(self, ctx, e):
-        return lib.sl_map_ctx_error(ctx, SL_ECALLBACK, _records.note_failure(self, e))
 
     def _call(self, ctx, el):
         owner = _tensor.ElementRef(lib.sl_element_retain(el))
@@ -114,13 +107,13 @@ class _Callback:
             out[0] = _tensor.make_element(values, el, args)
             return 0
         except BaseException as e:
-            return self._fail(ctx, e)
+            return self.element_error(ctx, e)
 
     def _predicate(self, ctx, el, user):
         try:
             return 1 if self._call(ctx, el)[0] else 0
         except BaseException as e:
-            return self._fail(ctx, e)
+            return self.element_error(ctx, e)
 
 
 class MapContext:
@@ -520,7 +513,15 @@ class Dataset:
         block = 1 if block_length is None else _count("interleave", "block_length",
                                                       block_length)
         par = _parallel("interleave", num_parallel_calls)
-        cb = _records.Interleaver(map_func, self.strings == "bytes")
+
+        def datasets(*values):
+            ds = map_func(*values)
+            if not isinstance(ds, Dataset):
+                raise TypeError("interleave: map_func must return a sluice.Dataset, not %s"
+                                % type(ds).__name__)
+            return ds
+
+        cb = _records.Interleaver(datasets, self.strings == "bytes")
         flags = SL_NONDETERMINISTIC if deterministic is False else 0
         return self._derive(lib.sl_interleave, cb.c_fn, None, cycle, block, par, flags,
                             callback=cb, image_layout=None, strings=cb)
