@@ -36,6 +36,10 @@ The OSError subclasses carry no errno (``e.errno`` is None): the C message
 says what happened.
 """
 
+from ._constants import (SL_EACCES, SL_EBUSY, SL_ECALLBACK, SL_ECANCELED, SL_ECORRUPT, SL_EDTYPE,
+                         SL_EINTERNAL, SL_EINVAL, SL_EIO, SL_EMISMATCH, SL_ENOENT, SL_ENOMEM,
+                         SL_ERANGE, SL_ESHAPE, SL_ESTATE, SL_ETOO_MANY_ERRORS, SL_EUNSUPPORTED)
+
 
 class Error(Exception):
     """A failure reported by libsluice. ``code`` is the negative SL_E* value
@@ -59,96 +63,96 @@ class Error(Exception):
 
 class OutOfMemoryError(Error, MemoryError):
     """SL_ENOMEM (-1): the library could not allocate memory."""
-    code = -1
+    code = SL_ENOMEM
 
 
 class InvalidArgumentError(Error, ValueError):
     """SL_EINVAL (-2): an argument or option is out of its domain."""
-    code = -2
+    code = SL_EINVAL
 
 
 class InputOutputError(Error, OSError):
     """SL_EIO (-3): reading a file failed (not a regular file, changed size,
     the device failed)."""
-    code = -3
+    code = SL_EIO
 
 
 class NotFoundError(Error, FileNotFoundError):
     """SL_ENOENT (-4): a file or folder does not exist."""
-    code = -4
+    code = SL_ENOENT
 
 
 class CorruptDataError(Error, ValueError):
     """SL_ECORRUPT (-5): a file's contents are not valid (a damaged JPEG,
     an empty file, a bad list or cache file)."""
-    code = -5
+    code = SL_ECORRUPT
 
 
 class ShapeError(Error, ValueError):
     """SL_ESHAPE (-6): shapes that must agree do not (elements of a batch)."""
-    code = -6
+    code = SL_ESHAPE
 
 
 class DTypeError(Error, TypeError):
     """SL_EDTYPE (-7): a tensor has the wrong dtype for the op."""
-    code = -7
+    code = SL_EDTYPE
 
 
 class CanceledError(Error, RuntimeError):
     """SL_ECANCELED (-8): the pipeline was cancelled."""
-    code = -8
+    code = SL_ECANCELED
 
 
 class BusyError(Error, BlockingIOError):
     """SL_EBUSY (-9): a resource is in use (another process writes the
     cache file)."""
-    code = -9
+    code = SL_EBUSY
 
 
 class OutOfRangeError(Error, ValueError):
     """SL_ERANGE (-10): a value is outside what the library can represent."""
-    code = -10
+    code = SL_ERANGE
 
 
 class UnsupportedError(Error, ValueError):
     """SL_EUNSUPPORTED (-11): the operation is not possible on this input
     (a whole-dataset shuffle of a source without random access) or in this
     build."""
-    code = -11
+    code = SL_EUNSUPPORTED
 
 
 class CallbackError(Error, RuntimeError):
     """SL_ECALLBACK (-12): a Python function given to map or filter raised;
     the exception it raised is this one's ``__cause__``."""
-    code = -12
+    code = SL_ECALLBACK
 
 
 class TooManyErrorsError(Error, RuntimeError):
     """SL_ETOO_MANY_ERRORS (-13): more elements failed than error_max_ppm
     allows under error_policy="skip_rate"."""
-    code = -13
+    code = SL_ETOO_MANY_ERRORS
 
 
 class StateError(Error, RuntimeError):
     """SL_ESTATE (-14): the object is in the wrong state for the call."""
-    code = -14
+    code = SL_ESTATE
 
 
 class InternalError(Error, RuntimeError):
     """SL_EINTERNAL (-15): a bug in sluice; please report it."""
-    code = -15
+    code = SL_EINTERNAL
 
 
 class PermissionDeniedError(Error, PermissionError):
     """SL_EACCES (-16): the process may not read a file."""
-    code = -16
+    code = SL_EACCES
 
 
 class StateMismatchError(Error, ValueError):
     """SL_EMISMATCH (-17): a saved iterator state belongs to another
     pipeline, or was taken with another seed or in another epoch than the
     options ask for."""
-    code = -17
+    code = SL_EMISMATCH
 
 
 # SL_ERRNO_MAP in include/sluice.h; codes are ABI and only ever appended.

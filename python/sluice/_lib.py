@@ -17,6 +17,7 @@ truncated to int and Python values are checked before they reach C.
 import ctypes
 import os
 
+from ._constants import SL_EUNSUPPORTED, SL_MAX_DIMS
 from ._version import ABI_VERSION, __version__
 
 c_int, c_int64, c_uint64, c_size_t = ctypes.c_int, ctypes.c_int64, ctypes.c_uint64, ctypes.c_size_t
@@ -64,7 +65,7 @@ class Feature(ctypes.Structure):
         ("key", c_char_p),
         ("type", c_int),
         ("ndim", c_int),
-        ("shape", c_int64 * 8),  # SL_MAX_DIMS
+        ("shape", c_int64 * SL_MAX_DIMS),
         ("has_default", c_int),
         ("default_int64", c_int64),
         ("default_float", c_float),
@@ -295,7 +296,7 @@ def optional(lib, name):
     fn = getattr(lib, name, None)
     if fn is None or fn.argtypes is None and name in _OPTIONAL:
         from ._errors import Error
-        raise Error(-11, "%s is not in the loaded library (%s); it is older than this "
+        raise Error(SL_EUNSUPPORTED, "%s is not in the loaded library (%s); it is older than this "
                     "package" % (name, lib.sluice_path))
     return fn
 

@@ -21,6 +21,7 @@ import ctypes
 import struct
 
 from . import _dlpack
+from ._constants import SL_INT32, SL_INT64, SL_STRING, SL_UINT8
 from ._errors import make_error, pending_interrupt
 from ._lib import lib
 
@@ -29,19 +30,17 @@ try:
 except ImportError:  # memoryviews instead
     np = None
 
-SL_STRING = 8
-
 # sl_dtype order: uint8 int8 uint16 int16 int32 int64 float32 float64.
 DTYPE_NAMES = ("uint8", "int8", "uint16", "int16", "int32", "int64", "float32", "float64",
                "string")
 _FORMATS = ("B", "b", "H", "h", "i", "q", "f", "d")
 _CODE_OF_FORMAT = {f: i for i, f in enumerate(_FORMATS)}
-_CODE_OF_FORMAT["l"] = 5 if struct.calcsize("l") == 8 else 4
+_CODE_OF_FORMAT["l"] = SL_INT64 if struct.calcsize("l") == 8 else SL_INT32
 
 if np is not None:
-    _NP_DTYPES = tuple(np.dtype(n) for n in DTYPE_NAMES[:8])
+    _NP_DTYPES = tuple(np.dtype(n) for n in DTYPE_NAMES[:SL_STRING])
     _CODE_OF_NP = {d: i for i, d in enumerate(_NP_DTYPES)}
-    _CODE_OF_NP[np.dtype(np.bool_)] = 0  # stored as uint8 0/1
+    _CODE_OF_NP[np.dtype(np.bool_)] = SL_UINT8  # stored as 0/1
 
 
 class ElementRef:

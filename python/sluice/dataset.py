@@ -1,19 +1,28 @@
 """Datasets: immutable descriptions of a pipeline (sl_dataset), tf.data style."""
 
-import collections
 import ctypes
 import operator
 import os
 
 from . import _tensor, dynamic as _dynamic, records as _records
+from ._constants import (SL_AUTOTUNE, SL_COMPRESSION_GZIP, SL_COMPRESSION_NONE,
+                         SL_COMPRESSION_ZLIB, SL_CROP_CENTER, SL_CROP_RANDOM_RESIZED,
+                         SL_CROP_RESIZE, SL_DISTRIBUTE_BY_DATA, SL_DISTRIBUTE_BY_FILE,
+                         SL_DISTRIBUTE_DROP, SL_DISTRIBUTE_PAD, SL_DROP_REMAINDER, SL_EINVAL,
+                         SL_ESTATE, SL_FLOAT32, SL_FOLDER_RESCAN, SL_INFINITE,
+                         SL_INT64, SL_LAYOUT_CHW, SL_LAYOUT_HWC, SL_LIST_SHUFFLE,
+                         SL_MAP_ORDERED, SL_MAP_UNORDERED, SL_NONDETERMINISTIC, SL_SHUFFLE_ALL,
+                         SL_SHUFFLE_NO_RESHUFFLE, SL_STRING, SL_TFRECORD_NO_DATA_CRC, SL_UINT8,
+                         SL_UNKNOWN, SL_WITH_PATHS)
+from ._callbacks import Callback
 from ._errors import make_error, pending_interrupt
 from ._lib import MAP_FN, PREDICATE_FN, DistContext, ImageSpec, lib
 from .iterator import Iterator
 from .options import Options
 
-AUTOTUNE = -1  # SL_AUTOTUNE: the library picks parallelism / depth
-ALL = -1  # SL_SHUFFLE_ALL: the whole dataset is the shuffle buffer
-INFINITE = -1  # SL_INFINITE cardinality
+AUTOTUNE = SL_AUTOTUNE  # the library picks parallelism / depth
+ALL = SL_SHUFFLE_ALL  # the whole dataset is the shuffle buffer
+INFINITE = SL_INFINITE  # cardinality
 
 
 class _Auto:
@@ -26,20 +35,23 @@ class _Auto:
 
 
 AUTO = _Auto()
-UNKNOWN = -2  # SL_UNKNOWN cardinality
+UNKNOWN = SL_UNKNOWN  # cardinality
 
-SL_ECALLBACK = -12
-_SL_MAP_UNORDERED, _SL_MAP_ORDERED = 1, 2
-_SL_WITH_PATHS = 1
-_SL_FOLDER_RESCAN = 2
-_CROPS = {"train": 0, "random_resized": 0, "eval": 1, "center": 1, "resize": 2, "decode": 2}
-_LAYOUTS = {"HWC": 0, "CHW": 1}
-_DTYPES = {"uint8": 0, "float32": 6}
+_CROPS = {"train": SL_CROP_RANDOM_RESIZED, "random_resized": SL_CROP_RANDOM_RESIZED,
+          "eval": SL_CROP_CENTER, "center": SL_CROP_CENTER,
+          "resize": SL_CROP_RESIZE, "decode": SL_CROP_RESIZE}
+_LAYOUTS = {"HWC": SL_LAYOUT_HWC, "CHW": SL_LAYOUT_CHW}
+_DTYPES = {"uint8": SL_UINT8, "float32": SL_FLOAT32}
+_COMPRESSIONS = {None: SL_COMPRESSION_NONE, "": SL_COMPRESSION_NONE,
+                 "NONE": SL_COMPRESSION_NONE, "ZLIB": SL_COMPRESSION_ZLIB,
+                 "GZIP": SL_COMPRESSION_GZIP}
+_DISTRIBUTE_POLICIES = {"auto": 0,  # neither flag
+                        "file": SL_DISTRIBUTE_BY_FILE, "data": SL_DISTRIBUTE_BY_DATA}
 
 
 def _check(ptr):
     if not ptr:
-        raise make_error(lib.sl_last_error_code() or -2, lib.sl_last_error().decode())
+        raise make_error(lib.sl_last_error_code() or SL_EINVAL, lib.sl_last_error().decode())
     return ptr
 
 
@@ -64,25 +76,18 @@ def _count(op, name, value):
                         % (op, name, type(value).__name__)) from None
 
 
-class _Callback:
-    """A Python function called from C, kept alive as long as any dataset
-    built on it. Exceptions become element errors (SL_ECALLBACK, message
-    "TypeName: text"); the last one is kept to chain onto the Error that
-    iteration raises. A KeyboardInterrupt is kept aside and re-raised."""
+class _Callback(Callback):
+    """The Python function of a map or filter, called from C, kept alive as
+    long as any dataset built on it. An exception becomes the element's
+    error (sluice._callbacks)."""
 
     def __init__(self, fn, kind, with_context, as_bytes=False):
+        super().__init__()
         self.fn = fn
         self.with_context = with_context
         self.as_bytes = as_bytes
-        self.interrupt = None
-        self.last_exception = None
-        self.last_seq = -1
-        self.recent = collections.deque(maxlen=16)  # (message text, exception)
         self.c_fn = (MAP_FN if kind == "map" else PREDICATE_FN)(
             self._map if kind == "map" else self._predicate)
-
-    def _fail(self, ctx, e):
-        return lib.sl_map_ctx_error(ctx, SL_ECALLBACK, _records.note_failure(self, e))
 
     def _call(self, ctx, el):
         owner = _tensor.ElementRef(lib.sl_element_retain(el))
@@ -102,13 +107,13 @@ class _Callback:
             out[0] = _tensor.make_element(values, el, args)
             return 0
         except BaseException as e:
-            return self._fail(ctx, e)
+            return self.element_error(ctx, e)
 
     def _predicate(self, ctx, el, user):
         try:
             return 1 if self._call(ctx, el)[0] else 0
         except BaseException as e:
-            return self._fail(ctx, e)
+            return self.element_error(ctx, e)
 
 
 class MapContext:
@@ -123,7 +128,7 @@ class MapContext:
 
     def _p(self):
         if self._ctx is None:
-            raise make_error(-14, "a MapContext is valid only during its call")
+            raise make_error(SL_ESTATE, "a MapContext is valid only during its call")
         return self._ctx
 
     def random(self):
@@ -296,7 +301,7 @@ class Dataset:
         next label (existing labels never move), and a file deleted since
         it was listed is skipped with a warning."""
         ext = extensions.encode() if isinstance(extensions, str) else extensions
-        flags = (_SL_WITH_PATHS if with_paths else 0) | (_SL_FOLDER_RESCAN if rescan else 0)
+        flags = (SL_WITH_PATHS if with_paths else 0) | (SL_FOLDER_RESCAN if rescan else 0)
         return Dataset(_check(lib.sl_image_folder(os.fsencode(root), ext, flags)))
 
     @staticmethod
@@ -304,7 +309,7 @@ class Dataset:
         """Like image_folder, from "relative/path label" lines (relative to
         root, default the list's folder)."""
         r = os.fsencode(root) if root is not None else None
-        flags = _SL_WITH_PATHS if with_paths else 0
+        flags = SL_WITH_PATHS if with_paths else 0
         return Dataset(_check(lib.sl_file_list(os.fsencode(list_path), r, flags)))
 
     @staticmethod
@@ -318,7 +323,7 @@ class Dataset:
         pattern matching nothing is a NotFoundError naming it."""
         pats = _records.path_list(file_pattern, "list_files")
         arr = (ctypes.c_char_p * len(pats))(*pats)
-        flags = 0 if shuffle is False else 1  # SL_LIST_SHUFFLE
+        flags = 0 if shuffle is False else SL_LIST_SHUFFLE
         return Dataset(_check(lib.sl_list_files(arr, len(pats), flags,
                                                 -1 if seed is None else seed)))
 
@@ -347,12 +352,13 @@ class Dataset:
         which Options(error_policy="skip") skips. with_paths=True yields
         (record, path)."""
         del buffer_size
-        comp = {None: 0, "": 0, "NONE": 0, "ZLIB": 1, "GZIP": 2}.get(
+        comp = _COMPRESSIONS.get(
             compression_type.upper() if isinstance(compression_type, str) else compression_type)
         if comp is None:
             raise ValueError("tfrecord: compression_type must be None, 'ZLIB' or 'GZIP', not %r"
                              % (compression_type,))
-        flags = (_SL_WITH_PATHS if with_paths else 0) | (0 if check_crc else 2)
+        flags = ((SL_WITH_PATHS if with_paths else 0)
+                 | (0 if check_crc else SL_TFRECORD_NO_DATA_CRC))
         paths = Dataset._paths(filenames, "tfrecord")
         if num_parallel_reads is None:
             return paths._derive(lib.sl_tfrecord, comp, flags, strings="bytes")
@@ -364,7 +370,8 @@ class Dataset:
             cycle = lib.sl_cpu_count() if n == AUTOTUNE else n
             ds = paths._derive(lib.sl_interleave, _records.TFRECORD_FN,
                                ctypes.c_void_p(ctypes.addressof(keep)), cycle, 1,
-                               n, 1 if deterministic is False else 0, strings="bytes")
+                               n, SL_NONDETERMINISTIC if deterministic is False else 0,
+                               strings="bytes")
             ds._callbacks += (_records.KeepAlive(keep),)
             return ds
         return paths.interleave(
@@ -391,7 +398,7 @@ class Dataset:
         if not keys:
             raise ValueError("webdataset: give at least one key")
         ints = {b"cls", b"cls2", b"index", b"inx", b"id"}
-        types = [5 if k in ints else 8 for k in keys]  # SL_INT64, SL_STRING
+        types = [SL_INT64 if k in ints else SL_STRING for k in keys]
         if isinstance(urls, Dataset):
             paths = urls
         else:
@@ -401,7 +408,7 @@ class Dataset:
         karr = (ctypes.c_char_p * len(keys))(*keys)
         tarr = (ctypes.c_int * len(keys))(*types)
         return paths._derive(lib.sl_tar_shards, karr, tarr, len(keys),
-                             _SL_WITH_PATHS if with_keys else 0, strings="bytes")
+                             SL_WITH_PATHS if with_keys else 0, strings="bytes")
 
     # ---- transformations ----
 
@@ -409,7 +416,7 @@ class Dataset:
         """Replaces the path in the first value by the file's contents
         (uint8 [n]), as map(tf.io.read_file) does; with_paths=True keeps
         the path as the last value."""
-        return self._derive(lib.sl_read_files, _SL_WITH_PATHS if with_paths else 0)
+        return self._derive(lib.sl_read_files, SL_WITH_PATHS if with_paths else 0)
 
     def map(self, map_func, num_parallel_calls=None, deterministic=None, name=None, *,
             with_context=False):
@@ -433,7 +440,8 @@ class Dataset:
         name shows in messages and statistics and is part of the pipeline's
         fingerprint (default: the function's name)."""
         cb = _Callback(map_func, "map", with_context, self.strings == "bytes")
-        flags = 0 if deterministic is None else _SL_MAP_ORDERED if deterministic else _SL_MAP_UNORDERED
+        flags = (0 if deterministic is None else
+                 SL_MAP_ORDERED if deterministic else SL_MAP_UNORDERED)
         label = (name or getattr(map_func, "__name__", None) or "python").encode()
         return self._derive(lib.sl_map, label, cb.c_fn, None, _parallel("map", num_parallel_calls),
                             flags, callback=cb, image_layout=None)
@@ -505,8 +513,16 @@ class Dataset:
         block = 1 if block_length is None else _count("interleave", "block_length",
                                                       block_length)
         par = _parallel("interleave", num_parallel_calls)
-        cb = _records.Interleaver(map_func, self.strings == "bytes")
-        flags = 1 if deterministic is False else 0  # SL_NONDETERMINISTIC
+
+        def datasets(*values):
+            ds = map_func(*values)
+            if not isinstance(ds, Dataset):
+                raise TypeError("interleave: map_func must return a sluice.Dataset, not %s"
+                                % type(ds).__name__)
+            return ds
+
+        cb = _records.Interleaver(datasets, self.strings == "bytes")
+        flags = SL_NONDETERMINISTIC if deterministic is False else 0
         return self._derive(lib.sl_interleave, cb.c_fn, None, cycle, block, par, flags,
                             callback=cb, image_layout=None, strings=cb)
 
@@ -554,7 +570,7 @@ class Dataset:
         Batches always come in order; deterministic is accepted for
         tf.data's signature."""
         batch_size = _count("batch", "batch_size", batch_size)
-        ds = self._derive(lib.sl_batch, batch_size, 1 if drop_remainder else 0)
+        ds = self._derive(lib.sl_batch, batch_size, SL_DROP_REMAINDER if drop_remainder else 0)
         if num_parallel_calls is not None:
             ds = ds.prefetch(_parallel("batch", num_parallel_calls))
         return ds
@@ -572,7 +588,7 @@ class Dataset:
         new order each epoch; False keeps one order, though random ops after
         the shuffle (map_image's crops) still change each epoch."""
         buffer_size = _count("shuffle", "buffer_size", buffer_size)
-        flags = 1 if reshuffle_each_iteration is False else 0
+        flags = SL_SHUFFLE_NO_RESHUFFLE if reshuffle_each_iteration is False else 0
         return self._derive(lib.sl_shuffle, buffer_size, -1 if seed is None else seed, flags)
 
     def repeat(self, count=None):
@@ -628,12 +644,11 @@ class Dataset:
         so a rank never reads another's files."""
         if policy == "off":
             return self
-        flags = {"auto": 0, "file": 2, "data": 4}.get(policy)
+        flags = _DISTRIBUTE_POLICIES.get(policy)
         if flags is None:
             raise ValueError("distribute: policy must be 'auto', 'file', 'data' or 'off', not %r"
                              % (policy,))
-        if drop_last:
-            flags |= 1
+        flags |= SL_DISTRIBUTE_DROP if drop_last else SL_DISTRIBUTE_PAD
         if (rank is None) != (world_size is None):
             raise ValueError("distribute: give both rank and world_size, or neither")
         ctx = None

@@ -1,20 +1,18 @@
 """Sources the program feeds: Dataset.from_generator (tf.data's names) and
 Queue / Dataset.from_queue, for samples that arrive while training runs."""
 
-import collections
 import queue as _queue
 
 from . import _tensor
+from ._callbacks import Callback
+from ._constants import SL_EBUSY, SL_EOF
 from ._errors import make_error
 from ._lib import GENERATOR_FN, lib
-from .records import note_failure
 
 try:
     import numpy as np
 except ImportError:  # pragma: no cover (sluice runs without numpy, specs need it)
     np = None
-
-SL_ECALLBACK, SL_EBUSY, SL_ESTATE, SL_EOF = -12, -9, -14, 1
 
 
 class TensorSpec:
@@ -100,22 +98,19 @@ def _values(item, specs, is_tuple):
     return (specs[0].convert(item),)
 
 
-class Generator:
+class Generator(Callback):
     """The C function of sl_from_generator: one Python iterator per pass
     (generator(*args) when it is callable, iter(it) otherwise), ended when
     C says the pass is over. Exceptions become element errors
     (CallbackError, chained from the exception), as map's do."""
 
     def __init__(self, generator, args, specs, is_tuple):
+        super().__init__()
         self.generator = generator
         self.args = tuple(args or ())
         self.specs = specs
         self.is_tuple = is_tuple
         self.passes = {}
-        self.interrupt = None
-        self.last_exception = None
-        self.last_seq = -1
-        self.recent = collections.deque(maxlen=16)
         self.c_fn = GENERATOR_FN(self._call)
 
     def _open(self):
@@ -144,8 +139,7 @@ class Generator:
             out[0] = _tensor.make_element(_values(item, self.specs, self.is_tuple))
             return 0
         except BaseException as e:
-            lib.sl_set_last_error(SL_ECALLBACK, note_failure(self, e))
-            return SL_ECALLBACK
+            return self.last_error(e)
 
 
 class Queue:

@@ -7,15 +7,11 @@ import json
 import threading
 import weakref
 
-from . import _tensor
+from . import _callbacks, _tensor
+from ._constants import SL_AGAIN, SL_ECALLBACK, SL_ENOMEM, SL_EOF, SL_ESTATE, SL_STAT_EPOCH
 from ._errors import make_error, pending_interrupt, raise_pending_interrupt
 from ._lib import lib, optional
 from .options import Options
-
-SL_EOF = 1
-SL_AGAIN = 2
-SL_ECALLBACK = -12
-SL_STAT_EPOCH = 7
 
 _MAIN_THREAD = threading.main_thread().ident
 _live = weakref.WeakSet()  # open iterators, closed at exit
@@ -124,11 +120,11 @@ class Iterator:
         if self._handing is None:
             rc = self._pull()
             if rc != 0:
-                _dataset_callbacks_check(self._dataset)
+                _callbacks.raise_interrupt(self._dataset._callbacks)
                 if rc == SL_EOF:
                     raise StopIteration
                 raise self._error(rc)
-        _dataset_callbacks_check(self._dataset)
+        _callbacks.raise_interrupt(self._dataset._callbacks)
         return self._handing
 
     def __next__(self):
@@ -149,7 +145,7 @@ class Iterator:
         msg = lib.sl_iterator_errmsg(self._it).decode("utf-8", "replace")
         err = make_error(rc, msg or lib.sl_strerror(rc).decode())
         if rc == SL_ECALLBACK:
-            err.__cause__ = _dataset_callbacks_last_exception(self._dataset, msg)
+            err.__cause__ = _callbacks.cause(self._dataset._callbacks, msg)
         return err
 
     # ---- checkpoints ----
@@ -163,8 +159,8 @@ class Iterator:
         the next element first)."""
         it = self._live_it()
         if self._pending is not None or self._handing is not None:
-            raise make_error(-14, "state: an element arrived as KeyboardInterrupt was raised "
-                             "and has not been yielded yet: iterate once more, then save")
+            raise make_error(SL_ESTATE, "state: an element arrived as KeyboardInterrupt was "
+                             "raised and has not been yielded yet: iterate once more, then save")
         size = 1024
         while True:
             buf = ctypes.create_string_buffer(size)
@@ -179,7 +175,7 @@ class Iterator:
 
     def _live_it(self):
         if self._it is None:
-            raise make_error(-14, "the iterator is closed")
+            raise make_error(SL_ESTATE, "the iterator is closed")
         return self._it
 
     def stat(self, key):
@@ -193,12 +189,12 @@ class Iterator:
         it = self._live_it()
         s = optional(lib, "sl_iterator_stats")(it)
         if not s:
-            raise make_error(lib.sl_last_error_code() or -1, "sl_iterator_stats failed: %s"
-                             % lib.sl_last_error().decode())
+            raise make_error(lib.sl_last_error_code() or SL_ENOMEM,
+                             "sl_iterator_stats failed: %s" % lib.sl_last_error().decode())
         try:
             text = optional(lib, "sl_stats_json")(s)
             if text is None:
-                raise make_error(-1, "sl_stats_json failed")
+                raise make_error(SL_ENOMEM, "sl_stats_json failed")
             return json.loads(text.decode("utf-8", "replace"))
         finally:
             optional(lib, "sl_stats_free")(s)
@@ -252,30 +248,6 @@ class Iterator:
             pending_interrupt[0] = True
         except Exception:
             pass
-
-
-def _dataset_callbacks_check(dataset):
-    """Re-raises a KeyboardInterrupt that hit a callback run on this thread
-    (a filter without an async node above it runs on the thread calling
-    sl_next), rather than letting it pass for an element error."""
-    for cb in dataset._callbacks:
-        if cb.interrupt is not None:
-            exc, cb.interrupt = cb.interrupt, None
-            raise exc
-
-
-def _dataset_callbacks_last_exception(dataset, msg=""):
-    # the exception whose text the message carries (calls run ahead of the
-    # consumer: the latest may belong to a later element), else the latest
-    for cb in dataset._callbacks:
-        for text, exc in reversed(getattr(cb, "recent", ())):
-            if text in msg:
-                return exc
-    latest = None
-    for cb in dataset._callbacks:
-        if cb.last_exception is not None and (latest is None or cb.last_seq > latest.last_seq):
-            latest = cb
-    return latest.last_exception if latest else None
 
 
 @atexit.register

@@ -1,33 +1,42 @@
 """Iterator options (sl_options), as a plain Python value."""
 
+from ._constants import (SL_ERRORS_FAIL, SL_ERRORS_SKIP, SL_ERRORS_SKIP_RATE, SL_IO_AUTO,
+                         SL_IO_PREAD, SL_IO_URING, SL_OPT_AUTOTUNE, SL_OPT_AUTOTUNE_LOG,
+                         SL_OPT_CPU_BUDGET, SL_OPT_DETERMINISTIC, SL_OPT_EPOCH,
+                         SL_OPT_ERROR_LOG_LIMIT, SL_OPT_ERROR_MAX_PPM, SL_OPT_ERROR_POLICY,
+                         SL_OPT_IO_BACKEND, SL_OPT_IO_DEPTH, SL_OPT_MAX_RECORD_BYTES,
+                         SL_OPT_PROFILE, SL_OPT_RAM_BUDGET, SL_OPT_SEED, SL_OPT_STALL_TARGET_PPM,
+                         SL_OPT_THREADS, SL_OPT_TRACE_EVENTS, SL_PROFILE_DEFAULT, SL_PROFILE_EDGE)
 from ._errors import make_error
 from ._lib import lib
 
 # sl_option keys, in include/sluice.h order.
 _KEYS = {
-    "threads": 0,
-    "ram_budget": 1,
-    "error_policy": 2,
-    "error_max_ppm": 3,
-    "seed": 4,
-    "deterministic": 5,
-    "error_log_limit": 6,
-    "io_backend": 7,
-    "io_depth": 8,
-    "autotune": 9,
-    "cpu_budget": 10,
-    "stall_target_ppm": 11,
-    "trace_events": 12,
-    "autotune_log": 13,
-    "epoch": 14,
-    "max_record_bytes": 15,
-    "profile": 16,
+    "threads": SL_OPT_THREADS,
+    "ram_budget": SL_OPT_RAM_BUDGET,
+    "error_policy": SL_OPT_ERROR_POLICY,
+    "error_max_ppm": SL_OPT_ERROR_MAX_PPM,
+    "seed": SL_OPT_SEED,
+    "deterministic": SL_OPT_DETERMINISTIC,
+    "error_log_limit": SL_OPT_ERROR_LOG_LIMIT,
+    "io_backend": SL_OPT_IO_BACKEND,
+    "io_depth": SL_OPT_IO_DEPTH,
+    "autotune": SL_OPT_AUTOTUNE,
+    "cpu_budget": SL_OPT_CPU_BUDGET,
+    "stall_target_ppm": SL_OPT_STALL_TARGET_PPM,
+    "trace_events": SL_OPT_TRACE_EVENTS,
+    "autotune_log": SL_OPT_AUTOTUNE_LOG,
+    "epoch": SL_OPT_EPOCH,
+    "max_record_bytes": SL_OPT_MAX_RECORD_BYTES,
+    "profile": SL_OPT_PROFILE,
 }
 
 _CHOICES = {
-    "error_policy": {"fail": 0, "skip": 1, "skip_rate": 2},
-    "io_backend": {"auto": 0, "uring": 1, "io_uring": 1, "pread": 2},
-    "profile": {"default": 0, "edge": 1},
+    "error_policy": {"fail": SL_ERRORS_FAIL, "skip": SL_ERRORS_SKIP,
+                     "skip_rate": SL_ERRORS_SKIP_RATE},
+    "io_backend": {"auto": SL_IO_AUTO, "uring": SL_IO_URING, "io_uring": SL_IO_URING,
+                   "pread": SL_IO_PREAD},
+    "profile": {"default": SL_PROFILE_DEFAULT, "edge": SL_PROFILE_EDGE},
 }
 
 

@@ -12,19 +12,20 @@ The specs follow tf.io's names so that a feature dict moves over unchanged:
     for encoded, label, xmin in ds: ...     # a tuple, in the dict's order
 """
 
-import collections
 import ctypes
-import itertools
 import operator
 import os
 import re
 
+from ._callbacks import Callback
+from ._constants import SL_FEATURE_BYTES, SL_FEATURE_FLOAT, SL_FEATURE_INT64, SL_MAX_DIMS
 from ._lib import INTERLEAVE_FN, Feature, lib
 
-_SL_FEATURE = {"bytes": 0, "string": 0, "str": 0, "int64": 1, "int": 1, "float32": 2,
-               "float": 2}
-_FEATURE_NAMES = ("string", "int64", "float32")
-SL_ECALLBACK = -12
+_SL_FEATURE = {"bytes": SL_FEATURE_BYTES, "string": SL_FEATURE_BYTES, "str": SL_FEATURE_BYTES,
+               "int64": SL_FEATURE_INT64, "int": SL_FEATURE_INT64,
+               "float32": SL_FEATURE_FLOAT, "float": SL_FEATURE_FLOAT}
+_FEATURE_NAMES = {SL_FEATURE_BYTES: "string", SL_FEATURE_INT64: "int64",
+                  SL_FEATURE_FLOAT: "float32"}
 
 
 def _feature_type(dtype):
@@ -52,9 +53,9 @@ class FixedLenFeature:
 
     def __init__(self, shape, dtype, default_value=None):
         self.shape = tuple(operator.index(d) for d in shape)
-        if len(self.shape) > 8 or any(d < 0 for d in self.shape):
-            raise ValueError("FixedLenFeature: shape must have 0 to 8 dimensions >= 0, not %r"
-                             % (shape,))
+        if len(self.shape) > SL_MAX_DIMS or any(d < 0 for d in self.shape):
+            raise ValueError("FixedLenFeature: shape must have 0 to %d dimensions >= 0, not %r"
+                             % (SL_MAX_DIMS, shape))
         self.dtype = _FEATURE_NAMES[_feature_type(dtype)]
         self.default_value = default_value
 
@@ -123,12 +124,12 @@ def features_array(features):
         if spec.default_value is not None:
             v = _scalar_default(key, spec.default_value)
             f.has_default = 1
-            if f.type == 0:
+            if f.type == SL_FEATURE_BYTES:
                 b = v.encode() if isinstance(v, str) else bytes(v)
                 keep.append(b)
                 f.default_bytes = ctypes.cast(ctypes.c_char_p(b), ctypes.c_void_p)
                 f.default_len = len(b)
-            elif f.type == 1:
+            elif f.type == SL_FEATURE_INT64:
                 f.default_int64 = operator.index(v)
             else:
                 f.default_float = float(v)
@@ -166,28 +167,12 @@ def path_list(paths, op):
     return out
 
 
-_seq = itertools.count()
-
-
-def note_failure(cb, e):
-    """Records exception e of callback object cb (its interrupt, or its
-    last exception and the recent ones, to chain onto the Error iteration
-    raises) and returns the C message for it, as bytes."""
-    if isinstance(e, (KeyboardInterrupt, SystemExit)):
-        cb.interrupt = e
-        return b"interrupted"
-    text = "%s: %s" % (type(e).__name__, e)
-    cb.last_exception, cb.last_seq = e, next(_seq)
-    cb.recent.append((text, e))
-    return text.encode("utf-8", "replace")
-
-
-class Interleaver:
+class Interleaver(Callback):
     """The Python function of Dataset.interleave, called from C (the
-    interleave's thread, one call at a time, holding the GIL): path ->
-    Dataset, returned to C as a new reference. An exception becomes the
-    element's error (CallbackError, "TypeName: text"), kept to chain onto
-    the Error that iteration raises; a KeyboardInterrupt is kept aside.
+    interleave's thread, one call at a time, holding the GIL): fn(*values)
+    returns a Dataset (Dataset.interleave checks that it does), returned
+    to C as a new reference. An exception becomes the element's error
+    (sluice._callbacks).
 
     The Python callbacks of each returned dataset (a map(python_fn) inside
     map_func) are kept as long as this interleave lives: C may still run
@@ -195,13 +180,10 @@ class Interleaver:
 
     def __init__(self, fn, as_bytes):
         from ._tensor import ElementRef, element_values
+        super().__init__()
         self.fn = fn
         self.as_bytes = as_bytes
         self.strings = None  # the returned datasets' ("str" / "bytes"), once seen
-        self.interrupt = None
-        self.last_exception = None
-        self.last_seq = -1
-        self.recent = collections.deque(maxlen=16)  # (message text, exception)
         self._kept = []
         self._keys = set()
         self._values = element_values
@@ -209,14 +191,10 @@ class Interleaver:
         self.c_fn = INTERLEAVE_FN(self._call)
 
     def _call(self, el, user):
-        from .dataset import Dataset
         try:
             owner = self._ref(lib.sl_element_retain(el))
             args = self._values(owner, self.as_bytes)
             ds = self.fn(*args)
-            if not isinstance(ds, Dataset):
-                raise TypeError("interleave: map_func must return a sluice.Dataset, not %s"
-                                % type(ds).__name__)
             self.strings = ds.strings
             for cb in ds._callbacks:
                 if id(cb) not in self._keys:
@@ -224,20 +202,17 @@ class Interleaver:
                     self._kept.append(cb)
             return lib.sl_dataset_retain(ds._ptr)
         except BaseException as e:
-            lib.sl_set_last_error(SL_ECALLBACK, note_failure(self, e))
+            self.last_error(e)
             return None
 
 
-class KeepAlive:
+class KeepAlive(Callback):
     """Holds a C argument (the compression int of sl_tfrecord_fn) as long
-    as the dataset; looks like a callback to the iterator's checks."""
-
-    __slots__ = ("obj",)
-    interrupt = None
-    last_exception = None
-    last_seq = -1
+    as the dataset, among its callbacks; C never calls it, so it never
+    fails."""
 
     def __init__(self, obj):
+        super().__init__()
         self.obj = obj
 
 

@@ -31,12 +31,10 @@ import torch as _torch
 from torch.utils.dlpack import from_dlpack as _from_dlpack
 
 from . import _dlpack, _tensor
+from ._constants import SL_STRING
 from ._lib import lib
 
 __all__ = ["DataLoader", "to_torch"]
-
-
-_SL_STRING = 8
 
 
 def to_torch(owner, as_bytes=False):
@@ -47,7 +45,7 @@ def to_torch(owner, as_bytes=False):
     out = []
     for i in range(lib.sl_element_size(el)):
         t = lib.sl_element_tensor(el, i)
-        if lib.sl_tensor_dtype(t) == _SL_STRING:
+        if lib.sl_tensor_dtype(t) == SL_STRING:
             out.append(_tensor.tensor_value(t, owner, as_bytes))
         else:
             out.append(_from_dlpack(_dlpack.element_capsule(el, i)))
