@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "graph/node.h"
+#include "ops/testing.h"
 #include "testutil.h"
 
 typedef struct work {

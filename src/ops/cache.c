@@ -35,6 +35,7 @@
 #include "../core/salts.h"
 #include "../graph/node.h"
 #include "cache_file.h"
+#include "testing.h"
 
 /* The epoch the cached pass of the input runs, whichever epoch fills the
  * cache: what it holds (a shuffle's order below it, crops) must not depend

@@ -60,7 +60,7 @@ typedef struct source {
 
 typedef struct interleave_iter {
     sl__iter base;
-    sl__iter *input;
+    sl__iter *in;
     const interleave_ds *d;
     pthread_mutex_t mu;
     pthread_cond_t cv_consumer, cv_work, cv_parked;
@@ -236,7 +236,7 @@ static void open_next(interleave_iter *it)
 {
     sl_element *el;
     int64_t t0 = sl__now_ns();
-    int rc = sl__iter_next(it->input, &el);
+    int rc = sl__iter_next(it->in, &el);
     sl__stat_add(&it->base.stats->wait_ns, sl__now_ns() - t0);
     source *s = NULL;
     if (rc == 0) {
@@ -556,7 +556,7 @@ static void interleave_destroy(sl__iter *base)
         source_free(it, s);
     }
     sl__strfree(it->input_msg);
-    sl__iter_free(it->input);
+    sl__iter_free(it->in);
     pthread_cond_destroy(&it->cv_work);
     pthread_cond_destroy(&it->cv_parked);
     pthread_cond_destroy(&it->cv_consumer);
@@ -614,7 +614,7 @@ static int resume(interleave_iter *it, const int64_t *f)
     int64_t popped = f[3];
     for (it->pulled = 0; it->pulled < popped; it->pulled++) {
         sl_element *el;
-        int rc = sl__iter_next(it->input, &el);
+        int rc = sl__iter_next(it->in, &el);
         if (rc)
             return rc == SL_EOF ? sl__set_error(SL_EMISMATCH, "saved state: interleave had "
                                                 "taken %lld inputs, the input has %lld",
@@ -680,7 +680,7 @@ static int interleave_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, i
                                  i == 0 ? d->cycle - 1 : i == 1 ? d->block - 1 : INT64_MAX);
     }
     if (rc == 0)
-        rc = sl__iter_make_input(&it->base, 0, epoch, &it->input);
+        rc = sl__iter_make_input(&it->base, 0, epoch, &it->in);
     if (rc == 0 && resumed > 0)
         rc = resume(it, f);
     it->inline_fetch = tree->inline_nodes;

@@ -57,7 +57,7 @@ typedef struct chunk {
 
 typedef struct map_iter {
     sl__iter base;
-    sl__iter *input;
+    sl__iter *in;
     sl_map_fn fn;
     void *user;
     uint64_t seed;
@@ -279,10 +279,10 @@ static int producer_round(map_iter *it)
         s->msg = NULL;
         s->rc = 0;
         s->bytes = 0;
-        rc = sl__iter_next(it->input, &s->el);
+        rc = sl__iter_next(it->in, &s->el);
         if (rc)
             break;
-        sl__snap(&it->snap, it->input, &c->snaps);
+        sl__snap(&it->snap, it->in, &c->snaps);
         c->snap_end[c->n] = (uint32_t)c->snaps.n;
         c->n++;
     }
@@ -487,7 +487,7 @@ static void map_destroy(sl__iter *base)
         sl__obj_put(c, sizeof *c);
     }
     sl__free(it->window, (size_t)it->ahead * sizeof *it->window);
-    sl__iter_free(it->input);
+    sl__iter_free(it->in);
     sl__bytes_free(&it->taken);
     sl__snap_fini(&it->snap);
     pthread_cond_destroy(&it->cv_idle);
@@ -561,13 +561,13 @@ int sl__map_iter_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_
     if (rc == 0 && (rc = sl__iter_restored(&it->base, 1, &it->taken_index)) > 0)
         rc = sl__state_range(&it->base, "index", it->taken_index, 0, INT64_MAX);
     if (rc == 0)
-        rc = sl__iter_make_input(&it->base, 0, epoch, &it->input);
+        rc = sl__iter_make_input(&it->base, 0, epoch, &it->in);
     if (rc == 0) {
         it->window = sl__calloc((size_t)it->ahead, sizeof *it->window);
         rc = it->window ? 0 : SL_ENOMEM;
     }
     if (rc == 0) {
-        sl__snap(&it->snap, it->input, &it->taken); /* nothing passed yet */
+        sl__snap(&it->snap, it->in, &it->taken); /* nothing passed yet */
         it->p_index = it->taken_index; /* 0, or where a saved state resumes */
         it->inline_chunks = tree->inline_nodes;
         if (!it->inline_chunks)

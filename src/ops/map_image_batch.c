@@ -62,7 +62,7 @@ typedef struct itask {
 
 typedef struct map_image_batch_iter {
     sl__iter base;
-    sl__iter *input;
+    sl__iter *in;
     const map_image_ds *ds;
     uint64_t seed;
     int n;            /* batch size */
@@ -260,8 +260,8 @@ static int fill_batch(map_image_batch_iter *it, ibatch *b, int want, int64_t *in
             k = want - b->n;
         int rc = 0, got = 0;
         int64_t t0 = sl__now_ns();
-        while (got < k && (rc = sl__iter_next(it->input, &t->in[got])) == 0) {
-            sl__snap(&it->snap, it->input, &b->snaps);
+        while (got < k && (rc = sl__iter_next(it->in, &t->in[got])) == 0) {
+            sl__snap(&it->snap, it->in, &b->snaps);
             b->slots[b->n + got].snap_end = (uint32_t)b->snaps.n;
             got++;
         }
@@ -676,7 +676,7 @@ static void map_image_batch_destroy(sl__iter *base)
     }
     sl__buf_release(it->out_img);
     sl__stack_reset(&it->out_rest);
-    sl__iter_free(it->input);
+    sl__iter_free(it->in);
     sl__bytes_free(&it->taken);
     sl__snap_fini(&it->snap);
     pthread_cond_destroy(&it->cv_idle);
@@ -748,9 +748,9 @@ static int map_image_batch_make(const sl_dataset *ds, sl__tree *tree, uint64_t k
             rc = sl__state_range(&it->base, "failed", f[1], 0, f[0]);
     }
     if (rc == 0)
-        rc = sl__iter_make_input(&it->base, 0, epoch, &it->input);
+        rc = sl__iter_make_input(&it->base, 0, epoch, &it->in);
     if (rc == 0) {
-        sl__snap(&it->snap, it->input, &it->taken); /* nothing passed yet */
+        sl__snap(&it->snap, it->in, &it->taken); /* nothing passed yet */
         it->p_index = it->p_assigned = it->taken_index;
         /* the edge profile's runtime runs tasks where they are submitted:
          * the consumer's thread makes each batch when it needs it */

@@ -15,7 +15,7 @@ typedef struct prefetch_ds {
 
 typedef struct prefetch_iter {
     sl__iter base;
-    sl__iter *input;
+    sl__iter *in;
     sl__async a;
     atomic_int count;
     sl__knob *depth; /* read at each decision: the controller may move it */
@@ -49,14 +49,14 @@ static void *producer_main(void *arg)
             break;
         sl_element *el;
         int64_t t0 = sl__now_ns();
-        int rc = sl__iter_next(it->input, &el);
+        int rc = sl__iter_next(it->in, &el);
         sl__stat_add(&ns->wait_ns, sl__now_ns() - t0);
         if (rc) {
             sl__async_finish(&it->a, rc, NULL);
             break;
         }
         it->pulling.n = 0;
-        sl__snap(&it->snap, it->input, &it->pulling);
+        sl__snap(&it->snap, it->in, &it->pulling);
         sl__iter_hold(&it->base, (int64_t)sl__element_bytes(el));
         pthread_mutex_lock(&it->a.mu);
         int c = atomic_load(&it->count);
@@ -145,7 +145,7 @@ static void prefetch_destroy(sl__iter *base)
     sl__bytes_free(&it->pulling);
     sl__bytes_free(&it->taken);
     sl__snap_fini(&it->snap);
-    sl__iter_free(it->input);
+    sl__iter_free(it->in);
     sl__async_fini(&it->a);
 }
 
@@ -204,14 +204,14 @@ static int prefetch_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int
     if (rc == 0 && (rc = sl__iter_restored(&it->base, 0, none)) > 0)
         rc = 0;
     if (rc == 0)
-        rc = sl__iter_make_input(&it->base, 0, epoch, &it->input);
+        rc = sl__iter_make_input(&it->base, 0, epoch, &it->in);
     if (rc == 0) {
         it->ring = sl__calloc((size_t)it->size, sizeof *it->ring);
         it->snaps = sl__calloc((size_t)it->size, sizeof *it->snaps);
         rc = it->ring && it->snaps ? 0 : SL_ENOMEM;
     }
     if (rc == 0) {
-        sl__snap(&it->snap, it->input, &it->taken); /* nothing taken yet */
+        sl__snap(&it->snap, it->in, &it->taken); /* nothing taken yet */
         rc = sl__async_start(&it->a, producer_main, it, "prefetch");
     }
     if (rc < 0) {

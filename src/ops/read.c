@@ -48,7 +48,7 @@ typedef struct slot {
 
 typedef struct read_iter {
     sl__iter base;
-    sl__iter *input;
+    sl__iter *in;
     sl__io *io;
     sl__async a;
     atomic_int count; /* occupied slots: being read or ready */
@@ -261,14 +261,14 @@ static void start_one(read_iter *it)
     it->pending = NULL;
     if (!in) {
         int64_t t0 = sl__now_ns();
-        int rc = sl__iter_next(it->input, &in);
+        int rc = sl__iter_next(it->in, &in);
         sl__stat_add(&it->base.stats->wait_ns, sl__now_ns() - t0);
         if (rc) {
             input_end(it, rc);
             return;
         }
         it->pulling.n = 0;
-        sl__snap(&it->snap, it->input, &it->pulling);
+        sl__snap(&it->snap, it->in, &it->pulling);
     }
     slot *s = &it->slots[it->tail % it->nslots];
     *s = (slot){.fd = -1};
@@ -567,7 +567,7 @@ static void read_destroy(sl__iter *base)
     sl__free(it->cqes, (size_t)it->depth * sizeof *it->cqes);
     sl__free(it->finished, (size_t)it->depth * sizeof *it->finished);
     sl__strfree(it->input_msg);
-    sl__iter_free(it->input);
+    sl__iter_free(it->in);
     for (int i = 0; it->snaps && i < it->nslots; i++)
         sl__bytes_free(&it->snaps[i]);
     sl__free(it->snaps, (size_t)it->nslots * sizeof *it->snaps);
@@ -617,7 +617,7 @@ static int read_setup(read_iter *it, int64_t epoch)
     int64_t none[1];
     if ((rc = sl__iter_restored(&it->base, 0, none)) < 0)
         return rc;
-    rc = sl__iter_make_input(&it->base, 0, epoch, &it->input);
+    rc = sl__iter_make_input(&it->base, 0, epoch, &it->in);
     if (rc < 0)
         return rc;
     it->slots = sl__calloc((size_t)it->nslots, sizeof *it->slots);
@@ -628,7 +628,7 @@ static int read_setup(read_iter *it, int64_t epoch)
         return SL_ENOMEM;
     for (int i = 0; i < it->nslots; i++)
         it->slots[i].fd = -1;
-    sl__snap(&it->snap, it->input, &it->taken); /* nothing passed yet */
+    sl__snap(&it->snap, it->in, &it->taken); /* nothing passed yet */
     it->inline_reads = t->inline_nodes;
     return it->inline_reads ? 0 : sl__async_start(&it->a, producer_main, it, "read");
 }

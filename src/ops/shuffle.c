@@ -23,7 +23,7 @@ typedef struct shuffle_ds {
 
 typedef struct shuffle_buffer_iter {
     sl__iter base;
-    sl__iter *input;
+    sl__iter *in;
     sl__rng rng;
     sl_element **slots;
     int64_t cap;   /* slots allocated */
@@ -88,7 +88,7 @@ static int pull(shuffle_buffer_iter *it)
             return rc;
     }
     sl_element *el;
-    int rc = sl__iter_next(it->input, &el);
+    int rc = sl__iter_next(it->in, &el);
     if (rc == SL_EOF) {
         it->eof = true;
         return 1;
@@ -210,7 +210,7 @@ static void shuffle_buffer_destroy(sl__iter *base)
             sl_element_release(unhold(it, it->slots[i]));
     sl__free(it->slots, (size_t)it->cap * sizeof *it->slots);
     sl__strfree(it->deferred_msg);
-    sl__iter_free(it->input);
+    sl__iter_free(it->in);
 }
 
 static const sl__iter_ops shuffle_buffer_iter_ops = {
@@ -236,7 +236,7 @@ static int shuffle_buffer_make(const sl_dataset *ds, sl__tree *tree, uint64_t ke
     it->rng = make_rng(&it->base);
     int64_t f[2];
     int resumed = sl__iter_restored(&it->base, 2, f);
-    int rc = resumed < 0 ? resumed : sl__iter_make_input(&it->base, 0, epoch, &it->input);
+    int rc = resumed < 0 ? resumed : sl__iter_make_input(&it->base, 0, epoch, &it->in);
     if (rc == 0 && resumed > 0)
         rc = shuffle_buffer_resume(it, f[0], f[1]);
     if (rc) {

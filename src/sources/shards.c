@@ -21,7 +21,7 @@ int sl__shards_init(sl__iter *it, sl__shards *sh, int compression, int64_t epoch
         }
     }
     if (rc >= 0)
-        rc = sl__iter_make_input(it, 0, epoch, &sh->input);
+        rc = sl__iter_make_input(it, 0, epoch, &sh->in);
     return rc < 0 ? rc : 0;
 }
 
@@ -31,8 +31,8 @@ void sl__shards_fini(sl__shards *sh)
     sh->s = NULL;
     sl_element_release(sh->path);
     sh->path = NULL;
-    sl__iter_free(sh->input);
-    sh->input = NULL;
+    sl__iter_free(sh->in);
+    sh->in = NULL;
     sl__bytes_free(&sh->before);
     sl__snap_fini(&sh->snap);
 }
@@ -96,9 +96,9 @@ int sl__shards_stream(sl__iter *it, sl__shards *sh)
         if (sh->done)
             return SL_EOF;
         sh->before.n = 0;
-        sl__snap(&sh->snap, sh->input, &sh->before);
+        sl__snap(&sh->snap, sh->in, &sh->before);
         sl_element *el;
-        int rc = sl__iter_next(sh->input, &el);
+        int rc = sl__iter_next(sh->in, &el);
         if (rc == SL_EOF) {
             sh->done = true;
             return SL_EOF;
@@ -141,5 +141,5 @@ int sl__shards_save(sl__iter *it, sl__shards *sh, sl__bytes *w, int64_t offset)
         rc = sl__state_node(w, it, 2, f, 1);
     if (rc)
         return rc;
-    return in_file ? sl__bytes_append(w, sh->before.p, sh->before.n) : sl__iter_save(sh->input, w);
+    return in_file ? sl__bytes_append(w, sh->before.p, sh->before.n) : sl__iter_save(sh->in, w);
 }

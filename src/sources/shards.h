@@ -11,7 +11,7 @@
 #include "../runtime/stream.h"
 
 typedef struct sl__shards {
-    sl__iter *input;     /* the paths */
+    sl__iter *in;     /* the paths */
     int compression;     /* sl_compression or SL__STREAM_DETECT */
     sl_element *path;    /* the current file's path element, NULL between files */
     sl__stream *s;
