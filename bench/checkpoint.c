@@ -225,7 +225,7 @@ int main(int argc, char **argv)
         return 1;
     }
     run_case("folder", dir, ds, (int64_t)n, rounds);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 
     char tmpl[] = "/tmp/sluice-bench-list-XXXXXX", small[64];
     int fd = mkstemp(tmpl);
@@ -241,7 +241,7 @@ int main(int argc, char **argv)
     list_file = tmpl;
     ds = list_pipeline(dir);
     run_case("list", dir, ds, entries, rounds);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     unlink(tmpl);
     unlink(small);
     for (size_t i = 0; i < n; i++)

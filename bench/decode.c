@@ -342,7 +342,7 @@ static double map_image_pass(const preloaded *p, kind k, long *errors)
     }
     sl_iterator_free(it);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     return px;
 }
 

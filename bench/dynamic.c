@@ -407,6 +407,6 @@ int main(int argc, char **argv)
         bad = 1;
     sl_iterator_free(r.it);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     return bad;
 }

@@ -97,7 +97,7 @@ static int child(const char *dir, int edge, int size, int batch, int epochs, int
     r.images_per_s = (double)r.images / (now_s() - t0);
     r.peak_rss_kib = status_field("/proc/self/status", "VmHWM:");
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     return write(fd, &r, sizeof r) == (ssize_t)sizeof r ? 0 : 1;
 }
 

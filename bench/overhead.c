@@ -207,13 +207,13 @@ static int bench_overhead(const config *cfg, const char *name, int threads)
     for (int r = 0; r < cfg->runs; r++) {
         pass p;
         if (timed_pass(ds, threads, cfg->elements, &p) < 0) {
-            sl_dataset_free(ds);
+            sl_dataset_release(ds);
             return -1;
         }
         ns[r] = p.wall_s * 1e9 / (double)cfg->elements;
         cpu_ns[r] = p.cpu_s * 1e9 / (double)cfg->elements;
     }
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     double med = median(ns, cfg->runs), cpu = median(cpu_ns, cfg->runs);
     char line[512];
     snprintf(line, sizeof line,
@@ -241,13 +241,13 @@ static int bench_speedup(const config *cfg)
         for (int k = 0; k < 2; k++) {
             pass p;
             if (timed_pass(ds, k + 1, cfg->map_elements, &p) < 0) {
-                sl_dataset_free(ds);
+                sl_dataset_release(ds);
                 return -1;
             }
             rate[k][r] = (double)cfg->map_elements / p.wall_s;
             cores[k][r] = p.cpu_s / p.wall_s;
         }
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     double t1 = median(rate[0], cfg->runs), t2 = median(rate[1], cfg->runs);
     double c1 = median(cores[0], cfg->runs), c2 = median(cores[1], cfg->runs);
     char line[512];

@@ -105,7 +105,7 @@ static int64_t records(const char *pattern, bool gz, int cycle, int64_t *count)
     sl_iterator *it = ds ? sl_iterator_create(ds, NULL) : NULL;
     if (!it) {
         fprintf(stderr, "bench_records: %s\n", sl_last_error());
-        sl_dataset_free(ds);
+        sl_dataset_release(ds);
         return -1;
     }
     int64_t total = 0, n = 0;
@@ -123,7 +123,7 @@ static int64_t records(const char *pattern, bool gz, int cycle, int64_t *count)
         total = -1;
     }
     sl_iterator_free(it);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     *count = n;
     return total;
 }

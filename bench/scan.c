@@ -120,7 +120,7 @@ int main(int argc, char **argv)
             break;
         }
         files = sl_dataset_cardinality(ds);
-        sl_dataset_free(ds);
+        sl_dataset_release(ds);
         fprintf(stderr, "run %d: %.3f s\n", r + 1, t[r]);
     }
     if (made[0])

@@ -421,7 +421,7 @@ static int bench(const config *cfg)
         return bench_sweep(cfg, src);
     run_state st = {.cfg = cfg, .files = sl_dataset_cardinality(src), .first_wait_s = -1};
     if (cfg->format != FORMAT_FOLDER && (st.files = shards_count(cfg)) < 0) {
-        sl_dataset_free(src);
+        sl_dataset_release(src);
         return 1;
     }
     path_list pl = {0};
@@ -455,7 +455,7 @@ static int bench(const config *cfg)
         rc = report(&st, &pl, &c);
     path_list_free(&pl);
     run_state_free(&st);
-    sl_dataset_free(src);
+    sl_dataset_release(src);
     return rc < 0 ? 1 : 0;
 }
 

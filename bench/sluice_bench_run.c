@@ -106,7 +106,7 @@ int list_files(const config *cfg, path_list *pl)
         rc = list_pass(it, pl);
     sl_iterator_free(it);
     sl_options_free(opts);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     return rc;
 }
 
@@ -212,7 +212,7 @@ sl_dataset *build_pipeline(const config *cfg, sl_dataset *src, int64_t repeat,
     if (cfg->preset != PRESET_READ) {
         sl_image_spec spec;
         if (SL_IMAGE_SPEC_INIT(&spec, crop_policy(cfg->preset), cfg->size) < 0) {
-            sl_dataset_free(ds);
+            sl_dataset_release(ds);
             return NULL;
         }
         spec.fast_upsample = cfg->fast_upsample;
@@ -533,7 +533,7 @@ static int run_cold(run_state *st, sl_dataset *src, const path_list *pl)
         else if (opts)
             rc = run_iterator(st, ds, opts, 1);
         sl_options_free(opts);
-        sl_dataset_free(ds);
+        sl_dataset_release(ds);
         if (rc < 0)
             return -1;
     }
@@ -554,7 +554,7 @@ static int run_per_epoch(run_state *st, sl_dataset *src)
     for (int e = 0; rc == 0 && e < cfg->epochs; e++)
         rc = run_iterator(st, ds, opts, 1);
     sl_options_free(opts);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     return rc;
 }
 
@@ -569,7 +569,7 @@ static int run_warm(run_state *st, sl_dataset *src)
     sl_options *opts = make_options(cfg, cfg->seed);
     int rc = opts ? run_iterator(st, ds, opts, cfg->epochs) : -1;
     sl_options_free(opts);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     return rc;
 }
 

@@ -228,7 +228,7 @@ int shards_write(const config *cfg)
     sl_iterator *it = ds ? sl_iterator_create(ds, NULL) : NULL;
     if (!it) {
         fprintf(stderr, "sluice-bench: %s: %s\n", cfg->dir, sl_last_error());
-        sl_dataset_free(ds);
+        sl_dataset_release(ds);
         return -1;
     }
     int64_t per = cfg->shard_size, count = (files + per - 1) / per, i = 0;
@@ -289,7 +289,7 @@ int shards_write(const config *cfg)
     }
     free(rec.p);
     sl_iterator_free(it);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     if (rc == 0)
         printf("wrote %lld images into %lld %s shards in %s (%.1f MB uncompressed)\n",
                (long long)i, (long long)count, format_names[cfg->format], cfg->shards_out,
@@ -383,7 +383,7 @@ int64_t shards_count(const config *cfg)
         fprintf(stderr, "sluice-bench: counting the shards' samples: %s\n",
                 it ? sl_iterator_errmsg(it) : sl_last_error());
     sl_iterator_free(it);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     if (c.limit >= 0 && n > c.limit)
         n = c.limit;
     return rc == SL_EOF ? n : -1;

@@ -377,7 +377,7 @@ static int sweep_run(run_state *st, sl_dataset *src, sweep_row *row)
     /* the shards' source holds knobs of its own (interleave, parse) */
     sl_dataset *own = cfg->format != FORMAT_FOLDER ? open_source(cfg, 0) : NULL;
     sl_dataset *ds = build_pipeline(cfg, own ? own : src, -1, cfg->seed);
-    sl_dataset_free(own);
+    sl_dataset_release(own);
     sl_options *opts = ds ? make_options(cfg, cfg->seed) : NULL;
     int rc = -1;
     if (!ds)
@@ -387,7 +387,7 @@ static int sweep_run(run_state *st, sl_dataset *src, sweep_row *row)
     else if (opts)
         rc = run_live(st, ds, opts);
     sl_options_free(opts);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     convergence c = run_convergence(st);
     *row = (sweep_row){
         .images = st->images, .peak_buffered = st->peak_buffered, .seconds = st->seconds,
@@ -662,6 +662,6 @@ int bench_sweep(const config *cfg, sl_dataset *src)
         run_state_free(&sw->autotune[r]);
     free(sw);
     path_list_free(&pl);
-    sl_dataset_free(src);
+    sl_dataset_release(src);
     return rc < 0 ? 1 : 0;
 }

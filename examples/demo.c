@@ -318,6 +318,6 @@ int main(int argc, char **argv)
         return 1;
     }
     int rc = run(ds, &a);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     return rc;
 }

@@ -224,7 +224,7 @@ int main(void)
 
     /* Teardown order: iterators (already freed), then datasets and options
      * in any order, then the runtime the iterators ran on. */
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     sl_options_free(opts);
     sl_runtime_free(rt);
     return status;

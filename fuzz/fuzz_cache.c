@@ -58,7 +58,7 @@ static int write_input(const uint8_t *data, size_t size)
         put_le(h + 24, data[1], 8);
         put_le(h + 32, len, 8);
         put_le(h + 40, crc32(crc32(0, NULL, 0), payload, (uInt)len), 4);
-        sl_dataset_free(up);
+        sl_dataset_release(up);
         fwrite(h, 1, HDR, f);
         fwrite(payload, 1, len, f);
     }
@@ -105,7 +105,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     (void)sink;
     sl_iterator_free(it);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     unlink(path);
     unlink(partial);
     return 0;
@@ -122,7 +122,7 @@ static void add_cached(void (*add)(const uint8_t *, size_t), sl_dataset *ds)
     while (it && sl_next(it, &el) == 0)
         sl_element_release(el);
     sl_iterator_free(it);
-    sl_dataset_free(c);
+    sl_dataset_release(c);
     FILE *f = fopen(path, "rb");
     uint8_t buf[1 << 16];
     size_t n = f ? fread(buf + 1, 1, sizeof buf - 1, f) : 0;

@@ -75,7 +75,7 @@ static void run(const uint8_t *data, size_t size, bool as_bytes)
     (void)sink;
     sl_iterator_free(it);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 /* The input merged with an Example of one long image/encoded value, before

@@ -22,7 +22,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     sl_dataset *ds = sl_file_list(path, "/nonexistent-root", 0);
     if (ds)
         (void)sl_dataset_cardinality(ds);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     unlink(path);
     return 0;
 }

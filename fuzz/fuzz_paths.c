@@ -111,7 +111,7 @@ static void drain(sl_dataset *ds)
         sl_element_release(el);
     sl_iterator_free(it);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static void make_tree(const lines *l)

@@ -118,7 +118,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     (void)sink;
     sl_iterator_free(it);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     free(made);
     return 0;
 }
@@ -145,6 +145,6 @@ void fuzz_seeds(void (*add)(const uint8_t *data, size_t size))
             }
             sl_iterator_free(it);
             sl_options_free(o);
-            sl_dataset_free(ds);
+            sl_dataset_release(ds);
         }
 }

@@ -40,7 +40,7 @@ static int run_file(int compression, unsigned flags)
     (void)sink;
     sl_iterator_free(it);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     return 0;
 }
 

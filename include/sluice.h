@@ -381,8 +381,14 @@ typedef struct sl_dataset sl_dataset;
  * sl_last_error(), so a whole chain needs one check at its end.
  */
 
+/* Datasets are reference counted, as elements are: retain adds a
+ * reference, release drops one (NULL ok) and frees the dataset with the
+ * last. Iterators keep their own, so a dataset may be released while
+ * iterators over it run. */
 SL_API sl_dataset *sl_dataset_retain(sl_dataset *ds);
-SL_API void sl_dataset_free(sl_dataset *ds); /* drops one reference; NULL ok */
+SL_API void sl_dataset_release(sl_dataset *ds);
+/* The same as sl_dataset_release: its name before 0.3, kept for 0.x. */
+SL_API void sl_dataset_free(sl_dataset *ds);
 /* Number of elements of one pass, SL_INFINITE or SL_UNKNOWN. */
 SL_API int64_t sl_dataset_cardinality(const sl_dataset *ds);
 /* The op's name ("range", "map(decode)", ...); static or dataset-owned. */
@@ -403,6 +409,56 @@ SL_API sl_dataset *sl_from_tensors(sl_element *tensors);
  * sl_read_files reads them. Copies the arrays. */
 SL_API sl_dataset *sl_from_files(const char *const *paths, const int64_t *labels,
                                  size_t count);
+/* A dataset of exactly one element, el (retained): tf.data's
+ * from_tensors, for interleave functions ("this path"). */
+SL_API sl_dataset *sl_from_element(sl_element *el);
+
+/* The function of sl_from_generator. With out != NULL: returns 0 with a
+ * new element reference in *out (the dataset takes it), SL_EOF when the
+ * pass is over, or a negative code (message with sl_set_last_error) that
+ * is an element error: the error policy decides, and a skipped error is
+ * followed by another call (so a function that fails for good should
+ * return SL_EOF after its error). 0 without an element, or another
+ * positive value, is SL_ECALLBACK whatever the policy. With out == NULL: pass `pass` has ended (its
+ * node iterator is being freed, after SL_EOF or early), so the program
+ * may let go of what it kept for it; the return value is ignored. `pass`
+ * numbers the passes over this dataset in the order they start (each
+ * iterator, each repeat), from 0. Calls never overlap, over every pass and
+ * iterator of the dataset, but come from whichever thread pulls the source
+ * (a prefetch's producer, or the one calling sl_next). */
+typedef int (*sl_generator_fn)(void *user, int64_t pass, sl_element **out);
+/* tf.data's from_generator: elements `next` makes, one call at a time.
+ * Cardinality SL_UNKNOWN; no random access (shuffle with a buffer);
+ * an iterator over it cannot be saved. `user` must outlive the dataset.
+ * flags: 0. */
+SL_API sl_dataset *sl_from_generator(sl_generator_fn next, void *user, unsigned flags);
+
+/* A bounded queue of elements, for online training: other threads push
+ * what they receive, a from_queue source pops it in order. Bounded by the
+ * bytes of the elements' tensors (an element larger than the capacity
+ * still enters an empty queue). Thread-safe; reference counted: each
+ * dataset made from it holds a reference. */
+typedef struct sl_queue sl_queue;
+/* capacity_bytes > 0. NULL with the error set. */
+SL_API sl_queue *sl_queue_create(int64_t capacity_bytes);
+/* Appends el (the queue takes its own reference; the caller keeps its
+ * one). While the queue is full it waits: timeout_ns < 0 for as long as
+ * it takes, 0 not at all, > 0 up to that long. 0, SL_EBUSY (still full
+ * at the timeout), SL_ESTATE (the queue is closed), SL_ENOMEM. Any
+ * thread. */
+SL_API int sl_queue_push(sl_queue *q, sl_element *el, int64_t timeout_ns);
+/* No more pushes: readers get what is queued, then SL_EOF. Pushes waiting
+ * now return SL_ESTATE. Idempotent; NULL ok. */
+SL_API void sl_queue_close(sl_queue *q);
+/* Elements queued now. */
+SL_API int64_t sl_queue_length(sl_queue *q);
+/* Drops the caller's reference (datasets keep theirs); NULL ok. */
+SL_API void sl_queue_free(sl_queue *q);
+/* The source popping q's elements, in push order; SL_EOF once q is closed
+ * and empty. Cardinality SL_UNKNOWN; several iterators over it share the
+ * stream (each element goes to one of them); cannot be saved. Freeing the
+ * iterator wakes a pop that waits. */
+SL_API sl_dataset *sl_from_queue(sl_queue *q);
 
 /* Map */
 
@@ -414,9 +470,14 @@ typedef struct sl_map_ctx sl_map_ctx;
 typedef int (*sl_map_fn)(sl_map_ctx *ctx, const sl_element *in, sl_element **out,
                          void *user);
 
-/* Flags for sl_map. */
-#define SL_MAP_UNORDERED 1u /* emit in completion order */
-#define SL_MAP_ORDERED 2u   /* keep order even when options say not deterministic */
+/* Flags for sl_map (and SL_NONDETERMINISTIC for sl_interleave): emit in
+ * completion order, so one slow element does not hold back finished ones
+ * (faster, not reproducible); or keep order even when the options say not
+ * deterministic (SL_OPT_DETERMINISTIC 0). */
+#define SL_NONDETERMINISTIC 1u
+#define SL_MAP_ORDERED 2u
+/* SL_NONDETERMINISTIC's name for sl_map before 0.3, kept for 0.x. */
+#define SL_MAP_UNORDERED SL_NONDETERMINISTIC
 
 /* Parallel map. `name` (copied; NULL = "map") shows in messages, statistics
  * and the fingerprint, so change the name when the function's meaning
@@ -646,7 +707,9 @@ SL_API sl_dataset *sl_image_folder(const char *root, const char *extensions, uns
  * format make_dataset.py writes; the label is the last field, so paths may
  * hold spaces), resolved against root (NULL: the list file's directory);
  * absolute paths are kept. A bad line gives NULL with SL_ECORRUPT
- * "file_list: <list>:<line>: ...". */
+ * "file_list: <list>:<line>: ...". (DALI's readers call such a file a
+ * file_list; sl_list_files, tf.data's list_files, is another thing: the
+ * paths that glob patterns match.) */
 SL_API sl_dataset *sl_file_list(const char *list_path, const char *root, unsigned flags);
 /* Reads the file named by tensor 0 (a string) of each element, as
  * tf.data's map(tf.io.read_file) does: the output is (bytes: uint8 [n],
@@ -664,7 +727,8 @@ SL_API sl_dataset *sl_read_files(sl_dataset *in, unsigned flags);
  * shuffles by default); without it, sorted. */
 #define SL_LIST_SHUFFLE 1u
 
-/* The paths (scalar strings) matching any of n glob(3) patterns
+/* tf.data's list_files (not sl_file_list, which reads a list of images
+ * and labels): the paths (scalar strings) matching any of n glob(3) patterns
  * ("/data/train-*-of-01024.tfrecord"; a pattern without wildcards names one
  * file), sorted and without duplicates, so every process lists the same
  * shards; with SL_LIST_SHUFFLE, permuted per epoch by `seed` (-1: the
@@ -680,10 +744,6 @@ SL_API sl_dataset *sl_list_files(const char *const *patterns, int n, unsigned fl
  * call. Called on the interleave's thread, one call at a time. */
 typedef sl_dataset *(*sl_interleave_fn)(const sl_element *el, void *user);
 
-/* Flag for sl_interleave: emit in completion order (faster when inputs are
- * uneven, not reproducible). */
-#define SL_NONDETERMINISTIC 1u
-
 /* tf.data's interleave: fn(element) for cycle_length input elements at a
  * time, cycling through their datasets block_length elements each; when
  * one ends, the next input element takes its place. The output order is
@@ -697,59 +757,6 @@ typedef sl_dataset *(*sl_interleave_fn)(const sl_element *el, void *user);
 SL_API sl_dataset *sl_interleave(sl_dataset *in, sl_interleave_fn fn, void *user,
                                  int cycle_length, int block_length, int parallelism,
                                  unsigned flags);
-/* A dataset of exactly one element, el (retained): tf.data's
- * from_tensors, for interleave functions ("this path"). */
-SL_API sl_dataset *sl_from_element(sl_element *el);
-
-/* Sources the program feeds. */
-
-/* The function of sl_from_generator. With out != NULL: returns 0 with a
- * new element reference in *out (the dataset takes it), SL_EOF when the
- * pass is over, or a negative code (message with sl_set_last_error) that
- * is an element error: the error policy decides, and a skipped error is
- * followed by another call (so a function that fails for good should
- * return SL_EOF after its error). 0 without an element, or another
- * positive value, is SL_ECALLBACK whatever the policy. With out == NULL: pass `pass` has ended (its
- * node iterator is being freed, after SL_EOF or early), so the program
- * may let go of what it kept for it; the return value is ignored. `pass`
- * numbers the passes over this dataset in the order they start (each
- * iterator, each repeat), from 0. Calls never overlap, over every pass and
- * iterator of the dataset, but come from whichever thread pulls the source
- * (a prefetch's producer, or the one calling sl_next). */
-typedef int (*sl_generator_fn)(void *user, int64_t pass, sl_element **out);
-/* tf.data's from_generator: elements `next` makes, one call at a time.
- * Cardinality SL_UNKNOWN; no random access (shuffle with a buffer);
- * an iterator over it cannot be saved. `user` must outlive the dataset.
- * flags: 0. */
-SL_API sl_dataset *sl_from_generator(sl_generator_fn next, void *user, unsigned flags);
-
-/* A bounded queue of elements, for online training: other threads push
- * what they receive, a from_queue source pops it in order. Bounded by the
- * bytes of the elements' tensors (an element larger than the capacity
- * still enters an empty queue). Thread-safe; reference counted: each
- * dataset made from it holds a reference. */
-typedef struct sl_queue sl_queue;
-/* capacity_bytes > 0. NULL with the error set. */
-SL_API sl_queue *sl_queue_create(int64_t capacity_bytes);
-/* Appends el (the queue takes its own reference; the caller keeps its
- * one). While the queue is full it waits: timeout_ns < 0 for as long as
- * it takes, 0 not at all, > 0 up to that long. 0, SL_EBUSY (still full
- * at the timeout), SL_ESTATE (the queue is closed), SL_ENOMEM. Any
- * thread. */
-SL_API int sl_queue_push(sl_queue *q, sl_element *el, int64_t timeout_ns);
-/* No more pushes: readers get what is queued, then SL_EOF. Pushes waiting
- * now return SL_ESTATE. Idempotent; NULL ok. */
-SL_API void sl_queue_close(sl_queue *q);
-/* Elements queued now. */
-SL_API int64_t sl_queue_length(sl_queue *q);
-/* Drops the caller's reference (datasets keep theirs); NULL ok. */
-SL_API void sl_queue_free(sl_queue *q);
-/* The source popping q's elements, in push order; SL_EOF once q is closed
- * and empty. Cardinality SL_UNKNOWN; several iterators over it share the
- * stream (each element goes to one of them); cannot be saved. Freeing the
- * iterator wakes a pop that waits. */
-SL_API sl_dataset *sl_from_queue(sl_queue *q);
-
 typedef enum sl_compression {
     SL_COMPRESSION_NONE = 0,
     SL_COMPRESSION_ZLIB, /* TFRecordWriter's "ZLIB": a zlib stream */

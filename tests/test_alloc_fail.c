@@ -112,7 +112,7 @@ static outcome run_once(sl_dataset *(*build)(void), int threads)
     sl_options *opts = sl_options_create();
     if (!opts) {
         assert_true(sl_last_error()[0] != '\0');
-        sl_dataset_free(ds);
+        sl_dataset_release(ds);
         o.rc = BUILD_FAILED;
         return o;
     }
@@ -144,7 +144,7 @@ static outcome run_once(sl_dataset *(*build)(void), int threads)
         sl_iterator_free(it);
     }
     sl_options_free(opts);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     return o;
 }
 

@@ -147,7 +147,7 @@ static void test_cpu_budget_one(void **state)
     assert_int_equal(most, 1);
     assert_int_equal(atomic_load(&w.max_active), 1);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 /* With a budget of 2 the same map gets a second worker, and no third. */
@@ -169,7 +169,7 @@ static void test_cpu_budget_two(void **state)
     assert_true(later <= 2);
     assert_true(atomic_load(&w.max_active) <= 2);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 typedef struct consumer {
@@ -221,7 +221,7 @@ static void test_shared_runtime_budget(void **state)
            (long long)most, atomic_load(&w.max_active));
     assert_true(most >= 2 && most <= 3);
     assert_true(atomic_load(&w.max_active) <= 3);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     sl_options_free(o);
     sl_runtime_free(rt);
 }
@@ -268,7 +268,7 @@ static void test_warm_iterators_share_budget(void **state)
     }
     printf("two warm iterators, budget 3: parallelism summed at most %lld\n", (long long)most);
     assert_true(most <= 4);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     sl_options_free(o);
     sl_runtime_free(rt);
 }
@@ -303,7 +303,7 @@ static void test_ram_budget(void **state)
      * header */
     assert_true(peak <= 4 * MIB + 2 * (MIB + 4096));
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 #define MAX_LINES 64
@@ -371,7 +371,7 @@ static void test_decision_log(void **state)
     const char *grew = find_line(&cap, "autotune: map(burn).parallelism 1 -> 2: ", "busy");
     assert_non_null(grew); /* "CPU-bound: 0.9 of 1 workers busy, ..." */
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 /* SL_OPT_AUTOTUNE = 0: the knobs keep their documented defaults, nothing
@@ -401,7 +401,7 @@ static void test_autotune_off(void **state)
     assert_true(changes == 0);
     assert_int_equal(cap.autotune_lines, 0);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 /* The next iterator of a dataset starts where the last one's controller
@@ -429,10 +429,10 @@ static void test_next_iterator_starts_warm(void **state)
     it = sl_iterator_create(fresh, o);
     assert_int_equal(knob(it, "map", "parallelism", NULL), 1);
     sl_iterator_free(it);
-    sl_dataset_free(fresh);
+    sl_dataset_release(fresh);
     sl_options_free(o);
     sl_options_free(other);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 /* Iterators freed while their controller is mid-tick or waiting, many
@@ -458,7 +458,7 @@ static void test_start_stop(void **state)
     printf("20 iterators created and freed in %.0f ms\n",
            (double)(clock_ns(CLOCK_MONOTONIC) - t0) / 1e6);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 int main(void)

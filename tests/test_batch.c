@@ -43,13 +43,13 @@ static void test_remainder(void **state)
     tu_expect_iota(ds, 10);
     assert_int_equal(sl_dataset_cardinality(ds), 4);
     assert_string_equal(sl_dataset_name(ds), "batch");
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 
     ds = sl_batch(sl_range(0, 10, 1), 3, SL_DROP_REMAINDER);
     expect_batch_sizes(ds, (int64_t[]){3, 3, 3}, 3);
     tu_expect_iota(ds, 9);
     assert_int_equal(sl_dataset_cardinality(ds), 3);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static void test_sizes(void **state)
@@ -58,31 +58,31 @@ static void test_sizes(void **state)
     sl_dataset *ds = sl_batch(sl_range(0, 4, 1), 1, 0);
     expect_batch_sizes(ds, (int64_t[]){1, 1, 1, 1}, 4);
     tu_expect_iota(ds, 4);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 
     ds = sl_batch(sl_range(0, 6, 1), 3, SL_DROP_REMAINDER); /* exact multiple */
     expect_batch_sizes(ds, (int64_t[]){3, 3}, 2);
     assert_int_equal(sl_dataset_cardinality(ds), 2);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 
     ds = sl_batch(sl_range(0, 3, 1), 5, 0); /* bigger than the input */
     expect_batch_sizes(ds, (int64_t[]){3}, 1);
     tu_expect_iota(ds, 3);
     assert_int_equal(sl_dataset_cardinality(ds), 1);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 
     ds = sl_batch(sl_range(0, 3, 1), 5, SL_DROP_REMAINDER);
     expect_batch_sizes(ds, NULL, 0);
     assert_int_equal(sl_dataset_cardinality(ds), 0);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 
     /* a huge size with a small input reserves only what the input holds */
     ds = sl_batch(sl_range(0, 5, 1), INT64_MAX, 0);
     expect_batch_sizes(ds, (int64_t[]){5}, 1);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     ds = sl_batch(sl_filter(sl_range(0, 5, 1), NULL, keep_all, NULL), (int64_t)1 << 40, 0);
     expect_batch_sizes(ds, (int64_t[]){5}, 1);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static void test_empty_input(void **state)
@@ -92,7 +92,7 @@ static void test_empty_input(void **state)
         sl_dataset *ds = sl_batch(sl_range(0, 0, 1), 4, flags);
         expect_batch_sizes(ds, NULL, 0);
         assert_int_equal(sl_dataset_cardinality(ds), 0);
-        sl_dataset_free(ds);
+        sl_dataset_release(ds);
     }
 }
 
@@ -113,7 +113,7 @@ static void test_batch_of_batches(void **state)
     }
     assert_int_equal(sl_next(it, &el), SL_EOF);
     sl_iterator_free(it);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static void test_shape_mismatch(void **state)
@@ -132,7 +132,7 @@ static void test_shape_mismatch(void **state)
     assert_non_null(strstr(msg, "[2]"));
     assert_string_equal(msg, "batch: tensor 0: shape [1] does not match [2] of the batch's "
                              "first element");
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static void test_dtype_and_count_mismatch(void **state)
@@ -148,7 +148,7 @@ static void test_dtype_and_count_mismatch(void **state)
     free(got);
     assert_non_null(strstr(msg, "float32"));
     assert_non_null(strstr(msg, "int64"));
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 
     a = tu_el_i64(1);
     b = sl_element_create(2);
@@ -158,7 +158,7 @@ static void test_dtype_and_count_mismatch(void **state)
     assert_int_equal(tu_collect(ds, NULL, &got, &n, msg), SL_ESHAPE);
     free(got);
     assert_non_null(strstr(msg, "2 tensors"));
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 
     /* the first batch is fine; the mismatch is only within the second */
     sl_element *e[4] = {tu_el_i64(0), tu_el_i64(1), tu_el_i64(2), tu_el_str("x")};
@@ -166,7 +166,7 @@ static void test_dtype_and_count_mismatch(void **state)
     assert_int_equal(tu_collect(ds, NULL, &got, &n, msg), SL_EDTYPE);
     assert_int_equal(n, 2);
     free(got);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static void test_rank_limit(void **state)
@@ -182,7 +182,7 @@ static void test_rank_limit(void **state)
     assert_int_equal(tu_collect(ds, NULL, &got, &n, msg), SL_ESHAPE);
     free(got);
     assert_non_null(strstr(msg, "rank"));
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static void test_strings(void **state)
@@ -211,7 +211,7 @@ static void test_strings(void **state)
     sl_element_release(el);
     assert_int_equal(sl_next(it, &el), SL_EOF);
     sl_iterator_free(it);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 /* (int64, string [2]) elements: both columns stack side by side. */
@@ -240,7 +240,7 @@ static void test_mixed_columns(void **state)
     sl_element_release(el);
     assert_int_equal(sl_next(it, &el), SL_EOF);
     sl_iterator_free(it);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 
     /* a different string shape in the same batch */
     sl_element *a = sl_element_create(1), *b = sl_element_create(1);
@@ -251,7 +251,7 @@ static void test_mixed_columns(void **state)
     assert_int_equal(sl_next(it, &el), SL_ESHAPE);
     assert_non_null(strstr(sl_iterator_errmsg(it), "shape [1] does not match [2]"));
     sl_iterator_free(it);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 /* A cardinality that undercounts makes batch start small and grow; one that
@@ -269,7 +269,7 @@ static void test_buffer_growth(void **state)
         }
         sl_dataset *ds = sl_batch(tu_elements(e, 10, lie ? 1 : 1000), 8, 0);
         tu_expect_iota(ds, 1000);
-        sl_dataset_free(ds);
+        sl_dataset_release(ds);
     }
 }
 
@@ -288,7 +288,7 @@ static void test_inputs_released(void **state)
         assert_int_equal(atomic_load(&e[i]->refs), 1); /* only the source's */
     sl_element_release(el);
     sl_iterator_free(it);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static void test_degenerate_tensors(void **state)
@@ -306,7 +306,7 @@ static void test_degenerate_tensors(void **state)
     }
     assert_int_equal(sl_next(it, &el), SL_EOF);
     sl_iterator_free(it);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 
     /* empty tensors: shape [0] becomes [n, 0] */
     sl_element *z[3];
@@ -322,7 +322,7 @@ static void test_degenerate_tensors(void **state)
     sl_element_release(el);
     assert_int_equal(sl_next(it, &el), SL_EOF);
     sl_iterator_free(it);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static void test_cardinality(void **state)
@@ -332,23 +332,23 @@ static void test_cardinality(void **state)
     sl_dataset *unk = sl_filter(sl_range(0, 3, 1), NULL, keep_all, NULL);
     sl_dataset *ds = sl_batch(sl_dataset_retain(inf), 4, 0);
     assert_int_equal(sl_dataset_cardinality(ds), SL_INFINITE);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     ds = sl_batch(sl_dataset_retain(unk), 4, SL_DROP_REMAINDER);
     assert_int_equal(sl_dataset_cardinality(ds), SL_UNKNOWN);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     for (int64_t n = 0; n < 10; n++)
         for (int64_t size = 1; size < 5; size++) {
             ds = sl_batch(sl_range(0, n, 1), size, 0);
             assert_int_equal(sl_dataset_cardinality(ds), (n + size - 1) / size);
             assert_int_equal(tu_count(ds, NULL), (n + size - 1) / size);
-            sl_dataset_free(ds);
+            sl_dataset_release(ds);
             ds = sl_batch(sl_range(0, n, 1), size, SL_DROP_REMAINDER);
             assert_int_equal(sl_dataset_cardinality(ds), n / size);
             assert_int_equal(tu_count(ds, NULL), n / size);
-            sl_dataset_free(ds);
+            sl_dataset_release(ds);
         }
-    sl_dataset_free(inf);
-    sl_dataset_free(unk);
+    sl_dataset_release(inf);
+    sl_dataset_release(unk);
 }
 
 static void test_bad_args_and_fingerprint(void **state)
@@ -370,10 +370,10 @@ static void test_bad_args_and_fingerprint(void **state)
     assert_true(sl_dataset_fingerprint(a) == sl_dataset_fingerprint(b));
     assert_true(sl_dataset_fingerprint(a) != sl_dataset_fingerprint(c));
     assert_true(sl_dataset_fingerprint(a) != sl_dataset_fingerprint(d));
-    sl_dataset_free(a);
-    sl_dataset_free(b);
-    sl_dataset_free(c);
-    sl_dataset_free(d);
+    sl_dataset_release(a);
+    sl_dataset_release(b);
+    sl_dataset_release(c);
+    sl_dataset_release(d);
 }
 
 int main(void)

@@ -166,7 +166,7 @@ static void with_failing_allocations(sl_dataset *(*build)(void *), void *arg, in
                 sl_element_release(el);
             }
             sl_iterator_free(it);
-            sl_dataset_free(ds);
+            sl_dataset_release(ds);
         }
         sl_options_free(o);
         bool done = tu_alloc_calls() < k;
@@ -219,7 +219,7 @@ static void test_memory_cache_runs_input_once(void **state)
      * is served from it too */
     expect_range(ds, 10, 3);
     assert_int_equal(atomic_load(&calls), 10);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 /* Served the same whatever the epoch, and a shuffle after it reshuffles. */
@@ -257,13 +257,13 @@ static void test_memory_cache_across_epochs(void **state)
     assert_memory_equal(c5, a0, n5 * sizeof *c5);
     free(c5);
     sl_options_free(o);
-    sl_dataset_free(late);
+    sl_dataset_release(late);
     free(a0);
     free(a1);
     free(b0);
     free(b1);
-    sl_dataset_free(ds);
-    sl_dataset_free(cached);
+    sl_dataset_release(ds);
+    sl_dataset_release(cached);
 }
 
 static void test_memory_cache_accounting(void **state)
@@ -293,7 +293,7 @@ static void test_memory_cache_accounting(void **state)
     sl_element_release(el);
     assert_int_equal(sl_iterator_stat(it, SL_STAT_BUFFERED_BYTES), 80);
     sl_iterator_free(it);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 /* A pass cut short by take leaves the cache incomplete: the next pass
@@ -306,7 +306,7 @@ static void test_memory_cache_partial_pass_discarded(void **state)
     const int64_t e[] = {0, 1, 2, 0, 1, 2};
     tu_expect(ds, e, 6);
     assert_int_equal(atomic_load(&calls), 6);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 
     /* an iterator freed mid-pass releases what was collected (ASan) */
     ds = sl_cache(sl_range(0, 10, 1), NULL);
@@ -317,7 +317,7 @@ static void test_memory_cache_partial_pass_discarded(void **state)
         sl_element_release(el);
     }
     sl_iterator_free(it);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 /* The passes run on prefetch threads, one after another. */
@@ -328,7 +328,7 @@ static void test_memory_cache_under_prefetch(void **state)
     sl_dataset *ds = sl_repeat(sl_prefetch(counted(100, &calls, NULL), 4), 3);
     expect_range(ds, 100, 3);
     assert_int_equal(atomic_load(&calls), 100);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static void test_arguments_and_fingerprint(void **state)
@@ -355,10 +355,10 @@ static void test_arguments_and_fingerprint(void **state)
     assert_true(sl_dataset_fingerprint(a) != sl_dataset_fingerprint(b));
     assert_true(sl_dataset_fingerprint(b) != sl_dataset_fingerprint(c));
     assert_true(sl_dataset_fingerprint(b) == sl_dataset_fingerprint(d));
-    sl_dataset_free(a);
-    sl_dataset_free(b);
-    sl_dataset_free(c);
-    sl_dataset_free(d);
+    sl_dataset_release(a);
+    sl_dataset_release(b);
+    sl_dataset_release(c);
+    sl_dataset_release(d);
 }
 
 /* ---- on disk ---- */
@@ -397,8 +397,8 @@ static void test_file_cache_write_then_serve(void **state)
     sl_dataset *rep = sl_repeat(sl_dataset_retain(ds), 3);
     expect_range(rep, 10, 3);
     assert_int_equal(atomic_load(&calls), 10);
-    sl_dataset_free(rep);
-    sl_dataset_free(ds);
+    sl_dataset_release(rep);
+    sl_dataset_release(ds);
 
     /* written and served within one iterator under repeat + prefetch */
     snprintf(path, sizeof path, "%s/d", dir);
@@ -406,7 +406,7 @@ static void test_file_cache_write_then_serve(void **state)
     ds = sl_repeat(sl_prefetch(counted(100, &calls, path), 3), 3);
     expect_range(ds, 100, 3);
     assert_int_equal(atomic_load(&calls), 100);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     tu_rmdir(dir);
 }
 
@@ -419,7 +419,7 @@ static void test_file_cache_fingerprint_mismatch(void **state)
     atomic_int calls = 0;
     sl_dataset *ds = counted(10, &calls, path);
     expect_range(ds, 10, 1);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 
     log_start();
     atomic_store(&calls, 0);
@@ -434,7 +434,7 @@ static void test_file_cache_fingerprint_mismatch(void **state)
     assert_int_equal(atomic_load(&calls), 11);
     assert_string_equal(log_text, "");
     log_stop();
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     tu_rmdir(dir);
 }
 
@@ -465,7 +465,7 @@ static void test_file_cache_corrupt_is_rebuilt(void **state)
     assert_int_equal(atomic_load(&calls), 30);
     assert_non_null(strstr(log_text, "magic"));
     log_stop();
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     tu_rmdir(dir);
 }
 
@@ -491,7 +491,7 @@ static void test_file_cache_truncated_is_rebuilt(void **state)
         assert_int_equal(file_size(path), size);
     }
     log_stop();
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     tu_rmdir(dir);
 }
 
@@ -517,7 +517,7 @@ static void test_file_cache_discards_stale_partial(void **state)
     assert_int_equal(file_size(path), 48 + 10 * 28);
     expect_range(ds, 10, 1);
     assert_int_equal(atomic_load(&calls), 10);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     tu_rmdir(dir);
 }
 
@@ -535,7 +535,7 @@ static void test_file_cache_abandoned_pass_leaves_nothing(void **state)
     tu_expect(ds, e, 3);
     assert_false(exists(path));
     assert_false(exists(partial));
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 
     ds = counted(10, &calls, path);
     sl_iterator *it = sl_iterator_create(ds, NULL);
@@ -548,7 +548,7 @@ static void test_file_cache_abandoned_pass_leaves_nothing(void **state)
     sl_iterator_free(it);
     assert_false(exists(path));
     assert_false(exists(partial));
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     tu_rmdir(dir);
 }
 
@@ -590,7 +590,7 @@ static void test_file_cache_second_writer_is_busy(void **state)
     assert_false(exists(partial));
     expect_range(ds, 10, 1);
     assert_int_equal(atomic_load(&calls), 10);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     tu_rmdir(dir);
 }
 
@@ -607,7 +607,7 @@ static void test_file_cache_bad_directory(void **state)
     assert_int_equal(sl_next(it, &el), SL_ENOENT);
     assert_non_null(strstr(sl_iterator_errmsg(it), path));
     sl_iterator_free(it);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     tu_rmdir(dir);
 }
 
@@ -624,7 +624,7 @@ static void test_file_cache_empty_input(void **state)
     assert_int_equal(tu_count(ds, NULL), 0);
     assert_string_equal(log_text, ""); /* served, not rebuilt */
     log_stop();
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     tu_rmdir(dir);
 }
 
@@ -696,7 +696,7 @@ static void check_round_trip(sl_dataset *plain, const char *path)
     free_elements(e0, n0);
     free_elements(e1, n1);
     free_elements(e2, n2);
-    sl_dataset_free(cached);
+    sl_dataset_release(cached);
 }
 
 static void test_file_cache_round_trips_strings_and_shapes(void **state)
@@ -715,8 +715,8 @@ static void test_file_cache_round_trips_strings_and_shapes(void **state)
     snprintf(path, sizeof path, "%s/sb", dir);
     sl_dataset *batched = sl_batch(sl_dataset_retain(files), 3, 0);
     check_round_trip(batched, path);
-    sl_dataset_free(batched);
-    sl_dataset_free(files);
+    sl_dataset_release(batched);
+    sl_dataset_release(files);
 
     /* [2, 3] float32 and [2] uint8 slices */
     sl_element *t = sl_element_create(2);
@@ -731,13 +731,13 @@ static void test_file_cache_round_trips_strings_and_shapes(void **state)
     snprintf(path, sizeof path, "%s/t", dir);
     sl_dataset *slices = sl_from_tensors(t);
     check_round_trip(slices, path);
-    sl_dataset_free(slices);
+    sl_dataset_release(slices);
 
     /* [2, 3] int64 through a double batch */
     snprintf(path, sizeof path, "%s/b", dir);
     sl_dataset *b2 = sl_batch(sl_batch(sl_range(0, 24, 1), 3, 0), 2, 0);
     check_round_trip(b2, path);
-    sl_dataset_free(b2);
+    sl_dataset_release(b2);
     tu_rmdir(dir);
 }
 
@@ -767,14 +767,14 @@ static void test_file_cache_large_elements(void **state)
             free(v);
             assert_int_equal(atomic_load(&calls), cases[c].n);
         }
-        sl_dataset_free(ds);
-        sl_dataset_free(plain);
+        sl_dataset_release(ds);
+        sl_dataset_release(plain);
     }
     /* a single tensor larger than the buffer, below the batch */
     snprintf(path, sizeof path, "%s/big", dir);
     sl_dataset *big = sl_batch(sl_range(0, 300000, 1), 300000, 0);
     check_round_trip(big, path);
-    sl_dataset_free(big);
+    sl_dataset_release(big);
     tu_rmdir(dir);
 }
 
@@ -798,7 +798,7 @@ static void expect_corrupt(const char *path, const unsigned char *payload, size_
     assert_non_null(strstr(sl_iterator_errmsg(it), what));
     assert_non_null(strstr(sl_iterator_errmsg(it), path));
     sl_iterator_free(it);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static size_t scalar_record(unsigned char *p, uint32_t dtype, uint64_t nbytes, int64_t v)

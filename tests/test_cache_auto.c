@@ -106,9 +106,9 @@ static void check_placement(int64_t n, int64_t el_bytes, long spin_us, int64_t b
         assert_int_equal(atomic_load(&w.calls), want == SL_CACHE_NONE ? (p + 1) * n : n);
         assert_int_equal(files_in(dir), want == SL_CACHE_FILE ? 1 : 0);
     }
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     assert_int_equal(files_in(dir), 0); /* the spill file goes with its dataset */
-    sl_dataset_free(plain);
+    sl_dataset_release(plain);
     tu_rmdir(dir);
 }
 
@@ -154,9 +154,9 @@ static void test_memory_cache_spills(void **state)
         assert_int_equal(atomic_load(&w.calls), 400);
         assert_int_equal(files_in(dir), 1);
     }
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     assert_int_equal(files_in(dir), 0);
-    sl_dataset_free(plain);
+    sl_dataset_release(plain);
     tu_rmdir(dir);
 }
 
@@ -186,7 +186,7 @@ static void test_cheap_keeps_nothing(void **state)
         assert_int_equal(placement, SL_CACHE_NONE); /* later passes recompute */
         assert_int_equal(bytes, 0);
     }
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 /* The rule on exact figures, no clock. */
@@ -221,9 +221,9 @@ static void test_cut_pass_decides_nothing(void **state)
     sl_dataset *same = sl_cache(sl_range(0, 3, 1), SL_CACHE_AUTO);
     assert_non_null(same);
     tu_expect_iota(same, 3);
-    sl_dataset_free(same);
-    sl_dataset_free(cut);
-    sl_dataset_free(ds);
+    sl_dataset_release(same);
+    sl_dataset_release(cut);
+    sl_dataset_release(ds);
 }
 
 int main(void)

@@ -93,7 +93,7 @@ static sl_dataset *nested_maps(void)
 
 static sl_dataset *fast_unordered(void)
 {
-    sl_dataset *ds = sl_map(sl_range(0, 10000000, 1), "fast", fast, NULL, 4, SL_MAP_UNORDERED);
+    sl_dataset *ds = sl_map(sl_range(0, 10000000, 1), "fast", fast, NULL, 4, SL_NONDETERMINISTIC);
     return sl_prefetch(ds, 64);
 }
 
@@ -142,7 +142,7 @@ static void cancel_case(sl_dataset *(*build)(void), int threads, int take, long 
         sl_element_release(kept[i]);
     }
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     /* every thread is joined and every buffer back: with no default runtime
      * in this program, the library holds what it held before */
     sl_release_memory();
@@ -205,7 +205,7 @@ static void test_many_cancellations(void **state)
     sl_dataset *pipes[3];
     pipes[0] = sl_map(sl_range(0, 1000000, 1), "fast", fast, NULL, 1, 0);
     pipes[1] = sl_prefetch(sl_map(sl_range(0, 1000000, 1), "fast", fast, NULL, 2, 0), 2);
-    pipes[2] = sl_map(sl_map(sl_range(0, 1000000, 1), "a", fast, NULL, 2, SL_MAP_UNORDERED),
+    pipes[2] = sl_map(sl_map(sl_range(0, 1000000, 1), "a", fast, NULL, 2, SL_NONDETERMINISTIC),
                       "b", fast, NULL, 3, 0);
     sl_release_memory();
     int64_t prev = sl_memory_in_use(); /* the datasets themselves */
@@ -231,7 +231,7 @@ static void test_many_cancellations(void **state)
         prev = held;
     }
     for (int p = 0; p < 3; p++)
-        sl_dataset_free(pipes[p]);
+        sl_dataset_release(pipes[p]);
     if (lost)
         print_error("%d of 1500 cancellations left memory behind (first at %d)\n", lost, first);
     assert_int_equal(lost, 0);

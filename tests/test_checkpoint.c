@@ -150,7 +150,7 @@ static pass reference(builder make, int policy)
     finish(it, &p);
     sl_iterator_free(it);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     return p;
 }
 
@@ -180,8 +180,8 @@ static void resume_at(builder make, const pass *ref, long k, int t_save, int t_r
     free(got.h);
     sl_options_free(oa);
     sl_options_free(ob);
-    sl_dataset_free(a);
-    sl_dataset_free(b);
+    sl_dataset_release(a);
+    sl_dataset_release(b);
 }
 
 /* Every interesting k (0, 1, 2, the middle, the last, past the end, and
@@ -495,7 +495,7 @@ static void test_cache(void **state)
     free(full.h);
     free(got.h);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 /* With damaged files under the skip policy, the resumed run skips the same
@@ -545,7 +545,7 @@ static void test_small_and_lazy(void **state)
     free(full.h);
     free(got.h);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 /* ---- across processes ---- */
@@ -566,7 +566,7 @@ static int child_save(const char *path, long k)
     free(st);
     free(got.h);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     return ok ? 0 : 1;
 }
 
@@ -605,7 +605,7 @@ static void test_other_process(void **state)
         free(rest.h);
         sl_iterator_free(it);
         sl_options_free(o);
-        sl_dataset_free(ds);
+        sl_dataset_release(ds);
     }
     free(ref.h);
 }
@@ -620,7 +620,7 @@ static unsigned char *state_of(builder make, long k, size_t *len)
     unsigned char *st = save_after(ds, o, k, &got, len);
     free(got.h);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     return st;
 }
 
@@ -635,7 +635,7 @@ static void expect_refused(builder make, const void *st, size_t len, const sl_op
     assert_null(it);
     assert_int_equal(sl_last_error_code(), code);
     assert_non_null(strstr(sl_last_error(), words));
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static sl_dataset *p_other(void) { return sl_map(sl_range(0, 301, 1), "draw", draw, NULL, 2, 0); }
@@ -680,7 +680,7 @@ static void test_refusals(void **state)
     it = sl_iterator_create(ds, other);
     assert_int_equal(sl_iterator_stat(it, SL_STAT_EPOCH), EPOCH + 1);
     sl_iterator_free(it);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     sl_options_free(other);
     free(st);
 
@@ -693,10 +693,10 @@ static void test_refusals(void **state)
     for (size_t i = 0; i < sizeof small; i++)
         assert_int_equal(small[i], 0);
     sl_iterator_free(it);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 
     /* no exact position: an unordered map, an op without save */
-    ds = sl_map(sl_range(0, 50, 1), "u", tu_identity, NULL, 2, SL_MAP_UNORDERED);
+    ds = sl_map(sl_range(0, 50, 1), "u", tu_identity, NULL, 2, SL_NONDETERMINISTIC);
     it = sl_iterator_create(ds, o);
     sl_element *el;
     assert_int_equal(sl_next(it, &el), 0);
@@ -704,7 +704,7 @@ static void test_refusals(void **state)
     assert_int_equal(sl_iterator_save(it, NULL, 0), SL_EUNSUPPORTED);
     assert_non_null(strstr(sl_last_error(), "unordered"));
     sl_iterator_free(it);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     sl_element *els[2] = {tu_el_i64(1), tu_el_i64(2)};
     ds = sl_prefetch(sl_map(tu_elements(els, 2, -3), "id", tu_identity, NULL, 1, 0), 2);
     it = sl_iterator_create(ds, o);
@@ -713,7 +713,7 @@ static void test_refusals(void **state)
     assert_int_equal(sl_iterator_save(it, NULL, 0), SL_EUNSUPPORTED);
     assert_non_null(strstr(sl_last_error(), "cannot save"));
     sl_iterator_free(it);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 
     /* after a failure there is no position */
     ds = sl_image_folder(damaged, NULL, 0);
@@ -727,7 +727,7 @@ static void test_refusals(void **state)
     assert_true(rc < 0);
     assert_int_equal(sl_iterator_save(it, NULL, 0), SL_ESTATE);
     sl_iterator_free(it);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     sl_options_free(o);
 }
 

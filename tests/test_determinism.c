@@ -163,7 +163,7 @@ static void test_core_pipeline(void **state)
     }
     assert_true(moved > 500);
     free(v);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static void test_repeat_pipeline(void **state)
@@ -198,7 +198,7 @@ static void test_repeat_pipeline(void **state)
     assert_true(same_order < 500);
     assert_true(same_noise < 10);
     free(v);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 /* Every op there is, with a shuffle and a map drawing from the global seed. */
@@ -241,8 +241,8 @@ static void test_every_op(void **state)
     for (size_t i = 0; i < n; i += 2)
         assert_true(v[i] % 2 == 1 && v[i] >= 11 && v[i] <= 1809);
     free(v);
-    sl_dataset_free(again);
-    sl_dataset_free(ds);
+    sl_dataset_release(again);
+    sl_dataset_release(ds);
 }
 
 static void test_shuffle_all(void **state)
@@ -256,7 +256,7 @@ static void test_shuffle_all(void **state)
     ds = sl_prefetch(ds, SL_AUTOTUNE);
     bytes ref = check_deterministic(ds);
     free(ref.p);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 int main(void)

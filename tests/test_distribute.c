@@ -183,7 +183,7 @@ static void check_epoch(sl_dataset *(*make)(void *), void *arg, int64_t n, int w
         total += k;
         sl_iterator_free(it);
         sl_options_free(o);
-        sl_dataset_free(ds);
+        sl_dataset_release(ds);
     }
     int64_t dup = 0, missing = 0;
     for (int64_t v = 0; v < n; v++) {
@@ -238,11 +238,11 @@ static void test_equal_steps(void **state)
     int64_t want[] = {2, 6, 0};
     sl_dataset *ds = dist(sl_range(0, 10, 1), 2, 4, 0);
     tu_expect(ds, want, 3);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     int64_t want_drop[] = {2, 6};
     ds = dist(sl_range(0, 10, 1), 2, 4, SL_DISTRIBUTE_DROP);
     tu_expect(ds, want_drop, 2);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 /* Every rank takes its part of one permutation per epoch, a new one each
@@ -265,7 +265,7 @@ static void test_global_order(void **state)
     assert_true(memcmp(a, b, na * sizeof *a) != 0);
     free(a), free(b);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     /* an infinite input cannot be split into equal steps */
     sl_dist_context c = {.rank = 0, .world_size = 2};
     assert_null(sl_distribute(sl_repeat(sl_range(0, 4, 1), -1), &c, 0));
@@ -325,7 +325,7 @@ static int64_t rank_records(sl_dataset *ds, unsigned *files_seen, int64_t *value
         sl_element_release(el);
     }
     sl_iterator_free(it);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     return k;
 }
 
@@ -365,7 +365,7 @@ static void test_split_by_file(void **state)
     sl_dataset *d = sl_distribute(il, &c, SL_DISTRIBUTE_BY_FILE);
     assert_non_null(d);
     assert_int_equal(tu_count(d, NULL), 12); /* files 1, 3 and (padding) 0 */
-    sl_dataset_free(d);
+    sl_dataset_release(d);
     /* fewer files than ranks: records split by position (AUTO), or an
      * error when BY_FILE was asked */
     int64_t k = rank_records(dist(records(0), 5, 6, 0), &seen1, v, 32);
@@ -406,7 +406,7 @@ static void test_reads_pushed_down(void **state)
         assert_int_equal(sl_iterator_stat(it, SL_STAT_BYTES_READ), want[r]);
         assert_int_equal(sl_iterator_stat(it, SL_STAT_PADDED), r == 2);
         sl_iterator_free(it);
-        sl_dataset_free(ds);
+        sl_dataset_release(ds);
     }
     tu_rmdir(dir);
 }
@@ -446,10 +446,10 @@ static void test_resume(void **state)
         sl_dataset *other = dist(make_shuffled(&n), 3, 5, 0);
         assert_null(sl_iterator_restore(other, buf, (size_t)len, o));
         assert_int_equal(sl_last_error_code(), SL_EMISMATCH);
-        sl_dataset_free(other);
+        sl_dataset_release(other);
         free(full);
         sl_options_free(o);
-        sl_dataset_free(ds);
+        sl_dataset_release(ds);
     }
 }
 

@@ -122,12 +122,12 @@ static void test_generator(void **state)
     assert_int_equal(tu_collect(bad, o, &bv, &bn, bmsg), SL_ECALLBACK);
     free(bv);
     assert_non_null(strstr(bmsg, "returned 0 without an element"));
-    sl_dataset_free(bad);
+    sl_dataset_release(bad);
     assert_null(sl_from_generator(NULL, NULL, 0));
     assert_int_equal(sl_last_error_code(), SL_EINVAL);
     sl_options_free(o);
-    sl_dataset_free(ds);
-    sl_dataset_free(g);
+    sl_dataset_release(ds);
+    sl_dataset_release(g);
 }
 
 /* ---- the queue ---- */
@@ -208,11 +208,11 @@ static void test_queue(void **state)
     sl_element_release(el);
     sl_iterator_free(w); /* its producer waits on an empty queue: must not hang */
     assert_null(sl_queue_create(0));
-    sl_dataset_free(wait);
+    sl_dataset_release(wait);
     sl_queue_free(small);
     sl_queue_free(empty);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     sl_queue_free(q); /* the dataset's reference went first: the queue goes now */
 }
 
@@ -339,10 +339,10 @@ static void test_folder_rescan(void **state)
     assert_int_equal(rename(moved, root), 0);
     assert_int_equal(pass(ds, NULL, &label, &skipped), 10);
     sl_options_free(o);
-    sl_dataset_free(rep);
-    sl_dataset_free(sh);
-    sl_dataset_free(fixed);
-    sl_dataset_free(ds);
+    sl_dataset_release(rep);
+    sl_dataset_release(sh);
+    sl_dataset_release(fixed);
+    sl_dataset_release(ds);
     tu_rmdir(root);
 }
 

@@ -152,8 +152,8 @@ static void test_same_output_no_threads(void **state)
             assert_int_equal(edge.budget, 64 << 20);
         }
     }
-    sl_dataset_free(pipes[0]);
-    sl_dataset_free(pipes[1]);
+    sl_dataset_release(pipes[0]);
+    sl_dataset_release(pipes[1]);
 }
 
 static sl_dataset *tens(const sl_element *el, void *user)
@@ -177,7 +177,7 @@ static void test_interleave_inline(void **state)
     assert_int_equal(edge.n, 9 * 3 + 3 * (0 + 1 + 2));
     assert_memory_equal(edge.h, dflt.h, (size_t)edge.n * sizeof edge.h[0]);
     assert_int_equal(edge.threads, 0);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static void test_explicit_options_win(void **state)
@@ -201,7 +201,7 @@ static void test_explicit_options_win(void **state)
     assert_int_equal(n, CLASSES * PER_CLASS);
     sl_iterator_free(it);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static void test_resume_across_profiles(void **state)
@@ -240,7 +240,7 @@ static void test_resume_across_profiles(void **state)
         sl_options_free(save_o);
         sl_options_free(load_o);
     }
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 int main(void)

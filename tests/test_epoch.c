@@ -131,8 +131,8 @@ static void test_each_iterator_is_a_new_epoch(void **state)
     }
     for (int e = 0; e < EPOCHS; e++)
         pass_free(&p[e]);
-    sl_dataset_free(again);
-    sl_dataset_free(ds);
+    sl_dataset_release(again);
+    sl_dataset_release(ds);
 }
 
 /* SL_OPT_EPOCH replays a chosen epoch and leaves the dataset's count
@@ -158,8 +158,8 @@ static void test_explicit_epoch(void **state)
     pass_free(&one);
     for (int e = 0; e < EPOCHS; e++)
         pass_free(&p[e]);
-    sl_dataset_free(ds);
-    sl_dataset_free(ref);
+    sl_dataset_release(ds);
+    sl_dataset_release(ref);
     int64_t lo, hi;
     assert_int_equal(sl_option_bounds(SL_OPT_EPOCH, &lo, &hi), 0);
     assert_int_equal(lo, -1);
@@ -179,7 +179,7 @@ static void test_no_reshuffle_keeps_order_only(void **state)
     assert_false(same(a.draws, a.ndraws, b.draws, b.ndraws));
     pass_free(&a);
     pass_free(&b);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 /* A repeat inside the pipeline numbers its passes within the epoch, so
@@ -196,7 +196,7 @@ static void test_repeat_passes_stay_distinct(void **state)
             assert_false(same(orders[i], half, orders[j], half));
     pass_free(&a);
     pass_free(&b);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 /* Iterators made on several threads at once each get their own epoch. */
@@ -239,7 +239,7 @@ static void test_concurrent_iterators_count_once(void **state)
             seen[e] = true;
         }
     }
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 /* ---- the image pipeline: folder -> shuffle(ALL) -> map_image -> batch ---- */
@@ -327,8 +327,8 @@ static void test_image_epochs(void **state)
     pass_free(&one);
     for (int e = 0; e < EPOCHS; e++)
         pass_free(&p[e]);
-    sl_dataset_free(again);
-    sl_dataset_free(ds);
+    sl_dataset_release(again);
+    sl_dataset_release(ds);
 }
 
 static void test_image_no_reshuffle(void **state)
@@ -340,7 +340,7 @@ static void test_image_no_reshuffle(void **state)
     assert_true(crops_changed(&a, &b) >= FILES * 9 / 10);
     pass_free(&a);
     pass_free(&b);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 int main(void)

@@ -28,7 +28,7 @@ static void test_jpeg_part(void **state)
     assert_non_null(strstr(sl_last_error(), "SLUICE_WITH_JPEG=OFF"));
 #else
     assert_non_null(ds); /* (fails only when run: range is not bytes) */
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 #endif
 }
 
@@ -43,7 +43,7 @@ static void test_zlib_part(void **state)
     assert_non_null(strstr(sl_last_error(), "SLUICE_WITH_ZLIB=OFF"));
 #else
     assert_non_null(ds);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 #endif
 }
 
@@ -77,7 +77,7 @@ static void test_uring_part(void **state)
     sl_iterator_free(it);
 #endif
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     tu_rmdir(dir);
 }
 

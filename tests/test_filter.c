@@ -73,12 +73,12 @@ static void test_keeps_evens(void **state)
     tu_expect(ds, want, 5);
     assert_string_equal(sl_dataset_name(ds), "filter(even)");
     assert_int_equal(sl_dataset_cardinality(ds), SL_UNKNOWN);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 
     ds = sl_filter(sl_range(1, 10, 2), NULL, even, NULL); /* all odd */
     tu_expect(ds, NULL, 0);
     assert_string_equal(sl_dataset_name(ds), "filter");
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static void test_context(void **state)
@@ -89,7 +89,7 @@ static void test_context(void **state)
     int64_t want[] = {0, 3, 6, 9};
     tu_expect(ds, want, 4);
     assert_int_equal(next_index, 10);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static void test_empty_input(void **state)
@@ -98,7 +98,7 @@ static void test_empty_input(void **state)
     sl_dataset *ds = sl_filter(sl_range(0, 0, 1), "even", even, NULL);
     tu_expect(ds, NULL, 0);
     assert_int_equal(sl_dataset_cardinality(ds), 0);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static void test_error_fail(void **state)
@@ -127,7 +127,7 @@ static void test_error_fail(void **state)
     assert_int_equal(sl_next(it, &el), SL_ECORRUPT);
     assert_null(el);
     sl_iterator_free(it);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     sl_options_free(o);
 }
 
@@ -143,7 +143,7 @@ static void test_error_without_message(void **state)
     assert_int_equal(n, 2);
     assert_non_null(strstr(msg, "filter(quiet): "));
     assert_non_null(strstr(msg, sl_strerror(SL_EIO)));
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static void test_error_skip(void **state)
@@ -166,7 +166,7 @@ static void test_error_skip(void **state)
     assert_int_equal(sl_iterator_stat(it, SL_STAT_ERRORS_SKIPPED), 10);
     assert_int_equal(sl_iterator_stat(it, SL_STAT_ELEMENTS), 20);
     sl_iterator_free(it);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     sl_options_free(o);
 }
 
@@ -194,7 +194,7 @@ static void test_error_skip_rate(void **state)
     free(got);
     assert_non_null(strstr(msg, "filter(bad): value 19 is bad"));
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static void test_unskippable_error(void **state)
@@ -208,7 +208,7 @@ static void test_unskippable_error(void **state)
     assert_int_equal(n, 1);
     free(got);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static void test_eof_repeats(void **state)
@@ -224,7 +224,7 @@ static void test_eof_repeats(void **state)
     for (int k = 0; k < 3; k++)
         assert_int_equal(sl_next(it, &el), SL_EOF);
     sl_iterator_free(it);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static void test_bad_args_and_fingerprint(void **state)
@@ -242,9 +242,9 @@ static void test_bad_args_and_fingerprint(void **state)
     sl_dataset *b = sl_filter(sl_range(0, 3, 1), "b", even, NULL);
     assert_true(sl_dataset_fingerprint(a) == sl_dataset_fingerprint(a2));
     assert_true(sl_dataset_fingerprint(a) != sl_dataset_fingerprint(b));
-    sl_dataset_free(a);
-    sl_dataset_free(a2);
-    sl_dataset_free(b);
+    sl_dataset_release(a);
+    sl_dataset_release(a2);
+    sl_dataset_release(b);
 }
 
 int main(void)

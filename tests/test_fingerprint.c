@@ -54,13 +54,13 @@ static void test_fingerprints(void **state)
             sl_map_image(sl_read_files(sl_from_files(paths, labels, 2), 0), &spec, SL_AUTOTUNE),
             2, 0);
         check("images, exact_pixels", sl_dataset_fingerprint(e), 0x380223df6b0e27d4ull);
-        sl_dataset_free(e);
+        sl_dataset_release(e);
     }
     check("cache", sl_dataset_fingerprint(m), 0x9556cc8ccf98bdf6ull);
-    sl_dataset_free(r);
-    sl_dataset_free(c);
-    sl_dataset_free(i);
-    sl_dataset_free(m);
+    sl_dataset_release(r);
+    sl_dataset_release(c);
+    sl_dataset_release(i);
+    sl_dataset_release(m);
 }
 
 static int draw(sl_map_ctx *ctx, const sl_element *in, sl_element **out, void *user)
@@ -91,7 +91,7 @@ static void test_streams(void **state)
         free(v);
         sl_options_free(o);
     }
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     /* a map's per-element stream for global seed 5 */
     static const int64_t first[3] = {0x145b9cb1f6cd24ca, 0x57062cdb69753313,
                                      0x3279372447d9c2d3};
@@ -101,7 +101,7 @@ static void test_streams(void **state)
     assert_memory_equal(v, first, sizeof first);
     free(v);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 int main(void)

@@ -219,7 +219,7 @@ static bool uring_works(void)
     }
     sl_iterator_free(it);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     return ok;
 }
 
@@ -233,7 +233,7 @@ static void test_order_and_labels(void **state)
     assert_int_equal(sl_dataset_cardinality(ds), NEXPECTED);
     sl_options *o = opts_with(SL_IO_PREAD, SL_ERRORS_FAIL);
     read_in_order(ds, o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     /* without SL_WITH_PATHS: pairs, as torchvision's ImageFolder yields */
     ds = sl_image_folder(root, NULL, 0);
     assert_non_null(ds);
@@ -245,7 +245,7 @@ static void test_order_and_labels(void **state)
     sl_element_release(el);
     sl_iterator_free(it);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     o = sl_options_create();
     assert_null(sl_image_folder(root, NULL, 4));
     assert_int_equal(sl_last_error_code(), SL_EINVAL);
@@ -261,7 +261,7 @@ static void test_uring_same(void **state)
     sl_options *o = opts_with(SL_IO_URING, SL_ERRORS_FAIL);
     read_in_order(ds, o);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static void test_trailing_slash_and_extensions(void **state)
@@ -283,7 +283,7 @@ static void test_trailing_slash_and_extensions(void **state)
     sl_element_release(el);
     assert_int_equal(sl_next(it, &el), SL_EOF);
     sl_iterator_free(it);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static void expect_build_error(sl_dataset *ds, int code, const char *msg)
@@ -356,7 +356,7 @@ static void test_deep_tree(void **state)
     check_element(el, dir, rel, 0);
     sl_element_release(el);
     sl_iterator_free(it);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     tu_rmdir(dir);
 }
 
@@ -392,7 +392,7 @@ static void test_shuffle_all(void **state)
     assert_true(moved > 0);
     sl_iterator_free(it);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 /* shard and take select on the listing: other files are never read. */
@@ -414,7 +414,7 @@ static void test_shard_take_read_less(void **state)
     assert_int_equal(sl_next(it, &el), SL_EOF);
     assert_int_equal(sl_iterator_stat(it, SL_STAT_BYTES_READ), total);
     sl_iterator_free(it);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static void test_fingerprint(void **state)
@@ -424,9 +424,9 @@ static void test_fingerprint(void **state)
     sl_dataset *c = sl_image_folder(root, "jpg", SL_WITH_PATHS);
     assert_int_equal(sl_dataset_fingerprint(a), sl_dataset_fingerprint(b));
     assert_true(sl_dataset_fingerprint(a) != sl_dataset_fingerprint(c));
-    sl_dataset_free(a);
-    sl_dataset_free(b);
-    sl_dataset_free(c);
+    sl_dataset_release(a);
+    sl_dataset_release(b);
+    sl_dataset_release(c);
 }
 
 /* ---- per-file errors ---- */
@@ -509,7 +509,7 @@ static void test_file_errors(void **state)
             /* the error sticks */
             assert_int_equal(sl_next(it, &el), b->code);
             sl_iterator_free(it);
-            sl_dataset_free(from);
+            sl_dataset_release(from);
         }
         sl_options_free(o);
         /* SKIP: the other files all come, in order */
@@ -552,10 +552,10 @@ static void test_file_errors(void **state)
         assert_int_equal(sl_iterator_stat(it, SL_STAT_ERRORS_SKIPPED), 1);
         sl_iterator_free(it);
         sl_options_free(o);
-        sl_dataset_free(listed);
+        sl_dataset_release(listed);
     }
-    sl_dataset_free(plain);
-    sl_dataset_free(ds);
+    sl_dataset_release(plain);
+    sl_dataset_release(ds);
     tu_rmdir(dir);
 }
 
@@ -609,7 +609,7 @@ static void test_file_list(void **state)
     sl_element_release(el);
     assert_int_equal(sl_next(it, &el), SL_EOF);
     sl_iterator_free(it);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 
     /* an explicit root; the list elsewhere */
     char list2[600];
@@ -622,7 +622,7 @@ static void test_file_list(void **state)
     sl_element_release(el);
     assert_int_equal(sl_next(it, &el), SL_EOF);
     sl_iterator_free(it);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     unlink(list2);
     unlink(list);
 }
@@ -670,7 +670,7 @@ static void test_file_list_relative(void **state)
     check_element(el, ".", "zeta/r.jpg", 5);
     sl_element_release(el);
     sl_iterator_free(it);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     unlink("rel.txt");
     assert_int_equal(chdir(cwd), 0);
 }

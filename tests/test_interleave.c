@@ -75,19 +75,19 @@ static void test_tf_examples(void **state)
             sl_dataset *ds = sl_interleave(sl_range(1, 6, 1), repeat6, NULL, 2, 4,
                                            p == 2 ? SL_AUTOTUNE : 1, 0);
             expect(ds, threads, want, sizeof want / sizeof *want);
-            sl_dataset_free(ds);
+            sl_dataset_release(ds);
         }
     /* cycle_length 1 is flat_map */
     static const int64_t flat[] = {10, 20, 21, 30, 31, 32, 40, 41, 42, 43};
     sl_dataset *ds = sl_interleave(sl_range(1, 5, 1), ranged, NULL, 1, 3, 1, 0);
     expect(ds, 2, flat, 10);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     /* uneven inputs, block 1, cycle 3: the order tf.data's algorithm gives */
     static const int64_t uneven[] = {10, 20, 30, 21, 31, 40, 32, 41, 50, 42, 51, 43, 52,
                                      53, 54};
     ds = sl_interleave(sl_range(1, 6, 1), ranged, NULL, 3, 1, 3, 0);
     expect(ds, 4, uneven, sizeof uneven / sizeof *uneven);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static int cmp64(const void *a, const void *b)
@@ -124,7 +124,7 @@ static void test_nondeterministic(void **state)
     assert_int_equal(sl_iterator_save(it, NULL, 0), SL_EUNSUPPORTED);
     sl_iterator_free(it);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static void test_fn_errors(void **state)
@@ -153,7 +153,7 @@ static void test_fn_errors(void **state)
     assert_int_equal(sl_iterator_stat(it, SL_STAT_ERRORS_SKIPPED), 1);
     sl_iterator_free(it);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 /* ---- TFRecord shards ---- */
@@ -238,7 +238,7 @@ static void test_tfrecord_shards(void **state)
     for (int p = 1; p <= 4; p *= 2) {
         sl_dataset *ds = shards(cycle, block, p == 4 ? SL_AUTOTUNE : p);
         expect(ds, p, want, n);
-        sl_dataset_free(ds);
+        sl_dataset_release(ds);
     }
 }
 
@@ -288,11 +288,11 @@ static void test_resume(void **state)
         assert_int_equal(k, n);
         sl_iterator_free(it);
         sl_options_free(o2);
-        sl_dataset_free(fresh);
+        sl_dataset_release(fresh);
     }
     free(full);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static int setup(void **state)

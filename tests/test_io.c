@@ -171,7 +171,7 @@ static int read_all(const sl_options *o)
     assert_int_equal(sl_iterator_stat(it, SL_STAT_BUFFERED_BYTES), 0);
     int backend = (int)sl_iterator_stat(it, SL_STAT_IO_BACKEND);
     sl_iterator_free(it);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     return backend;
 }
 
@@ -253,7 +253,7 @@ static int refused_child(void)
     CHILD_CHECK(!strcmp(sl_last_error(), "read: io_uring unavailable (Operation not permitted), "
                                          "and SLUICE_IO=uring asks for it"));
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     return 0;
 }
 
@@ -454,7 +454,7 @@ static void test_no_backend_before_reading(void **state)
     assert_int_equal(sl_iterator_stat(it, SL_STAT_IO_BACKEND), SL_IO_AUTO);
     assert_int_equal(sl_iterator_stat(it, SL_STAT_BYTES_READ), 0);
     sl_iterator_free(it);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static void test_repeat_and_unlabelled(void **state)
@@ -480,7 +480,7 @@ static void test_repeat_and_unlabelled(void **state)
     assert_int_equal(sl_iterator_stat(it, SL_STAT_BYTES_READ), 3 * five);
     sl_iterator_free(it);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 /* take/skip/shard move below the read node: dropped files are not read. */
@@ -508,7 +508,7 @@ static void test_selection_reads_less(void **state)
     assert_int_equal(n, 7);
     assert_int_equal(sl_iterator_stat(it, SL_STAT_BYTES_READ), expect);
     sl_iterator_free(it);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 /* ---- errors ---- */
@@ -598,7 +598,7 @@ static void test_file_errors(void **state)
             assert_int_equal(sl_iterator_stat(it, SL_STAT_ERRORS_SKIPPED), 1);
             sl_iterator_free(it);
             sl_options_free(o);
-            sl_dataset_free(ds);
+            sl_dataset_release(ds);
         }
     }
     assert_int_equal(unsetenv("SLUICE_IO"), 0);
@@ -628,7 +628,7 @@ static int unreadable_verdict(const char *path)
                 SL_EACCES, expect);
     sl_element_release(el);
     sl_iterator_free(it);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     return bad;
 }
 
@@ -692,7 +692,7 @@ static void test_input_error_in_order(void **state)
     assert_string_equal(sl_iterator_errmsg(it), "map(five): five");
     sl_iterator_free(it);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static void test_not_a_path(void **state)
@@ -705,7 +705,7 @@ static void test_not_a_path(void **state)
     assert_string_equal(sl_iterator_errmsg(it),
                         "read: tensor 0 must be a string (a path), not int64");
     sl_iterator_free(it);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     assert_null(sl_read_files(NULL, 0));
 }
 
@@ -749,7 +749,7 @@ static void test_cancel_in_flight(void **state)
             sl_iterator_free(it);
             assert_true(now_s() - t0 < 2.0);
             sl_options_free(o);
-            sl_dataset_free(ds);
+            sl_dataset_release(ds);
         }
     }
     assert_int_equal(count_fds(), fds);
@@ -786,7 +786,7 @@ static void test_ram_budget(void **state)
     assert_true(peak > 0);
     sl_iterator_free(it);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 int main(void)

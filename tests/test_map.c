@@ -78,7 +78,7 @@ static void test_ordered_equals_sequential(void **state)
             }
             free(got);
             sl_options_free(o);
-            sl_dataset_free(ds);
+            sl_dataset_release(ds);
         }
     }
 }
@@ -112,12 +112,12 @@ static void test_unordered_same_multiset(void **state)
         expect_multiset(ds, o, N);
         sl_options_free(o);
         /* the same through SL_OPT_DETERMINISTIC = 0 */
-        sl_dataset_free(ds);
+        sl_dataset_release(ds);
         ds = sl_map(sl_range(0, N, 1), "affine", slow_affine, NULL, SL_AUTOTUNE, 0);
         o = opts_with(thr[t], 1, SL_OPT_DETERMINISTIC, 0);
         expect_multiset(ds, o, N);
         sl_options_free(o);
-        sl_dataset_free(ds);
+        sl_dataset_release(ds);
     }
 }
 
@@ -158,7 +158,7 @@ static int64_t first_out(unsigned flags, int deterministic)
         assert_int_equal(got[i], (int64_t)i);
     free(got);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     return first;
 }
 
@@ -262,7 +262,7 @@ static void test_random_stream(void **state)
     free(draws);
     free(other);
     free(ref);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 
     /* map over repeat: one pass of the map, indices run on */
     ds = sl_map(sl_repeat(sl_range(0, N, 1), 2), "rng", rng_fn, NULL, 4, 0);
@@ -275,7 +275,7 @@ static void test_random_stream(void **state)
         assert_int_equal(r[2], 0);
     }
     free(ref);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 /* Fails the elements v with v % mod == rem, with `code` and a message (none
@@ -346,7 +346,7 @@ static void test_error_fail(void **state)
         sl_element_release(stale);
         sl_iterator_free(it);
         sl_options_free(o);
-        sl_dataset_free(ds);
+        sl_dataset_release(ds);
     }
 }
 
@@ -365,7 +365,7 @@ static void expect_first_error(sl_map_fn fn, void *user, const char *name, int c
     assert_string_equal(msg, want_msg);
     sl_iterator_free(it);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static int returns_nothing(sl_map_ctx *ctx, const sl_element *in, sl_element **out, void *user)
@@ -400,7 +400,7 @@ static void test_error_messages(void **state)
     assert_true(strlen(msg) > 14);
     sl_iterator_free(it);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static atomic_int logged;
@@ -445,7 +445,7 @@ static void test_error_skip(void **state)
         assert_int_equal(atomic_load(&logged), 3);
         sl_iterator_free(it);
         sl_options_free(o);
-        sl_dataset_free(ds);
+        sl_dataset_release(ds);
     }
     sl_set_log_callback(NULL, NULL);
 }
@@ -473,7 +473,7 @@ static void test_error_skip_rate(void **state)
     assert_int_equal(n, N - N / 20);
     assert_int_equal(sl_iterator_stat(it, SL_STAT_ERRORS_SKIPPED), N / 20);
     sl_iterator_free(it);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 
     /* 50% failing: 0 out, 1 skipped (1 <= max(1, 0.1 * 2)), 2 out, 3 fails
      * (2 > max(1, 0.1 * 4)) */
@@ -496,7 +496,7 @@ static void test_error_skip_rate(void **state)
     assert_int_equal(sl_next(it, &el), SL_ETOO_MANY_ERRORS);
     sl_iterator_free(it);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 /* Two scratch blocks per element, filled and summed: v + sizes. */
@@ -535,7 +535,7 @@ static void test_scratch(void **state)
     assert_memory_equal(got, want, sizeof want);
     free(got);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     /* scratch blocks went back: with every object freed and no default
      * runtime in this program, the library holds nothing */
     sl_release_memory();
@@ -567,7 +567,7 @@ static void test_bad_arguments(void **state)
         sl_dataset *ds = sl_map(sl_range(0, 10, 1), NULL, slow_affine, NULL, ok[i], 0);
         assert_non_null(ds);
         assert_string_equal(sl_dataset_name(ds), "map");
-        sl_dataset_free(ds);
+        sl_dataset_release(ds);
     }
 }
 
@@ -619,7 +619,7 @@ static void test_empty_input(void **state)
     sl_iterator_free(it);
     assert_int_equal(atomic_load(&calls), 0);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static void test_passthrough_and_eof(void **state)
@@ -643,7 +643,7 @@ static void test_passthrough_and_eof(void **state)
     assert_int_equal(atomic_load(&calls), 20);
     sl_iterator_free(it);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static int twice(sl_map_ctx *ctx, const sl_element *in, sl_element **out, void *user)
@@ -666,7 +666,7 @@ static void test_huge(void **state)
         if (got[i] != 2 * (int64_t)i)
             assert_int_equal(got[i], 2 * (int64_t)i);
     free(got);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 
     /* unordered: every value exactly once */
     ds = sl_map(sl_range(0, N, 1), "twice", twice, NULL, 8, SL_MAP_UNORDERED);
@@ -681,7 +681,7 @@ static void test_huge(void **state)
     free(seen);
     free(got);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static void test_shared_runtime(void **state)
@@ -713,7 +713,7 @@ static void test_shared_runtime(void **state)
     sl_iterator_free(a);
     sl_iterator_free(b);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     sl_runtime_free(rt);
 }
 
@@ -745,12 +745,29 @@ static void test_release_reaches_workers(void **state)
         assert_int_equal(n, 64);
         free(got);
         sl_options_free(o);
-        sl_dataset_free(ds);
+        sl_dataset_release(ds);
         /* with the pool still running, its workers' caches come back too */
         sl_release_memory();
         assert_int_equal(sl_memory_in_use(), base);
     }
     sl_runtime_free(rt);
+}
+
+/* The names 0.3 replaced still work for 0.x: SL_MAP_UNORDERED is
+ * SL_NONDETERMINISTIC, and sl_dataset_free drops one reference as
+ * sl_dataset_release does. */
+static void test_deprecated_names(void **state)
+{
+    (void)state;
+    assert_int_equal(SL_MAP_UNORDERED, SL_NONDETERMINISTIC);
+    int64_t before = sl_memory_in_use();
+    sl_dataset *ds = sl_map(sl_range(0, 8, 1), "id", tu_identity, NULL, 2, SL_MAP_UNORDERED);
+    assert_non_null(ds);
+    assert_ptr_equal(sl_dataset_retain(ds), ds);
+    sl_dataset_free(ds); /* one reference left */
+    assert_int_equal(sl_dataset_cardinality(ds), 8);
+    sl_dataset_free(ds);
+    assert_int_equal(sl_memory_in_use(), before);
 }
 
 int main(void)
@@ -772,6 +789,7 @@ int main(void)
         cmocka_unit_test(test_huge),
         cmocka_unit_test(test_shared_runtime),
         cmocka_unit_test(test_release_reaches_workers),
+        cmocka_unit_test(test_deprecated_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

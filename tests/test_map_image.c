@@ -157,7 +157,7 @@ static void test_shapes(void **state)
             }
             assert_int_equal(n, 5);
             sl_iterator_free(it);
-            sl_dataset_free(ds);
+            sl_dataset_release(ds);
         }
 }
 
@@ -191,8 +191,8 @@ static void test_fused_equals_unfused(void **state)
         assert_memory_equal(a.p, b.p, a.n);
         free(a.p);
         free(b.p);
-        sl_dataset_free(fused);
-        sl_dataset_free(plain);
+        sl_dataset_release(fused);
+        sl_dataset_release(plain);
     }
 }
 
@@ -227,7 +227,7 @@ static void test_stated_size_skips_dropped_tail(void **state)
         assert_int_equal(out[stated].batches, 2);
         assert_int_equal(out[stated].elements, 16);
         assert_int_equal(atomic_load(&pulls), stated ? 16 : 21);
-        sl_dataset_free(ds);
+        sl_dataset_release(ds);
     }
     assert_int_equal(out[0].n, out[1].n);
     assert_memory_equal(out[0].p, out[1].p, out[0].n);
@@ -251,7 +251,7 @@ static void test_train_deterministic(void **state)
         free(b.p);
     }
     free(ref.p);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 /* Bad files among good ones, under skip: every batch but the last is full,
@@ -281,8 +281,8 @@ static void check_holes(int n, int batch, int every, int offset, unsigned flags)
     free(b.p);
     free(bad);
     free(good);
-    sl_dataset_free(ds);
-    sl_dataset_free(ref);
+    sl_dataset_release(ds);
+    sl_dataset_release(ref);
 }
 
 static void test_holes_realign(void **state)
@@ -311,7 +311,7 @@ static void test_error_names_file(void **state)
     assert_non_null(strstr(msg, "/data/img006.jpg"));
     assert_non_null(strstr(msg, "map_image"));
     free(b.p);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 
     /* unfused: the same message through the map */
     ds = sl_map_image(images(10, bad), &s, 2);
@@ -319,7 +319,7 @@ static void test_error_names_file(void **state)
     assert_true(rc < 0);
     assert_non_null(strstr(msg, "/data/img006.jpg"));
     free(b.p);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static void test_bad_spec(void **state)
@@ -355,7 +355,7 @@ static void test_spec_sizes(void **state)
     sl_dataset *ds = sl_batch(sl_map_image(images(8, NULL), &ref, 2), 4, 0);
     blob want;
     assert_int_equal(run(ds, 2, SL_ERRORS_FAIL, &want, NULL), SL_EOF);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 
     /* older: init leaves the bytes past its struct alone */
     _Alignas(sl_image_spec) unsigned char old[OLD_SPEC + 32];
@@ -384,7 +384,7 @@ static void test_spec_sizes(void **state)
         assert_int_equal(got.n, want.n);
         assert_memory_equal(got.p, want.p, want.n);
         free(got.p);
-        sl_dataset_free(ds);
+        sl_dataset_release(ds);
     }
     free(want.p);
     /* a newer program that sets a field this library does not know */
@@ -422,7 +422,7 @@ static void test_cancel_mid_batch(void **state)
             sl_iterator_free(it);
             sl_options_free(o);
         }
-        sl_dataset_free(ds);
+        sl_dataset_release(ds);
     }
 }
 

@@ -98,8 +98,8 @@ static void check_same(const char *what, sl_dataset *ds, sl_dataset *again)
     assert_memory_equal(plain, timed, n1 * sizeof *plain);
     free(plain);
     free(timed);
-    sl_dataset_free(ds);
-    sl_dataset_free(again);
+    sl_dataset_release(ds);
+    sl_dataset_release(again);
 }
 
 #define CHECK_SAME(what, pipeline) check_same(what, pipeline, pipeline)
@@ -118,7 +118,7 @@ static void test_async_nodes(void **state)
     CHECK_SAME("map", slow_range(40, 2, 0));
     CHECK_SAME("prefetch", sl_prefetch(slow_range(40, 1, 0), 2));
     /* completion order differs from run to run: compare sorted */
-    sl_dataset *un = slow_range(40, 3, SL_MAP_UNORDERED);
+    sl_dataset *un = slow_range(40, 3, SL_NONDETERMINISTIC);
     size_t n;
     int agains;
     double stall;
@@ -131,7 +131,7 @@ static void test_async_nodes(void **state)
         seen[v[i]] = true;
     }
     free(v);
-    sl_dataset_free(un);
+    sl_dataset_release(un);
 }
 
 /* Synchronous nodes between the waiting node and the iterator keep what
@@ -190,7 +190,7 @@ static void test_queue(void **state)
     for (size_t i = 0; i < n; i++)
         assert_int_equal(v[i], (int64_t)i);
     free(v);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     sl_queue_free(q);
 }
 
@@ -225,7 +225,7 @@ static void test_resumed_cache(void **state)
     int64_t len = sl_iterator_save(it, buf, sizeof buf);
     assert_true(len > 0 && len <= (int64_t)sizeof buf);
     sl_iterator_free(it);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     ds = sl_cache(slow_range(30, 2, 0), NULL); /* a fresh cache, replayed into */
     it = sl_iterator_restore(ds, buf, (size_t)len, o);
     assert_non_null(it);
@@ -244,7 +244,7 @@ static void test_resumed_cache(void **state)
     assert_true(agains > 0);
     sl_iterator_free(it);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 #ifndef SLUICE_NO_JPEG
@@ -301,8 +301,8 @@ static void test_map_image_batch(void **state)
     print_message("map_image_batch: %d tries came back empty\n", a2);
     assert_true(plain == timed);
     assert_true(a2 > 0);
-    sl_dataset_free(a);
-    sl_dataset_free(b);
+    sl_dataset_release(a);
+    sl_dataset_release(b);
     tu_rmdir(root);
 }
 #endif
@@ -341,7 +341,7 @@ static void test_save_after_again(void **state)
     assert_int_equal(want, 40);
     sl_iterator_free(it);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 /* The edge profile does the producers' work on the consumer's thread,
@@ -380,7 +380,7 @@ static void test_edge_profile(void **state)
     assert_int_equal(sl_next(it, &el), SL_EOF); /* and sl_next sees no SL_AGAIN kept */
     sl_iterator_free(it);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     sl_queue_free(q);
 }
 
@@ -397,7 +397,7 @@ static void test_huge_timeout(void **state)
     }
     assert_int_equal(sl_next_timeout(it, &el, INT64_MAX), SL_EOF);
     sl_iterator_free(it);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 /* A zero timeout only looks; a negative one is refused; after SL_EOF the
@@ -425,7 +425,7 @@ static void test_zero_and_bad(void **state)
     assert_true(agains > 0);
     assert_int_equal(sl_next_timeout(it, &el, 0), SL_EOF);
     sl_iterator_free(it);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 int main(void)

@@ -180,7 +180,7 @@ static int parse_el(sl_element *el, const sl_feature *f, int n, sl_element **out
     }
     sl_iterator_free(it);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     return rc;
 }
 
@@ -747,7 +747,7 @@ static void test_skip_policy(void **state)
     sl_set_log_callback(NULL, NULL);
     sl_iterator_free(it);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     free(fs), free(rec), free(f);
 }
 
@@ -830,7 +830,7 @@ static void test_bad_arguments(void **state)
     }
     sl_dataset *ds = sl_parse_example(sl_range(0, 1, 1), many, 1024, 0);
     assert_non_null(ds);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     for (int i = 0; i < 1024; i++)
         free((char *)many[i].key);
 }
@@ -857,7 +857,7 @@ static void test_spec_copy_fingerprint(void **state)
     sl_element_release(el);
     sl_iterator_free(it);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 
     memcpy(key, "word", 5), memcpy(def, "dflt", 5);
     sl_feature v[8];
@@ -878,7 +878,7 @@ static void test_spec_copy_fingerprint(void **state)
             assert_true(sl_dataset_fingerprint(ds) == fp);
         else
             assert_true(sl_dataset_fingerprint(ds) != fp);
-        sl_dataset_free(ds);
+        sl_dataset_release(ds);
     }
     /* what the spec does not use does not count: defaults without
      * has_default, shape past ndim */
@@ -888,8 +888,8 @@ static void test_spec_copy_fingerprint(void **state)
     sl_dataset *da = sl_parse_example(tu_elements(&ea, 1, -3), &a, 1, 0);
     sl_dataset *db = sl_parse_example(tu_elements(&eb, 1, -3), &b, 1, 0);
     assert_true(sl_dataset_fingerprint(da) == sl_dataset_fingerprint(db));
-    sl_dataset_free(da);
-    sl_dataset_free(db);
+    sl_dataset_release(da);
+    sl_dataset_release(db);
     free(rec), free(fs);
 }
 
@@ -1004,7 +1004,7 @@ static int af_run(pb *const *recs)
         sl_iterator_free(it);
     }
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     return rc;
 }
 
@@ -1206,7 +1206,7 @@ static int view_check(sl_dataset *ds, int epochs, unsigned *seen)
     assert_int_equal(sl_next(it, &extra), SL_EOF);
     sl_iterator_free(it);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     return gaps;
 }
 

@@ -85,7 +85,7 @@ static void test_depths(void **state)
             assert_int_equal(sl_dataset_cardinality(ds), N);
             assert_string_equal(sl_dataset_name(ds), "prefetch");
             expect_squares(ds, N, slow);
-            sl_dataset_free(ds);
+            sl_dataset_release(ds);
         }
         /* straight from a source */
         sl_dataset *ds = sl_prefetch(sl_range(0, 1000, 1), depths[d]);
@@ -93,7 +93,7 @@ static void test_depths(void **state)
         for (int i = 0; i < 1000; i++)
             want[i] = i;
         tu_expect(ds, want, 1000);
-        sl_dataset_free(ds);
+        sl_dataset_release(ds);
     }
 }
 
@@ -103,7 +103,7 @@ static void test_empty(void **state)
     sl_dataset *ds = sl_prefetch(sl_range(0, 0, 1), 4);
     assert_int_equal(sl_dataset_cardinality(ds), 0);
     expect_squares(ds, 0, 0);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static void test_nested(void **state)
@@ -114,13 +114,13 @@ static void test_nested(void **state)
         sl_prefetch(sl_map(sl_range(0, N, 1), "sq", square, NULL, 2, 0), 3), SL_AUTOTUNE);
     assert_non_null(ds);
     expect_squares(ds, N, 1);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     ds = sl_prefetch(sl_prefetch(sl_prefetch(sl_range(0, N, 1), 1), 1), 1);
     int64_t want[N];
     for (int i = 0; i < N; i++)
         want[i] = i;
     tu_expect(ds, want, N);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static int fail_at_40(sl_map_ctx *ctx, const sl_element *in, sl_element **out, void *user)
@@ -163,12 +163,12 @@ static void test_error_passes_through(void **state)
         sl_dataset *ds =
             sl_prefetch(sl_map(sl_range(0, 100, 1), "check", fail_at_40, NULL, 4, 0), depths[d]);
         expect_error_through(ds);
-        sl_dataset_free(ds);
+        sl_dataset_release(ds);
     }
     sl_dataset *ds = sl_prefetch(
         sl_prefetch(sl_map(sl_range(0, 100, 1), "check", fail_at_40, NULL, 4, 0), 2), 5);
     expect_error_through(ds);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static void test_skip_policy_below(void **state)
@@ -196,7 +196,7 @@ static void test_skip_policy_below(void **state)
     assert_int_equal(sl_iterator_stat(it, SL_STAT_ERRORS_SKIPPED), 1);
     sl_iterator_free(it);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static void test_bad_depth(void **state)
@@ -210,7 +210,7 @@ static void test_bad_depth(void **state)
     }
     sl_dataset *ds = sl_prefetch(sl_range(0, 10, 1), (int64_t)1 << 20);
     assert_non_null(ds);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     /* NULL input: NULL, and the first error stays */
     sl_clear_error();
     assert_null(sl_prefetch(sl_prefetch(sl_range(0, 10, 0), 2), 0));

@@ -114,7 +114,7 @@ static int64_t run(long cost_us, int64_t budget, int64_t bound)
     int64_t peak = sl_iterator_stat(it, SL_STAT_PEAK_BUFFERED_BYTES);
     sl_iterator_free(it);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 
     assert_int_equal(rc, SL_EOF);
     assert_int_equal(i, N);
@@ -254,7 +254,7 @@ static void test_budget_counts_until_handed_out(void **state)
     assert_int_equal(sl_iterator_stat(it, SL_STAT_BUFFERED_BYTES), 0);
     sl_iterator_free(it);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 int main(void)

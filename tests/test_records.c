@@ -163,7 +163,7 @@ static int64_t expect_records(sl_dataset *ds, const int *which, int count, int p
     int64_t skipped = sl_iterator_stat(it, SL_STAT_ERRORS_SKIPPED);
     sl_iterator_free(it);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     return skipped;
 }
 
@@ -224,7 +224,7 @@ static void test_tfrecord_read(void **state)
     assert_int_equal(sl_iterator_stat(it, SL_STAT_IO_BACKEND), SL_IO_PREAD);
     sl_iterator_free(it);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     free(a.p), free(b.p), free(az.p), free(bz.p), free(ag.p), free(bg.p), free(cat.p);
 }
 
@@ -299,7 +299,7 @@ static void run_damaged(const char *name, int comp, damage_fn damage, const int 
     assert_non_null(strstr(msg, name));
     assert_non_null(strstr(msg, "tfrecord"));
     sl_iterator_free(it);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     /* skip: what the rule keeps, and the count */
     assert_int_equal(sl_options_set(o, SL_OPT_ERROR_POLICY, SL_ERRORS_SKIP), 0);
     assert_int_equal(sl_options_set(o, SL_OPT_ERROR_LOG_LIMIT, 0), 0);
@@ -318,7 +318,7 @@ static void run_damaged(const char *name, int comp, damage_fn damage, const int 
     assert_int_equal(got, skip_n);
     assert_int_equal(sl_iterator_stat(it, SL_STAT_ERRORS_SKIPPED), skips);
     sl_iterator_free(it);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     sl_options_free(o);
 }
 
@@ -411,7 +411,7 @@ static void test_compressed_damaged(void **state)
         assert_non_null(strstr(msg, names[k][0]));
         sl_iterator_free(it);
         sl_options_free(o);
-        sl_dataset_free(ds);
+        sl_dataset_release(ds);
     }
     /* compressed files read as plain: the error says which compression */
     ru_buf z = ru_deflate(&b, 15);
@@ -432,7 +432,7 @@ static void test_compressed_damaged(void **state)
         assert_non_null(strstr(msg, which[k]));
         assert_non_null(strstr(msg, "at byte 0"));
         sl_iterator_free(it);
-        sl_dataset_free(ds);
+        sl_dataset_release(ds);
     }
     free(z.p);
     /* a missing file is an element error naming it */
@@ -530,7 +530,7 @@ static int expect_samples(sl_dataset *ds, int first, int policy, int want_rc, in
         *skips = sl_iterator_stat(it, SL_STAT_ERRORS_SKIPPED);
     sl_iterator_free(it);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     return got;
 }
 
@@ -580,7 +580,7 @@ static void test_tar_read(void **state)
     tu_check_string(sl_element_tensor(el, 1), 0, "pax/0002");
     sl_element_release(el);
     sl_iterator_free(it);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     free(a.p), free(b.p), free(bg.p);
 }
 
@@ -628,7 +628,7 @@ static void test_tar_checksums(void **state)
     assert_non_null(strstr(msg, "bad header checksum"));
     assert_non_null(strstr(msg, "at byte 2048"));
     sl_iterator_free(it);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     free(b.p);
 }
 
@@ -666,7 +666,7 @@ static void test_tar_damaged(void **state)
     sl_options *o = opts(SL_ERRORS_SKIP);
     sl_dataset *ds = tars(n1, 2);
     assert_int_equal(tu_count(ds, o), 7);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     sl_options_free(o);
     /* a member running past the end of the file */
     path_of(p, sizeof p, "cut.tar");
@@ -701,7 +701,7 @@ static void test_tar_damaged(void **state)
     o = opts(SL_ERRORS_SKIP);
     ds = tars(n3, 1);
     assert_int_equal(tu_count(ds, o), 3);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     sl_options_free(o);
     (void)skips;
     free(a.p), free(good.p), free(bad.p), free(miss.p);
@@ -741,8 +741,8 @@ static void test_list_files(void **state)
     /* shard: every third, before any file is opened */
     sl_dataset *sh = sl_shard(sl_dataset_retain(ds), 3, 1);
     assert_int_equal(tu_count(sh, NULL), 3);
-    sl_dataset_free(sh);
-    sl_dataset_free(ds);
+    sl_dataset_release(sh);
+    sl_dataset_release(ds);
     /* shuffled: a new order per epoch, the same for the same epoch */
     ds = sl_list_files(pats, 1, SL_LIST_SHUFFLE, 4);
     int64_t *orders[3];
@@ -765,7 +765,7 @@ static void test_list_files(void **state)
     assert_memory_not_equal(orders[0], orders[1], 10 * sizeof(int64_t));
     for (int e = 0; e < 3; e++)
         free(orders[e]);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     /* no match */
     snprintf(pat, sizeof pat, "%s/nothing-*", sub);
     const char *none[] = {pat};

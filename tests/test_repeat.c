@@ -40,12 +40,12 @@ static void test_passes(void **state)
     tu_expect(ds, want, 9);
     assert_int_equal(sl_dataset_cardinality(ds), 9);
     assert_string_equal(sl_dataset_name(ds), "repeat");
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 
     ds = sl_repeat(sl_range(0, 3, 1), 1);
     tu_expect(ds, want, 3);
     assert_int_equal(sl_dataset_cardinality(ds), 3);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static void test_forever(void **state)
@@ -54,12 +54,12 @@ static void test_forever(void **state)
     sl_dataset *ds = sl_take(sl_repeat(sl_range(0, 3, 1), -1), 10);
     int64_t want[] = {0, 1, 2, 0, 1, 2, 0, 1, 2, 0};
     tu_expect(ds, want, 10);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 
     /* long enough to be sure passes keep coming */
     ds = sl_take(sl_repeat(sl_range(0, 1, 1), -1), 5000);
     assert_int_equal(tu_count(ds, NULL), 5000);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static void test_empty_input_terminates(void **state)
@@ -68,12 +68,12 @@ static void test_empty_input_terminates(void **state)
     sl_dataset *ds = sl_repeat(sl_range(0, 0, 1), -1);
     assert_int_equal(tu_count(ds, NULL), 0);
     assert_int_equal(sl_dataset_cardinality(ds), 0);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 
     ds = sl_repeat(sl_range(0, 0, 1), 5);
     assert_int_equal(tu_count(ds, NULL), 0);
     assert_int_equal(sl_dataset_cardinality(ds), 0);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 
     /* an input that is empty only at run time: one pass, then the end */
     int calls = 0;
@@ -81,7 +81,7 @@ static void test_empty_input_terminates(void **state)
     assert_int_equal(sl_dataset_cardinality(ds), SL_INFINITE); /* as tf.data */
     assert_int_equal(tu_count(ds, NULL), 0);
     assert_int_equal(calls, 4);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static void test_zero(void **state)
@@ -92,7 +92,7 @@ static void test_zero(void **state)
     assert_int_equal(tu_count(ds, NULL), 0);
     assert_int_equal(calls, 0);
     assert_int_equal(sl_dataset_cardinality(ds), 0);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static void test_cardinality(void **state)
@@ -113,11 +113,11 @@ static void test_cardinality(void **state)
         sl_dataset *ds = sl_repeat(sl_dataset_retain(cases[i].in), cases[i].count);
         assert_non_null(ds);
         assert_int_equal(sl_dataset_cardinality(ds), cases[i].card);
-        sl_dataset_free(ds);
+        sl_dataset_release(ds);
     }
-    sl_dataset_free(inf);
-    sl_dataset_free(unk);
-    sl_dataset_free(big);
+    sl_dataset_release(inf);
+    sl_dataset_release(unk);
+    sl_dataset_release(big);
 }
 
 static void test_bad_args(void **state)
@@ -146,7 +146,7 @@ static void test_eof_repeats(void **state)
     for (int k = 0; k < 3; k++)
         assert_int_equal(sl_next(it, &el), SL_EOF);
     sl_iterator_free(it);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 /* Each pass is a new epoch of the input: per-element streams differ from
@@ -158,10 +158,10 @@ static void test_epochs(void **state)
     sl_dataset *ds = sl_repeat(sl_filter(sl_range(0, 2, 1), "rec", record_ctx, &a), 3);
     sl_options *o = tu_opts(1, 42);
     assert_int_equal(tu_count(ds, o), 6);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     ds = sl_repeat(sl_filter(sl_range(0, 2, 1), "rec", record_ctx, &b), 3);
     assert_int_equal(tu_count(ds, o), 6);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     assert_int_equal(a.n, 6);
     for (int i = 0; i < 6; i++) {
         assert_int_equal(a.epoch[i], i / 2);
@@ -176,7 +176,7 @@ static void test_epochs(void **state)
     ds = sl_repeat(sl_repeat(sl_filter(sl_range(0, 1, 1), "rec", record_ctx, &c), 2), 3);
     assert_int_equal(tu_count(ds, o), 6);
     assert_int_equal(sl_dataset_cardinality(ds), SL_UNKNOWN); /* filter's */
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     assert_int_equal(c.n, 6);
     for (int i = 0; i < 6; i++)
         assert_int_equal(c.epoch[i], i);
@@ -243,7 +243,7 @@ static void test_draining_shuffle_primes_next_pass(void **state)
     assert_int_equal(sl_next(it, &el), SL_EOF);
     assert_int_equal(p.calls, OV_PASSES * OV_N);
     sl_iterator_free(it);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 /* Priming changes when the next pass pulls, not what it gives: a run
@@ -291,7 +291,7 @@ static void test_priming_keeps_the_output(void **state)
             sl_iterator_free(it);
             sl_options_free(o);
         }
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 /* An input error met while priming comes out where it would have without:
@@ -309,7 +309,7 @@ static void test_priming_error_comes_out_in_its_pass(void **state)
     assert_int_equal(sl_next(it, &el), SL_ECORRUPT);
     assert_non_null(strstr(sl_iterator_errmsg(it), "count_pulls: a bad element"));
     sl_iterator_free(it);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static void test_fingerprint(void **state)
@@ -319,9 +319,9 @@ static void test_fingerprint(void **state)
     sl_dataset *c = sl_repeat(sl_range(0, 3, 1), -1);
     assert_true(sl_dataset_fingerprint(a) == sl_dataset_fingerprint(b));
     assert_true(sl_dataset_fingerprint(a) != sl_dataset_fingerprint(c));
-    sl_dataset_free(a);
-    sl_dataset_free(b);
-    sl_dataset_free(c);
+    sl_dataset_release(a);
+    sl_dataset_release(b);
+    sl_dataset_release(c);
 }
 
 int main(void)

@@ -48,7 +48,7 @@ static char *report_of(sl_dataset *ds, long step_us, int64_t stall_target_ppm)
     assert_int_equal((int)strlen(buf), n);
     sl_iterator_free(it);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     print_message("%s\n", buf);
     return buf;
 }
@@ -166,7 +166,7 @@ static void test_text(void **state)
     assert_int_equal(sl_iterator_report_buf(it, NULL, 5), SL_EINVAL);
     sl_iterator_free(it);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 int main(void)

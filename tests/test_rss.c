@@ -154,7 +154,7 @@ static void test_one_iterator_over_repeat(void **state)
     late = measure();
     sl_iterator_free(it);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     report("repeat(20)", early, late);
 }
 
@@ -180,7 +180,7 @@ static void test_successive_iterators(void **state)
     }
     late = measure();
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     report("20 iterators", early, late);
 }
 

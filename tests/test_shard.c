@@ -38,7 +38,7 @@ static void test_union_is_input(void **state)
                     seen[pos]++;
                 }
                 free(got);
-                sl_dataset_free(ds);
+                sl_dataset_release(ds);
             }
             for (int64_t p = 0; p < size; p++)
                 assert_int_equal(seen[p], 1);
@@ -54,13 +54,13 @@ static void test_values(void **state)
     int64_t want[] = {1, 4, 7};
     tu_expect(ds, want, 3);
     assert_string_equal(sl_dataset_name(ds), "shard");
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 
     /* sharding an endless input */
     ds = sl_take(sl_shard(sl_repeat(sl_range(0, 4, 1), -1), 3, 2), 4);
     int64_t want2[] = {2, 1, 0, 3};
     tu_expect(ds, want2, 4);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static void test_cardinality(void **state)
@@ -73,18 +73,18 @@ static void test_cardinality(void **state)
                 int64_t want = size > i ? (size - i + n - 1) / n : 0;
                 assert_int_equal(sl_dataset_cardinality(ds), want);
                 assert_int_equal(tu_count(ds, NULL), want);
-                sl_dataset_free(ds);
+                sl_dataset_release(ds);
             }
     sl_dataset *ds = sl_shard(sl_repeat(sl_range(0, 4, 1), -1), 3, 2);
     assert_int_equal(sl_dataset_cardinality(ds), SL_INFINITE);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     ds = sl_shard(sl_filter(sl_range(0, 4, 1), NULL, drop_none, NULL), 3, 2);
     assert_int_equal(sl_dataset_cardinality(ds), SL_UNKNOWN);
     assert_int_equal(tu_count(ds, NULL), 1);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     ds = sl_shard(sl_range(0, INT64_MAX - 1, 1), 2, 1); /* no overflow near the top */
     assert_int_equal(sl_dataset_cardinality(ds), (INT64_MAX - 1) / 2);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static void test_bad_args(void **state)
@@ -116,7 +116,7 @@ static void test_eof_repeats(void **state)
     assert_int_equal(sl_next(it, &el), SL_EOF);
     assert_int_equal(sl_next(it, &el), SL_EOF);
     sl_iterator_free(it);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static void test_fingerprint(void **state)
@@ -127,10 +127,10 @@ static void test_fingerprint(void **state)
     assert_true(sl_dataset_fingerprint(a) == sl_dataset_fingerprint(b));
     assert_true(sl_dataset_fingerprint(a) != sl_dataset_fingerprint(c));
     assert_true(sl_dataset_fingerprint(a) != sl_dataset_fingerprint(d));
-    sl_dataset_free(a);
-    sl_dataset_free(b);
-    sl_dataset_free(c);
-    sl_dataset_free(d);
+    sl_dataset_release(a);
+    sl_dataset_release(b);
+    sl_dataset_release(c);
+    sl_dataset_release(d);
 }
 
 static void test_random_access(void **state)
@@ -146,10 +146,10 @@ static void test_random_access(void **state)
         assert_int_equal(sl_tensor_int64(sl_element_tensor(el, 0)), 3 + 3 + 4 * i);
         sl_element_release(el);
     }
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     ds = sl_shard(sl_repeat(sl_range(0, 50, 1), 2), 4, 3);
     assert_false(sl__dataset_can_get(ds));
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 int main(void)

@@ -83,7 +83,7 @@ static void with_failing_allocations(sl_dataset *(*build)(void *), void *arg, in
                 sl_element_release(el);
             }
             sl_iterator_free(it);
-            sl_dataset_free(ds);
+            sl_dataset_release(ds);
         }
         sl_options_free(o);
         bool done = tu_alloc_calls() < k;
@@ -130,7 +130,7 @@ static void test_buffer_one_is_identity(void **state)
     sl_dataset *ds = sl_shuffle(sl_range(0, 100, 1), 1, 7, 0);
     assert_non_null(ds);
     tu_expect(ds, e, 100);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static void test_permutation_for_buffer_sizes(void **state)
@@ -147,7 +147,7 @@ static void test_permutation_for_buffer_sizes(void **state)
         assert_permutation_of_range(v, n, 0);
         assert_true(fixed_points(v, n, 0) < 1000);
         free(v);
-        sl_dataset_free(ds);
+        sl_dataset_release(ds);
     }
 }
 
@@ -163,7 +163,7 @@ static void test_shuffle_all_permutation(void **state)
     assert_permutation_of_range(v, n, 0);
     assert_true(fixed_points(v, n, 0) < 100);
     free(v);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 
     /* a negative step: get() must map indices the way next() does */
     ds = sl_shuffle(sl_range(100, 0, -3), SL_SHUFFLE_ALL, 5, 0);
@@ -174,12 +174,12 @@ static void test_shuffle_all_permutation(void **state)
         e[i] = 100 - 3 * i;
     assert_same_multiset(v, e, n);
     free(v);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 
     ds = sl_shuffle(sl_range(0, 0, 1), SL_SHUFFLE_ALL, 5, 0);
     assert_non_null(ds);
     assert_int_equal(tu_count(ds, NULL), 0);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static void test_empty_and_short_inputs(void **state)
@@ -187,7 +187,7 @@ static void test_empty_and_short_inputs(void **state)
     (void)state;
     sl_dataset *ds = sl_shuffle(sl_range(0, 0, 1), 10, 1, 0);
     assert_int_equal(tu_count(ds, NULL), 0);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 
     /* fewer elements than the buffer */
     ds = sl_shuffle(sl_range(0, 5, 1), 1000, 1, 0);
@@ -196,7 +196,7 @@ static void test_empty_and_short_inputs(void **state)
     assert_int_equal(n, 5);
     assert_permutation_of_range(v, n, 0);
     free(v);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 /* Buffer and whole-dataset shuffles give the same order for the same seed
@@ -220,7 +220,7 @@ static void check_seeds(int64_t buffer)
             free(v);
         }
         sl_options_free(o);
-        sl_dataset_free(ds);
+        sl_dataset_release(ds);
     }
     sl_dataset *ds = sl_shuffle(sl_range(0, 500, 1), buffer, 43, 0);
     size_t n;
@@ -230,7 +230,7 @@ static void check_seeds(int64_t buffer)
     assert_permutation_of_range(v, n, 0);
     free(v);
     free(first);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static void test_same_seed_same_order(void **state)
@@ -259,7 +259,7 @@ static void test_global_seed(void **state)
     sl_options_free(a);
     sl_options_free(b);
     sl_options_free(c);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 /* repeat(3) after shuffle: each epoch a permutation; reshuffled unless
@@ -284,7 +284,7 @@ static void check_epochs(int64_t buffer, unsigned flags)
     if (!(flags & SL_SHUFFLE_NO_RESHUFFLE))
         assert_true(memcmp(v + per, v + 2 * per, per * sizeof *v) != 0);
     free(v);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static void test_reshuffle_each_epoch(void **state)
@@ -330,7 +330,7 @@ static void test_shuffle_all_needs_random_access(void **state)
     for (size_t i = 0; i < n; i++)
         assert_true(v[i] >= 0 && v[i] < 10);
     free(v);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 /* The code is what a chain's last builder reports: check it through
@@ -372,7 +372,7 @@ static void test_buffer_moves_elements(void **state)
         assert_int_equal(n, 1000);
         assert_true(fixed_points(v, n, 0) < 100);
         free(v);
-        sl_dataset_free(ds);
+        sl_dataset_release(ds);
     }
 }
 
@@ -393,7 +393,7 @@ static void test_window_property(void **state)
         for (size_t i = 0; i < n; i++)
             assert_true(v[i] < (int64_t)i + B);
         free(v);
-        sl_dataset_free(ds);
+        sl_dataset_release(ds);
     }
     /* every slot of the first window gets picked now and then */
     for (int i = 0; i < B; i++)
@@ -416,7 +416,7 @@ static void test_all_orders_reachable(void **state)
             int code = (int)(v[0] * 2 + (v[1] > v[2]));
             seen[code]++;
             free(v);
-            sl_dataset_free(ds);
+            sl_dataset_release(ds);
         }
         for (int k = 0; k < 6; k++)
             assert_true(seen[k] > 10);
@@ -438,7 +438,7 @@ static void test_random_access_through_selection(void **state)
     assert_permutation_of_range(v, n, 10);
     assert_true(fixed_points(v, n, 10) < 50);
     free(v);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 
     ds = sl_shuffle(sl_shard(sl_range(0, 100, 1), 4, 1), SL_SHUFFLE_ALL, 2, 0);
     assert_non_null(ds);
@@ -449,7 +449,7 @@ static void test_random_access_through_selection(void **state)
         e[i] = 1 + 4 * i;
     assert_same_multiset(v, e, n);
     free(v);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static void test_fingerprint_and_name(void **state)
@@ -465,15 +465,15 @@ static void test_fingerprint_and_name(void **state)
     assert_true(sl_dataset_fingerprint(a) != sl_dataset_fingerprint(c));
     assert_true(sl_dataset_fingerprint(a) != sl_dataset_fingerprint(d));
     assert_true(sl_dataset_fingerprint(a) != sl_dataset_fingerprint(e));
-    sl_dataset_free(a);
-    sl_dataset_free(b);
-    sl_dataset_free(c);
-    sl_dataset_free(d);
-    sl_dataset_free(e);
+    sl_dataset_release(a);
+    sl_dataset_release(b);
+    sl_dataset_release(c);
+    sl_dataset_release(d);
+    sl_dataset_release(e);
 
     a = sl_shuffle(sl_repeat(sl_range(0, 10, 1), -1), 4, 1, 0);
     assert_int_equal(sl_dataset_cardinality(a), SL_INFINITE);
-    sl_dataset_free(a);
+    sl_dataset_release(a);
 }
 
 /* The buffer shows in the iterator's statistics while it is full, and
@@ -506,7 +506,7 @@ static void test_buffer_accounting(void **state)
     assert_int_equal(sl_next(it, &el), 0);
     sl_element_release(el);
     sl_iterator_free(it);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static void test_shuffle_all_eof_is_sticky(void **state)
@@ -523,7 +523,7 @@ static void test_shuffle_all_eof_is_sticky(void **state)
     assert_int_equal(sl_next(it, &el), SL_EOF);
     assert_int_equal(sl_iterator_stat(it, SL_STAT_BUFFERED_BYTES), 0);
     sl_iterator_free(it);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 int main(void)

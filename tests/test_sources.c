@@ -20,7 +20,7 @@ static void expect_range(int64_t start, int64_t stop, int64_t step)
     assert_non_null(ds);
     assert_int_equal(sl_dataset_cardinality(ds), (int64_t)n);
     tu_expect(ds, want, n);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static void test_range(void **state)
@@ -59,13 +59,13 @@ static void test_range_extremes(void **state)
     sl_dataset *ds = sl_range(INT64_MAX - 10, INT64_MAX, 4);
     assert_int_equal(sl_dataset_cardinality(ds), 3);
     tu_expect(ds, top, 3);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 
     int64_t bottom[3] = {INT64_MIN + 10, INT64_MIN + 6, INT64_MIN + 2};
     ds = sl_range(INT64_MIN + 10, INT64_MIN, -4);
     assert_int_equal(sl_dataset_cardinality(ds), 3);
     tu_expect(ds, bottom, 3);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 
     /* a span wider than INT64_MAX */
     const int64_t e18 = 1000000000000000000ll;
@@ -75,7 +75,7 @@ static void test_range_extremes(void **state)
     ds = sl_range(-5 * e18, 5 * e18, e18);
     assert_int_equal(sl_dataset_cardinality(ds), 10);
     tu_expect(ds, wide, 10);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 /* ---- from_tensors ---- */
@@ -105,7 +105,7 @@ static void test_from_tensors_strings(void **state)
     }
     sl_iterator_free(it);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static void test_from_tensors(void **state)
@@ -152,7 +152,7 @@ static void test_from_tensors(void **state)
     assert_int_equal(sl_next(it, &el), SL_EOF);
     sl_iterator_free(it);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static void test_from_tensors_errors(void **state)
@@ -220,7 +220,7 @@ static void test_from_tensors_zero_copy(void **state)
     }
     sl_iterator_free(it);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     /* the slice keeps the source memory alive */
     const unsigned char *d = sl_tensor_data(sl_element_tensor(kept, 0));
     for (int j = 0; j < W; j++)
@@ -277,15 +277,15 @@ static void test_from_files(void **state)
         sl_iterator_free(it);
     }
     sl_options_free(o);
-    sl_dataset_free(plain);
-    sl_dataset_free(lab);
+    sl_dataset_release(plain);
+    sl_dataset_release(lab);
 
     /* none */
     sl_dataset *empty = sl_from_files(NULL, NULL, 0);
     assert_non_null(empty);
     assert_int_equal(sl_dataset_cardinality(empty), 0);
     tu_expect(empty, NULL, 0);
-    sl_dataset_free(empty);
+    sl_dataset_release(empty);
 
     /* a NULL path, NULL paths */
     const char *holes[2] = {"/a", NULL};
@@ -579,8 +579,8 @@ static void test_iterator_stats(void **state)
     sl_iterator_free(it);
     sl_iterator_free(NULL);
     sl_options_free(o);
-    sl_dataset_free(ds);
-    sl_dataset_free(NULL);
+    sl_dataset_release(ds);
+    sl_dataset_release(NULL);
     assert_null(sl_dataset_retain(NULL));
 }
 
@@ -693,11 +693,11 @@ static void test_dataset_identity(void **state)
     assert_int_equal(sl_dataset_cardinality(m), 1);
     /* a retained dataset is the same one, freed once per reference */
     assert_ptr_equal(sl_dataset_retain(m), m);
-    sl_dataset_free(m);
+    sl_dataset_release(m);
     assert_string_equal(sl_dataset_name(m), "map(decode)");
     sl_dataset *all[] = {a, b, c, d, r, s, t, x, y, z, f1, f2, f3, f4, m};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
-        sl_dataset_free(all[i]);
+        sl_dataset_release(all[i]);
 }
 
 int main(void)

@@ -99,7 +99,7 @@ static void test_elements_once_across_passes(void **state)
     sl_stats_free(s);
     sl_iterator_free(it);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static void test_stall_when_the_pipeline_is_slow(void **state)
@@ -129,7 +129,7 @@ static void test_stall_when_the_pipeline_is_slow(void **state)
     sl_stats_free(s);
     sl_iterator_free(it);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static void test_step_when_the_consumer_is_slow(void **state)
@@ -158,7 +158,7 @@ static void test_step_when_the_consumer_is_slow(void **state)
     sl_stats_free(s);
     sl_iterator_free(it);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static double node_bytes(const sl_stats *s)
@@ -206,7 +206,7 @@ static void test_bytes_held_add_up(void **state)
     sl_stats_free(s);
     sl_iterator_free(it);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static void expect_knob(const sl_stats *s, const char *node, const char *knob, int64_t value,
@@ -269,7 +269,7 @@ static void test_knobs(void **state)
     assert_true(sl_stats_global(s, SL_GLOBAL_CPU_BUDGET) == sl_cpu_count());
     sl_stats_free(s);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static void test_reads(void **state)
@@ -317,7 +317,7 @@ static void test_reads(void **state)
     expect_knob(s, "read", "io_depth", 0, 1);
     sl_stats_free(s);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     for (int i = 0; i < N; i++)
         free(paths[i]);
     tu_rmdir(dir);
@@ -355,7 +355,7 @@ static void test_fused_counts_images(void **state)
     sl_stats_free(s);
     sl_iterator_free(it);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static void test_json(void **state)
@@ -382,7 +382,7 @@ static void test_json(void **state)
     sl_stats_free(s);
     sl_iterator_free(it);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 typedef struct watcher {
@@ -435,7 +435,7 @@ static void test_snapshots_while_running(void **state)
     sl_stats_free(s);
     sl_iterator_free(it);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 typedef struct mover {
@@ -517,7 +517,7 @@ static void test_knobs_move_while_running(void **state)
     sl_stats_free(s);
     sl_iterator_free(it);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     for (int i = 0; i < N; i++)
         free(paths[i]);
     tu_rmdir(dir);
@@ -560,7 +560,7 @@ static void test_options_and_log_category(void **state)
     sl_iterator_free(it);
     unsetenv("SLUICE_LOG");
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static void test_bad_arguments(void **state)

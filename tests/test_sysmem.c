@@ -125,7 +125,7 @@ static void test_default_budget(void **state)
     /* memory moves between the two reads: within 10% */
     assert_true(budget > avail / 2 - avail / 20 && budget < avail / 2 + avail / 20);
     sl_iterator_free(it);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 int main(void)

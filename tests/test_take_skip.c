@@ -35,22 +35,22 @@ static void test_take(void **state)
     expect_range(ds, 0, 3);
     assert_int_equal(sl_dataset_cardinality(ds), 3);
     assert_string_equal(sl_dataset_name(ds), "take");
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 
     ds = sl_take(sl_range(0, 10, 1), -1); /* all */
     expect_range(ds, 0, 10);
     assert_int_equal(sl_dataset_cardinality(ds), 10);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 
     ds = sl_take(sl_range(0, 3, 1), 10); /* more than there is */
     expect_range(ds, 0, 3);
     assert_int_equal(sl_dataset_cardinality(ds), 3);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 
     ds = sl_take(sl_range(0, 10, 1), 0);
     expect_range(ds, 0, 0);
     assert_int_equal(sl_dataset_cardinality(ds), 0);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static void test_take_pulls_no_more_than_n(void **state)
@@ -60,13 +60,13 @@ static void test_take_pulls_no_more_than_n(void **state)
     sl_dataset *ds = sl_take(sl_filter(sl_range(0, 10, 1), "count", count_calls, &calls), 0);
     expect_range(ds, 0, 0);
     assert_int_equal(calls, 0);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 
     calls = 0;
     ds = sl_take(sl_filter(sl_range(0, 10, 1), "count", count_calls, &calls), 4);
     expect_range(ds, 0, 4);
     assert_int_equal(calls, 4);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static void test_skip(void **state)
@@ -76,27 +76,27 @@ static void test_skip(void **state)
     expect_range(ds, 4, 10);
     assert_int_equal(sl_dataset_cardinality(ds), 6);
     assert_string_equal(sl_dataset_name(ds), "skip");
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 
     ds = sl_skip(sl_range(0, 10, 1), 0);
     expect_range(ds, 0, 10);
     assert_int_equal(sl_dataset_cardinality(ds), 10);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 
     ds = sl_skip(sl_range(0, 10, 1), 10);
     expect_range(ds, 0, 0);
     assert_int_equal(sl_dataset_cardinality(ds), 0);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 
     ds = sl_skip(sl_range(0, 10, 1), 25); /* past the end */
     expect_range(ds, 0, 0);
     assert_int_equal(sl_dataset_cardinality(ds), 0);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 
     ds = sl_skip(sl_range(0, 10, 1), -1); /* all */
     expect_range(ds, 0, 0);
     assert_int_equal(sl_dataset_cardinality(ds), 0);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static void test_skip_then_take(void **state)
@@ -105,19 +105,19 @@ static void test_skip_then_take(void **state)
     sl_dataset *ds = sl_take(sl_skip(sl_range(0, 100, 1), 10), 5);
     expect_range(ds, 10, 15);
     assert_int_equal(sl_dataset_cardinality(ds), 5);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 
     ds = sl_skip(sl_take(sl_range(0, 100, 1), 5), 3);
     expect_range(ds, 3, 5);
     assert_int_equal(sl_dataset_cardinality(ds), 2);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 
     /* an endless input: skip leaves it endless, take bounds it */
     ds = sl_take(sl_skip(sl_repeat(sl_range(0, 4, 1), -1), 2), 6);
     int64_t want[] = {2, 3, 0, 1, 2, 3};
     tu_expect(ds, want, 6);
     assert_int_equal(sl_dataset_cardinality(ds), 6);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static void test_empty_input(void **state)
@@ -128,11 +128,11 @@ static void test_empty_input(void **state)
         sl_dataset *ds = sl_take(sl_range(0, 0, 1), ns[i]);
         expect_range(ds, 0, 0);
         assert_int_equal(sl_dataset_cardinality(ds), 0);
-        sl_dataset_free(ds);
+        sl_dataset_release(ds);
         ds = sl_skip(sl_range(0, 0, 1), ns[i]);
         expect_range(ds, 0, 0);
         assert_int_equal(sl_dataset_cardinality(ds), 0);
-        sl_dataset_free(ds);
+        sl_dataset_release(ds);
     }
 }
 
@@ -163,10 +163,10 @@ static void test_cardinality(void **state)
         sl_dataset *ds = cases[i].op(sl_dataset_retain(cases[i].in), cases[i].n);
         assert_non_null(ds);
         assert_int_equal(sl_dataset_cardinality(ds), cases[i].card);
-        sl_dataset_free(ds);
+        sl_dataset_release(ds);
     }
-    sl_dataset_free(inf);
-    sl_dataset_free(unk);
+    sl_dataset_release(inf);
+    sl_dataset_release(unk);
 }
 
 static void test_eof_repeats(void **state)
@@ -186,7 +186,7 @@ static void test_eof_repeats(void **state)
         assert_null(el);
     }
     sl_iterator_free(it);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static void test_bad_args(void **state)
@@ -213,10 +213,10 @@ static void test_fingerprint(void **state)
     assert_true(sl_dataset_fingerprint(a) == sl_dataset_fingerprint(b));
     assert_true(sl_dataset_fingerprint(a) != sl_dataset_fingerprint(c));
     assert_true(sl_dataset_fingerprint(a) != sl_dataset_fingerprint(d));
-    sl_dataset_free(a);
-    sl_dataset_free(b);
-    sl_dataset_free(c);
-    sl_dataset_free(d);
+    sl_dataset_release(a);
+    sl_dataset_release(b);
+    sl_dataset_release(c);
+    sl_dataset_release(d);
 }
 
 static int64_t get_value(sl_dataset *ds, int64_t index)
@@ -235,15 +235,15 @@ static void test_random_access(void **state)
     assert_true(sl__dataset_can_get(ds));
     for (int64_t i = 0; i < 10; i++)
         assert_int_equal(get_value(ds, i), 100 + 2 * (5 + i));
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 
     /* take of an endless input has a known size, but repeat has no get */
     ds = sl_take(sl_repeat(sl_range(0, 3, 1), -1), 10);
     assert_false(sl__dataset_can_get(ds));
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     ds = sl_skip(sl_filter(sl_range(0, 3, 1), NULL, drop_all, NULL), 1);
     assert_false(sl__dataset_can_get(ds));
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 /* Pulls ds to its end: the elements (values), and the code it ended with
@@ -284,8 +284,8 @@ static void test_assert_cardinality(void **state)
     sl_dataset *rep = sl_repeat(sl_dataset_retain(ds), 3); /* each pass is checked */
     assert_int_equal(sl_dataset_cardinality(rep), 30);
     assert_int_equal(tu_count(rep, NULL), 30);
-    sl_dataset_free(rep);
-    sl_dataset_free(ds);
+    sl_dataset_release(rep);
+    sl_dataset_release(ds);
 
     int64_t vals[16];
     int n;
@@ -309,7 +309,7 @@ static void test_assert_cardinality(void **state)
             assert_int_equal(vals[k], k);
         if (!strstr(msg, wrong[i].says))
             fail_msg("stated %lld: \"%s\"", (long long)wrong[i].stated, msg);
-        sl_dataset_free(ds);
+        sl_dataset_release(ds);
     }
 
     /* a size the input knows: the same passes through (with random
@@ -317,10 +317,10 @@ static void test_assert_cardinality(void **state)
     ds = sl_assert_cardinality(sl_range(0, 10, 1), 10);
     assert_true(sl__dataset_can_get(ds));
     expect_range(ds, 0, 10);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     ds = sl_assert_cardinality(sl_repeat(sl_range(0, 3, 1), -1), SL_INFINITE);
     assert_int_equal(sl_dataset_cardinality(ds), SL_INFINITE);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     sl_clear_error();
     assert_null(sl_assert_cardinality(sl_range(0, 10, 1), 12));
     assert_non_null(strstr(sl_last_error(), "has 10 elements, not 12"));

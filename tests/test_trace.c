@@ -80,7 +80,7 @@ static void test_off(void **state)
     assert_int_equal(sl_iterator_trace(NULL, "/tmp/x.json"), SL_EINVAL);
     assert_int_equal(sl_iterator_trace(it, NULL), SL_EINVAL);
     sl_iterator_free(it);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static void test_tracks(void **state)
@@ -121,7 +121,7 @@ static void test_tracks(void **state)
     free(j);
     sl_iterator_free(it);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     tu_rmdir(dir);
 }
 
@@ -147,7 +147,7 @@ static void test_ring_keeps_the_latest(void **state)
     free(j);
     sl_iterator_free(it);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     tu_rmdir(dir);
 }
 
@@ -195,7 +195,7 @@ static void test_written_while_running(void **state)
     free(slurp_json(path));
     sl_iterator_free(it);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     tu_rmdir(dir);
 }
 
@@ -209,7 +209,7 @@ static void test_unwritable(void **state)
     expect_in(sl_last_error(), "/nonexistent-dir/trace.json");
     sl_iterator_free(it);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 int main(void)

@@ -20,15 +20,15 @@ static void test_inverse_of_batch(void **state)
     assert_int_equal(sl_tensor_ndim(sl_element_tensor(el, 0)), 0);
     sl_element_release(el);
     sl_iterator_free(it);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 
     ds = sl_unbatch(sl_batch(sl_range(0, 10, 1), 4, SL_DROP_REMAINDER));
     tu_expect_iota(ds, 8);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 
     ds = sl_unbatch(sl_unbatch(sl_batch(sl_batch(sl_range(0, 24, 1), 3, 0), 4, 0)));
     tu_expect_iota(ds, 24);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static void test_empty_input(void **state)
@@ -37,7 +37,7 @@ static void test_empty_input(void **state)
     sl_dataset *ds = sl_unbatch(sl_batch(sl_range(0, 0, 1), 3, 0));
     tu_expect_iota(ds, 0);
     assert_int_equal(sl_dataset_cardinality(ds), 0);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static void test_scalars_fail(void **state)
@@ -51,14 +51,14 @@ static void test_scalars_fail(void **state)
     free(got);
     assert_int_equal(n, 0);
     assert_string_equal(msg, "unbatch: tensor 0 is a scalar");
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 
     sl_element *e = sl_element_create(0);
     ds = sl_unbatch(tu_elements(&e, 1, -3));
     assert_int_equal(tu_collect(ds, NULL, &got, &n, msg), SL_ESHAPE);
     free(got);
     assert_non_null(strstr(msg, "no tensors"));
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static void test_first_dims_differ(void **state)
@@ -76,7 +76,7 @@ static void test_first_dims_differ(void **state)
     assert_non_null(strstr(msg, "unbatch"));
     assert_non_null(strstr(msg, "[3, 4]"));
     assert_non_null(strstr(msg, "[2]"));
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 /* Slices of pooled buffers are views; slices of inline data are copies. */
@@ -106,7 +106,7 @@ static void test_views(void **state)
     assert_int_equal(sl_next(it, &el), SL_EOF);
     assert_int_equal(sl_next(it, &el), SL_EOF);
     sl_iterator_free(it);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     sl_element_release(src);
     /* the views keep the buffer alive on their own */
     for (int i = 0; i < 4; i++) {
@@ -146,7 +146,7 @@ static void test_strings(void **state)
     }
     assert_int_equal(sl_next(it, &el), SL_EOF);
     sl_iterator_free(it);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static void test_strings_round_trip(void **state)
@@ -166,7 +166,7 @@ static void test_strings_round_trip(void **state)
     }
     assert_int_equal(sl_next(it, &el), SL_EOF);
     sl_iterator_free(it);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 /* Elements with a first dimension of 0 yield nothing; iteration goes on. */
@@ -183,7 +183,7 @@ static void test_zero_rows(void **state)
     }
     sl_dataset *ds = sl_unbatch(tu_elements(e, 3, -3));
     tu_expect_iota(ds, 2);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 static void test_cardinality(void **state)
@@ -191,7 +191,7 @@ static void test_cardinality(void **state)
     (void)state;
     sl_dataset *ds = sl_unbatch(sl_repeat(sl_batch(sl_range(0, 4, 1), 2, 0), -1));
     assert_int_equal(sl_dataset_cardinality(ds), SL_UNKNOWN);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     assert_null(sl_unbatch(NULL));
 }
 

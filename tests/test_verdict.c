@@ -82,7 +82,7 @@ static int first(const char *dir, int crop, int64_t seed, char *msg)
     sl_element_release(el);
     sl_iterator_free(it);
     sl_options_free(o);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     return rc;
 }
 
@@ -142,7 +142,7 @@ static void test_skip_counts_do_not_change(void **state)
         sl_iterator_free(it);
         sl_options_free(o);
     }
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 }
 
 int main(void)

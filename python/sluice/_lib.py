@@ -135,7 +135,7 @@ _PROTOTYPES = {
     "sl_options_get": (c_int64, [c_void_p, c_int]),
     "sl_option_bounds": (c_int, [c_int, P(c_int64), P(c_int64)]),
     "sl_dataset_retain": (c_void_p, [c_void_p]),
-    "sl_dataset_free": (None, [c_void_p]),
+    "sl_dataset_release": (None, [c_void_p]),
     "sl_dataset_cardinality": (c_int64, [c_void_p]),
     "sl_dataset_name": (c_char_p, [c_void_p]),
     "sl_dataset_fingerprint": (c_uint64, [c_void_p]),

@@ -11,7 +11,7 @@ from ._constants import (SL_AUTOTUNE, SL_COMPRESSION_GZIP, SL_COMPRESSION_NONE,
                          SL_DISTRIBUTE_DROP, SL_DISTRIBUTE_PAD, SL_DROP_REMAINDER, SL_EINVAL,
                          SL_ESTATE, SL_FLOAT32, SL_FOLDER_RESCAN, SL_INFINITE,
                          SL_INT64, SL_LAYOUT_CHW, SL_LAYOUT_HWC, SL_LIST_SHUFFLE,
-                         SL_MAP_ORDERED, SL_MAP_UNORDERED, SL_NONDETERMINISTIC, SL_SHUFFLE_ALL,
+                         SL_MAP_ORDERED, SL_NONDETERMINISTIC, SL_SHUFFLE_ALL,
                          SL_SHUFFLE_NO_RESHUFFLE, SL_STRING, SL_TFRECORD_NO_DATA_CRC, SL_UINT8,
                          SL_UNKNOWN, SL_WITH_PATHS)
 from ._callbacks import Callback
@@ -192,7 +192,7 @@ class Dataset:
         s = self._strings
         return s if isinstance(s, str) else (s.strings or "str")
 
-    def __del__(self, _free=lib.sl_dataset_free, _pending=pending_interrupt):
+    def __del__(self, _free=lib.sl_dataset_release, _pending=pending_interrupt):
         p, self._ptr = getattr(self, "_ptr", None), None
         if p:
             try:
@@ -441,7 +441,7 @@ class Dataset:
         fingerprint (default: the function's name)."""
         cb = _Callback(map_func, "map", with_context, self.strings == "bytes")
         flags = (0 if deterministic is None else
-                 SL_MAP_ORDERED if deterministic else SL_MAP_UNORDERED)
+                 SL_MAP_ORDERED if deterministic else SL_NONDETERMINISTIC)
         label = (name or getattr(map_func, "__name__", None) or "python").encode()
         return self._derive(lib.sl_map, label, cb.c_fn, None, _parallel("map", num_parallel_calls),
                             flags, callback=cb, image_layout=None)

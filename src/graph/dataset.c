@@ -22,7 +22,7 @@ sl_dataset *sl__dataset_new(const sl__node_ops *ops, size_t size, sl_dataset *in
         return NULL;
     sl_dataset *ds = dataset_alloc(ops, size);
     if (!ds) {
-        sl_dataset_free(input);
+        sl_dataset_release(input);
         return NULL;
     }
     ds->ninputs = 1;
@@ -39,14 +39,14 @@ sl_dataset *sl__dataset_new2(const sl__node_ops *ops, size_t size, sl_dataset *a
                              sl_dataset *b)
 {
     if (!a || !b) {
-        sl_dataset_free(a);
-        sl_dataset_free(b);
+        sl_dataset_release(a);
+        sl_dataset_release(b);
         return NULL;
     }
     sl_dataset *ds = dataset_alloc(ops, size);
     if (!ds) {
-        sl_dataset_free(a);
-        sl_dataset_free(b);
+        sl_dataset_release(a);
+        sl_dataset_release(b);
         return NULL;
     }
     ds->ninputs = 2;
@@ -76,7 +76,7 @@ sl_dataset *sl__dataset_fail(sl_dataset *ds, int code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     sl__set_error_str(code, msg);
     return NULL;
 }
@@ -95,11 +95,16 @@ SL_API sl_dataset *sl_dataset_retain(sl_dataset *ds)
 
 SL_API void sl_dataset_free(sl_dataset *ds)
 {
+    sl_dataset_release(ds);
+}
+
+SL_API void sl_dataset_release(sl_dataset *ds)
+{
     /* iterative over the first input so long chains do not recurse deeply */
     while (ds && atomic_fetch_sub_explicit(&ds->refs, 1, memory_order_acq_rel) == 1) {
         sl_dataset *next = ds->ninputs ? ds->inputs[0] : NULL;
         for (int i = 1; i < ds->ninputs; i++)
-            sl_dataset_free(ds->inputs[i]);
+            sl_dataset_release(ds->inputs[i]);
         if (ds->ops->destroy)
             ds->ops->destroy(ds);
         sl__learned_free(ds->learned);
@@ -149,7 +154,7 @@ sl_dataset *sl__push_below(sl_dataset *in, sl_dataset *(*op)(sl_dataset *x, void
     sl_dataset *below = sl_dataset_retain(in->inputs[0]);
     below = sl__push_below(below, op, arg);
     sl_dataset *out = below ? in->ops->rebuild(in, below) : NULL;
-    sl_dataset_free(in);
+    sl_dataset_release(in);
     return out;
 }
 

@@ -247,7 +247,7 @@ SL_API void sl_iterator_free(sl_iterator *it)
         sl__dataset_learned_keep(it->ds, learned);
     sl__tree_cancel(&it->tree);
     sl__iter_free(it->root);
-    sl_dataset_free(it->ds);
+    sl_dataset_release(it->ds);
     sl__tree_fini(&it->tree);
     sl__bytes_free(&it->saved);
     sl__free(it, sizeof *it);

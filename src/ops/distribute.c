@@ -185,7 +185,7 @@ static sl_dataset *apply(sl_dataset *x, void *arg)
     const distribute_args *a = arg;
     int64_t n = x ? sl_dataset_cardinality(x) : 0;
     if (x && n == SL_INFINITE) {
-        sl_dataset_free(x);
+        sl_dataset_release(x);
         sl__set_error(SL_EINVAL, "distribute: the input is infinite; distribute before the "
                       "repeat");
         return NULL;
@@ -223,12 +223,12 @@ static sl_dataset *split_files(sl_dataset *ds, const sl_dataset *r, distribute_a
     if (ds == r) {
         sl_dataset *files = apply(sl_dataset_retain(r->inputs[0]), a);
         sl_dataset *out = files ? r->ops->rebuild_files(r, files) : NULL;
-        sl_dataset_free(ds);
+        sl_dataset_release(ds);
         return out;
     }
     sl_dataset *below = split_files(sl_dataset_retain(ds->inputs[0]), r, a);
     sl_dataset *out = below ? ds->ops->rebuild(ds, below) : NULL;
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     return out;
 }
 
@@ -239,7 +239,7 @@ SL_API sl_dataset *sl_distribute(sl_dataset *in, const sl_dist_context *ctx, uns
     sl_dist_context env;
     if (!ctx) {
         if (sl_distributed_context(&env) < 0) {
-            sl_dataset_free(in);
+            sl_dataset_release(in);
             return NULL;
         }
         ctx = &env;
@@ -255,7 +255,7 @@ SL_API sl_dataset *sl_distribute(sl_dataset *in, const sl_dist_context *ctx, uns
     if (bad) {
         sl__set_error(SL_EINVAL, "distribute: %s (rank %d, world_size %d, flags 0x%x)", bad,
                       ctx->rank, ctx->world_size, flags);
-        sl_dataset_free(in);
+        sl_dataset_release(in);
         return NULL;
     }
     if (ctx->world_size == 1)
@@ -264,7 +264,7 @@ SL_API sl_dataset *sl_distribute(sl_dataset *in, const sl_dist_context *ctx, uns
         sl__set_error(SL_EUNSUPPORTED, "distribute: the input lists its files anew each "
                       "epoch (SL_FOLDER_RESCAN); ranks rescanning at different moments would "
                       "split different lists, so equal steps cannot be promised");
-        sl_dataset_free(in);
+        sl_dataset_release(in);
         return NULL;
     }
     distribute_args a = {ctx->world_size, ctx->rank, flags};
@@ -277,7 +277,7 @@ SL_API sl_dataset *sl_distribute(sl_dataset *in, const sl_dist_context *ctx, uns
                       "least %d files at the top of the pipeline; %s", ctx->world_size,
                       !r ? "there is none" : files < 0 ? "its file count is unknown"
                                                        : "it has fewer");
-        sl_dataset_free(in);
+        sl_dataset_release(in);
         return NULL;
     }
     return sl__push_below(in, apply, &a);

@@ -113,7 +113,7 @@ static void source_free(interleave_iter *it, source *s)
     sl__free(s->buf, (size_t)s->cap * sizeof *s->buf);
     sl__bytes_free(&s->taken);
     sl__iter_free(s->it);
-    sl_dataset_free(s->ds);
+    sl_dataset_release(s->ds);
     sl__strfree(s->msg);
     sl__free(s, sizeof *s);
 }

@@ -500,7 +500,7 @@ static int map_save(sl__iter *base, sl__bytes *w)
 {
     map_iter *it = (map_iter *)base;
     if (!it->ordered)
-        return sl__set_error(SL_EUNSUPPORTED, "%s: an unordered map (SL_MAP_UNORDERED, or "
+        return sl__set_error(SL_EUNSUPPORTED, "%s: an unordered map (SL_NONDETERMINISTIC, or "
                              "SL_OPT_DETERMINISTIC off) has no position to save",
                              sl_dataset_name(base->ds));
     const chunk *c = it->cur;
@@ -552,7 +552,7 @@ int sl__map_iter_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_
     it->user = user;
     it->seed = sl__node_seed(&it->base, -1);
     it->ordered = (flags & SL_MAP_ORDERED) ||
-                  (!(flags & SL_MAP_UNORDERED) && tree->deterministic);
+                  (!(flags & SL_NONDETERMINISTIC) && tree->deterministic);
     if (!it->ordered) /* no position to save: skip the snapshots */
         atomic_store(&it->snap.rc, SL_EUNSUPPORTED);
     sl__async_init(&it->a);
@@ -617,8 +617,8 @@ SL_API sl_dataset *sl_map(sl_dataset *in, const char *name, sl_map_fn fn, void *
     if (!m)
         return NULL;
     if (!fn || (parallelism < 1 && parallelism != SL_AUTOTUNE) || parallelism > 4096 ||
-        (flags & ~(SL_MAP_ORDERED | SL_MAP_UNORDERED)) ||
-        (flags & SL_MAP_ORDERED && flags & SL_MAP_UNORDERED))
+        (flags & ~(SL_MAP_ORDERED | SL_NONDETERMINISTIC)) ||
+        (flags & SL_MAP_ORDERED && flags & SL_NONDETERMINISTIC))
         return sl__dataset_fail(&m->base, SL_EINVAL, "map(%s): bad arguments (fn %s, parallelism %d, flags %#x)",
                                 name ? name : "", fn ? "set" : "NULL", parallelism, flags);
     m->fn = fn;

@@ -238,7 +238,7 @@ static sl_dataset *map_image_fuse_batch(sl_dataset *ds, int64_t size, unsigned f
 {
     const map_image_ds *d = (const map_image_ds *)ds;
     if (size > (1 << 20)) {
-        sl_dataset_free(ds);
+        sl_dataset_release(ds);
         sl__set_error(SL_EINVAL, "batch: size %lld is too large for images", (long long)size);
         return NULL;
     }
@@ -250,7 +250,7 @@ static sl_dataset *map_image_fuse_batch(sl_dataset *ds, int64_t size, unsigned f
         f->batch = size;
         f->flags = flags;
     }
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     return f ? &f->base : NULL;
 }
 
@@ -342,7 +342,7 @@ SL_API sl_dataset *sl_map_image(sl_dataset *in, const sl_image_spec *spec, int p
 {
 #ifdef SLUICE_NO_JPEG
     if (in) {
-        sl_dataset_free(in);
+        sl_dataset_release(in);
         sl__set_error(SL_EUNSUPPORTED, "map_image: JPEG decoding is not in this build "
                                        "(SLUICE_WITH_JPEG=OFF)");
     }
@@ -358,7 +358,7 @@ SL_API sl_dataset *sl_map_image(sl_dataset *in, const sl_image_spec *spec, int p
     if (rc == 0)
         rc = spec_check(&d->spec);
     if (rc < 0) {
-        sl_dataset_free(&d->base);
+        sl_dataset_release(&d->base);
         return NULL;
     }
     if ((parallelism < 1 && parallelism != SL_AUTOTUNE) || parallelism > 4096)

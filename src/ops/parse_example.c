@@ -831,7 +831,7 @@ SL_API sl_dataset *sl_parse_example_parallel(sl_dataset *in, const sl_feature *f
     if (rc == 0)
         rc = index_keys(d);
     if (rc) {
-        sl_dataset_free(&d->base);
+        sl_dataset_release(&d->base);
         return NULL;
     }
     d->flags = flags;

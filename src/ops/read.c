@@ -663,7 +663,7 @@ static sl_dataset *read_rebuild(const sl_dataset *ds, sl_dataset *new_input)
     if (r && ds->name) {
         r->name = sl__strdup(ds->name);
         if (!r->name) {
-            sl_dataset_free(r);
+            sl_dataset_release(r);
             return NULL;
         }
     }

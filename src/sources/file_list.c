@@ -155,7 +155,7 @@ SL_API sl_dataset *sl_file_list(const char *list_path, const char *root, unsigne
         sl__free(text, len + 1);
     }
     if (rc < 0) {
-        sl_dataset_free(&l->base);
+        sl_dataset_release(&l->base);
         return NULL;
     }
     return sl_read_files(&l->base, flags);

@@ -408,7 +408,7 @@ SL_API sl_dataset *sl_image_folder(const char *root, const char *extensions, uns
     }
     scan_free(&s);
     if (rc < 0) {
-        sl_dataset_free(&l->base);
+        sl_dataset_release(&l->base);
         return NULL;
     }
     /* a file deleted since it was listed is skipped, under any policy */

@@ -163,7 +163,7 @@ SL_API sl_dataset *sl_list_files(const char *const *patterns, int n, unsigned fl
     sl__sorted_free(order, all.n);
     sl__strs_free(&all);
     if (rc < 0) {
-        sl_dataset_free(d ? &d->base : NULL);
+        sl_dataset_release(d ? &d->base : NULL);
         sl__set_error(SL_ENOMEM, "list_files: out of memory");
         return NULL;
     }

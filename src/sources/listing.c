@@ -99,7 +99,7 @@ sl__listing_ds *sl__listing_new(const sl__node_ops *ops, size_t size, const char
         n--;
     l->root = sl__alloc(n + 1);
     if (!l->root) {
-        sl_dataset_free(&l->base);
+        sl_dataset_release(&l->base);
         return NULL;
     }
     memcpy(l->root, root, n);
@@ -253,7 +253,7 @@ int sl__listing_refresh(const sl_dataset *ds, int64_t epoch)
             sl__log(SL_LOG_INFO, "%s: %s: %zu new files for epoch %lld (%zu in all)",
                     sl_dataset_name(ds), l->root, added, (long long)epoch, l->paths.n);
     }
-    sl_dataset_free(&fresh->base);
+    sl_dataset_release(&fresh->base);
     pthread_mutex_unlock(&r->scan_mu);
     return rc == SL_ENOMEM ? sl__set_error(SL_ENOMEM, "%s: %s: out of memory rescanning",
                                            sl_dataset_name(ds), l->root)

@@ -22,7 +22,7 @@ int main(void)
     sl_iterator *it = sl_iterator_create(ds, NULL);
     if (!it) {
         fprintf(stderr, "consumer: sl_iterator_create: %s\n", sl_last_error());
-        sl_dataset_free(ds);
+        sl_dataset_release(ds);
         return 1;
     }
 
@@ -44,7 +44,7 @@ int main(void)
     if (rc < 0)
         fprintf(stderr, "consumer: sl_next: %s\n", sl_iterator_errmsg(it));
     sl_iterator_free(it);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 
     if (rc != SL_EOF || batches != 3 || items != 10 || sum != 45) {
         fprintf(stderr, "consumer: got rc=%d, %d batches, %lld items, sum %lld "

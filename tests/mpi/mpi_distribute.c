@@ -135,7 +135,7 @@ int main(int argc, char **argv)
         sl_iterator_free(it);
         sl_options_free(o);
     }
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
 
     /* to rank 0: counts, steps, then the indices of every epoch */
     int mine[2 * EPOCHS + 1] = {(int)steps_promised};

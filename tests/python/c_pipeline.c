@@ -74,7 +74,7 @@ int main(int argc, char **argv)
         sl_options_set(opts, SL_OPT_SEED, seed) < 0) {
         fprintf(stderr, "c_pipeline: %s\n", sl_last_error());
         sl_options_free(opts);
-        sl_dataset_free(ds);
+        sl_dataset_release(ds);
         return 1;
     }
     sl_iterator *it = sl_iterator_create(ds, opts);
@@ -90,6 +90,6 @@ int main(int argc, char **argv)
         rc = -1;
     sl_iterator_free(it);
     sl_options_free(opts);
-    sl_dataset_free(ds);
+    sl_dataset_release(ds);
     return rc < 0 ? 1 : 0;
 }
