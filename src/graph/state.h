@@ -104,6 +104,22 @@ int sl__iter_restored(const sl__iter *it, int n, int64_t *f);
 /* A field that must lie in [lo, hi]: 0, or SL_ECORRUPT naming the node. */
 int sl__state_range(const sl__iter *it, const char *field, int64_t v, int64_t lo, int64_t hi);
 
+/* The fields of a record an op writes from values (rather than from
+ * members, which unary.h's field tables describe): LIST(X) names them in
+ * order, and SL__STATE_FIELDS(LIST) declares their indices F_<name>, their
+ * count NFIELDS and their names, field_names[], for messages:
+ *
+ *     #define SHUFFLE_FIELDS(X) X(pulled) X(emitted)
+ *     SL__STATE_FIELDS(SHUFFLE_FIELDS);
+ *     int64_t f[NFIELDS] = {[F_pulled] = it->pulled, [F_emitted] = it->emitted};
+ *     rc = sl__state_range(it, field_names[F_pulled], f[F_pulled], 0, INT64_MAX);
+ */
+#define SL__FIELD_INDEX_(name) F_##name,
+#define SL__FIELD_NAME_(name) #name,
+#define SL__STATE_FIELDS(LIST)                                                      \
+    enum { LIST(SL__FIELD_INDEX_) NFIELDS };                                        \
+    static const char *const field_names[NFIELDS] = {LIST(SL__FIELD_NAME_)}
+
 /* A synchronous node's record: its fields, then its input's record (none
  * when input is NULL, an input already let go). */
 int sl__save_sync(sl__bytes *w, const sl__iter *it, int nfields, const int64_t *fields,

@@ -566,39 +566,43 @@ static void cache_destroy(sl__iter *base)
     sl__iter_free(it->in);
 }
 
-/* Kind, elements returned, file offset; then the input's record while the
- * pass comes from the input. */
+/* Where the pass comes from (a RESUME_ kind), elements returned, the
+ * file offset of the next; then the input's record while the pass comes
+ * from the input. */
+#define CACHE_FIELDS(X) X(kind) X(returned) X(offset)
+SL__STATE_FIELDS(CACHE_FIELDS);
+
 static int cache_save(sl__iter *base, sl__bytes *w)
 {
     cache_iter *it = (cache_iter *)base;
-    int64_t f[3] = {RESUME_NONE, it->served, 0};
+    int64_t f[NFIELDS] = {[F_kind] = RESUME_NONE, [F_returned] = it->served, [F_offset] = 0};
     switch (it->mode) {
     case START:
-        f[0] = it->resume; /* not started: what it would resume */
-        f[1] = it->resume_pos;
-        f[2] = (int64_t)it->resume_off;
-        return sl__state_node(w, base, 3, f, 0);
+        f[F_kind] = it->resume; /* not started: what it would resume */
+        f[F_returned] = it->resume_pos;
+        f[F_offset] = (int64_t)it->resume_off;
+        return sl__state_node(w, base, NFIELDS, f, 0);
     case PASS:
     case FILE_WRITE:
     case AUTO_FILL:
     case AUTO_SPILL:
-        f[0] = RESUME_INPUT;
-        return sl__save_sync(w, base, 3, f, it->in);
+        f[F_kind] = RESUME_INPUT;
+        return sl__save_sync(w, base, NFIELDS, f, it->in);
     case MEM_SERVE:
-        f[0] = RESUME_MEM;
+        f[F_kind] = RESUME_MEM;
         break;
     case FILE_READ:
-        f[0] = RESUME_FILE;
-        f[2] = (int64_t)it->file.off;
+        f[F_kind] = RESUME_FILE;
+        f[F_offset] = (int64_t)it->file.off;
         break;
     case DONE:
-        f[0] = RESUME_DONE;
+        f[F_kind] = RESUME_DONE;
         break;
     default:
         return sl__set_error(SL_ESTATE, "cache(%s): failed earlier; there is no position to "
                              "save", name(it));
     }
-    return sl__state_node(w, base, 3, f, 0);
+    return sl__state_node(w, base, NFIELDS, f, 0);
 }
 
 static const sl__iter_ops cache_iter_ops = {
@@ -613,15 +617,17 @@ static int cache_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_
     cache_iter *it = sl__iter_alloc(&cache_iter_ops, sizeof *it, ds, tree, key, epoch);
     if (!it)
         return SL_ENOMEM;
-    int64_t f[3];
-    int rc = sl__iter_restored(&it->base, 3, f);
+    int64_t f[NFIELDS];
+    int rc = sl__iter_restored(&it->base, NFIELDS, f);
     if (rc > 0) {
-        it->resume = (int)f[0];
-        it->resume_pos = f[1];
-        it->resume_off = (uint64_t)f[2];
-        rc = sl__state_range(&it->base, "kind", f[0], RESUME_NONE, RESUME_DONE);
+        it->resume = (int)f[F_kind];
+        it->resume_pos = f[F_returned];
+        it->resume_off = (uint64_t)f[F_offset];
+        rc = sl__state_range(&it->base, field_names[F_kind], f[F_kind], RESUME_NONE,
+                             RESUME_DONE);
         if (rc == 0)
-            rc = sl__state_range(&it->base, "returned", f[1], 0, INT64_MAX);
+            rc = sl__state_range(&it->base, field_names[F_returned], f[F_returned], 0,
+                                 INT64_MAX);
         if (rc == 0 && it->resume == RESUME_INPUT) {
             /* the input resumes where it was, past what the cache has: this
              * pass only passes through, a later one fills the cache */

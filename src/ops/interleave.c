@@ -565,29 +565,34 @@ static void interleave_destroy(sl__iter *base)
 
 /* ---- positions ---- */
 
-/* Fields: ci, bi, end_of_input, popped, then each slot's input position
- * (-1: empty); children: the records of the sources in the slots, as of
- * their last element taken. The input's record is not kept: restoring
- * replays it from the pass start, to reopen the slots' inputs. */
+/* Fields: the cycle's position (slot ci, element bi of its block), whether
+ * the input ended, how many input elements were popped, then each slot's
+ * input position (-1: empty); children: the records of the sources in the
+ * slots, as of their last element taken. The input's record is not kept:
+ * restoring replays it from the pass start, to reopen the slots' inputs. */
+#define INTERLEAVE_FIELDS(X) X(ci) X(bi) X(end_of_input) X(popped)
+SL__STATE_FIELDS(INTERLEAVE_FIELDS);
+#define MAX_SAVED_CYCLE 64
+
 static int interleave_save(sl__iter *base, sl__bytes *w)
 {
     interleave_iter *it = (interleave_iter *)base;
     if (!ordered(it))
         return sl__set_error(SL_EUNSUPPORTED, "interleave: in completion order "
                              "(SL_NONDETERMINISTIC) it has no position to save");
-    int n = it->d->cycle, nf = 4 + n, open = 0;
-    int64_t f[4 + 64];
-    if (n > 64)
+    int n = it->d->cycle, nf = NFIELDS + n, open = 0;
+    int64_t f[NFIELDS + MAX_SAVED_CYCLE];
+    if (n > MAX_SAVED_CYCLE)
         return sl__set_error(SL_EUNSUPPORTED, "interleave: a cycle of %d inputs is too long "
-                             "to save (at most 64)", n);
+                             "to save (at most %d)", n, MAX_SAVED_CYCLE);
     pthread_mutex_lock(&it->mu);
-    f[0] = it->ci;
-    f[1] = it->bi;
-    f[2] = it->end_of_input;
-    f[3] = it->popped;
+    f[F_ci] = it->ci;
+    f[F_bi] = it->bi;
+    f[F_end_of_input] = it->end_of_input;
+    f[F_popped] = it->popped;
     for (int i = 0; i < n; i++) {
         source *s = it->slot[i];
-        f[4 + i] = s ? s->index : -1;
+        f[NFIELDS + i] = s ? s->index : -1;
         open += s && s->it;
     }
     int rc = sl__state_node(w, base, nf, f, open);
@@ -608,10 +613,10 @@ static int interleave_save(sl__iter *base, sl__bytes *w)
 static int resume(interleave_iter *it, const int64_t *f)
 {
     int n = it->d->cycle;
-    it->ci = (int)f[0];
-    it->bi = (int)f[1];
-    it->end_of_input = f[2] != 0;
-    int64_t popped = f[3];
+    it->ci = (int)f[F_ci];
+    it->bi = (int)f[F_bi];
+    it->end_of_input = f[F_end_of_input] != 0;
+    int64_t popped = f[F_popped];
     for (it->pulled = 0; it->pulled < popped; it->pulled++) {
         sl_element *el;
         int rc = sl__iter_next(it->in, &el);
@@ -621,7 +626,7 @@ static int resume(interleave_iter *it, const int64_t *f)
                                                 (long long)popped, (long long)it->pulled)
                                 : rc;
         for (int i = 0; i < n; i++)
-            if (f[4 + i] == it->pulled) {
+            if (f[NFIELDS + i] == it->pulled) {
                 source *s = source_open(it, el, it->pulled);
                 if (!s) {
                     sl_element_release(el);
@@ -670,14 +675,17 @@ static int interleave_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, i
                                     max, max);
     it->slot = sl__calloc((size_t)d->cycle, sizeof *it->slot);
     int rc = it->parallelism && it->slot ? 0 : it->slot ? SL_EINTERNAL : SL_ENOMEM;
-    int64_t f[4 + 64];
+    int64_t f[NFIELDS + MAX_SAVED_CYCLE];
     int resumed = 0;
-    if (rc == 0 && d->cycle <= 64) {
-        resumed = sl__iter_restored(&it->base, 4 + d->cycle, f);
+    if (rc == 0 && d->cycle <= MAX_SAVED_CYCLE) {
+        resumed = sl__iter_restored(&it->base, NFIELDS + d->cycle, f);
         rc = resumed < 0 ? resumed : 0;
-        for (int i = 0; resumed > 0 && rc == 0 && i < 4 + d->cycle; i++)
-            rc = sl__state_range(&it->base, "field", f[i], i < 4 ? 0 : -1,
-                                 i == 0 ? d->cycle - 1 : i == 1 ? d->block - 1 : INT64_MAX);
+        int64_t hi[NFIELDS] = {[F_ci] = d->cycle - 1, [F_bi] = d->block - 1,
+                               [F_end_of_input] = 1, [F_popped] = INT64_MAX};
+        for (int i = 0; resumed > 0 && rc == 0 && i < NFIELDS; i++)
+            rc = sl__state_range(&it->base, field_names[i], f[i], 0, hi[i]);
+        for (int i = 0; resumed > 0 && rc == 0 && i < d->cycle; i++)
+            rc = sl__state_range(&it->base, "slot", f[NFIELDS + i], -1, INT64_MAX);
     }
     if (rc == 0)
         rc = sl__iter_make_input(&it->base, 0, epoch, &it->in);

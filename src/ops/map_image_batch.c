@@ -686,6 +686,9 @@ static void map_image_batch_destroy(sl__iter *base)
 /* The next input index and the failures passed, then the input's record
  * after the last image passed. Between two outputs no image is half
  * assembled (an output ends where one is full). */
+#define BATCH_FIELDS(X) X(index) X(failed)
+SL__STATE_FIELDS(BATCH_FIELDS);
+
 static int map_image_batch_save(sl__iter *base, sl__bytes *w)
 {
     map_image_batch_iter *it = (map_image_batch_iter *)base;
@@ -699,8 +702,8 @@ static int map_image_batch_save(sl__iter *base, sl__bytes *w)
         n = b->slots[it->pos - 1].snap_end - from;
         index = b->first + it->pos;
     }
-    int64_t f[2] = {index, atomic_load(&it->failed)};
-    return sl__save_async(w, base, &it->snap, 2, f, p, n);
+    int64_t f[NFIELDS] = {[F_index] = index, [F_failed] = atomic_load(&it->failed)};
+    return sl__save_async(w, base, &it->snap, NFIELDS, f, p, n);
 }
 
 static const sl__iter_ops map_image_batch_iter_ops = {
@@ -739,13 +742,13 @@ static int map_image_batch_make(const sl_dataset *ds, sl__tree *tree, uint64_t k
     sl__async_init(&it->a);
     pthread_cond_init(&it->cv_idle, NULL);
     int rc = parallelism_knob(it, d->parallelism);
-    int64_t f[2];
-    if (rc == 0 && (rc = sl__iter_restored(&it->base, 2, f)) > 0) {
-        it->taken_index = f[0];
-        atomic_store(&it->failed, f[1]);
-        rc = sl__state_range(&it->base, "index", f[0], 0, INT64_MAX);
+    int64_t f[NFIELDS];
+    if (rc == 0 && (rc = sl__iter_restored(&it->base, NFIELDS, f)) > 0) {
+        it->taken_index = f[F_index];
+        atomic_store(&it->failed, f[F_failed]);
+        rc = sl__state_range(&it->base, field_names[F_index], f[F_index], 0, INT64_MAX);
         if (rc == 0)
-            rc = sl__state_range(&it->base, "failed", f[1], 0, f[0]);
+            rc = sl__state_range(&it->base, field_names[F_failed], f[F_failed], 0, f[F_index]);
     }
     if (rc == 0)
         rc = sl__iter_make_input(&it->base, 0, epoch, &it->in);

@@ -174,11 +174,14 @@ static int shuffle_buffer_next(sl__iter *base, sl_element **out)
 
 /* The buffer's elements are not saved: its counters are, and restoring
  * replays the pass's input up to them (shuffle_buffer_resume). */
+#define BUFFER_FIELDS(X) X(pulled) X(emitted)
+SL__STATE_FIELDS(BUFFER_FIELDS);
+
 static int shuffle_buffer_save(sl__iter *base, sl__bytes *w)
 {
     shuffle_buffer_iter *it = (shuffle_buffer_iter *)base;
-    int64_t f[2] = {it->pulled, it->emitted};
-    return sl__state_node(w, base, 2, f, 0);
+    int64_t f[NFIELDS] = {[F_pulled] = it->pulled, [F_emitted] = it->emitted};
+    return sl__state_node(w, base, NFIELDS, f, 0);
 }
 
 /* Rebuilds the buffer as it was after `emitted` outputs: the same pulls
@@ -234,11 +237,15 @@ static int shuffle_buffer_make(const sl_dataset *ds, sl__tree *tree, uint64_t ke
     it->limit = card >= 1 && card < s->buffer ? card : s->buffer;
     it->hole = -1;
     it->rng = make_rng(&it->base);
-    int64_t f[2];
-    int resumed = sl__iter_restored(&it->base, 2, f);
-    int rc = resumed < 0 ? resumed : sl__iter_make_input(&it->base, 0, epoch, &it->in);
+    int64_t f[NFIELDS];
+    int resumed = sl__iter_restored(&it->base, NFIELDS, f);
+    int rc = resumed < 0 ? resumed : 0;
+    for (int i = 0; resumed > 0 && rc == 0 && i < NFIELDS; i++)
+        rc = sl__state_range(&it->base, field_names[i], f[i], 0, INT64_MAX);
+    if (rc == 0)
+        rc = sl__iter_make_input(&it->base, 0, epoch, &it->in);
     if (rc == 0 && resumed > 0)
-        rc = shuffle_buffer_resume(it, f[0], f[1]);
+        rc = shuffle_buffer_resume(it, f[F_pulled], f[F_emitted]);
     if (rc) {
         sl__iter_free(&it->base);
         return rc;

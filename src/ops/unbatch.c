@@ -134,7 +134,7 @@ static int unbatch_save(sl__iter *base, sl__bytes *w)
 {
     unbatch_iter *it = (unbatch_iter *)base;
     bool mid = it->cur && it->row < it->rows;
-    int64_t f[2] = {mid ? it->row : -1, it->done};
+    int64_t f[2] = {mid ? it->row : -1, it->done}; /* unbatch_state's fields */
     int rc = mid ? sl__snap_check(&it->snap, "unbatch") : 0;
     if (rc == 0)
         rc = sl__state_node(w, base, 2, f, 1);

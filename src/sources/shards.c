@@ -2,21 +2,26 @@
 #include <string.h>
 #include "shards.h"
 
+/* The files finished (or begun, when inside one), the offset reached in
+ * the one being read (-1: none). */
+#define SHARDS_FIELDS(X) X(files) X(offset)
+SL__STATE_FIELDS(SHARDS_FIELDS);
+
 int sl__shards_init(sl__iter *it, sl__shards *sh, int compression, int64_t epoch)
 {
     sh->compression = compression;
     sh->max_record = it->tree->max_record;
     sh->resume_off = -1;
-    int64_t f[2];
-    int rc = sl__iter_restored(it, 2, f);
+    int64_t f[NFIELDS];
+    int rc = sl__iter_restored(it, NFIELDS, f);
     if (rc > 0) {
-        rc = sl__state_range(it, "files", f[0], 0, INT64_MAX);
+        rc = sl__state_range(it, field_names[F_files], f[F_files], 0, INT64_MAX);
         if (rc == 0)
-            rc = sl__state_range(it, "offset", f[1], -1, INT64_MAX);
-        sh->file = f[0];
+            rc = sl__state_range(it, field_names[F_offset], f[F_offset], -1, INT64_MAX);
+        sh->file = f[F_files];
         /* resuming inside a file: the paths come back to just before it */
-        if (rc == 0 && f[1] >= 0) {
-            sh->resume_off = f[1];
+        if (rc == 0 && f[F_offset] >= 0) {
+            sh->resume_off = f[F_offset];
             sh->file--;
         }
     }
@@ -135,10 +140,10 @@ int sl__shards_stream(sl__iter *it, sl__shards *sh)
 int sl__shards_save(sl__iter *it, sl__shards *sh, sl__bytes *w, int64_t offset)
 {
     bool in_file = sh->s != NULL;
-    int64_t f[2] = {in_file ? sh->file : sh->file, in_file ? offset : -1};
+    int64_t f[NFIELDS] = {[F_files] = sh->file, [F_offset] = in_file ? offset : -1};
     int rc = in_file ? sl__snap_check(&sh->snap, sl_dataset_name(it->ds)) : 0;
     if (rc == 0)
-        rc = sl__state_node(w, it, 2, f, 1);
+        rc = sl__state_node(w, it, NFIELDS, f, 1);
     if (rc)
         return rc;
     return in_file ? sl__bytes_append(w, sh->before.p, sh->before.n) : sl__iter_save(sh->in, w);
