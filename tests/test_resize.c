@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "image/image.h"
+#include "image/resize_test.h"
 #include "jpegutil.h"
 #include "testutil.h"
 
@@ -423,46 +424,66 @@ static void test_random_windows_in_bounds(void **state)
     sl__jpeg_free(dec);
 }
 
-/* The AVX-512, AVX2 and SSE2 passes compute the same integers: bit-identical
- * output over random geometries (narrow and wide scale factors, so the
- * AVX-512 pass also falls back where a group of pixels spans too far),
- * both flips, odd and even widths. Levels the CPU lacks are skipped. */
+/* A resizer per tier this build and CPU have, [0] the portable one;
+ * returns how many. */
+static int tier_resizers(sl__resizer *rz[SL__RESIZE_TIERS])
+{
+    int n = 0;
+    for (int level = 0; level < SL__RESIZE_TIERS; level++) {
+        const sl__resize_kernels *k = sl__resize_kernels_for(level);
+        if (k) {
+            rz[n] = sl__resizer_new_with(k);
+            assert_non_null(rz[n]);
+            n++;
+        }
+    }
+    assert_true(n >= 1 && rz[0] != NULL);
+    return n;
+}
+
+static void tier_resizers_free(sl__resizer *rz[SL__RESIZE_TIERS], int n)
+{
+    for (int t = 0; t < n; t++)
+        sl__resizer_free(rz[t]);
+}
+
+/* Every tier (AVX-512, AVX2, SSE2) computes the portable integers:
+ * bit-identical output over random geometries (narrow and wide scale
+ * factors, so the AVX-512 pass also falls back where a group of pixels
+ * spans too far), both flips, odd and even widths. Tiers the CPU lacks
+ * are skipped. */
 static void test_simd_levels_match(void **state)
 {
     (void)state;
-    if (sl__resize_simd(1) < 0) {
-        sl__resize_simd(0);
+    sl__resizer *rz[SL__RESIZE_TIERS];
+    int tiers = tier_resizers(rz);
+    if (tiers == 1) {
+        tier_resizers_free(rz, tiers);
         skip();
     }
-    sl__resizer *rz = sl__resizer_new();
     static const int outs[] = {224, 1, 7, 64, 131, 2, 225, 30};
     uint8_t *a = malloc(300 * 300 * 3), *b = malloc(300 * 300 * 3);
     int W = 357, H = 263;
     uint8_t *src = ju_synth(W, H, 5);
-    for (int level = 1; level <= 2; level++) {
-        if (sl__resize_simd(level) < 0)
-            continue;
-        for (int i = 0; i < 80; i++) {
-            int os = outs[i % 8];
-            sl__rng rng = sl__rng_make(3, 4, 0, i);
-            double x = sl__rng_uniform(&rng) * W * 0.5, y = sl__rng_uniform(&rng) * H * 0.5;
-            sl__window win = {x, y, 1 + sl__rng_uniform(&rng) * (W - x - 1),
-                              1 + sl__rng_uniform(&rng) * (H - y - 1)};
-            sl__resize_out o = out_u8(a, os, os + i % 3);
-            o.flip = i % 2;
-            assert_int_equal(sl__resize_simd(level), level);
-            assert_int_equal(sl__resize(rz, src, W, H, (size_t)W * 3, &win, &o), 0);
-            o.data = b;
-            sl__resize_simd(0);
-            assert_int_equal(sl__resize(rz, src, W, H, (size_t)W * 3, &win, &o), 0);
+    for (int i = 0; i < 80; i++) {
+        int os = outs[i % 8];
+        sl__rng rng = sl__rng_make(3, 4, 0, i);
+        double x = sl__rng_uniform(&rng) * W * 0.5, y = sl__rng_uniform(&rng) * H * 0.5;
+        sl__window win = {x, y, 1 + sl__rng_uniform(&rng) * (W - x - 1),
+                          1 + sl__rng_uniform(&rng) * (H - y - 1)};
+        sl__resize_out o = out_u8(a, os, os + i % 3);
+        o.flip = i % 2;
+        assert_int_equal(sl__resize(rz[0], src, W, H, (size_t)W * 3, &win, &o), 0);
+        o.data = b;
+        for (int t = 1; t < tiers; t++) {
+            assert_int_equal(sl__resize(rz[t], src, W, H, (size_t)W * 3, &win, &o), 0);
             assert_memory_equal(a, b, (size_t)os * (os + i % 3) * 3);
         }
     }
-    sl__resize_simd(sl__resize_simd(2) < 0 ? 1 : 2);
     free(src);
     free(a);
     free(b);
-    sl__resizer_free(rz);
+    tier_resizers_free(rz, tiers);
 }
 
 
@@ -657,12 +678,13 @@ static void test_default_decode_accuracy(void **state)
     sl__jpeg_free(dec);
 }
 
-/* The plane passes compute the same integers at every SIMD level, with
- * flips, odd sizes and every output layout and dtype. */
+/* The plane passes compute the same integers in every tier, with flips,
+ * odd sizes and every output layout and dtype. */
 static void test_ycc_simd_levels_match(void **state)
 {
     (void)state;
-    sl__resizer *rz = sl__resizer_new();
+    sl__resizer *rz[SL__RESIZE_TIERS];
+    int tiers = tier_resizers(rz);
     sl__jpeg *dec = sl__jpeg_new();
     static const int outs[] = {224, 1, 7, 64, 131, 2, 225, 30};
     float *a = malloc(300 * 300 * 3 * sizeof *a), *b = malloc(300 * 300 * 3 * sizeof *b);
@@ -690,63 +712,65 @@ static void test_ycc_simd_levels_match(void **state)
             for (int c = 0; c < 3; c++)
                 out.mean[c] = 0.5f, out.std[c] = 0.25f;
             size_t bytes = (size_t)os * (os + i % 3) * 3 * (out.dtype == SL_FLOAT32 ? 4 : 1);
-            sl__resize_simd(0);
-            assert_int_equal(sl__resize_ycc(rz, &planes, &out), 0);
-            for (int level = 1; level <= 2; level++) {
-                if (sl__resize_simd(level) < 0)
-                    continue;
-                out.data = b;
-                assert_int_equal(sl__resize_ycc(rz, &planes, &out), 0);
+            assert_int_equal(sl__resize_ycc(rz[0], &planes, &out), 0);
+            out.data = b;
+            for (int t = 1; t < tiers; t++) {
+                assert_int_equal(sl__resize_ycc(rz[t], &planes, &out), 0);
                 assert_memory_equal(a, b, bytes);
             }
-            out.data = a;
         }
         free(jpg);
     }
-    sl__resize_simd(sl__resize_simd(2) < 0 ? (sl__resize_simd(1) < 0 ? 0 : 1) : 2);
     free(a);
     free(b);
     sl__jpeg_free(dec);
-    sl__resizer_free(rz);
+    tier_resizers_free(rz, tiers);
 }
 
 /* The AVX-512 filter weights (eight samples at a time) are the scalar
  * ones, bit for bit, over crops, whole images, upscales, sub-pixel
- * windows and windows that run off the image. */
+ * windows and windows that run off the image. (Tiers without a weight
+ * builder of their own have nothing to compare.) */
 static void test_weights_simd_match_scalar(void **state)
 {
     (void)state;
-    if (sl__resize_weights_agree(0, 10, 10, 8) < 0)
-        skip();
-    sl__rng rng = sl__rng_make(11, 13, 0, 0);
-    for (int i = 0; i < 20000; i++) {
-        int size = 1 + (int)sl__rng_below(&rng, i % 4 ? 600 : 5000);
-        int out = 1 + (int)sl__rng_below(&rng, i % 5 ? 300 : 40);
-        double pos = sl__rng_uniform(&rng) * size, len = sl__rng_uniform(&rng) * (size - pos);
-        if (i % 7 == 0)
-            len += sl__rng_uniform(&rng) * 3; /* past the last pixel */
-        if (i % 11 == 0)
-            len = sl__rng_uniform(&rng) * 0.9 + 1e-3; /* under a pixel */
-        if (i % 13 == 0)
-            pos = 0, len = size; /* the whole axis */
-        int rc = sl__resize_weights_agree(pos, len > 0 ? len : 1e-3, size, out);
-        if (rc != 1)
-            fail_msg("weights differ: pos %.17g len %.17g size %d out %d (%d)", pos, len,
-                     size, out, rc);
+    int compared = 0;
+    for (int level = 0; level < SL__RESIZE_TIERS; level++) {
+        const sl__resize_kernels *k = sl__resize_kernels_for(level);
+        if (!k || sl__resize_weights_agree(k, 0, 10, 10, 8) < 0)
+            continue;
+        sl__rng rng = sl__rng_make(11, 13, 0, 0);
+        for (int i = 0; i < 20000; i++) {
+            int size = 1 + (int)sl__rng_below(&rng, i % 4 ? 600 : 5000);
+            int out = 1 + (int)sl__rng_below(&rng, i % 5 ? 300 : 40);
+            double pos = sl__rng_uniform(&rng) * size, len = sl__rng_uniform(&rng) * (size - pos);
+            if (i % 7 == 0)
+                len += sl__rng_uniform(&rng) * 3; /* past the last pixel */
+            if (i % 11 == 0)
+                len = sl__rng_uniform(&rng) * 0.9 + 1e-3; /* under a pixel */
+            if (i % 13 == 0)
+                pos = 0, len = size; /* the whole axis */
+            int rc = sl__resize_weights_agree(k, pos, len > 0 ? len : 1e-3, size, out);
+            if (rc != 1)
+                fail_msg("%s weights differ: pos %.17g len %.17g size %d out %d (%d)",
+                         sl__resize_kernels_name(k), pos, len, size, out, rc);
+        }
+        compared++;
     }
+    if (!compared)
+        skip();
 }
 
-/* The colour passes (SSSE3, AVX-512 VBMI) give the portable integers for
- * every (Y, Cb, Cr), and write nothing past the row. */
+/* The colour passes of every tier (SSSE3, AVX-512 VBMI) give the portable
+ * integers for every (Y, Cb, Cr), and write nothing past the row. */
 static void test_ycc_rgb_every_value(void **state)
 {
     (void)state;
-    for (int level = 1; level <= 2; level++) { /* (level 0 is the reference) */
-        int rc = sl__resize_ycc_rgb_agree(level);
-        if (rc != -1)
-            assert_int_equal(rc, 1);
+    for (int level = 1; level < SL__RESIZE_TIERS; level++) { /* (0 is the reference) */
+        const sl__resize_kernels *k = sl__resize_kernels_for(level);
+        if (k && sl__resize_ycc_rgb_agree(k) != 1)
+            fail_msg("%s: colour pass differs", sl__resize_kernels_name(k));
     }
-    sl__resize_simd(sl__resize_simd(2) < 0 ? (sl__resize_simd(1) < 0 ? 0 : 1) : 2);
 }
 
 static void test_steady_state_and_errors(void **state)

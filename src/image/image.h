@@ -105,7 +105,7 @@ int sl__jpeg_decode_ycc(sl__jpeg *dec, const uint8_t *data, size_t n, const sl__
 int sl__jpeg_decode_full(sl__jpeg *dec, const uint8_t *data, size_t n, int64_t max_pixels,
                          unsigned flags, sl__decoded *out);
 
-/* ---- resampling (resize.c) ---- */
+/* ---- resampling (resize.c, resize_ycc.c; resize_kernels.h lists the rest) ---- */
 
 typedef struct sl__resize_out {
     void *data;       /* where the image goes (a batch slot) */
@@ -118,6 +118,8 @@ typedef struct sl__resize_out {
 
 typedef struct sl__resizer sl__resizer; /* reusable scratch and weight tables; one per thread */
 
+/* A resizer running the kernels chosen for this process (the widest
+ * instruction set the CPU has, chosen on first use). NULL: out of memory. */
 sl__resizer *sl__resizer_new(void);
 void sl__resizer_free(sl__resizer *r);
 
@@ -131,20 +133,9 @@ int sl__resize(sl__resizer *r, const uint8_t *src, int w, int h, size_t stride,
  * and resolution (chroma upsampling and the resize are one filter), then
  * converted to RGB per output pixel (BT.601 full range, as JFIF). */
 int sl__resize_ycc(sl__resizer *r, const sl__ycc *src, const sl__resize_out *out);
-/* Whether the planes beat the RGB window on this CPU: only the AVX-512
- * plane pass is fast enough (with SSE2's, the resize costs more than the
- * decode saves; bench/README.md, "YCbCr planes"). */
-bool sl__resize_ycc_pays(void);
-/* Tests: selects the SSE2 (0), AVX2 (1) or AVX-512 (2) passes; returns
- * the level, or -1 if the CPU lacks it. All compute the same integers. */
-int sl__resize_simd(int level);
-/* Tests: whether the AVX-512 filter weights of an axis (window pos, len
- * of size pixels to out samples) equal the scalar ones: 1, 0, -1 without
- * AVX-512, or SL_ENOMEM. */
-int sl__resize_weights_agree(double pos, double len, int size, int out);
-/* Tests: selects `level` (sl__resize_simd, left selected) and checks its
- * YCbCr-to-RGB pass against the portable one on every (Y, Cb, Cr): 1, 0,
- * -1 without the level, or SL_ENOMEM. */
-int sl__resize_ycc_rgb_agree(int level);
+/* Whether the planes beat the RGB window with r's kernels: only the
+ * AVX-512 plane pass is fast enough (with SSE2's, the resize costs more
+ * than the decode saves; bench/README.md, "YCbCr planes"). */
+bool sl__resize_ycc_pays(const sl__resizer *r);
 
 #endif

@@ -129,7 +129,7 @@ int sl__image_decode(const sl_image_spec *spec, sl__rng *rng, const sl_element *
                               {spec->mean[0], spec->mean[1], spec->mean[2]},
                               {spec->std[0], spec->std[1], spec->std[2]}};
         rc = SL__JPEG_NOT_YCC;
-        if (!spec->exact_pixels && !spec->fast_upsample && sl__resize_ycc_pays()) {
+        if (!spec->exact_pixels && !spec->fast_upsample && sl__resize_ycc_pays(ws->rs)) {
             sl__ycc planes;
             rc = sl__jpeg_decode_ycc(ws->dec, data, n, &win, spec->width, spec->height, flags,
                                      &planes);

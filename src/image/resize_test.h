@@ -1,0 +1,39 @@
+/*
+ * Test hooks of the resampler: picking an instruction-set tier by hand and
+ * checking that tiers agree. The library itself runs the tier chosen once
+ * per process (resize.c); only tests call these, and they change nothing
+ * that other resizers see.
+ */
+#ifndef SL_IMAGE_RESIZE_TEST_H
+#define SL_IMAGE_RESIZE_TEST_H
+
+#include "image.h"
+
+/* One tier's kernels (resize_kernels.h; opaque here). */
+typedef struct sl__resize_kernels sl__resize_kernels;
+
+/* The tiers, narrowest first. Each computes the integers of the portable
+ * one. */
+enum { SL__RESIZE_C, SL__RESIZE_SSE2, SL__RESIZE_AVX2, SL__RESIZE_AVX512, SL__RESIZE_TIERS };
+
+/* The kernels of tier `level`, or NULL where this build or this CPU lacks
+ * it (SLUICE_NO_AVX2 / SLUICE_NO_AVX512 do not apply: they steer only the
+ * process's own choice). Any thread. */
+const sl__resize_kernels *sl__resize_kernels_for(int level);
+/* "c", "sse2", "avx2" or "avx512", for messages. */
+const char *sl__resize_kernels_name(const sl__resize_kernels *k);
+
+/* A resizer that runs k's kernels (sl__resizer_new runs the process's
+ * choice); free it with sl__resizer_free. NULL: out of memory. */
+sl__resizer *sl__resizer_new_with(const sl__resize_kernels *k);
+
+/* Whether k's filter weights for an axis (window pos, len of size pixels
+ * to out samples) equal the portable ones: 1, 0, -1 where k builds them
+ * with the portable code anyway, or SL_ENOMEM. */
+int sl__resize_weights_agree(const sl__resize_kernels *k, double pos, double len, int size,
+                             int out);
+/* Whether k's YCbCr-to-RGB pass gives the portable integers for every
+ * (Y, Cb, Cr) and writes nothing past the row: 1, 0, or SL_ENOMEM. */
+int sl__resize_ycc_rgb_agree(const sl__resize_kernels *k);
+
+#endif

@@ -1,0 +1,136 @@
+/*
+ * The resampler from YCbCr planes (sl__resize_ycc): each plane is resampled
+ * from its own window and resolution, so chroma upsampling and the resize
+ * are one filter, and the three output rows then go through the colour
+ * stage, which converts them to RGB once per output pixel. The filter taps
+ * and the writing of the output are resize.c's.
+ */
+#include <math.h>
+#include <string.h>
+#include "../core/alloc.h"
+#include "../core/error.h"
+#include "resize_kernels.h"
+
+/* One plane's part of an output row: its source, taps and passes' rows. */
+typedef struct plane_job {
+    const sl__plane *src;
+    const sl__axis *x, *y;
+    sl__hpass horizontal;
+    int16_t *row;  /* the vertical pass's result: n samples, then ROW_PAD zeros */
+    int n;
+    uint8_t *line; /* the horizontal pass's: one sample per output column */
+} plane_job;
+
+static void plane_row(sl__vpass vertical, const plane_job *p, int y, bool flip)
+{
+    const sl__axis *ax = p->x, *ay = p->y;
+    const uint8_t *s = p->src->data + (size_t)ay->start[y] * p->src->stride + (size_t)ax->lo;
+    vertical(s, p->src->stride, ay->w + (size_t)y * ay->pitch, ay->taps, p->row, p->n);
+    p->horizontal(ax, p->row, p->line, flip);
+}
+
+/* ---- the colour stage ----
+ *
+ * An output row of Y, Cb and Cr, already resampled, flipped and in output
+ * columns, becomes the RGB row that sl__resize_store writes out. Per-image
+ * colour changes belong here: a colour jitter (a 3x3 matrix and offsets
+ * drawn per image) would fold BT.601 into its matrix and run as a kernel
+ * of its own beside ycc_rgb, chosen here when the output asks for one, so
+ * that the plain conversion keeps its constants in the instructions. */
+static void colour_row(const sl__resizer *r, const plane_job pj[3], uint8_t *rgb, int width)
+{
+    r->k->ycc_rgb(pj[0].line, pj[1].line, pj[2].line, rgb, width);
+}
+
+static bool plane_ok(const sl__plane *p)
+{
+    return p->data && p->width > 0 && p->height > 0 && isfinite(p->win.x) &&
+           isfinite(p->win.y) && isfinite(p->win.w) && isfinite(p->win.h);
+}
+
+/* The taps of luma (ax, ay) and chroma (cx, cy) and the horizontal passes
+ * for them: 0 or SL_ENOMEM. */
+static int build_axes(sl__resizer *r, const sl__ycc *src, const sl__resize_out *out,
+                      sl__hpass *hy, sl__hpass *hc)
+{
+    const sl__resize_kernels *k = r->k;
+    const sl__plane *py = &src->plane[0], *pc = &src->plane[1];
+    int rc = sl__axis_build(&r->ax, k, py->win.x, py->win.w, py->width, out->width);
+    if (!rc)
+        rc = sl__axis_build(&r->ay, k, py->win.y, py->win.h, py->height, out->height);
+    if (!rc)
+        rc = sl__axis_build(&r->cx, k, pc->win.x, pc->win.w, pc->width, out->width);
+    if (!rc)
+        rc = sl__axis_build(&r->cy, k, pc->win.y, pc->win.h, pc->height, out->height);
+    if (rc)
+        return rc;
+    *hy = k->horizontal1_for(&r->ax);
+    *hc = *hy ? k->horizontal1_for(&r->cx) : NULL;
+    return *hc ? 0 : SL_ENOMEM;
+}
+
+int sl__resize_ycc(sl__resizer *r, const sl__ycc *src, const sl__resize_out *out)
+{
+    const sl__plane *py = &src->plane[0], *pc = &src->plane[1];
+    if (!plane_ok(py) || !plane_ok(pc) || !plane_ok(&src->plane[2]) ||
+        src->plane[2].width != pc->width || src->plane[2].height != pc->height ||
+        out->width <= 0 || out->height <= 0 ||
+        (out->dtype != SL_UINT8 && out->dtype != SL_FLOAT32))
+        return sl__set_error(SL_EINVAL, "resize: bad planes %dx%d / %dx%d -> %dx%d", py->width,
+                             py->height, pc->width, pc->height, out->width, out->height);
+    sl__hpass hy, hc;
+    int rc = build_axes(r, src, out, &hy, &hc);
+    if (rc)
+        return rc;
+    int ny = r->ax.hi - r->ax.lo, nc = r->cx.hi - r->cx.lo, W = out->width;
+    size_t rows = (size_t)ny + 2 * (size_t)nc + 3 * ROW_PAD;
+    if (sl__resize_reserve((void **)&r->row, &r->row_cap, rows * sizeof *r->row) ||
+        sl__resize_reserve((void **)&r->planes, &r->planes_cap, 3 * (size_t)W) ||
+        sl__resize_reserve((void **)&r->line, &r->line_cap, (size_t)W * 3))
+        return SL_ENOMEM;
+    plane_job pj[3];
+    int16_t *row = r->row;
+    for (int c = 0; c < 3; c++) {
+        pj[c] = (plane_job){&src->plane[c], c ? &r->cx : &r->ax, c ? &r->cy : &r->ay,
+                            c ? hc : hy, row, c ? nc : ny, r->planes + (size_t)c * W};
+        memset(row + pj[c].n, 0, ROW_PAD * sizeof *row);
+        row += pj[c].n + ROW_PAD;
+    }
+    if (out->dtype == SL_FLOAT32)
+        sl__resize_lut(r, out);
+    sl__vpass vertical = r->k->vertical;
+    bool direct = out->dtype == SL_UINT8 && out->layout != SL_LAYOUT_CHW;
+    for (int y = 0; y < out->height; y++) {
+        for (int c = 0; c < 3; c++)
+            plane_row(vertical, &pj[c], y, out->flip);
+        uint8_t *line = direct ? (uint8_t *)out->data + (size_t)y * W * 3 : r->line;
+        colour_row(r, pj, line, W);
+        if (!direct)
+            sl__resize_store(r, out, y, line);
+    }
+    return 0;
+}
+
+int sl__resize_ycc_rgb_agree(const sl__resize_kernels *k)
+{
+    enum { N = 4096 };
+    uint8_t *in = sl__alloc(3 * N), *want = sl__alloc(3 * N), *got = sl__alloc(3 * N + 1);
+    int rc = in && want && got ? 1 : SL_ENOMEM;
+    /* every (Y, Cb, Cr), N pixels a row; rows of odd lengths too */
+    for (uint32_t v = 0; rc == 1 && v < (1u << 24); v += N) {
+        for (int i = 0; i < N; i++) {
+            uint32_t u = v + (uint32_t)i;
+            in[i] = (uint8_t)u, in[N + i] = (uint8_t)(u >> 8), in[2 * N + i] = (uint8_t)(u >> 16);
+        }
+        int n = N - (int)(v / N % 61);
+        sl__ycc_rgb_c(in, in + N, in + 2 * N, want, n);
+        got[3 * n] = 0x5a;
+        k->ycc_rgb(in, in + N, in + 2 * N, got, n);
+        if (memcmp(want, got, 3 * (size_t)n) || got[3 * n] != 0x5a)
+            rc = 0;
+    }
+    sl__free(in, 3 * N);
+    sl__free(want, 3 * N);
+    sl__free(got, 3 * N + 1);
+    return rc;
+}
