@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "image/image.h"
-#include "image/resize_test.h"
+#include "image/testing.h"
 #include "jpegutil.h"
 #include "testutil.h"
 

@@ -28,7 +28,7 @@
 #include <stdint.h>
 #include <string.h>
 #include "image.h"
-#include "resize_test.h" /* the tier numbers; the hooks resize*.c define */
+#include "testing.h" /* the tier numbers; the hooks resize*.c define */
 
 /* The x86 tiers: SSE2 where the compiler targets it; AVX2 and AVX-512
  * (and the SSSE3 colour pass) on x86-64 with gcc or clang, which compile

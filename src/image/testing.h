@@ -1,11 +1,11 @@
 /*
- * Test hooks of the resampler: picking an instruction-set tier by hand and
- * checking that tiers agree. The library itself runs the tier chosen once
- * per process (resize.c); only tests call these, and they change nothing
- * that other resizers see.
+ * What only tests use of image/: the resampler's hooks for picking an
+ * instruction-set tier by hand and checking that tiers agree. The library
+ * itself runs the tier chosen once per process (resize.c); only tests
+ * call these, and they change nothing that other resizers see.
  */
-#ifndef SL_IMAGE_RESIZE_TEST_H
-#define SL_IMAGE_RESIZE_TEST_H
+#ifndef SL_IMAGE_TESTING_H
+#define SL_IMAGE_TESTING_H
 
 #include "image.h"
 
