@@ -12,6 +12,7 @@ import gc
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -70,12 +71,22 @@ def image_files(image_dir):
 
 def settle():
     """Garbage-collects and returns the library's caches, so that
-    sluice.memory_in_use() counts only live data."""
+    sluice.memory_in_use() counts only live data. release_memory waits
+    at most 100 ms for the pool's workers to hand back their caches, and a
+    loaded machine (the sanitizer builds in CI) can make one miss that:
+    so it is asked again until two readings agree."""
     import sluice
-    for _ in range(3):
-        gc.collect()
-    sluice.release_memory()
-    return sluice.memory_in_use()
+    last = None
+    for _ in range(50):
+        for _ in range(3):
+            gc.collect()
+        sluice.release_memory()
+        now = sluice.memory_in_use()
+        if now == last:
+            break
+        last = now
+        time.sleep(0.02)
+    return now
 
 
 def run_python(code, env=None, timeout=120, **kw):
