@@ -194,6 +194,15 @@ static int crop_policy(preset p)
                              : SL_CROP_RESIZE;
 }
 
+/* Which tensor of src's elements holds the encoded image: tensor 0, or
+ * image/encoded of a parsed tf.train.Example (a dict, in key order). */
+static int image_index(const sl_dataset *src)
+{
+    const sl_structure *s = sl_dataset_structure(src);
+    const sl_structure *img = sl_structure_get(s, "image/encoded");
+    return img ? sl_structure_leaf_index(img) : 0;
+}
+
 /* On failure NULL, with the reason in sl_last_error(). */
 sl_dataset *build_pipeline(const config *cfg, sl_dataset *src, int64_t repeat,
                                   int64_t shuffle_seed)
@@ -217,6 +226,7 @@ sl_dataset *build_pipeline(const config *cfg, sl_dataset *src, int64_t repeat,
         }
         spec.fast_upsample = cfg->fast_upsample;
         spec.exact_pixels = cfg->exact_pixels;
+        spec.image_index = image_index(src);
         ds = sl_map_image(ds, &spec, (int)cfg->knob[KNOB_IMAGE]);
         ds = sl_batch(ds, cfg->batch, cfg->preset == PRESET_TRAIN ? SL_DROP_REMAINDER : 0);
     }
@@ -311,11 +321,15 @@ static void close_epochs_passed(run_state *st, int last, double t_prev, int64_t 
 }
 
 /* Checks what the pipeline handed out and counts it; 0, or -1 after saying
- * what was wrong. */
+ * what was wrong. The image comes where its bytes were in the source's
+ * elements: first from a folder or a tar, after the label from TFRecord
+ * (parse_example's dict is in key order). */
 static int consume(run_state *st, const sl_element *el)
 {
     const config *cfg = st->cfg;
-    const sl_tensor *t = sl_element_tensor(el, 0);
+    int at = sl_element_size(el) > 1 &&
+             sl_tensor_dtype(sl_element_tensor(el, 0)) == SL_INT64;
+    const sl_tensor *t = sl_element_tensor(el, at);
     if (cfg->preset == PRESET_READ) {
         /* a file's bytes (folder, tar), or a parsed record's encoded
          * image (TFRecord: a scalar string) */
@@ -332,7 +346,7 @@ static int consume(run_state *st, const sl_element *el)
         st->bytes_seen += (int64_t)len;
         return 0;
     }
-    const sl_tensor *labels = sl_element_tensor(el, 1);
+    const sl_tensor *labels = sl_element_tensor(el, at ? 0 : 1);
     const int64_t *s = t ? sl_tensor_shape(t) : NULL;
     bool ok = t && labels && sl_tensor_dtype(t) == SL_UINT8 && sl_tensor_ndim(t) == 4 &&
               s[0] >= 1 && s[0] <= cfg->batch && s[1] == cfg->size && s[2] == cfg->size &&

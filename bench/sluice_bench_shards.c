@@ -313,6 +313,21 @@ static sl_dataset *tar_fn(const sl_element *path, void *user)
     return sl_tar_shards(sl_from_element((sl_element *)path), keys, types, 2, 0);
 }
 
+/* An interleave's elements are what its function's datasets give, which
+ * it learns only when it opens the first: said here, so that what follows
+ * knows it when built (parse_example's dict, map_image's image). */
+static sl_dataset *declare(sl_dataset *ds, const char *structure)
+{
+    sl_structure *s = sl_structure_parse(structure);
+    int rc = ds && s ? sl_dataset_declare_structure(ds, s) : -1;
+    sl_structure_release(s);
+    if (rc < 0 && ds) {
+        sl_dataset_release(ds);
+        ds = NULL;
+    }
+    return ds;
+}
+
 sl_dataset *shards_source(const config *cfg, unsigned flags)
 {
     char pat[4096];
@@ -324,11 +339,13 @@ sl_dataset *shards_source(const config *cfg, unsigned flags)
         static int gzip = SL_COMPRESSION_GZIP, none = SL_COMPRESSION_NONE;
         ds = sl_interleave(ds, sl_tfrecord_fn, cfg->compression ? &gzip : &none, cfg->cycle, 1,
                            (int)cfg->knob[KNOB_INTERLEAVE], 0);
+        ds = declare(ds, "string[]");
         sl_feature f[2] = {{.key = "image/encoded", .type = SL_FEATURE_BYTES},
                            {.key = "image/class/label", .type = SL_FEATURE_INT64}};
         ds = sl_parse_example_parallel(ds, f, 2, 0, (int)cfg->knob[KNOB_PARSE]);
     } else {
         ds = sl_interleave(ds, tar_fn, NULL, cfg->cycle, 1, (int)cfg->knob[KNOB_INTERLEAVE], 0);
+        ds = declare(ds, "(uint8[?], int64[])");
     }
     (void)flags;
     if (cfg->cardinality >= 0)

@@ -52,7 +52,7 @@ extern "C" {
 /* Version                                                                  */
 
 #define SL_VERSION_MAJOR 0
-#define SL_VERSION_MINOR 2
+#define SL_VERSION_MINOR 3
 #define SL_VERSION_PATCH 0
 #define SL_VERSION_NUMBER \
     (SL_VERSION_MAJOR * 10000 + SL_VERSION_MINOR * 100 + SL_VERSION_PATCH)
@@ -235,6 +235,73 @@ SL_API const char *sl_tensor_string(const sl_tensor *t, int64_t i, size_t *len);
 SL_API int64_t sl_tensor_int64(const sl_tensor *t);
 
 /* ------------------------------------------------------------------------ */
+/* Element structure                                                        */
+
+/*
+ * What an element's flat list of tensors stands for: a tree of tuples and
+ * dicts (string keys) whose leaves are its tensors, in order, as tf.data's
+ * nest sees an element: ("image": ..., "label": ...) is a dict of two
+ * leaves, tensors 0 and 1. A dict's entries are sorted by key and its
+ * leaves come in that order (tf.nest's rule), so the same keys make the
+ * same structure whatever order they were written in. A leaf may say what
+ * its tensor holds: a dtype and a shape, either of them unknown.
+ *
+ * Datasets carry the structure of their elements (sl_dataset_structure),
+ * worked out when they are built; the elements themselves stay flat, so
+ * nothing changes on the paths data takes. A structure is immutable and
+ * reference counted, and may be shared between threads; every node of it
+ * is a handle onto the whole (retaining a child keeps the tree).
+ *
+ * Text form, for sl_structure_parse and sl_structure_format:
+ *   a leaf    dtype or ?, then optionally its shape: int64[] (a scalar),
+ *             uint8[?,?,3] (? a dimension not known), string (rank not
+ *             known), ? (nothing known)
+ *   a tuple   (s, s, ...); a tuple of one is (s,) and () is empty
+ *   a dict    {key: s, ...}; a key of letters, digits and _ . - is
+ *             written as it is, any other in double quotes with \" and \\
+ *             ("image/encoded")
+ */
+typedef struct sl_structure sl_structure;
+
+/* What sl_structure_kind says a node is. */
+enum {
+    SL_STRUCTURE_LEAF = 0,
+    SL_STRUCTURE_TUPLE,
+    SL_STRUCTURE_DICT,
+};
+
+/* A new structure from its text form, or NULL with SL_EINVAL naming the
+ * offset where the text goes wrong (or SL_ENOMEM). At most 65536 nodes
+ * nested 64 deep. */
+SL_API sl_structure *sl_structure_parse(const char *text);
+SL_API sl_structure *sl_structure_retain(sl_structure *s);
+/* Drops one reference (of any node's tree); NULL ok. */
+SL_API void sl_structure_release(sl_structure *s);
+/* The text form of s into buf (n bytes, NUL-terminated, cut short if it
+ * does not fit); returns its full length as snprintf does, or SL_ENOMEM.
+ * s NULL (a structure not known) writes "?". */
+SL_API int sl_structure_format(const sl_structure *s, char *buf, size_t n);
+/* SL_STRUCTURE_LEAF, _TUPLE or _DICT. */
+SL_API int sl_structure_kind(const sl_structure *s);
+/* A tuple's or dict's children (0 for a leaf), child i (NULL when out of
+ * range), a dict's key i, and a dict's child by key (NULL: no such key).
+ * What they return is valid while s is. */
+SL_API int sl_structure_size(const sl_structure *s);
+SL_API const sl_structure *sl_structure_child(const sl_structure *s, int i);
+SL_API const char *sl_structure_key(const sl_structure *s, int i);
+SL_API const sl_structure *sl_structure_get(const sl_structure *s, const char *key);
+/* The tensors under node s: how many, and the index of the first in the
+ * element (its tree's root counts from 0), so the tensors of
+ * sl_structure_get(s, "image") are sl_element_tensor(el, index ...). */
+SL_API int sl_structure_leaves(const sl_structure *s);
+SL_API int sl_structure_leaf_index(const sl_structure *s);
+/* A leaf's dtype (an sl_dtype), rank and dimensions, -1 where not known
+ * (and for a node that is not a leaf); shape is NULL for rank <= 0. */
+SL_API int sl_structure_dtype(const sl_structure *s);
+SL_API int sl_structure_ndim(const sl_structure *s);
+SL_API const int64_t *sl_structure_shape(const sl_structure *s);
+
+/* ------------------------------------------------------------------------ */
 /* Runtime                                                                  */
 
 typedef struct sl_runtime sl_runtime;
@@ -391,6 +458,25 @@ SL_API void sl_dataset_release(sl_dataset *ds);
 SL_API void sl_dataset_free(sl_dataset *ds);
 /* Number of elements of one pass, SL_INFINITE or SL_UNKNOWN. */
 SL_API int64_t sl_dataset_cardinality(const sl_dataset *ds);
+/* The structure of ds's elements (borrowed: valid while ds is), or NULL
+ * when it is not known (after a map whose function's output was not
+ * declared): elements are then taken as they are, one tensor as a leaf
+ * and several as a tuple. Sources and ops set it: range gives int64[],
+ * image_folder (uint8[?], int64[]), batch prepends a dimension to each
+ * leaf, sl_parse_example gives a dict, sl_with_structure declares one. */
+SL_API const sl_structure *sl_dataset_structure(const sl_dataset *ds);
+/* The same elements read as `structure` (borrowed; the dataset keeps its
+ * own reference): how their tensors nest and, where the structure says,
+ * what they hold. Its leaf count must be the element's size where that is
+ * known (SL_ESHAPE otherwise); elements are not checked as they pass. For
+ * a map whose function returns dicts or nested tuples, and for naming the
+ * tensors of any dataset. */
+SL_API sl_dataset *sl_with_structure(sl_dataset *in, const sl_structure *structure);
+/* Declares the structure of a dataset whose structure is not known yet,
+ * once it is (a generator's, learned from its first element): s is
+ * borrowed. 0; also when ds has the same tree already; SL_ESHAPE when it
+ * has another. Any thread; the first declaration stays. */
+SL_API int sl_dataset_declare_structure(const sl_dataset *ds, const sl_structure *structure);
 /* The op's name ("range", "map(decode)", ...); static or dataset-owned. */
 SL_API const char *sl_dataset_name(const sl_dataset *ds);
 /* 64-bit fingerprint of the pipeline up to ds (ops and their parameters). */
@@ -491,6 +577,14 @@ SL_API sl_dataset *sl_map(sl_dataset *in, const char *name, sl_map_fn fn, void *
 SL_API uint64_t sl_map_ctx_random(sl_map_ctx *ctx);
 /* A float uniform in [0, 1) from the same stream. */
 SL_API double sl_map_ctx_uniform(sl_map_ctx *ctx);
+/* The structure of the input's elements (as sl_dataset_structure of the
+ * map's input; NULL when not known); valid during the call. */
+SL_API const sl_structure *sl_map_ctx_structure(const sl_map_ctx *ctx);
+/* Declares the structure of the map's output (its dataset's, as
+ * sl_dataset_declare_structure), for a function that learns it as it
+ * runs: the first call decides, later ones must name the same tree
+ * (SL_ESHAPE otherwise, with the message set). */
+SL_API int sl_map_ctx_set_structure(sl_map_ctx *ctx, const sl_structure *structure);
 SL_API int64_t sl_map_ctx_index(const sl_map_ctx *ctx);
 SL_API int64_t sl_map_ctx_epoch(const sl_map_ctx *ctx);
 /* Records a message for the failing element ("<file>: <reason>"); the node
@@ -815,7 +909,9 @@ typedef struct sl_feature {
 
 /* tf.io.parse_single_example on tensor 0 of each element (a serialized
  * tf.train.Example: scalar string or uint8 [n]): one tensor per feature,
- * in the order given, then the input's other tensors. The wire format is
+ * in the order of their keys (bytewise; the order tf.data's dict of them
+ * flattens to, and the structure is that dict in place of tensor 0), then
+ * the input's other tensors. Before 0.3 they came in the order given. The wire format is
  * read with bounds checks (no protobuf library): a malformed varint, a
  * truncated field or a field of the wrong wire type is an element error
  * naming the record's file, with the byte offset in the record; so are a
@@ -919,7 +1015,13 @@ typedef struct sl_image_spec {
                          * whole window first, then the resize: the pixels
                          * of PIL/torchvision's decode, resized. Gray, CMYK
                          * and RGB-coded files always take that path */
-    int reserved[6];
+    int image_index;    /* the input tensor that holds the encoded image
+                         * (0, the default): the image takes its place in
+                         * the output, the other tensors keep theirs. With
+                         * a structured input, the leaf index of its key:
+                         * sl_structure_leaf_index(sl_structure_get(
+                         * sl_dataset_structure(in), "image")) */
+    int reserved[5];
 } sl_image_spec;
 
 /* Defaults for a crop policy and a square output of `size`: train
@@ -933,10 +1035,11 @@ SL_API int sl_image_spec_init(sl_image_spec *spec, size_t struct_size, int crop,
 #define SL_IMAGE_SPEC_INIT(spec, crop, size) \
     sl_image_spec_init((spec), sizeof *(spec), (crop), (size))
 
-/* Decodes and transforms images: tensor 0 of each input element is an
- * encoded JPEG (uint8 [n], e.g. from sl_image_folder); the output element
- * is (image, then the input's other tensors), image being uint8 or float32
- * [H, W, 3] (HWC) or [3, H, W] (CHW). Decodes only what the output needs
+/* Decodes and transforms images: tensor spec.image_index (0) of each input
+ * element is an encoded JPEG (uint8 [n], e.g. from sl_image_folder); the
+ * output element is the input's with that tensor replaced by the image,
+ * uint8 or float32 [H, W, 3] (HWC) or [3, H, W] (CHW), and the structure
+ * the same with the image's leaf. Decodes only what the output needs
  * (DCT-domain scaling, region-of-interest crop). Random choices come from
  * the per-element stream, so a seed gives the same crops on any thread
  * count. Grayscale and CMYK become RGB. Followed by sl_batch, decoding

@@ -162,8 +162,28 @@ static sl_options *opts(int policy)
     return o;
 }
 
+/* The features come out in key order (a dict's leaves': test_dict_order
+ * checks it): el (consumed) re-ordered as f lists them, for the
+ * assertions below, written in that order. */
+static sl_element *in_spec_order(sl_element *el, const sl_feature *f, int n)
+{
+    sl_element *o = sl_element_create(sl_element_size(el));
+    assert_non_null(o);
+    for (int i = 0; i < n; i++) {
+        int rank = 0;
+        for (int j = 0; j < n; j++)
+            rank += strcmp(f[j].key, f[i].key) < 0;
+        assert_int_equal(sl_element_add_shared(o, el, rank), 0);
+    }
+    for (int j = n; j < sl_element_size(el); j++)
+        assert_int_equal(sl_element_add_shared(o, el, j), 0);
+    sl_element_release(el);
+    return o;
+}
+
 /* Parses the one element el (consumed): sl_next's code, the output in
- * *out (NULL unless 0), the iterator's message in msg. */
+ * *out (NULL unless 0; features in f's order), the iterator's message in
+ * msg. */
 static int parse_el(sl_element *el, const sl_feature *f, int n, sl_element **out, char *msg)
 {
     sl_dataset *ds = sl_parse_example(tu_elements(&el, 1, -3), f, n, 0);
@@ -177,6 +197,7 @@ static int parse_el(sl_element *el, const sl_feature *f, int n, sl_element **out
     if (rc == 0) {
         sl_element *extra;
         assert_int_equal(sl_next(it, &extra), SL_EOF);
+        *out = in_spec_order(*out, f, n);
     }
     sl_iterator_free(it);
     sl_options_free(o);
@@ -898,13 +919,14 @@ static void test_spec_copy_fingerprint(void **state)
 enum { AF_N = 12, AF_BIG = 3000 };
 #define AF_BUILD_FAILED (SL_EOF + 1)
 
+/* (in key order: the output's) */
 static const sl_feature af_spec[] = {
+    {.key = "gone", .type = SL_FEATURE_BYTES, .ndim = 1, .shape = {3}, .has_default = 1,
+     .default_bytes = "d", .default_len = 1},
     {.key = "img", .type = SL_FEATURE_BYTES, .ndim = 0},
     {.key = "pair", .type = SL_FEATURE_INT64, .ndim = 1, .shape = {2}},
     {.key = "scores", .type = SL_FEATURE_FLOAT, .ndim = -1},
     {.key = "tags", .type = SL_FEATURE_BYTES, .ndim = -1},
-    {.key = "gone", .type = SL_FEATURE_BYTES, .ndim = 1, .shape = {3}, .has_default = 1,
-     .default_bytes = "d", .default_len = 1},
 };
 
 /* Record i: img of AF_BIG bytes of i (past the inline area), pair (i, -i),
@@ -940,18 +962,18 @@ static void af_check(const sl_element *el, int64_t *next)
 {
     int64_t i = *next;
     assert_int_equal(sl_element_size(el), 6);
-    const sl_tensor *t = sl_element_tensor(el, 0);
+    tu_check_string(sl_element_tensor(el, 0), 2, "d");
+    const sl_tensor *t = sl_element_tensor(el, 1);
     size_t len;
     const unsigned char *img = (const unsigned char *)sl_tensor_string(t, 0, &len);
     assert_int_equal(len, AF_BIG);
     assert_int_equal(img[0], i), assert_int_equal(img[AF_BIG - 1], i);
-    const int64_t *pair = i64s(el, 1, 2);
+    const int64_t *pair = i64s(el, 2, 2);
     assert_int_equal(pair[0], i), assert_int_equal(pair[1], -i);
-    const float *sc = f32s(el, 2, i);
+    const float *sc = f32s(el, 3, i);
     for (int64_t k = 0; k < i; k++)
         assert_true(sc[k] == (float)k);
-    assert_int_equal(sl_tensor_count(sl_element_tensor(el, 3)), i % 3);
-    tu_check_string(sl_element_tensor(el, 4), 2, "d");
+    assert_int_equal(sl_tensor_count(sl_element_tensor(el, 4)), i % 3);
     assert_int_equal(i64s(el, 5, 1)[0], 100 + i);
     *next = i + 1;
 }
@@ -1183,7 +1205,8 @@ static int view_check(sl_dataset *ds, int epochs, unsigned *seen)
             if (rc)
                 print_error("epoch %d element %d: %s\n", e, i, sl_iterator_errmsg(it));
             assert_int_equal(rc, 0);
-            const sl_tensor *t = sl_element_tensor(el, 0);
+            /* in key order: image/class/label, image/encoded, pad */
+            const sl_tensor *t = sl_element_tensor(el, 1);
             assert_int_equal(sl_tensor_dtype(t), SL_STRING);
             assert_int_equal(sl_tensor_ndim(t) == 0 ? 1 : sl_tensor_shape(t)[0], 1);
             size_t len;
@@ -1196,7 +1219,7 @@ static int view_check(sl_dataset *ds, int epochs, unsigned *seen)
             assert_true(gap < 8);
             gaps += gap != 0;
             *seen |= 1u << gap;
-            assert_int_equal(i64s(el, 1, 1)[0], i);
+            assert_int_equal(i64s(el, 0, 1)[0], i);
             const char *pad = sl_tensor_string(sl_element_tensor(el, 2), 0, &len);
             assert_int_equal(len, (size_t)i % 8);
             assert_memory_equal(pad, "1234567", len);

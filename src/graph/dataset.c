@@ -107,11 +107,69 @@ SL_API void sl_dataset_release(sl_dataset *ds)
             sl_dataset_release(ds->inputs[i]);
         if (ds->ops->destroy)
             ds->ops->destroy(ds);
+        sl_structure_release(atomic_load_explicit(&ds->structure, memory_order_relaxed));
         sl__learned_free(ds->learned);
         sl__strfree(ds->name);
         sl__free(ds, ds->size);
         ds = next;
     }
+}
+
+sl_dataset *sl__dataset_structured(sl_dataset *ds, sl_structure *s)
+{
+    if (!s) {
+        char msg[SL__ERRMSG_MAX];
+        int code = sl_last_error_code();
+        snprintf(msg, sizeof msg, "%s", sl__error_msg());
+        sl_dataset_release(ds);
+        sl__set_error_str(code ? code : SL_ENOMEM, msg);
+        return NULL;
+    }
+    sl_structure_release(atomic_exchange(&ds->structure, s));
+    return ds;
+}
+
+int sl__dataset_publish_structure(const sl_dataset *ds, const sl_structure *s)
+{
+    sl_dataset *d = (sl_dataset *)ds; /* the memo only */
+    sl_structure *mine = sl_structure_retain((sl_structure *)s), *none = NULL;
+    if (atomic_compare_exchange_strong(&d->structure, &none, mine))
+        return 0;
+    sl_structure_release(mine);
+    if (sl__structure_same_tree(none, s))
+        return 0;
+    char a[512], b[512];
+    sl_structure_format(s, a, sizeof a);
+    sl_structure_format(none, b, sizeof b);
+    return sl__set_error(SL_ESHAPE, "%s: an element of structure %s after elements of "
+                         "structure %s", sl_dataset_name(ds), a, b);
+}
+
+SL_API const sl_structure *sl_dataset_structure(const sl_dataset *ds)
+{
+    if (!ds)
+        return NULL;
+    sl_structure *s = atomic_load_explicit(&ds->structure, memory_order_acquire);
+    if (s || !ds->ops->structure)
+        return s;
+    s = ds->ops->structure(ds);
+    if (!s)
+        return NULL;
+    sl__dataset_publish_structure(ds, s); /* a derived one is the same whoever wins */
+    sl_structure_release(s);
+    return atomic_load_explicit(&ds->structure, memory_order_acquire);
+}
+
+sl_structure *sl__structure_of_input(const sl_dataset *ds)
+{
+    return sl_structure_retain((sl_structure *)sl_dataset_structure(ds->inputs[0]));
+}
+
+SL_API int sl_dataset_declare_structure(const sl_dataset *ds, const sl_structure *structure)
+{
+    if (!ds || !structure)
+        return sl__set_error(SL_EINVAL, "sl_dataset_declare_structure: NULL argument");
+    return sl__dataset_publish_structure(ds, structure);
 }
 
 SL_API int64_t sl_dataset_cardinality(const sl_dataset *ds)

@@ -8,12 +8,13 @@ typedef struct sl__scratch {
     _Alignas(64) unsigned char data[];
 } sl__scratch;
 
-void sl__map_ctx_begin(sl_map_ctx *ctx, uint64_t seed, uint64_t key, int64_t epoch,
-                       int64_t index)
+void sl__map_ctx_begin(sl_map_ctx *ctx, const sl_dataset *ds, uint64_t seed, uint64_t key,
+                       int64_t epoch, int64_t index)
 {
     ctx->rng = sl__rng_make(seed, key, epoch, index);
     ctx->index = index;
     ctx->epoch = epoch;
+    ctx->ds = ds;
     ctx->scratch = NULL;
 }
 
@@ -63,4 +64,16 @@ SL_API void *sl_map_ctx_scratch(sl_map_ctx *ctx, size_t size)
     s->next = ctx->scratch;
     ctx->scratch = s;
     return s->data;
+}
+
+SL_API const sl_structure *sl_map_ctx_structure(const sl_map_ctx *ctx)
+{
+    return ctx->ds && ctx->ds->ninputs ? sl_dataset_structure(ctx->ds->inputs[0]) : NULL;
+}
+
+SL_API int sl_map_ctx_set_structure(sl_map_ctx *ctx, const sl_structure *structure)
+{
+    if (!ctx->ds || !structure)
+        return sl__set_error(SL_EINVAL, "sl_map_ctx_set_structure: no map or no structure");
+    return sl__dataset_publish_structure(ctx->ds, structure);
 }

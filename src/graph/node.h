@@ -24,6 +24,7 @@
 #include "../core/error.h"
 #include "../core/hash.h"
 #include "../core/rng.h"
+#include "../core/structure.h"
 #include "async.h"
 #include "learned.h"
 #include "state.h"
@@ -76,6 +77,11 @@ typedef struct sl__node_ops {
      * access without making its iterator (shuffle-all, through
      * sl__dataset_refresh). NULL: contents fixed at build. */
     int (*refresh)(const sl_dataset *ds, int64_t epoch);
+    /* The structure of the node's elements, from its inputs' (a new
+     * reference; sl__structure_of_input for ops that keep it), or NULL
+     * while that is not known. NULL hook: the node sets it when built, or
+     * publishes it once it is known (sl__dataset_publish_structure). */
+    sl_structure *(*structure)(const sl_dataset *ds);
 } sl__node_ops;
 
 struct sl_dataset {
@@ -96,6 +102,10 @@ struct sl_dataset {
     /* what the controller of its last iterator learned, for the next one
      * (learned.h; under that file's lock) */
     sl__learned *learned;
+    /* its elements' structure (owned), NULL while not known: set when it
+     * is built, derived from the inputs' when first asked, or published
+     * once by the node (a map's first output); never changes after */
+    _Atomic(sl_structure *) structure;
 };
 
 /* Allocates a derived dataset of `size` bytes (zeroed, base filled in) that
@@ -113,6 +123,16 @@ int sl__dataset_set_name(sl_dataset *ds, const char *name);
  * and returns NULL. */
 sl_dataset *sl__dataset_fail(sl_dataset *ds, int code, const char *fmt, ...) SL__PRINTF(3, 4);
 bool sl__dataset_can_get(const sl_dataset *ds);
+/* Sets a structure known when ds is built (consumes s). Given NULL (a
+ * structure that could not be made) it frees ds and returns NULL with the
+ * error kept, so a builder can end with `return sl__dataset_structured(ds,
+ * sl__structure_...(...));`. */
+sl_dataset *sl__dataset_structured(sl_dataset *ds, sl_structure *s);
+/* Publishes ds's structure once it is known (s borrowed): 0, or
+ * SL_ESHAPE with a message naming both when ds already has another tree. */
+int sl__dataset_publish_structure(const sl_dataset *ds, const sl_structure *s);
+/* The structure hook of ops whose elements are their input's. */
+sl_structure *sl__structure_of_input(const sl_dataset *ds);
 /* Refreshes every changing source under ds (ops->refresh) for `epoch`:
  * 0 or a negative code. sl__dataset_changing: whether there is one. */
 int sl__dataset_refresh(const sl_dataset *ds, int64_t epoch);
@@ -215,10 +235,11 @@ struct sl_map_ctx {
     sl__rng rng;
     int64_t index;
     int64_t epoch;
+    const sl_dataset *ds; /* the map's (or filter's) dataset */
     struct sl__scratch *scratch; /* freed by sl__map_ctx_end */
 };
-void sl__map_ctx_begin(sl_map_ctx *ctx, uint64_t seed, uint64_t key, int64_t epoch,
-                       int64_t index);
+void sl__map_ctx_begin(sl_map_ctx *ctx, const sl_dataset *ds, uint64_t seed, uint64_t key,
+                       int64_t epoch, int64_t index);
 void sl__map_ctx_end(sl_map_ctx *ctx);
 
 /* The runtime internals async nodes use (sl__task, sl__runtime_submit,

@@ -90,6 +90,7 @@ static const sl__field assert_cardinality_params[] = {SL__PARAM(assert_cardinali
 static const sl__unary_def assert_cardinality_def = {
     .node = {.kind = "assert_cardinality", SL__UNARY_NODE,
              .cardinality = assert_cardinality_cardinality,
+             .structure = sl__structure_of_input,
              .can_get = assert_cardinality_can_get, .get = assert_cardinality_get},
     .iter = {SL__UNARY_ITER(assert_cardinality_next)},
     .iter_size = sizeof(assert_cardinality_iter),

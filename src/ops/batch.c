@@ -109,8 +109,33 @@ static const sl__field batch_state[] = {
 };
 static const sl__field batch_params[] = {SL__PARAM(batch_ds, size), SL__PARAM(batch_ds, flags)};
 
+/* Each leaf gains a leading dimension: the batch size where every batch
+ * has it (drop_remainder), else not known (tf.data's None). */
+static void batch_leaf(sl__stext *t, int leaf, const sl__leaf_spec *spec, void *arg)
+{
+    (void)leaf;
+    sl__leaf_spec b = *spec;
+    if (b.ndim >= SL_MAX_DIMS) {
+        b.ndim = -1;
+    } else if (b.ndim >= 0) {
+        memmove(b.shape + 1, b.shape, (size_t)b.ndim * sizeof *b.shape);
+        b.shape[0] = *(const int64_t *)arg;
+        b.ndim++;
+    }
+    sl__stext_leaf(t, &b);
+}
+
+static sl_structure *batch_structure(const sl_dataset *ds)
+{
+    const batch_ds *b = (const batch_ds *)ds;
+    const sl_structure *in = sl_dataset_structure(ds->inputs[0]);
+    int64_t rows = b->flags & SL_DROP_REMAINDER ? b->size : -1;
+    return in ? sl__structure_rewrite(in, batch_leaf, &rows) : NULL;
+}
+
 static const sl__unary_def batch_def = {
-    .node = {.kind = "batch", SL__UNARY_NODE, .cardinality = batch_cardinality},
+    .node = {.kind = "batch", SL__UNARY_NODE, .cardinality = batch_cardinality,
+             .structure = batch_structure},
     .iter = {SL__UNARY_ITER(batch_next)},
     .iter_size = sizeof(batch_iter),
     SL__UNARY_STATE(batch_state),

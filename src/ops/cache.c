@@ -676,6 +676,7 @@ static const sl__node_ops cache_ops = {
     .kind = "cache",
     .make_iter = cache_make,
     .cardinality = cache_card,
+    .structure = sl__structure_of_input,
     .fingerprint = cache_fp,
     .destroy = cache_ds_destroy,
 };

@@ -165,6 +165,7 @@ static const sl__field distribute_params[] = {
 
 static const sl__unary_def distribute_def = {
     .node = {.kind = "distribute", SL__UNARY_NODE, .cardinality = distribute_cardinality,
+             .structure = sl__structure_of_input,
              .can_get = distribute_can_get, .get = distribute_get},
     .iter = {SL__UNARY_ITER(distribute_next)},
     .iter_size = sizeof(distribute_iter),

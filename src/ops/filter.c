@@ -27,7 +27,7 @@ static int test_element(filter_iter *it, const sl_element *el)
     const sl__iter *base = &it->u.base;
     const filter_ds *f = (const filter_ds *)base->ds;
     sl_map_ctx ctx;
-    sl__map_ctx_begin(&ctx, it->seed, base->key, base->epoch, it->index++);
+    sl__map_ctx_begin(&ctx, base->ds, it->seed, base->key, base->epoch, it->index++);
     sl_clear_error(); /* so a callback that fails silently leaves no stale text */
     int r = f->fn(&ctx, el, f->user);
     sl__map_ctx_end(&ctx);
@@ -79,7 +79,8 @@ static const sl__field filter_state[] = {
 /* No parameters to hash: the name stands for the predicate (a function
  * address changes from run to run, so it must not be hashed). */
 static const sl__unary_def filter_def = {
-    .node = {.kind = "filter", SL__UNARY_NODE, .cardinality = filter_cardinality},
+    .node = {.kind = "filter", SL__UNARY_NODE, .cardinality = filter_cardinality,
+             .structure = sl__structure_of_input},
     .iter = {SL__UNARY_ITER(filter_next)},
     .iter_size = sizeof(filter_iter),
     SL__UNARY_STATE(filter_state),

@@ -103,5 +103,5 @@ SL_API sl_dataset *sl_from_element(sl_element *el)
     if (!d)
         return NULL;
     d->el = sl_element_retain(el);
-    return &d->base;
+    return sl__dataset_structured(&d->base, sl__structure_of_element(el, 0));
 }

@@ -138,5 +138,6 @@ SL_API sl_dataset *sl_from_files(const char *const *paths, const int64_t *labels
             return sl__dataset_fail(&d->base, SL_ENOMEM, "from_files: out of memory");
         memcpy(d->labels, labels, count * sizeof *labels);
     }
-    return &d->base;
+    return sl__dataset_structured(&d->base,
+                                  sl_structure_parse(labels ? "(string[], int64[])" : "string[]"));
 }

@@ -160,5 +160,5 @@ SL_API sl_dataset *sl_from_tensors(sl_element *el)
         }
     }
     d->n = el->t[0].shape[0];
-    return &d->base;
+    return sl__dataset_structured(&d->base, sl__structure_of_element(el, 1));
 }

@@ -142,6 +142,12 @@ static source *source_open(interleave_iter *it, const sl_element *el, int64_t in
         if (!sl__error_msg()[0])
             sl__set_error(rc, "interleave: the function returned no dataset");
     } else {
+        /* the interleave's elements are its inputs' datasets': the first
+         * that knows its structure gives it, the others must agree */
+        const sl_structure *st = sl_dataset_structure(s->ds);
+        rc = st ? sl__dataset_publish_structure(it->base.ds, st) : 0;
+    }
+    if (rc == 0 && s->ds) {
         uint64_t key = sl__hash_u64(sl__hash_u64(it->base.key, SL__SALT_INTERLEAVE),
                                     (uint64_t)index);
         uint64_t stats = sl__hash_u64(it->base.stats_key, SL__SALT_INTERLEAVE);

@@ -126,7 +126,8 @@ static void run_one(map_iter *it, chunk *c, int i, sl_map_ctx *ctx)
 {
     slot *s = &c->s[i];
     sl_element *out = NULL;
-    sl__map_ctx_begin(ctx, it->seed, it->base.key, it->base.epoch, c->first_index + i);
+    sl__map_ctx_begin(ctx, it->base.ds, it->seed, it->base.key, it->base.epoch,
+                      c->first_index + i);
     sl_clear_error();
     int rc = it->fn(ctx, s->el, &out, it->user);
     sl__map_ctx_end(ctx);

@@ -100,7 +100,7 @@ static const char *element_path(const sl_element *el)
 
 int sl__image_decode(const sl_image_spec *spec, sl__rng *rng, const sl_element *in, void *dst)
 {
-    const struct sl_tensor *t = in->n ? &in->t[0] : NULL;
+    const struct sl_tensor *t = spec->image_index < in->n ? &in->t[spec->image_index] : NULL;
     const uint8_t *data;
     size_t n;
     int rc;
@@ -110,8 +110,8 @@ int sl__image_decode(const sl_image_spec *spec, sl__rng *rng, const sl_element *
     } else if (t && t->dtype == SL_STRING && t->ndim == 0) {
         data = (const uint8_t *)sl_tensor_string(t, 0, &n);
     } else {
-        return sl__set_error(SL_EDTYPE, "map_image: tensor 0 must be encoded bytes "
-                             "(uint8 [n] or a string)");
+        return sl__set_error(SL_EDTYPE, "map_image: tensor %d must be encoded bytes "
+                             "(uint8 [n] or a string)", spec->image_index);
     }
     workspace *ws = ws_get();
     if (!ws)
@@ -155,9 +155,12 @@ sl_element *sl__image_rest(const sl_element *in, int extra_slots)
     return sl__element_new(in->n - 1 + extra_slots, 256);
 }
 
-int sl__image_add_rest(sl_element *el, const sl_element *in)
+int sl__image_add_rest(sl_element *el, const sl_element *in, const sl_image_spec *spec, int from,
+                       int to)
 {
-    for (int j = 1; j < in->n; j++) {
+    for (int j = from; j < to && j < in->n; j++) {
+        if (j == spec->image_index)
+            continue;
         int rc = sl_element_add_shared(el, in, j);
         if (rc < 0)
             return rc;
@@ -171,17 +174,22 @@ int sl__image_add_rest(sl_element *el, const sl_element *in)
 static int map_fn(sl_map_ctx *ctx, const sl_element *in, sl_element **out, void *user)
 {
     const sl_image_spec *spec = user;
-    if (in->n < 1)
-        return sl__set_error(SL_EINVAL, "map_image: empty element");
+    int k = spec->image_index;
+    if (in->n <= k)
+        return sl__set_error(SL_EINVAL, "map_image: an element of %d tensors has no tensor %d",
+                             in->n, k);
     sl_element *el = sl__image_rest(in, 1);
     if (!el)
         return SL_ENOMEM;
     int64_t shape[3];
     sl__image_shape(spec, shape);
-    struct sl_tensor *t = sl__element_push(el, spec->dtype, 3, shape, sl__image_bytes(spec));
-    int rc = t ? sl__image_decode(spec, &ctx->rng, in, t->data) : SL_ENOMEM;
+    int rc = sl__image_add_rest(el, in, spec, 0, k);
+    struct sl_tensor *t = rc ? NULL : sl__element_push(el, spec->dtype, 3, shape,
+                                                       sl__image_bytes(spec));
     if (rc == 0)
-        rc = sl__image_add_rest(el, in);
+        rc = t ? sl__image_decode(spec, &ctx->rng, in, t->data) : SL_ENOMEM;
+    if (rc == 0)
+        rc = sl__image_add_rest(el, in, spec, k + 1, in->n);
     if (rc < 0) {
         sl_element_release(el);
         return rc;
@@ -226,12 +234,39 @@ uint64_t sl__map_image_fingerprint(const sl_dataset *ds, uint64_t h)
 
 static sl_dataset *map_image_fuse_batch(sl_dataset *ds, int64_t size, unsigned flags);
 
+/* The image takes its input tensor's leaf; fused with batch, every leaf
+ * then gains the batch's dimension, as batch gives. */
+static void image_leaf(sl__stext *t, int leaf, const sl__leaf_spec *spec, void *arg)
+{
+    const map_image_ds *d = arg;
+    sl__leaf_spec out = *spec;
+    if (leaf == d->spec.image_index) {
+        out.dtype = d->spec.dtype;
+        out.ndim = sl__image_shape(&d->spec, out.shape);
+    }
+    if (d->batch && out.ndim >= 0 && out.ndim < SL_MAX_DIMS) {
+        memmove(out.shape + 1, out.shape, (size_t)out.ndim * sizeof *out.shape);
+        out.shape[0] = d->flags & SL_DROP_REMAINDER ? d->batch : -1;
+        out.ndim++;
+    } else if (d->batch) {
+        out.ndim = -1;
+    }
+    sl__stext_leaf(t, &out);
+}
+
+sl_structure *sl__map_image_structure(const sl_dataset *ds)
+{
+    const sl_structure *in = sl_dataset_structure(ds->inputs[0]);
+    return in ? sl__structure_rewrite(in, image_leaf, (void *)ds) : NULL;
+}
+
 static const sl__node_ops map_image_ops = {
     .kind = "map_image",
     .make_iter = map_image_make,
     .cardinality = sl__map_image_cardinality,
     .fingerprint = sl__map_image_fingerprint,
     .fuse_batch = map_image_fuse_batch,
+    .structure = sl__map_image_structure,
 };
 
 static sl_dataset *map_image_fuse_batch(sl_dataset *ds, int64_t size, unsigned flags)
@@ -335,6 +370,28 @@ static int spec_check(const sl_image_spec *s)
             return sl__set_error(SL_EINVAL, "map_image: std[%d] must be > 0", c);
     if (s->max_pixels < 1)
         return sl__set_error(SL_EINVAL, "map_image: max_pixels must be >= 1");
+    if (s->image_index < 0 || s->image_index >= 65536)
+        return sl__set_error(SL_EINVAL, "map_image: bad image_index %d", s->image_index);
+    return 0;
+}
+
+/* Where the input's structure is known, its image leaf must be there and
+ * hold bytes. */
+static int check_input(const sl_image_spec *s, const sl_dataset *in)
+{
+    const sl_structure *st = sl_dataset_structure(in);
+    if (!st)
+        return 0;
+    int n = sl_structure_leaves(st), k = s->image_index;
+    char text[256];
+    sl_structure_format(st, text, sizeof text);
+    if (k >= n)
+        return sl__set_error(SL_EINVAL, "map_image: image_index %d, but the input's elements "
+                             "%s have %d tensors", k, text, n);
+    int dtype = sl__leaf_dtype(st, k);
+    if (dtype >= 0 && dtype != SL_UINT8 && dtype != SL_STRING)
+        return sl__set_error(SL_EDTYPE, "map_image: tensor %d of the input's elements %s is "
+                             "%s, not encoded bytes", k, text, sl_dtype_name((sl_dtype)dtype));
     return 0;
 }
 
@@ -357,6 +414,8 @@ SL_API sl_dataset *sl_map_image(sl_dataset *in, const sl_image_spec *spec, int p
     int rc = spec_load(spec, &d->spec);
     if (rc == 0)
         rc = spec_check(&d->spec);
+    if (rc == 0)
+        rc = check_input(&d->spec, d->base.inputs[0]);
     if (rc < 0) {
         sl_dataset_release(&d->base);
         return NULL;

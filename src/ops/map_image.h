@@ -23,15 +23,18 @@ size_t sl__image_bytes(const sl_image_spec *spec);
  * from rng. An error names the element's file where it has one. */
 int sl__image_decode(const sl_image_spec *spec, sl__rng *rng, const sl_element *in, void *dst);
 
-/* A small element for the input's tensors after the encoded bytes (label,
- * path...), so the bytes can be released right after decoding, with
- * extra_slots more; sl__image_add_rest shares them into it. */
+/* A small element for the input's tensors besides the encoded bytes
+ * (label, path...), so the bytes can be released right after decoding,
+ * with extra_slots more; sl__image_add_rest shares the input's tensors
+ * [from, to) into it, skipping the image's (spec->image_index). */
 sl_element *sl__image_rest(const sl_element *in, int extra_slots);
-int sl__image_add_rest(sl_element *el, const sl_element *in);
+int sl__image_add_rest(sl_element *el, const sl_element *in, const sl_image_spec *spec, int from,
+                       int to);
 
 /* map_image's cardinality and fingerprint, which the fused node shares
  * (a batch's cardinality when batch > 0). */
 int64_t sl__map_image_cardinality(const sl_dataset *ds);
+sl_structure *sl__map_image_structure(const sl_dataset *ds);
 uint64_t sl__map_image_fingerprint(const sl_dataset *ds, uint64_t h);
 
 /* The fused node (map_image_batch.c): datasets that are map_image_ds with

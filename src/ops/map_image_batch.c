@@ -131,14 +131,16 @@ static void run_images(map_image_batch_iter *it, itask *t)
             s->rc = SL_ECANCELED;
         } else {
             sl_map_ctx ctx;
-            sl__map_ctx_begin(&ctx, it->seed, it->base.key, it->base.epoch, t->first_index + i);
+            sl__map_ctx_begin(&ctx, it->base.ds, it->seed, it->base.key, it->base.epoch,
+                              t->first_index + i);
             sl_clear_error();
             s->rc = sl__image_decode(&it->ds->spec, &ctx.rng, in,
                                 b->img->data + (size_t)(t->start + i) * it->img_bytes);
             sl__map_ctx_end(&ctx);
             if (s->rc == 0) {
                 s->rest = sl__image_rest(in, 0);
-                s->rc = s->rest ? sl__image_add_rest(s->rest, in) : SL_ENOMEM;
+                s->rc = s->rest ? sl__image_add_rest(s->rest, in, &it->ds->spec, 0, in->n)
+                                : SL_ENOMEM;
             }
             if (s->rc < 0 && s->rc != SL_ENOMEM) {
                 sl__error_prefix(sl_dataset_name(&it->ds->base));
@@ -510,10 +512,13 @@ static int emit(map_image_batch_iter *it, sl__buf *img, int rows, const sl__stac
         return SL_ENOMEM;
     int64_t shape[4] = {rows};
     sl__image_shape(spec, shape + 1);
-    int rc = sl__element_push_view(el, spec->dtype, 4, shape, img->data,
+    int k = spec->image_index < rest->ncols ? spec->image_index : rest->ncols;
+    int rc = sl__stack_emit_cols(rest, el, 0, k);
+    if (rc == 0)
+        rc = sl__element_push_view(el, spec->dtype, 4, shape, img->data,
                                    (size_t)rows * it->img_bytes, img) ? 0 : SL_ENOMEM;
     if (rc == 0)
-        rc = sl__stack_emit(rest, el);
+        rc = sl__stack_emit_cols(rest, el, k, rest->ncols);
     if (rc < 0) {
         sl_element_release(el);
         return rc;
@@ -774,5 +779,6 @@ const sl__node_ops sl__map_image_batch_ops = {
     .kind = "map_image_batch",
     .make_iter = map_image_batch_make,
     .cardinality = sl__map_image_cardinality,
+    .structure = sl__map_image_structure,
     .fingerprint = sl__map_image_fingerprint,
 };

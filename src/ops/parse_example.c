@@ -16,6 +16,7 @@
  * first byte, a length's, a field's tag.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "../core/le.h"
 #include "map.h"
@@ -698,8 +699,37 @@ static void parse_example_destroy(sl_dataset *ds)
         sl__free(d->table, ((size_t)d->mask + 1) * sizeof *d->table);
 }
 
+/* The record's leaf becomes the dict of the features. */
+static void parse_example_leaf(sl__stext *t, int leaf, const sl__leaf_spec *spec, void *arg)
+{
+    const parse_example_ds *d = arg;
+    if (leaf != 0) {
+        sl__stext_leaf(t, spec);
+        return;
+    }
+    sl__stext_puts(t, "{");
+    for (int i = 0; i < d->n; i++) {
+        const feat *f = &d->f[i];
+        sl__leaf_spec v = {.dtype = f->dtype, .ndim = f->ndim < 0 ? 1 : f->ndim, .shape = {-1}};
+        for (int k = 0; k < f->ndim; k++)
+            v.shape[k] = f->shape[k];
+        sl__stext_puts(t, i ? ", " : "");
+        sl__stext_key(t, f->key);
+        sl__stext_puts(t, ": ");
+        sl__stext_leaf(t, &v);
+    }
+    sl__stext_puts(t, "}");
+}
+
+static sl_structure *parse_example_structure(const sl_dataset *ds)
+{
+    const sl_structure *in = sl_dataset_structure(ds->inputs[0]);
+    return in ? sl__structure_rewrite(in, parse_example_leaf, (void *)ds) : NULL;
+}
+
 static const sl__node_ops parse_example_ops = {
     .kind = "parse_example",
+    .structure = parse_example_structure,
     .make_iter = parse_example_make,
     .cardinality = parse_example_card,
     .fingerprint = parse_example_fp,
@@ -771,6 +801,16 @@ static int load_feature(feat *f, const sl_feature *s)
     return 0;
 }
 
+/* Features in key order (bytewise, as tf.nest sorts a dict's keys): the
+ * order of the output's tensors, so the dict's leaves are in its order. */
+static int by_key(const void *a, const void *b)
+{
+    const feat *x = a, *y = b;
+    size_t n = x->key_len < y->key_len ? x->key_len : y->key_len;
+    int c = memcmp(x->key, y->key, n);
+    return c ? c : (x->key_len > y->key_len) - (x->key_len < y->key_len);
+}
+
 /* The key table; SL_EINVAL for a key given twice. */
 static int index_keys(parse_example_ds *d)
 {
@@ -828,8 +868,10 @@ SL_API sl_dataset *sl_parse_example_parallel(sl_dataset *in, const sl_feature *f
         d->n = n;
     for (int i = 0; rc == 0 && i < n; i++)
         rc = load_feature(&d->f[i], &features[i]);
-    if (rc == 0)
+    if (rc == 0) {
+        qsort(d->f, (size_t)n, sizeof *d->f, by_key);
         rc = index_keys(d);
+    }
     if (rc) {
         sl_dataset_release(&d->base);
         return NULL;

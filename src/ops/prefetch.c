@@ -232,6 +232,7 @@ static const sl__node_ops prefetch_ops = {
     .kind = "prefetch",
     .make_iter = prefetch_make,
     .cardinality = prefetch_card,
+    .structure = sl__structure_of_input,
 };
 
 SL_API sl_dataset *sl_prefetch(sl_dataset *in, int64_t depth)

@@ -117,5 +117,5 @@ SL_API sl_dataset *sl_range(int64_t start, int64_t stop, int64_t step)
     r->start = start;
     r->stop = stop;
     r->step = step;
-    return &r->base;
+    return sl__dataset_structured(&r->base, sl_structure_parse("int64[]"));
 }

@@ -675,12 +675,32 @@ static uint64_t read_fp(const sl_dataset *ds, uint64_t h)
     return sl__hash_u64(h, ((const read_ds *)ds)->flags);
 }
 
+/* The path (tensor 0) becomes the file's bytes; with SL_WITH_PATHS the
+ * path comes again last. */
+static void read_leaf(sl__stext *t, int leaf, const sl__leaf_spec *spec, void *arg)
+{
+    (void)arg;
+    if (leaf == 0)
+        sl__stext_puts(t, "uint8[?]");
+    else
+        sl__stext_leaf(t, spec);
+}
+
+static sl_structure *read_structure(const sl_dataset *ds)
+{
+    const sl_structure *in = sl_dataset_structure(ds->inputs[0]);
+    bool paths = ((const read_ds *)ds)->flags & SL_WITH_PATHS;
+    return in ? sl__structure_rewrite_append(in, read_leaf, NULL, paths ? "string[]" : NULL)
+              : NULL;
+}
+
 static const sl__node_ops read_ops = {
     .kind = "read",
     .make_iter = read_make,
     .cardinality = read_card,
     .fingerprint = read_fp,
     .rebuild = read_rebuild,
+    .structure = read_structure,
 };
 
 SL_API sl_dataset *sl_read_files(sl_dataset *in, unsigned flags)

@@ -147,7 +147,8 @@ static const sl__field repeat_state[] = {
 static const sl__field repeat_params[] = {SL__PARAM(repeat_ds, count)};
 
 static const sl__unary_def repeat_def = {
-    .node = {.kind = "repeat", SL__UNARY_NODE, .cardinality = repeat_cardinality},
+    .node = {.kind = "repeat", SL__UNARY_NODE, .cardinality = repeat_cardinality,
+             .structure = sl__structure_of_input},
     .iter = {SL__UNARY_ITER(repeat_next)},
     .iter_size = sizeof(repeat_iter),
     SL__UNARY_STATE(repeat_state),

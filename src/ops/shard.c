@@ -59,6 +59,7 @@ static const sl__field shard_params[] = {SL__PARAM(shard_ds, n), SL__PARAM(shard
 
 static const sl__unary_def shard_def = {
     .node = {.kind = "shard", SL__UNARY_NODE, .cardinality = shard_cardinality,
+             .structure = sl__structure_of_input,
              .can_get = shard_can_get, .get = shard_get},
     .iter = {SL__UNARY_ITER(shard_next)},
     .iter_size = sizeof(shard_iter),

@@ -394,6 +394,7 @@ static const sl__node_ops shuffle_ops = {
     .kind = "shuffle",
     .make_iter = shuffle_make,
     .cardinality = shuffle_cardinality,
+    .structure = sl__structure_of_input,
     .fingerprint = shuffle_fp,
 };
 

@@ -72,6 +72,7 @@ static const sl__field skip_params[] = {SL__PARAM(skip_ds, n)};
 
 static const sl__unary_def skip_def = {
     .node = {.kind = "skip", SL__UNARY_NODE, .cardinality = skip_cardinality,
+             .structure = sl__structure_of_input,
              .can_get = skip_can_get, .get = skip_get},
     .iter = {SL__UNARY_ITER(skip_next)},
     .iter_size = sizeof(skip_iter),

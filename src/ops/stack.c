@@ -210,7 +210,12 @@ static int push_column(sl_element *el, const column *c, int64_t rows)
 
 int sl__stack_emit(const sl__stack *s, sl_element *out)
 {
-    for (int j = 0; j < s->ncols; j++) {
+    return sl__stack_emit_cols(s, out, 0, s->ncols);
+}
+
+int sl__stack_emit_cols(const sl__stack *s, sl_element *out, int from, int to)
+{
+    for (int j = from; j < to; j++) {
         int rc = push_column(out, &s->cols[j], s->rows);
         if (rc < 0)
             return rc;

@@ -21,6 +21,8 @@ int sl__stack_add(sl__stack *s, const sl_element *el, int64_t expect, int64_t ma
 /* Appends the stacked tensors ([rows, ...]) to out, which needs ncols free
  * tensor slots. The stack keeps its data; reset it next. */
 int sl__stack_emit(const sl__stack *s, sl_element *out);
+/* The same for columns [from, to) only. */
+int sl__stack_emit_cols(const sl__stack *s, sl_element *out, int from, int to);
 /* Frees the rows; ready for a new batch. */
 void sl__stack_reset(sl__stack *s);
 

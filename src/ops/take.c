@@ -68,6 +68,7 @@ static const sl__field take_params[] = {SL__PARAM(take_ds, n)};
 
 static const sl__unary_def take_def = {
     .node = {.kind = "take", SL__UNARY_NODE, .cardinality = take_cardinality,
+             .structure = sl__structure_of_input,
              .can_get = take_can_get, .get = take_get},
     .iter = {SL__UNARY_ITER(take_next)},
     .iter_size = sizeof(take_iter),

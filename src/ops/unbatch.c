@@ -164,8 +164,27 @@ static const sl__field unbatch_state[] = {
     SL__FIELD_BOOL(unbatch_iter, done),
 };
 
+/* Each leaf loses its leading dimension. */
+static void unbatch_leaf(sl__stext *t, int leaf, const sl__leaf_spec *spec, void *arg)
+{
+    (void)leaf, (void)arg;
+    sl__leaf_spec u = *spec;
+    if (u.ndim > 0) {
+        u.ndim--;
+        memmove(u.shape, u.shape + 1, (size_t)u.ndim * sizeof *u.shape);
+    }
+    sl__stext_leaf(t, &u);
+}
+
+static sl_structure *unbatch_structure(const sl_dataset *ds)
+{
+    const sl_structure *in = sl_dataset_structure(ds->inputs[0]);
+    return in ? sl__structure_rewrite(in, unbatch_leaf, NULL) : NULL;
+}
+
 static const sl__unary_def unbatch_def = {
-    .node = {.kind = "unbatch", SL__UNARY_NODE, .cardinality = unbatch_cardinality},
+    .node = {.kind = "unbatch", SL__UNARY_NODE, .cardinality = unbatch_cardinality,
+             .structure = unbatch_structure},
     .iter = {.next = unbatch_next, .destroy = sl__unary_destroy, .save = unbatch_save},
     .iter_size = sizeof(unbatch_iter),
     SL__UNARY_STATE(unbatch_state),

@@ -167,7 +167,8 @@ SL_API sl_dataset *sl_list_files(const char *const *patterns, int n, unsigned fl
         sl__set_error(SL_ENOMEM, "list_files: out of memory");
         return NULL;
     }
-    if (flags & SL_LIST_SHUFFLE)
-        return sl_shuffle(&d->base, SL_SHUFFLE_ALL, seed, 0);
-    return &d->base;
+    sl_dataset *ds = sl__dataset_structured(&d->base, sl_structure_parse("string[]"));
+    if (ds && (flags & SL_LIST_SHUFFLE))
+        return sl_shuffle(ds, SL_SHUFFLE_ALL, seed, 0);
+    return ds;
 }

@@ -105,7 +105,8 @@ sl__listing_ds *sl__listing_new(const sl__node_ops *ops, size_t size, const char
     memcpy(l->root, root, n);
     l->root[n] = '\0';
     l->root_len = n;
-    return l;
+    return (sl__listing_ds *)sl__dataset_structured(&l->base,
+                                                    sl_structure_parse("(string[], int64[])"));
 }
 
 int sl__listing_add(sl__listing_ds *l, const char *dir, size_t dlen, const char *name,

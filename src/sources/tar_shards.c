@@ -627,5 +627,12 @@ SL_API sl_dataset *sl_tar_shards(sl_dataset *paths, const char *const *keys,
             return sl__dataset_fail(&d->base, SL_ENOMEM, "tar_shards: out of memory");
         d->types[i] = t;
     }
-    return &d->base;
+    sl__leaf_spec specs[MAX_KEYS + 1];
+    int n = 0;
+    for (int i = 0; i < nkeys; i++)
+        specs[n++] = d->types[i] == SL_UINT8 ? (sl__leaf_spec){SL_UINT8, 1, {-1}}
+                                             : (sl__leaf_spec){d->types[i], 0, {0}};
+    if (flags & SL_WITH_PATHS)
+        specs[n++] = (sl__leaf_spec){SL_STRING, 0, {0}};
+    return sl__dataset_structured(&d->base, sl__structure_flat(n, specs));
 }

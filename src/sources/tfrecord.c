@@ -215,7 +215,8 @@ SL_API sl_dataset *sl_tfrecord(sl_dataset *paths, int compression, unsigned flag
 #endif
     d->compression = compression;
     d->flags = flags;
-    return &d->base;
+    return sl__dataset_structured(&d->base, sl_structure_parse(
+        flags & SL_WITH_PATHS ? "(string[], string[])" : "string[]"));
 }
 
 SL_API sl_dataset *sl_tfrecord_fn(const sl_element *path, void *user)
