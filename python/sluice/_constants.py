@@ -7,9 +7,9 @@ After changing the header, run `cmake --build BUILD --target python_constants`
 
 # #define SL_*
 SL_VERSION_MAJOR = 0
-SL_VERSION_MINOR = 2
+SL_VERSION_MINOR = 3
 SL_VERSION_PATCH = 0
-SL_VERSION_NUMBER = 200
+SL_VERSION_NUMBER = 300
 
 # enum sl_error
 SL_OK = 0
@@ -55,6 +55,11 @@ SL_DTYPE_COUNT = 9
 
 # #define SL_*
 SL_MAX_DIMS = 8
+
+# enum (anonymous)
+SL_STRUCTURE_LEAF = 0
+SL_STRUCTURE_TUPLE = 1
+SL_STRUCTURE_DICT = 2
 
 # enum sl_option
 SL_OPT_THREADS = 0

@@ -2,7 +2,7 @@
 
 from ._constants import SL_VERSION_NUMBER
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 # sl_version_number() of the library this package was written against: the
 # header's SL_VERSION_NUMBER (MAJOR * 10000 + MINOR * 100 + PATCH). A

@@ -4,7 +4,7 @@ import ctypes
 import operator
 import os
 
-from . import _tensor, dynamic as _dynamic, records as _records
+from . import _structure, _tensor, dynamic as _dynamic, records as _records
 from ._constants import (SL_AUTOTUNE, SL_COMPRESSION_GZIP, SL_COMPRESSION_NONE,
                          SL_COMPRESSION_ZLIB, SL_CROP_CENTER, SL_CROP_RANDOM_RESIZED,
                          SL_CROP_RESIZE, SL_DISTRIBUTE_BY_DATA, SL_DISTRIBUTE_BY_FILE,
@@ -49,6 +49,15 @@ _DISTRIBUTE_POLICIES = {"auto": 0,  # neither flag
                         "file": SL_DISTRIBUTE_BY_FILE, "data": SL_DISTRIBUTE_BY_DATA}
 
 
+def _sliceable(v):
+    """A value from_tensor_slices slices: lists become arrays (of strings
+    too); arrays and buffers stay as they are."""
+    if isinstance(v, (list, range)):
+        import numpy as np
+        return np.asarray(v)
+    return v
+
+
 def _check(ptr):
     if not ptr:
         raise make_error(lib.sl_last_error_code() or SL_EINVAL, lib.sl_last_error().decode())
@@ -76,35 +85,73 @@ def _count(op, name, value):
                         % (op, name, type(value).__name__)) from None
 
 
+_UNSET = object()
+
+
+def _arguments(structure):
+    """How a function receives an element of `structure`, as tf.data calls
+    it: a tuple unpacked into arguments, anything else (a dict, a single
+    value) as one argument; an element of unknown structure as its values."""
+    pack = _structure.packer(structure)
+    if structure is None:
+        return lambda values: values
+    if isinstance(structure, tuple):
+        return lambda values: pack(values)
+    return lambda values: (pack(values),)
+
+
 class _Callback(Callback):
     """The Python function of a map or filter, called from C, kept alive as
     long as any dataset built on it. An exception becomes the element's
-    error (sluice._callbacks)."""
+    error (sluice._callbacks). A map's first result tells the library the
+    structure of its output (sl_map_ctx_set_structure); every later result
+    must have the same."""
 
     def __init__(self, fn, kind, with_context, as_bytes=False):
         super().__init__()
         self.fn = fn
         self.with_context = with_context
         self.as_bytes = as_bytes
+        self._args_of = {}  # input structure (C pointer) -> how to pass its values
+        self._signature = _UNSET  # of the results, once the first is in
         self.c_fn = (MAP_FN if kind == "map" else PREDICATE_FN)(
             self._map if kind == "map" else self._predicate)
 
     def _call(self, ctx, el):
         owner = _tensor.ElementRef(lib.sl_element_retain(el))
-        args = _tensor.element_values(owner, self.as_bytes)
+        values = _tensor.element_values(owner, self.as_bytes)
+        p = lib.sl_map_ctx_structure(ctx)
+        args_of = self._args_of.get(p)
+        if args_of is None:
+            args_of = self._args_of[p] = _arguments(_structure.from_c(p))
+        args = args_of(values)
         if self.with_context:
             mc = MapContext(ctx)
             try:
-                return self.fn(mc, *args), args
+                return self.fn(mc, *args), values
             finally:
                 mc._ctx = None
-        return self.fn(*args), args
+        return self.fn(*args), values
+
+    def _learn(self, ctx, result):
+        sig = _structure.signature(result)
+        if sig == self._signature:
+            return
+        if self._signature is not _UNSET:
+            raise TypeError("map: the function returned %s after returning %s; every result "
+                            "must have the same structure" % (_structure.text(
+                                _structure.of_value(result)), self._structure_text))
+        c = _structure.CStructure(_structure.of_value(result))
+        if lib.sl_map_ctx_set_structure(ctx, c.ptr) < 0:
+            raise make_error(lib.sl_last_error_code(), lib.sl_last_error().decode())
+        self._structure_text = _structure.text(_structure.of_value(result))
+        self._signature = sig
 
     def _map(self, ctx, el, out, user):
         try:
             result, args = self._call(ctx, el)
-            values = result if isinstance(result, tuple) else (result,)
-            out[0] = _tensor.make_element(values, el, args)
+            self._learn(ctx, result)
+            out[0] = _tensor.make_element(_structure.flatten(result), el, args)
             return 0
         except BaseException as e:
             return self.element_error(ctx, e)
@@ -175,9 +222,11 @@ class Dataset:
 
     def __init__(self, ptr, callbacks=(), options=None, image_layout=None, strings="str"):
         self._ptr = ptr
+        lib.sl_dataset_structure(ptr)  # worked out now, not as the first element passes
         self._callbacks = tuple(callbacks)
         self.options = options if options is not None else Options()
         self.image_layout = image_layout  # "HWC"/"CHW" after map_image (for sluice.torch)
+        self._image_leaf = 0  # ... and which tensor the image is
         # how string values come out: "str" (paths, labels: os.fsdecode's
         # surrogateescape) or "bytes" (records: tfrecord, webdataset); an
         # Interleaver in place of either: whatever its map_func's datasets
@@ -205,6 +254,7 @@ class Dataset:
         cbs = self._callbacks + ((callback,) if callback else ())
         layout = self.image_layout if image_layout is False else image_layout
         ds = Dataset(ptr, cbs, self.options, layout, strings or self._strings)
+        ds._image_leaf = self._image_leaf
         ds.distributed = self.distributed
         return ds
 
@@ -223,30 +273,73 @@ class Dataset:
         return Dataset(_check(lib.sl_range(start, stop, step)))
 
     @staticmethod
-    def from_tensor_slices(*tensors):
+    def from_tensor_slices(tensors, *more):
         """Slices of the tensors along their first dimension (which must
-        agree), as tf.data's from_tensor_slices: one array gives elements
-        of one value, a tuple of arrays gives tuples. The arrays are copied
-        once into the library; the slices share that copy."""
-        if len(tensors) == 1 and isinstance(tensors[0], tuple):
-            tensors = tensors[0]
-        if any(isinstance(t, dict) for t in tensors):
-            raise TypeError("from_tensor_slices: sluice elements are tuples; pass a tuple of "
-                            "arrays instead of a dict")
-        el = _tensor.make_element(tensors)
-        return Dataset(_check(lib.sl_from_tensors(el)))
+        agree), as tf.data's from_tensor_slices: an array gives elements of
+        one value, a tuple of arrays tuples, a dict of arrays dicts (and
+        nestings of them the same nestings). The arrays are copied once
+        into the library; the slices share that copy."""
+        value = (tensors,) + more if more else tensors
+        el = _tensor.make_element([_sliceable(v) for v in _structure.flatten(value)])
+        ds = Dataset(_check(lib.sl_from_tensors(el)))
+        return ds._nested(_structure.nest_like(value, ds._structure(probe=False)))
 
     @staticmethod
-    def from_tensors(*tensors):
+    def from_tensors(tensors, *more):
         """A dataset of one element, the tensors as given (tf.data's
-        from_tensors): an interleave's map_func often wraps its input so."""
-        if len(tensors) == 1 and isinstance(tensors[0], tuple):
-            tensors = tensors[0]
-        el = _tensor.make_element(tensors)
+        from_tensors): an interleave's map_func often wraps its input so.
+        Tuples and dicts nest as in from_tensor_slices."""
+        value = (tensors,) + more if more else tensors
+        el = _tensor.make_element(_structure.flatten(value))
         try:
-            return Dataset(_check(lib.sl_from_element(el)))
+            ds = Dataset(_check(lib.sl_from_element(el)))
         finally:
             lib.sl_element_release(el)
+        return ds._nested(_structure.nest_like(value, ds._structure(probe=False)))
+
+    def _nested(self, structure):
+        """self read as `structure` where it nests deeper than the flat tuple
+        the library made of its tensors (sl_with_structure)."""
+        if isinstance(structure, _structure.Leaf) or (
+                isinstance(structure, tuple) and len(structure) != 1 and
+                all(isinstance(x, _structure.Leaf) for x in structure)):
+            return self
+        c = _structure.CStructure(structure)
+        return self._derive(lib.sl_with_structure, c.ptr)
+
+    # ---- structure ----
+
+    def _declare(self, structure):
+        """Tells the library the structure of self's elements, which it
+        learns otherwise only as they come (an interleave, a generator)."""
+        c = _structure.CStructure(structure)
+        if lib.sl_dataset_declare_structure(self._ptr, c.ptr) < 0:
+            raise make_error(lib.sl_last_error_code(), lib.sl_last_error().decode())
+
+    def _structure(self, probe=True):
+        """The structure of the elements (sluice._structure), or None when
+        the library does not know it: after a map that has not run yet.
+        probe=True then takes one element through a pass of its own, as
+        tf.data traces a function, to learn it."""
+        s = _structure.of_dataset(self._ptr)
+        if s is None and probe:
+            it = Iterator(self.take(1), Options(autotune=False), interruptible=False)
+            try:
+                next(it, None)
+            finally:
+                it.close()
+            s = _structure.of_dataset(self._ptr)
+        return s
+
+    @property
+    def element_spec(self):
+        """tf.data's element_spec: the structure of the elements (tuples and
+        dicts as they nest) with a sluice.TensorSpec for each value: its
+        shape (None for a dimension not known, shape None when not even the
+        rank is) and dtype ("string" for str/bytes values). After a Python
+        map that has not run, one element is taken through to learn it;
+        None for an empty dataset whose structure no op states."""
+        return _structure.spec(self._structure())
 
     @staticmethod
     def from_generator(generator, output_types=None, output_shapes=None, args=None,
@@ -255,15 +348,20 @@ class Dataset:
         generator: a callable returning an iterator (called with *args at
         the start of every pass: each epoch, each repeat) or an iterable
         (iter() of it each pass). output_signature: a sluice.TensorSpec, or
-        a tuple of them for tuple elements; values are converted to its
-        dtypes and their shapes checked (a mismatch is an element error,
-        CallbackError from the TypeError). Without a signature, values go
-        in as they are (as Dataset.map's results do). Calls never overlap;
+        tuples and dicts of them as the elements nest; values are converted
+        to its dtypes and their shapes checked (a mismatch is an element
+        error, CallbackError from the TypeError). Without a signature,
+        values go in as they are (as Dataset.map's results do), and the
+        first one tells the structure every later one must have. Calls never overlap;
         cardinality is unknown; map, batch, prefetch and autotune work over
         it as over any source."""
-        specs, is_tuple = _dynamic._specs(output_signature, output_types, output_shapes)
-        gen = _dynamic.Generator(generator, args, specs, is_tuple)
-        return Dataset(_check(lib.sl_from_generator(gen.c_fn, None, 0)), (gen,))
+        sig = _dynamic._signature(output_signature, output_types, output_shapes)
+        gen = _dynamic.Generator(generator, args, sig)
+        ds = Dataset(_check(lib.sl_from_generator(gen.c_fn, None, 0)), (gen,))
+        gen.dataset_ptr = ds._ptr
+        if sig is not None:
+            ds._declare(_dynamic.structure_of(sig))
+        return ds
 
     @staticmethod
     def from_queue(q):
@@ -271,7 +369,7 @@ class Dataset:
         until it is closed: a source for online training."""
         if not isinstance(q, _dynamic.Queue):
             raise TypeError("from_queue: q must be a sluice.Queue, not %s" % type(q).__name__)
-        return Dataset(_check(lib.sl_from_queue(q._q)))
+        return q._reader(Dataset(_check(lib.sl_from_queue(q._q))))
 
     @staticmethod
     def from_files(paths, labels=None, with_paths=False):
@@ -373,6 +471,7 @@ class Dataset:
                                n, SL_NONDETERMINISTIC if deterministic is False else 0,
                                strings="bytes")
             ds._callbacks += (_records.KeepAlive(keep),)
+            ds._declare(_structure.Leaf("string", ()))  # (what every file's reader gives)
             return ds
         return paths.interleave(
             lambda p: Dataset.tfrecord(p, compression_type, with_paths=with_paths,
@@ -449,10 +548,14 @@ class Dataset:
     def map_image(self, preset="train", size=224, *, num_parallel_calls=None, layout="HWC",
                   dtype="uint8", height=None, width=None, scale=None, ratio=None,
                   flip_prob=None, resize_shorter=None, mean=None, std=None, max_pixels=None,
-                  allow_warnings=None, exact_pixels=None, fast_upsample=None):
-        """Decodes the JPEG in the first value and transforms it (in C, in
-        parallel), keeping the other values: preset "train" (random-resized
-        crop, flip), "eval" (resize shorter side, centre crop) or "resize";
+                  allow_warnings=None, exact_pixels=None, fast_upsample=None, image_key=None):
+        """Decodes a JPEG and transforms it (in C, in parallel), leaving the
+        element's other values in place: the value under image_key of a
+        dict element ("image" by default, or "image/encoded" as
+        tf.train.Example names it; a key, an index, or a tuple of them into
+        nested elements), else the first value. preset "train"
+        (random-resized crop, flip), "eval" (resize shorter side, centre
+        crop) or "resize";
         output uint8 (or float32 normalised with mean/std) in layout "HWC"
         or "CHW". num_parallel_calls as for map (None: AUTOTUNE).
         YCbCr files are resampled plane by plane from their own chroma
@@ -490,8 +593,28 @@ class Dataset:
             spec.mean[:] = list(mean)
         if std is not None:
             spec.std[:] = list(std)
-        return self._derive(lib.sl_map_image, spec, _parallel("map_image", num_parallel_calls),
-                            image_layout=layout)
+        spec.image_index = self._image_index(image_key)
+        ds = self._derive(lib.sl_map_image, spec, _parallel("map_image", num_parallel_calls),
+                          image_layout=layout)
+        ds._image_leaf = spec.image_index
+        return ds
+
+    def _image_index(self, image_key):
+        """The tensor map_image decodes: image_key's leaf, or for a dict
+        element without one its "image"; else tensor 0."""
+        structure = self._structure()
+        if image_key is None:
+            if not isinstance(structure, dict):
+                return 0
+            # torchvision-style "image", else tf.train.Example's "image/encoded"
+            image_key = "image" if "image" in structure or "image/encoded" not in structure \
+                else "image/encoded"
+        try:
+            return _structure.leaf_at(structure, image_key)
+        except KeyError:
+            raise KeyError("map_image: the elements (%s) have no image at %r; pass "
+                           "image_key=" % (_structure.text(structure) if structure is not None
+                                           else "of a structure not known", image_key)) from None
 
     def interleave(self, map_func, cycle_length=None, block_length=None,
                    num_parallel_calls=None, deterministic=None):
@@ -529,10 +652,10 @@ class Dataset:
     def parse_example(self, features, num_parallel_calls=1):
         """tf.io.parse_single_example on the first value of each element (a
         serialized tf.train.Example, as tfrecord yields): features is a dict
-        key -> FixedLenFeature / VarLenFeature; the element becomes a tuple
-        of the parsed values in the dict's order (a tuple, not a dict:
-        sluice elements are tuples, and batch, map_image and torch take
-        them as is), then the element's other values. string features come
+        key -> FixedLenFeature / VarLenFeature; the record becomes a dict
+        of the parsed values by key, as tf.data gives (a tfrecord element
+        becomes the dict; with with_paths, (dict, path)). Until 0.3 it was a
+        tuple in the features' order. string features come
         out as bytes (uint8 arrays after map_image), int64 and float32 as
         arrays of the feature's shape; a VarLenFeature as a 1-D array of
         all its values. Reads the Examples that TensorFlow's
@@ -691,6 +814,7 @@ class Dataset:
         opts = self.options.merge(options).merge(Options(**kwargs))
         ds = Dataset(lib.sl_dataset_retain(self._ptr), self._callbacks, opts,
                      self.image_layout, self._strings)
+        ds._image_leaf = self._image_leaf
         ds.distributed = self.distributed
         return ds
 
@@ -743,6 +867,8 @@ def _numpy_value(v):
     import numpy as np
     if isinstance(v, tuple):
         return tuple(_numpy_value(x) for x in v)
+    if isinstance(v, dict):
+        return {k: _numpy_value(x) for k, x in v.items()}
     if isinstance(v, str):
         return v.encode("utf-8", "surrogateescape")
     if isinstance(v, list):

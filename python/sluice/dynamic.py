@@ -2,9 +2,11 @@
 Queue / Dataset.from_queue, for samples that arrive while training runs."""
 
 import queue as _queue
+import weakref
 
-from . import _tensor
+from . import _structure, _tensor
 from ._callbacks import Callback
+from ._structure import TensorSpec
 from ._constants import SL_EBUSY, SL_EOF
 from ._errors import make_error
 from ._lib import GENERATOR_FN, lib
@@ -15,87 +17,104 @@ except ImportError:  # pragma: no cover (sluice runs without numpy, specs need i
     np = None
 
 
-class TensorSpec:
-    """tf.TensorSpec: the shape (None for a dimension of any size) and
-    dtype a generator's values must have; values are converted to the
-    dtype (numpy's rules) and their shape checked."""
-
-    __slots__ = ("shape", "dtype", "name")
-
-    def __init__(self, shape, dtype="float32", name=None):
-        self.shape = None if shape is None else tuple(None if d is None else int(d)
-                                                      for d in shape)
-        self.dtype = "string" if str(dtype) in ("string", "str", "bytes") else np.dtype(dtype).name
-        self.name = name
-
-    def __repr__(self):
-        return "TensorSpec(shape=%r, dtype=%r)" % (self.shape, self.dtype)
-
-    def __eq__(self, other):
-        return (isinstance(other, TensorSpec) and self.shape == other.shape
-                and self.dtype == other.dtype)
-
-    __hash__ = None
-
-    def is_compatible_with(self, value):
-        shape = np.shape(value)
-        return self.shape is None or (len(shape) == len(self.shape) and all(
-            w is None or w == h for w, h in zip(self.shape, shape)))
-
-    def convert(self, value):
-        if self.dtype == "string":
-            arr = np.asarray(value, dtype=object)
-        else:
-            arr = np.asarray(value, dtype=self.dtype)
-        if not self.is_compatible_with(arr):
-            raise TypeError("`generator` yielded an element of shape %s where an element of "
-                            "shape %s was expected" % (_shape_text(arr.shape),
-                                                       _shape_text(self.shape)))
-        return arr
+def _zip_specs(types, shapes):
+    if isinstance(types, dict):
+        return {k: _zip_specs(t, None if shapes is None else shapes[k]) for k, t in types.items()}
+    if isinstance(types, (tuple, list)):
+        return tuple(_zip_specs(t, None if shapes is None else shapes[i])
+                     for i, t in enumerate(types))
+    return TensorSpec(shapes, types)
 
 
-def _shape_text(shape):
-    return "(%s%s)" % (", ".join("None" if d is None else str(d) for d in shape),
-                       "," if len(shape) == 1 else "")
+def _check_specs(sig, op):
+    if isinstance(sig, dict):
+        for v in sig.values():
+            _check_specs(v, op)
+    elif isinstance(sig, (tuple, list)):
+        for v in sig:
+            _check_specs(v, op)
+    elif not isinstance(sig, TensorSpec):
+        raise TypeError("%s: a signature is a sluice.TensorSpec, or tuples and dicts of them; "
+                        "not %s" % (op, type(sig).__name__))
 
 
-def _specs(output_signature, output_types, output_shapes):
-    """The per-value specs (a tuple) and whether elements are tuples."""
+def _signature(output_signature, output_types=None, output_shapes=None, op="from_generator"):
+    """The signature as given (TensorSpecs nested in tuples and dicts, as
+    tf.data takes it), or None when none is."""
     if output_signature is not None:
         if output_types is not None or output_shapes is not None:
-            raise TypeError("from_generator: give output_signature or output_types/"
-                            "output_shapes, not both")
+            raise TypeError("%s: give output_signature or output_types/output_shapes, not both"
+                            % op)
         sig = output_signature
     elif output_types is not None:
-        if isinstance(output_types, (tuple, list)):
-            shapes = output_shapes if output_shapes is not None else [None] * len(output_types)
-            sig = tuple(TensorSpec(s, t) for t, s in zip(output_types, shapes))
-        else:
-            sig = TensorSpec(output_shapes, output_types)
+        sig = _zip_specs(output_types, output_shapes)
     else:
-        return None, False
+        return None
+    _check_specs(sig, op)
+    return sig
+
+
+def structure_of(sig):
+    """The element structure a signature describes."""
     if isinstance(sig, dict):
-        raise TypeError("from_generator: sluice elements are tuples; give a tuple of "
-                        "TensorSpecs instead of a dict")
-    if isinstance(sig, TensorSpec):
-        return (sig,), False
-    sig = tuple(sig)
-    if not all(isinstance(s, TensorSpec) for s in sig):
-        raise TypeError("from_generator: output_signature must be a sluice.TensorSpec or a "
-                        "tuple of them")
-    return sig, True
+        return {k: structure_of(v) for k, v in sig.items()}
+    if isinstance(sig, (tuple, list)):
+        return tuple(structure_of(v) for v in sig)
+    return _structure.Leaf(sig.dtype, sig.shape)
 
 
-def _values(item, specs, is_tuple):
-    """The Python values of one element, as make_element takes them."""
-    if specs is None:
-        return item if isinstance(item, tuple) else (item,)
-    if is_tuple:
-        if not isinstance(item, (tuple, list)) or len(item) != len(specs):
-            raise TypeError("`generator` yielded %r where a tuple of %d values was expected"
-                            % (type(item).__name__, len(specs)))
-        return tuple(s.convert(v) for s, v in zip(specs, item))
-    return (specs[0].convert(item),)
+def _pair(sig, item, out, what):
+    if isinstance(sig, dict):
+        if not isinstance(item, dict) or set(item) != set(sig):
+            raise TypeError("%s %r where a dict with keys %s was expected"
+                            % (what, type(item).__name__ if not isinstance(item, dict)
+                               else sorted(item), sorted(sig)))
+        for k in sorted(sig):
+            _pair(sig[k], item[k], out, what)
+    elif isinstance(sig, (tuple, list)):
+        if not isinstance(item, (tuple, list)) or len(item) != len(sig):
+            raise TypeError("%s %r where a tuple of %d values was expected"
+                            % (what, type(item).__name__, len(sig)))
+        for s, v in zip(sig, item):
+            _pair(s, v, out, what)
+    else:
+        out.append(sig.convert(item))
+    return out
+
+
+def _values(item, sig, what="`generator` yielded"):
+    """The flat values of one element, as make_element takes them:
+    converted and checked against sig when there is one."""
+    if sig is None:
+        return _structure.flatten(item)
+    return _pair(sig, item, [], what)
+
+
+class _Learner:
+    """Tells a dataset the structure of the values a Python source gives,
+    learned from the first (without a signature), and checks that every
+    later one has the same."""
+
+    def __init__(self):
+        self.signature = None
+        self.text = None
+
+    def learn(self, item, declare):
+        sig = _structure.signature(item)
+        if self.text is not None:
+            if sig != self.signature:
+                raise TypeError("the values changed structure: %s after %s"
+                                % (_structure.text(_structure.of_value(item)), self.text))
+            return
+        declare(_structure.of_value(item))
+        self.signature, self.text = sig, _structure.text(_structure.of_value(item))
+
+
+def declare(ptr, structure):
+    """sl_dataset_declare_structure(ptr, structure), raising its error."""
+    c = _structure.CStructure(structure)
+    if lib.sl_dataset_declare_structure(ptr, c.ptr) < 0:
+        raise make_error(lib.sl_last_error_code(), lib.sl_last_error().decode())
 
 
 class Generator(Callback):
@@ -104,12 +123,13 @@ class Generator(Callback):
     C says the pass is over. Exceptions become element errors
     (CallbackError, chained from the exception), as map's do."""
 
-    def __init__(self, generator, args, specs, is_tuple):
+    def __init__(self, generator, args, signature):
         super().__init__()
         self.generator = generator
         self.args = tuple(args or ())
-        self.specs = specs
-        self.is_tuple = is_tuple
+        self.signature = signature
+        self.learner = None if signature is not None else _Learner()
+        self.dataset_ptr = None  # (set once the dataset is made)
         self.passes = {}
         self.c_fn = GENERATOR_FN(self._call)
 
@@ -136,7 +156,9 @@ class Generator(Callback):
                 item = next(it)
             except StopIteration:
                 return SL_EOF
-            out[0] = _tensor.make_element(_values(item, self.specs, self.is_tuple))
+            if self.learner is not None:
+                self.learner.learn(item, lambda s: declare(self.dataset_ptr, s))
+            out[0] = _tensor.make_element(_values(item, self.signature))
             return 0
         except BaseException as e:
             return self.last_error(e)
@@ -153,7 +175,10 @@ class Queue:
     each item."""
 
     def __init__(self, capacity_bytes=64 << 20, element_spec=None):
-        self._specs, self._is_tuple = _specs(element_spec, None, None)
+        self._signature = _signature(element_spec, op="Queue")
+        self._learner = _Learner() if self._signature is None else None
+        self._structure = None if element_spec is None else structure_of(self._signature)
+        self._readers = weakref.WeakSet()  # the datasets made from it
         self._q = lib.sl_queue_create(int(capacity_bytes))
         if not self._q:
             raise make_error(lib.sl_last_error_code(), lib.sl_last_error().decode())
@@ -162,7 +187,9 @@ class Queue:
     def put(self, item, block=True, timeout=None):
         if timeout is not None and timeout < 0:
             raise ValueError("'timeout' must be a non-negative number")
-        el = _tensor.make_element(_values(item, self._specs, self._is_tuple))
+        if self._learner is not None:
+            self._learner.learn(item, self._learned)
+        el = _tensor.make_element(_values(item, self._signature, "put"))
         try:
             ns = -1 if block and timeout is None else 0 if not block else int(timeout * 1e9)
             rc = lib.sl_queue_push(self._q, el, ns)
@@ -172,6 +199,18 @@ class Queue:
             raise _queue.Full
         if rc < 0:
             raise make_error(rc, lib.sl_last_error().decode("utf-8", "replace"))
+
+    def _learned(self, structure):
+        self._structure = structure
+        for ds in list(self._readers):
+            declare(ds._ptr, structure)
+
+    def _reader(self, ds):
+        """ds reads this queue: it learns the structure of the items."""
+        if self._structure is not None:
+            declare(ds._ptr, self._structure)
+        self._readers.add(ds)
+        return ds
 
     def put_nowait(self, item):
         self.put(item, block=False)

@@ -7,7 +7,7 @@ import json
 import threading
 import weakref
 
-from . import _callbacks, _tensor
+from . import _callbacks, _structure, _tensor
 from ._constants import SL_AGAIN, SL_ECALLBACK, SL_ENOMEM, SL_EOF, SL_ESTATE, SL_STAT_EPOCH
 from ._errors import make_error, pending_interrupt, raise_pending_interrupt
 from ._lib import lib, optional
@@ -63,6 +63,7 @@ class Iterator:
         self._it = it
         self._dataset = dataset  # keeps Python callbacks alive
         self._bytes = None  # strings as bytes? (known at the first element)
+        self._pack = None  # flat values -> the element's structure (ditto)
         self._interruptible = interruptible
         self._out = ctypes.c_void_p()
         self._out_ref = ctypes.byref(self._out)
@@ -131,8 +132,9 @@ class Iterator:
         owner = self._next_ref()
         if self._bytes is None:
             self._bytes = self._dataset.strings == "bytes"
+            self._pack = _structure.packer(_structure.of_dataset(self._dataset._ptr))
         try:
-            value = _tensor.element_value(owner, self._bytes)
+            value = self._pack(_tensor.element_values(owner, self._bytes))
         except KeyboardInterrupt:
             raise  # the element stays for the next call
         except BaseException:

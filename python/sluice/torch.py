@@ -30,7 +30,7 @@ import warnings
 import torch as _torch
 from torch.utils.dlpack import from_dlpack as _from_dlpack
 
-from . import _dlpack, _tensor
+from . import _dlpack, _structure, _tensor
 from ._constants import SL_STRING
 from ._lib import lib
 
@@ -54,7 +54,8 @@ def to_torch(owner, as_bytes=False):
 
 class DataLoader:
     """Iterable over a sluice Dataset that yields torch tensors (a tuple of
-    them for elements of several values: ``for images, labels in loader``),
+    them for elements of several values: ``for images, labels in loader``;
+    dicts of them for dict elements, as torch's default collate gives),
     one pass per ``iter()`` (an epoch), like torch.utils.data.DataLoader.
 
     Epochs: each ``iter()`` runs the next epoch, counted from 0, so every
@@ -175,14 +176,15 @@ class DataLoader:
                 x = x.div(self._std.view(shape))
         return x
 
-    def _convert(self, values):
+    def _convert(self, values, pack):
         out = list(values)
-        if out and isinstance(out[0], _torch.Tensor) and self.dataset.image_layout:
-            out[0] = self._image(out[0])
+        at = self.dataset._image_leaf
+        if at < len(out) and isinstance(out[at], _torch.Tensor) and self.dataset.image_layout:
+            out[at] = self._image(out[at])
         if self.device is not None:
             out = [v.to(self.device, non_blocking=True) if isinstance(v, _torch.Tensor) else v
                    for v in out]
-        return out[0] if len(out) == 1 else tuple(out)
+        return pack(out)
 
     def __iter__(self):
         if self.iterator is not None:
@@ -202,7 +204,7 @@ class DataLoader:
         # The pass stays open after its end (or a break) so that stats() and
         # report() can describe it; the next pass or close() frees it. An
         # error or Ctrl-C frees it at once.
-        as_bytes = None  # known once the first element is out (see Dataset.strings)
+        as_bytes = pack = None  # known once the first element is out (see Dataset.strings)
         try:
             while True:
                 try:
@@ -212,7 +214,8 @@ class DataLoader:
                     return
                 if as_bytes is None:
                     as_bytes = self.dataset.strings == "bytes"
-                yield self._convert(to_torch(owner, as_bytes))
+                    pack = _structure.packer(_structure.of_dataset(self.dataset._ptr))
+                yield self._convert(to_torch(owner, as_bytes), pack)
         except GeneratorExit:
             raise
         except BaseException:

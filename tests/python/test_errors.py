@@ -101,14 +101,16 @@ def test_library_of_another_version():
         pytest.skip("SLUICE_FAKE_LIBRARY not set (CTest sets it)")
     r = run_python("import sluice", env={"SLUICE_LIBRARY": fake})
     assert r.returncode != 0
-    assert "99.0.0" in r.stderr and "0.2.0" in r.stderr and fake in r.stderr, r.stderr
+    from sluice._version import __version__
+    assert "99.0.0" in r.stderr and __version__ in r.stderr and fake in r.stderr, r.stderr
 
 
 def test_version_rule():
-    from sluice._lib import _compatible
-    assert _compatible(200) and _compatible(201)
-    assert not _compatible(100) and not _compatible(300) and not _compatible(10200)
-    assert not _compatible(0)
+    from sluice._lib import ABI_VERSION, _compatible
+    minor = ABI_VERSION // 100 * 100  # 0.x: the same minor version, any patch
+    assert _compatible(minor) and _compatible(minor + 1)
+    assert not _compatible(minor - 100) and not _compatible(minor + 100)
+    assert not _compatible(10000 + minor) and not _compatible(0)
 
 
 def test_library_found_through_the_loader():
@@ -210,6 +212,10 @@ def settle():
     return sluice.memory_in_use()
 a = Dataset.range(10**7).map(lambda x: x, num_parallel_calls=2).batch(64).prefetch(2)
 b = Dataset.range(10**7).batch(64).prefetch(2)
+w = a.with_options(threads=2).iterator()  # the map teaches a its structure
+next(w)
+w.close()
+del w
 base, interrupted = settle(), 0
 for i in range(60):
     it = (a if i % 2 else b).with_options(threads=2).iterator()

@@ -278,7 +278,10 @@ def test_tfrecord_and_parse_example(shards, image_files, fmt, compression):
         "image/class/label": sluice.FixedLenFeature([], "int64"),
         "image/filename": sluice.FixedLenFeature([], "string", default_value=b""),
     })
-    got = [(e, int(lab), n) for e, lab, n in parsed]
+    def triples(dicts):  # parse_example gives dicts, as tf.data does
+        return [(d["image/encoded"], int(d["image/class/label"]), d["image/filename"])
+                for d in dicts]
+    got = triples(parsed)
     assert sorted(got) == [(d, label, name.encode()) for d, label, name in want]
     # several at a time, fixed or autotuned: the same, in the same order
     for par in (3, sluice.AUTOTUNE):
@@ -287,15 +290,16 @@ def test_tfrecord_and_parse_example(shards, image_files, fmt, compression):
             "image/class/label": sluice.FixedLenFeature([], "int64"),
             "image/filename": sluice.FixedLenFeature([], "string", default_value=b""),
         }, num_parallel_calls=par)
-        assert [(e, int(lab), n) for e, lab, n in again] == got
+        assert triples(again) == got
     with pytest.raises(ValueError, match="num_parallel_calls"):
         ds.parse_example({"image/encoded": sluice.FixedLenFeature([], "string")},
                          num_parallel_calls=0)
     # records feed map_image directly
+    # records feed map_image directly (the image is "image/encoded"'s leaf)
     images = parsed.map_image("eval", size=32).batch(len(want))
-    x, labels, names = next(iter(images))
-    assert x.shape == (len(want), 32, 32, 3)
-    assert list(labels) == [lab for _, lab, _ in got]
+    b = next(iter(images))
+    assert b["image/encoded"].shape == (len(want), 32, 32, 3)
+    assert list(b["image/class/label"]) == [lab for _, lab, _ in got]
 
 
 def test_assert_cardinality(shards, image_files):
@@ -313,7 +317,7 @@ def test_assert_cardinality(shards, image_files):
     images = stated.parse_example({"image/encoded": sluice.FixedLenFeature([], "string")})
     batches = images.map_image("eval", size=16).batch(n // 2 + 1, drop_remainder=True)
     assert len(batches) == 1 and batches.name == "map_image_batch"
-    assert [b.shape for b in batches] == [(n // 2 + 1, 16, 16, 3)]
+    assert [b["image/encoded"].shape for b in batches] == [(n // 2 + 1, 16, 16, 3)]
     with pytest.raises(sluice.CorruptDataError,
                        match="expected to hold %d elements but ended after %d" % (n + 1, n)):
         list(ds.assert_cardinality(n + 1))
@@ -523,12 +527,17 @@ def test_parse_example_specs(tmp_path):
         "v": sluice.VarLenFeature("int64"),
         "missing": sluice.FixedLenFeature([2], "float32", default_value=[9.0, 9.0]),
     })
-    got = list(ds)
-    assert [list(g[0]) for g in got] == [[1, -2, 3], [4, 5, 6]]
-    assert [g[1] for g in got] == [b"raw", b"two"]
-    assert [list(g[2]) for g in got] == [[0.5, 1.5], [2.0, 3.0]]
-    assert [list(g[3]) for g in got] == [[7], []]
-    assert [list(g[4]) for g in got] == [[9.0, 9.0]] * 2
+    got = list(ds)  # dicts, as tf.data's parse_example gives
+    assert all(isinstance(g, dict) and sorted(g) == ["b", "f", "i", "missing", "v"] for g in got)
+    assert [list(g["i"]) for g in got] == [[1, -2, 3], [4, 5, 6]]
+    assert [g["b"] for g in got] == [b"raw", b"two"]
+    assert [list(g["f"]) for g in got] == [[0.5, 1.5], [2.0, 3.0]]
+    assert [list(g["v"]) for g in got] == [[7], []]
+    assert [list(g["missing"]) for g in got] == [[9.0, 9.0]] * 2
+    spec = ds.element_spec
+    assert spec["i"] == sluice.TensorSpec([3], "int64")
+    assert spec["b"] == sluice.TensorSpec([], "string")
+    assert spec["v"] == sluice.TensorSpec([None], "int64")
     wrong = sluice.TFRecordDataset(str(path)).parse_example(
         {"i": sluice.FixedLenFeature([], "float32")})
     with pytest.raises(sluice.DTypeError, match=r"ex\.tfrecord: feature 'i' is an int64_list"):
@@ -539,7 +548,7 @@ def test_parse_example_specs(tmp_path):
         {"b": sluice.FixedLenFeature([], "string")})
     with pytest.raises(sluice.CorruptDataError, match=r"garbage\.tfrecord"):
         list(parsed)
-    assert list(parsed.with_options(error_policy="skip")) == [b"two"]
+    assert list(parsed.with_options(error_policy="skip")) == [{"b": b"two"}]
     with pytest.raises(ValueError, match="one value"):
         sluice.Dataset.range(1).parse_example(
             {"i": sluice.FixedLenFeature([2], "int64", default_value=[1, 2])})
@@ -563,9 +572,9 @@ def test_parse_example_long_values(tmp_path):
     spec = {"image/encoded": sluice.FixedLenFeature([], "string"),
             "i": sluice.FixedLenFeature([], "int64")}
     ds = sluice.TFRecordDataset(str(path)).parse_example(spec)
-    assert [(e, int(i)) for e, i in ds] == [(v, i) for i, v in enumerate(vals)]
+    assert [(d["image/encoded"], int(d["i"])) for d in ds] == [(v, i) for i, v in enumerate(vals)]
     batched = list(ds.batch(5))
-    assert [e for b in batched for e in b[0]] == vals
+    assert [e for b in batched for e in b["image/encoded"]] == vals
 
 
 def test_resume_over_interleaved_shards(shards):

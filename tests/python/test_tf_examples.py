@@ -5,9 +5,11 @@ Python lists stay lists.
 
 Known differences, by design: Python ints become int64 arrays (numpy's
 default; tf.data picks int32), so arrays are compared by value; tf.data's
-`cardinality()` returns a tensor (`.numpy()`), sluice's an int. Examples
-that need ops sluice lacks (zip, interleave, from_generator,
-range(output_type=)) or dict elements are left out.
+`cardinality()` returns a tensor (`.numpy()`), sluice's an int; an
+element_spec after a Python map has each value's dtype and rank with the
+dimensions None (tf.data traces the function, sluice learns from the first
+result). Examples that need ops sluice lacks (zip, interleave,
+range(output_type=)) are left out.
 """
 
 import numpy as np
@@ -20,7 +22,11 @@ tf_data = sluice  # so the examples read as written: tf_data.Dataset
 
 def same(got, want):
     """tf.data's expected output against sluice's, structure and values."""
-    if isinstance(want, (list, tuple)):
+    if isinstance(want, dict):
+        assert isinstance(got, dict) and sorted(got) == sorted(want), (got, want)
+        for k in want:
+            same(got[k], want[k])
+    elif isinstance(want, (list, tuple)):
         assert type(got) is type(want) and len(got) == len(want), (got, want)
         for g, w in zip(got, want):
             same(g, w)
@@ -85,6 +91,67 @@ def test_map():
     dataset = dataset.map(lambda x: x + 1, num_parallel_calls=tf_data.AUTOTUNE,
                           deterministic=False)
     same(sorted(dataset.as_numpy_iterator()), [2, 3, 4, 5, 6])
+    # each element a dict: map_func takes it as one argument
+    elements = [{"a": 1, "b": "foo"}, {"a": 2, "b": "bar"}, {"a": 3, "b": "baz"}]
+    dataset = tf_data.Dataset.from_generator(
+        lambda: elements, {"a": "int32", "b": "string"})
+    result = dataset.map(lambda d: str(d["a"]) + d["b"])
+    same(list(result.as_numpy_iterator()), [b"1foo", b"2bar", b"3baz"])
+    # the value map_func returns decides the structure of the elements
+    dataset = tf_data.Dataset.range(3)
+
+    def g(x):
+        return 37.0, ["Foo", "Bar", "Baz"]
+    result = dataset.map(g)
+    assert result.element_spec == (tf_data.TensorSpec(shape=(), dtype="float32"),
+                                   tf_data.TensorSpec(shape=(None,), dtype="string"))
+
+    def h(x):
+        return 37.0, ["Foo", "Bar"], np.array([1.0, 2.0], dtype=np.float64)
+    result = dataset.map(h)
+    assert result.element_spec == (tf_data.TensorSpec(shape=(), dtype="float32"),
+                                   tf_data.TensorSpec(shape=(None,), dtype="string"),
+                                   tf_data.TensorSpec(shape=(None,), dtype="float64"))
+
+    def i(x):
+        return (37.0, [42, 16]), "foo"
+    result = dataset.map(i)
+    assert result.element_spec == ((tf_data.TensorSpec(shape=(), dtype="float32"),
+                                    tf_data.TensorSpec(shape=(None,), dtype="int64")),
+                                   tf_data.TensorSpec(shape=(), dtype="string"))
+    same(list(result.as_numpy_iterator())[0], ((37.0, array([42, 16])), b"foo"))
+
+
+def test_dict_elements():
+    # from_tensor_slices: the dictionary structure is preserved
+    dataset = tf_data.Dataset.from_tensor_slices({"a": [1, 2], "b": [3, 4]})
+    same(list(dataset.as_numpy_iterator()), [{"a": 1, "b": 3}, {"a": 2, "b": 4}])
+    assert dataset.element_spec == {"a": tf_data.TensorSpec(shape=(), dtype="int64"),
+                                    "b": tf_data.TensorSpec(shape=(), dtype="int64")}
+    # batch batches each value of the structure
+    dataset = tf_data.Dataset.from_tensor_slices({"a": [1, 2, 3], "b": ["x", "y", "z"]})
+    batched = list(dataset.batch(2).as_numpy_iterator())
+    same(batched, [{"a": array([1, 2]), "b": array([b"x", b"y"], dtype=object)},
+                   {"a": array([3]), "b": array([b"z"], dtype=object)}])
+    assert dataset.batch(2, drop_remainder=True).element_spec == {
+        "a": tf_data.TensorSpec(shape=(2,), dtype="int64"),
+        "b": tf_data.TensorSpec(shape=(2,), dtype="string")}
+    assert dataset.batch(2).element_spec["a"] == tf_data.TensorSpec(shape=(None,),
+                                                                     dtype="int64")
+    same(list(dataset.batch(2).unbatch().as_numpy_iterator()),
+         [{"a": 1, "b": b"x"}, {"a": 2, "b": b"y"}, {"a": 3, "b": b"z"}])
+    # nested tuples keep their nesting
+    features = np.array([[1, 3], [2, 1], [3, 3]])
+    labels = ["A", "B", "A"]
+    dataset = tf_data.Dataset.from_tensor_slices(((features[:, 0], features[:, 1]), labels))
+    same(list(dataset.as_numpy_iterator()), [((1, 3), b"A"), ((2, 1), b"B"), ((3, 3), b"A")])
+    # from_tensors: one element of the structure
+    dataset = tf_data.Dataset.from_tensors({"a": [1, 2, 3], "b": ("x", 1.5)})
+    same(list(dataset.as_numpy_iterator()), [{"a": array([1, 2, 3]), "b": (b"x", 1.5)}])
+    # filter and take see the dict too
+    dataset = tf_data.Dataset.from_tensor_slices({"a": [1, 2, 3, 4], "b": [5, 6, 7, 8]})
+    same(list(dataset.filter(lambda d: d["a"] % 2 == 0).take(1).as_numpy_iterator()),
+         [{"a": 2, "b": 6}])
 
 
 def test_filter():

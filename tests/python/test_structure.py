@@ -1,0 +1,146 @@
+"""Structured elements: dicts and nested tuples through every kind of op,
+map_image taking its image by key, sluice.torch's dicts of tensors, and the
+structure a Python source or map learns from its first value."""
+
+import numpy as np
+import pytest
+
+import sluice
+from sluice import Dataset, TensorSpec
+
+
+def test_map_receives_and_returns_structures():
+    ds = Dataset.from_tensor_slices({"x": np.arange(6), "y": np.arange(6) * 10})
+    # a dict comes as one argument; the result's structure is the new one
+    nested = ds.map(lambda d: ({"sum": d["x"] + d["y"]}, (d["x"], "s%d" % d["x"])))
+    got = list(nested)
+    assert got[2] == ({"sum": 22}, (2, "s2"))
+    assert isinstance(got[0][0], dict) and isinstance(got[0][1], tuple)
+    # a tuple comes unpacked into arguments, even nested ones
+    back = nested.map(lambda a, b: {"n": b[0], "total": a["sum"]})
+    assert [(int(d["n"]), int(d["total"])) for d in back] == [(i, 11 * i) for i in range(6)]
+    # batch batches every leaf; shuffle, take, prefetch keep the structure
+    b = next(iter(back.shuffle(6, seed=1).take(4).batch(4).prefetch(2)))
+    assert sorted(b) == ["n", "total"] and b["n"].shape == (4,)
+    assert [t // 11 for t in b["total"].tolist()] == b["n"].tolist()
+
+
+def test_results_must_keep_their_structure():
+    ds = Dataset.range(4).map(lambda x: {"a": x} if x < 2 else (x, x))
+    with pytest.raises(sluice.CallbackError, match="same structure") as e:
+        list(ds)
+    assert isinstance(e.value.__cause__, TypeError)
+    # under skip, the odd ones out are dropped
+    assert [d["a"] for d in ds.with_options(error_policy="skip")] == [0, 1]
+
+
+def test_element_spec_learns_a_map_by_taking_one_element():
+    calls = []
+
+    def f(x):
+        calls.append(1)
+        return {"v": x, "w": np.zeros((2, 3), np.float32)}
+
+    ds = Dataset.range(5).map(f).batch(2)
+    spec = ds.element_spec  # the map has not run: one element goes through
+    assert spec == {"v": TensorSpec((None,), "int64"),
+                    "w": TensorSpec((None, None, None), "float32")}
+    assert len(calls) >= 1
+    n = len(calls)
+    assert ds.element_spec == spec and len(calls) == n  # known from now on
+    assert Dataset.range(0).map(f).element_spec is None  # nothing to learn from
+
+
+def test_generator_and_queue_learn_or_are_told():
+    def gen():
+        for i in range(3):
+            yield {"id": i, "name": "n%d" % i}
+
+    ds = Dataset.from_generator(gen)
+    assert [(int(d["id"]), d["name"]) for d in ds] == [(0, "n0"), (1, "n1"), (2, "n2")]
+    assert ds.element_spec == {"id": TensorSpec((), "int64"), "name": TensorSpec((), "string")}
+
+    def odd():
+        yield {"a": 1}
+        yield (1, 2)
+
+    with pytest.raises(sluice.CallbackError, match="changed structure"):
+        list(Dataset.from_generator(odd))
+    # a signature states it before any value: nested, converted, checked
+    sig = {"img": TensorSpec((2, 2), "uint8"), "meta": (TensorSpec((), "int64"),
+                                                        TensorSpec((), "string"))}
+    told = Dataset.from_generator(lambda: iter([{"img": [[1, 2], [3, 4]], "meta": (7, "x")}]),
+                                  output_signature=sig)
+    assert told.element_spec == sig
+    (el,) = list(told)
+    assert el["img"].dtype == np.uint8 and el["meta"] == (7, "x")
+    with pytest.raises(sluice.CallbackError, match="keys"):
+        list(Dataset.from_generator(lambda: iter([{"img": 1}]), output_signature=sig))
+    # a queue of dicts
+    q = sluice.Queue(1 << 20)
+    reader = Dataset.from_queue(q)
+    q.put({"b": np.arange(3), "a": "first"})
+    q.put({"a": "second", "b": np.arange(3) + 1})
+    with pytest.raises(TypeError, match="changed structure"):
+        q.put(("not", "a dict"))
+    q.close()
+    got = list(reader)
+    assert [d["a"] for d in got] == ["first", "second"]
+    assert got[1]["b"].tolist() == [1, 2, 3]
+
+
+def test_map_image_takes_the_image_by_key(image_dir, image_files):
+    paths = [p for p, _ in image_files[:6]]
+    labels = np.array([lab for _, lab in image_files[:6]])
+    raw = Dataset.from_files(paths, labels)
+    as_dict = raw.map(lambda img, lab: {"label": lab, "image": img})
+    # "image" by default, and the rest stays in place
+    b = next(iter(as_dict.map_image("eval", 16).batch(6)))
+    assert sorted(b) == ["image", "label"]
+    assert b["image"].shape == (6, 16, 16, 3) and b["label"].tolist() == labels.tolist()
+    ref = next(iter(raw.map_image("eval", 16).batch(6)))[0]
+    assert np.array_equal(b["image"], ref)
+    # a key of its own, or a path into nested elements
+    named = raw.map(lambda img, lab: {"a_label": lab, "pixels": (img, "meta")})
+    out = next(iter(named.map_image("eval", 16, image_key=("pixels", 0)).batch(6)))
+    assert out["pixels"][0].shape == (6, 16, 16, 3) and out["pixels"][1] == ["meta"] * 6
+    assert np.array_equal(out["pixels"][0], ref)
+    with pytest.raises(KeyError, match="no image at 'photo'"):
+        as_dict.map_image("eval", 16, image_key="photo")
+
+
+def test_torch_yields_dicts_of_tensors(image_dir, image_files):
+    torch = pytest.importorskip("torch")
+    import sluice.torch as st
+    paths = [p for p, _ in image_files[:8]]
+    labels = np.array([lab for _, lab in image_files[:8]])
+    ds = (Dataset.from_files(paths, labels)
+          .map(lambda img, lab: {"image": img, "label": lab})
+          .map_image("eval", 16).batch(4))
+    batches = list(st.DataLoader(ds))
+    assert len(batches) == 2
+    b = batches[0]
+    assert isinstance(b, dict) and sorted(b) == ["image", "label"]
+    assert isinstance(b["image"], torch.Tensor) and tuple(b["image"].shape) == (4, 3, 16, 16)
+    assert b["label"].dtype == torch.int64 and b["label"].tolist() == labels[:4].tolist()
+
+
+def test_interleave_of_structured_datasets():
+    def per(i):
+        return Dataset.from_tensor_slices({"i": np.full(3, i), "j": np.arange(3)})
+
+    ds = Dataset.range(2).interleave(per, cycle_length=2, block_length=1)
+    got = [(int(d["i"]), int(d["j"])) for d in ds]
+    assert got == [(0, 0), (1, 0), (0, 1), (1, 1), (0, 2), (1, 2)]
+
+
+def test_resume_keeps_the_structure():
+    ds = Dataset.from_tensor_slices({"k": np.arange(10), "t": (np.arange(10), np.arange(10))})
+    ds = ds.shuffle(10, seed=3).batch(3)
+    it = ds.iterator()
+    first = next(it)
+    state = it.state()
+    rest = list(it)
+    again = list(ds.iterator(state=state))
+    assert [b["k"].tolist() for b in again] == [b["k"].tolist() for b in rest]
+    assert isinstance(again[0]["t"], tuple) and sorted(first) == ["k", "t"]
