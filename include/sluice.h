@@ -601,6 +601,41 @@ typedef int (*sl_predicate_fn)(sl_map_ctx *ctx, const sl_element *el, void *user
 SL_API sl_dataset *sl_filter(sl_dataset *in, const char *name, sl_predicate_fn fn,
                              void *user);
 
+/* Combining */
+
+/* tf.data's zip: element i of the result is element i of each of the n
+ * inputs (consumed, also on failure), as a tuple, or with keys (n keys,
+ * copied) as a dict of them; its tensors are the inputs' tensors, shared,
+ * in the structure's order (a dict's by sorted key). Ends with the
+ * shortest input; cardinality the smallest known one (SL_UNKNOWN where an
+ * input's is, unless one is 0). 1 <= n <= 4096; SL_EINVAL for a NULL or
+ * repeated key. */
+SL_API sl_dataset *sl_zip(sl_dataset *const *inputs, int n, const char *const *keys);
+/* tf.data's concatenate: a's elements, then b's (both consumed). Their
+ * structures must fit one dataset's (SL_ESHAPE / SL_EDTYPE when built,
+ * where both are known); b is not started until a ends. Cardinality the
+ * sum; random access where both have it. */
+SL_API sl_dataset *sl_concatenate(sl_dataset *a, sl_dataset *b);
+
+/* Flag for sl_choose_from and sl_sample_from: end as soon as a chosen
+ * input has ended (tf.data's stop_on_empty_dataset=True); without it a
+ * choice of an input that has ended is passed over, and the result ends
+ * when every input has. */
+#define SL_STOP_ON_EMPTY 1u
+/* tf.data's choose_from_datasets: for each element c of `choice` (scalar
+ * int64; consumed), the next element of inputs[c] (n of them, consumed).
+ * A choice outside [0, n) is an error (SL_EINVAL); the inputs' structures
+ * must fit one dataset's. 1 <= n < 4096. */
+SL_API sl_dataset *sl_choose_from(sl_dataset *choice, sl_dataset *const *inputs, int n,
+                                  unsigned flags);
+/* tf.data's sample_from_datasets: each element from input i with
+ * probability weights[i] / sum(weights) (weights NULL: equal; copied;
+ * finite and >= 0, not all 0), drawn from the stream of `seed` (-1: the
+ * iterator's seed), the node, the epoch and the element's position: the
+ * same output on any thread count, a new draw each epoch. */
+SL_API sl_dataset *sl_sample_from(sl_dataset *const *inputs, int n, const double *weights,
+                                  int64_t seed, unsigned flags);
+
 /* Batching */
 
 #define SL_DROP_REMAINDER 1u

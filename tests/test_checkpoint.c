@@ -291,6 +291,37 @@ static sl_dataset *p_combo(void)
     return sl_prefetch(sl_take(sl_batch(ds, 3, 0), 25), 2);
 }
 
+/* ---- combining (test_combine.c has their semantics) ---- */
+
+static sl_dataset *p_zip(void)
+{
+    sl_dataset *in[3] = {p_map(), sl_shuffle(sl_range(0, 80, 1), 16, 2, 0),
+                         sl_batch(sl_range(0, 500, 1), 3, 0)};
+    const char *keys[3] = {"m", "s", "b"};
+    return sl_zip(in, 3, keys);
+}
+
+static sl_dataset *p_concatenate(void)
+{
+    return sl_concatenate(sl_take(p_map(), 30),
+                          sl_shuffle(sl_range(0, 25, 1), SL_SHUFFLE_ALL, -1, 0));
+}
+
+/* three inputs, the first ending early, chosen by a shuffled stream */
+static sl_dataset *p_choose(void)
+{
+    sl_dataset *in[3] = {sl_range(0, 6, 1), p_map(), sl_range(1000, 1040, 1)};
+    sl_dataset *choice = sl_shuffle(sl_range(0, 3, 1), 3, 1, 0); /* new order each pass */
+    return sl_choose_from(sl_repeat(choice, 40), in, 3, 0);
+}
+
+static sl_dataset *p_sample(void)
+{
+    sl_dataset *in[2] = {sl_range(0, 40, 1), sl_filter(p_map(), "some", keep_some, NULL)};
+    const double w[2] = {1, 3};
+    return sl_sample_from(in, 2, w, 5, 0);
+}
+
 static sl_dataset *p_cache_mem(void)
 {
     /* pass 0 fills the cache, 1 and 2 are served from it */
@@ -455,6 +486,17 @@ static void test_order(void **state)
     check_op(p_shard, SL_ERRORS_FAIL, NULL, 0);
     check_op(p_prefetch, SL_ERRORS_FAIL, NULL, 0);
     check_op(p_combo, SL_ERRORS_FAIL, NULL, 0);
+}
+
+static void test_combining(void **state)
+{
+    (void)state;
+    check_op(p_zip, SL_ERRORS_FAIL, NULL, 0);
+    long seam[] = {29, 30, 31};
+    check_op(p_concatenate, SL_ERRORS_FAIL, seam, 3);
+    long early[] = {5, 6, 7, 8, 20};
+    check_op(p_choose, SL_ERRORS_FAIL, early, 5);
+    check_op(p_sample, SL_ERRORS_FAIL, NULL, 0);
 }
 
 static void test_cache(void **state)
@@ -804,6 +846,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_maps),
         cmocka_unit_test(test_batching),      cmocka_unit_test(test_order),
         cmocka_unit_test(test_cache),         cmocka_unit_test(test_skips),
+        cmocka_unit_test(test_combining),
         cmocka_unit_test(test_small_and_lazy), cmocka_unit_test(test_other_process),
         cmocka_unit_test(test_refusals),
     };

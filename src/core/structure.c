@@ -456,17 +456,24 @@ SL_API const int64_t *sl_structure_shape(const sl_structure *s)
     return s && s->kind == SL_STRUCTURE_LEAF ? s->shape : NULL;
 }
 
-int sl__leaf_dtype(const sl_structure *s, int leaf)
+/* The leaf node of flat index `leaf` under s, or NULL. */
+static const sl_structure *leaf_node(const sl_structure *s, int leaf)
 {
     while (s->kind != SL_STRUCTURE_LEAF) {
+        if (!s->nchildren)
+            return NULL;
         int i = 0;
         while (i + 1 < s->nchildren && s->children[i + 1].first_leaf <= leaf)
             i++;
-        if (!s->nchildren)
-            return -1;
         s = &s->children[i];
     }
-    return s->first_leaf == leaf ? s->dtype : -1;
+    return s->first_leaf == leaf ? s : NULL;
+}
+
+int sl__leaf_dtype(const sl_structure *s, int leaf)
+{
+    const sl_structure *n = leaf_node(s, leaf);
+    return n ? n->dtype : -1;
 }
 
 sl__leaf_spec sl__structure_spec(const sl_structure *s)
@@ -671,5 +678,73 @@ sl_structure *sl__structure_of_element(const sl_element *el, int drop)
     sl_structure *s = sl__structure_flat(el->n, v);
     if (v != specs)
         sl__free(v, (size_t)el->n * sizeof *v);
+    return s;
+}
+
+sl_structure *sl__structure_compose(int n, const sl_structure *const *items,
+                                    const char *const *keys)
+{
+    for (int i = 0; i < n; i++)
+        if (!items[i])
+            return NULL;
+    sl__stext t = {0};
+    sl__stext_puts(&t, keys ? "{" : "(");
+    for (int i = 0; i < n; i++) {
+        sl__stext_puts(&t, i ? ", " : "");
+        if (keys) {
+            sl__stext_key(&t, keys[i]);
+            sl__stext_puts(&t, ": ");
+        }
+        sl__stext_structure(&t, items[i], NULL, NULL);
+    }
+    sl__stext_puts(&t, keys ? "}" : n == 1 ? ",)" : ")");
+    return sl__stext_finish(&t);
+}
+
+/* The leaves of `other`, in order, for the hook below. */
+typedef struct unify_arg {
+    const sl_structure *other;
+    int bad_dtype; /* a leaf whose dtypes differ, or -1 */
+} unify_arg;
+
+static void unify_leaf(sl__stext *t, int leaf, const sl__leaf_spec *a, void *arg)
+{
+    unify_arg *u = arg;
+    sl__leaf_spec b = sl__structure_spec(leaf_node(u->other, leaf)), out = *a;
+    if (a->dtype >= 0 && b.dtype >= 0 && a->dtype != b.dtype && u->bad_dtype < 0)
+        u->bad_dtype = leaf;
+    if (a->dtype != b.dtype)
+        out.dtype = a->dtype < 0 ? b.dtype : b.dtype < 0 ? a->dtype : -1;
+    if (a->ndim != b.ndim)
+        out.ndim = -1;
+    for (int d = 0; d < out.ndim; d++)
+        if (a->shape[d] != b.shape[d])
+            out.shape[d] = -1;
+    sl__stext_leaf(t, &out);
+}
+
+sl_structure *sl__structure_unify(const sl_structure *a, const sl_structure *b)
+{
+    if (!a || !b) {
+        const sl_structure *known = a ? a : b;
+        return known ? sl_structure_retain((sl_structure *)known) : NULL;
+    }
+    char x[256], y[256];
+    if (!sl__structure_same_tree(a, b)) {
+        sl_structure_format(a, x, sizeof x);
+        sl_structure_format(b, y, sizeof y);
+        sl__set_error(SL_ESHAPE, "elements of structure %s and %s cannot be one dataset's", x, y);
+        return NULL;
+    }
+    unify_arg u = {b, -1};
+    sl_structure *s = sl__structure_rewrite(a, unify_leaf, &u);
+    if (s && u.bad_dtype >= 0) {
+        sl_structure_release(s);
+        sl_structure_format(a, x, sizeof x);
+        sl_structure_format(b, y, sizeof y);
+        sl__set_error(SL_EDTYPE, "tensor %d has another dtype in %s than in %s", u.bad_dtype, x,
+                      y);
+        return NULL;
+    }
     return s;
 }

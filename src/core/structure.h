@@ -62,6 +62,16 @@ sl_structure *sl__structure_flat(int n, const sl__leaf_spec *specs);
  * shape without the first `drop` dimensions (1: the slices of
  * from_tensors). */
 sl_structure *sl__structure_of_element(const sl_element *el, int drop);
+/* n structures as the items of a tuple (keys NULL) or a dict (keys[i]
+ * for items[i]): zip's. NULL items make NULL (not known). */
+sl_structure *sl__structure_compose(int n, const sl_structure *const *items,
+                                    const char *const *keys);
+/* The structure both a and b fit (concatenate's, choose_from's): the same
+ * tree, and per leaf what they agree on (a dtype both have, dimensions
+ * both have; the rest not known). NULL with SL_ESHAPE or SL_EDTYPE, naming
+ * both, when they cannot be one dataset's elements; a NULL argument
+ * (not known) gives the other. */
+sl_structure *sl__structure_unify(const sl_structure *a, const sl_structure *b);
 /* Whether a and b have the same tree (kinds, sizes, keys); leaf specs
  * are not compared. */
 bool sl__structure_same_tree(const sl_structure *a, const sl_structure *b);

@@ -13,6 +13,7 @@ static sl_dataset *dataset_alloc(const sl__node_ops *ops, size_t size)
     atomic_init(&ds->refs, 1);
     ds->ops = ops;
     ds->size = size;
+    ds->inputs = ds->in_two;
     return ds;
 }
 
@@ -35,23 +36,28 @@ sl_dataset *sl__dataset_new_source(const sl__node_ops *ops, size_t size)
     return dataset_alloc(ops, size);
 }
 
-sl_dataset *sl__dataset_new2(const sl__node_ops *ops, size_t size, sl_dataset *a,
-                             sl_dataset *b)
+sl_dataset *sl__dataset_new_n(const sl__node_ops *ops, size_t size, sl_dataset *const *in,
+                              int n)
 {
-    if (!a || !b) {
-        sl_dataset_release(a);
-        sl_dataset_release(b);
-        return NULL;
+    bool all = n >= 0 && n <= SL__MAX_INPUTS;
+    for (int i = 0; i < n && all; i++)
+        all = in[i] != NULL;
+    sl_dataset *ds = all ? dataset_alloc(ops, size) : NULL;
+    if (ds && n > 2 && !(ds->inputs = sl__calloc((size_t)n, sizeof *ds->inputs))) {
+        sl__free(ds, size);
+        ds = NULL;
     }
-    sl_dataset *ds = dataset_alloc(ops, size);
     if (!ds) {
-        sl_dataset_release(a);
-        sl_dataset_release(b);
+        for (int i = 0; i < n; i++)
+            sl_dataset_release(in[i]);
+        if (all || n < 0 || n > SL__MAX_INPUTS)
+            sl__set_error(all ? SL_ENOMEM : SL_EINVAL, all ? "out of memory (dataset)"
+                                                           : "too many inputs");
         return NULL;
     }
-    ds->ninputs = 2;
-    ds->inputs[0] = a;
-    ds->inputs[1] = b;
+    ds->ninputs = n;
+    for (int i = 0; i < n; i++)
+        ds->inputs[i] = in[i];
     return ds;
 }
 
@@ -105,6 +111,8 @@ SL_API void sl_dataset_release(sl_dataset *ds)
         sl_dataset *next = ds->ninputs ? ds->inputs[0] : NULL;
         for (int i = 1; i < ds->ninputs; i++)
             sl_dataset_release(ds->inputs[i]);
+        if (ds->inputs != ds->in_two)
+            sl__free(ds->inputs, (size_t)ds->ninputs * sizeof *ds->inputs);
         if (ds->ops->destroy)
             ds->ops->destroy(ds);
         sl_structure_release(atomic_load_explicit(&ds->structure, memory_order_relaxed));

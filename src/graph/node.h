@@ -34,7 +34,8 @@
 #include "../runtime/runtime.h"
 #include "sluice.h"
 
-#define SL__MAX_INPUTS 2
+/* Inputs a node may have (zip, sample_from_datasets). */
+#define SL__MAX_INPUTS 4096
 
 typedef struct sl__iter sl__iter;
 typedef struct sl__tree sl__tree;
@@ -92,7 +93,8 @@ struct sl_dataset {
     atomic_llong next_epoch;
     const sl__node_ops *ops;
     int ninputs;
-    sl_dataset *inputs[SL__MAX_INPUTS];
+    sl_dataset **inputs; /* ninputs of them: in_two, or an array of its own */
+    sl_dataset *in_two[2];
     char *name;  /* display name (owned), NULL: ops->kind */
     size_t size; /* allocation size of the derived struct */
     /* sl_dataset_fingerprint, kept once computed (a listing of a million
@@ -114,9 +116,10 @@ struct sl_dataset {
 sl_dataset *sl__dataset_new(const sl__node_ops *ops, size_t size, sl_dataset *input);
 /* Same for a source (no inputs). */
 sl_dataset *sl__dataset_new_source(const sl__node_ops *ops, size_t size);
-/* Same for two inputs (consumes both). */
-sl_dataset *sl__dataset_new2(const sl__node_ops *ops, size_t size, sl_dataset *a,
-                             sl_dataset *b);
+/* Same for n inputs (consumes all n, also on failure; NULL and the first
+ * error when one of them is NULL): zip, concatenate, sample_from. */
+sl_dataset *sl__dataset_new_n(const sl__node_ops *ops, size_t size, sl_dataset *const *in,
+                              int n);
 /* Sets the display name "kind(name)" (copied). 0 or SL_ENOMEM. */
 int sl__dataset_set_name(sl_dataset *ds, const char *name);
 /* For builders that validate after sl__dataset_new: frees ds, sets the error
@@ -196,6 +199,10 @@ void *sl__iter_alloc(const sl__iter_ops *ops, size_t size, const sl_dataset *ds,
                      sl__tree *tree, uint64_t key, int64_t epoch);
 /* Makes the iterator of input `i` of `parent`'s dataset for `epoch`. */
 int sl__iter_make_input(sl__iter *parent, int i, int64_t epoch, sl__iter **out);
+/* While parent is made from a saved state: whether its input i had an
+ * iterator when the state was saved (1) or not (0: it had ended and been
+ * let go, so it is not made again); -1 when parent starts fresh. */
+int sl__iter_input_saved(const sl__iter *parent, int i);
 /* Makes the iterator of any dataset under a derived key. */
 int sl__iter_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
                   sl__iter **out);

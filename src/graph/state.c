@@ -13,8 +13,8 @@
 #define VERSION 1u
 #define HDR_SIZE 64
 #define REC_HDR 32
-#define MAX_FIELDS 64
-#define MAX_CHILDREN 8
+#define MAX_FIELDS (64 + SL__MAX_INPUTS) /* a per-input flag each, and a few */
+#define MAX_CHILDREN (1 + SL__MAX_INPUTS)
 #define MAX_DEPTH 256
 #define MAX_RECORDS 4096 /* nodes in one pipeline, far more than any has */
 
@@ -310,6 +310,17 @@ void sl__restore_attach(sl__tree *t, sl__iter *it)
             return;
         }
     }
+}
+
+int sl__restore_has(const sl__tree *t, uint64_t key)
+{
+    const sl__restore *r = restoring == t ? t->restore : NULL;
+    if (!r)
+        return -1;
+    for (int i = 0; i < r->n; i++)
+        if (r->e[i].key == key && !r->e[i].used)
+            return 1;
+    return 0;
 }
 
 int sl__restore_check(const sl__tree *t)

@@ -94,6 +94,9 @@ void sl__restore_free(sl__restore *r);
 void sl__restore_begin(sl__tree *t);
 void sl__restore_end(void);
 void sl__restore_attach(sl__tree *t, sl__iter *it);
+/* While this thread makes t's nodes from a saved state: whether a record
+ * of node `key` waits to be taken (1) or not (0); -1 when not restoring. */
+int sl__restore_has(const sl__tree *t, uint64_t key);
 /* After the root is made: every record must have found its node. */
 int sl__restore_check(const sl__tree *t);
 
@@ -105,7 +108,7 @@ int sl__iter_restored(const sl__iter *it, int n, int64_t *f);
 int sl__state_range(const sl__iter *it, const char *field, int64_t v, int64_t lo, int64_t hi);
 
 /* The fields of a record an op writes from values (rather than from
- * members, which unary.h's field tables describe): LIST(X) names them in
+ * members, which sync.h's field tables describe): LIST(X) names them in
  * order, and SL__STATE_FIELDS(LIST) declares their indices F_<name>, their
  * count NFIELDS and their names, field_names[], for messages:
  *

@@ -62,6 +62,11 @@ static uint64_t child_key(uint64_t parent, int i, const sl_dataset *in)
     return sl__hash_str(sl__hash_u64(parent, (uint64_t)i + 1), in->ops->kind);
 }
 
+int sl__iter_input_saved(const sl__iter *parent, int i)
+{
+    return sl__restore_has(parent->tree, child_key(parent->key, i, parent->ds->inputs[i]));
+}
+
 int sl__iter_make_input(sl__iter *parent, int i, int64_t epoch, sl__iter **out)
 {
     const sl_dataset *in = parent->ds->inputs[i];

@@ -7,7 +7,7 @@
  * counts, and so is an (n+1)th element if something pulls it (a shuffle
  * does; a drop-remainder batch, take and distribute stop at n). */
 #include <stdio.h>
-#include "../graph/unary.h"
+#include "../graph/sync.h"
 
 typedef struct assert_cardinality_ds {
     sl_dataset base;
@@ -15,7 +15,7 @@ typedef struct assert_cardinality_ds {
 } assert_cardinality_ds;
 
 typedef struct assert_cardinality_iter {
-    sl__unary_iter u;
+    sl__sync_iter u;
     int64_t seen; /* elements of this pass so far */
 } assert_cardinality_iter;
 
@@ -61,7 +61,7 @@ static int assert_cardinality_next(sl__iter *base, sl_element **out)
     return 0;
 }
 
-static int assert_cardinality_start(sl__unary_iter *u, bool resumed)
+static int assert_cardinality_start(sl__sync_iter *u, bool resumed)
 {
     int64_t n = ((const assert_cardinality_ds *)u->base.ds)->n;
     int64_t seen = ((assert_cardinality_iter *)u)->seen;
@@ -87,15 +87,15 @@ static const sl__field assert_cardinality_state[] = {
 };
 static const sl__field assert_cardinality_params[] = {SL__PARAM(assert_cardinality_ds, n)};
 
-static const sl__unary_def assert_cardinality_def = {
-    .node = {.kind = "assert_cardinality", SL__UNARY_NODE,
+static const sl__sync_def assert_cardinality_def = {
+    .node = {.kind = "assert_cardinality", SL__SYNC_NODE,
              .cardinality = assert_cardinality_cardinality,
              .structure = sl__structure_of_input,
              .can_get = assert_cardinality_can_get, .get = assert_cardinality_get},
-    .iter = {SL__UNARY_ITER(assert_cardinality_next)},
+    .iter = {SL__SYNC_ITER(assert_cardinality_next)},
     .iter_size = sizeof(assert_cardinality_iter),
-    SL__UNARY_STATE(assert_cardinality_state),
-    SL__UNARY_PARAMS(assert_cardinality_params),
+    SL__SYNC_STATE(assert_cardinality_state),
+    SL__SYNC_PARAMS(assert_cardinality_params),
     .start = assert_cardinality_start,
 };
 

@@ -2,7 +2,7 @@
  * dimension. Each input element is copied into the batch as it arrives and
  * released at once, so a batch never pins `size` input elements. */
 #include <string.h>
-#include "../graph/unary.h"
+#include "../graph/sync.h"
 #include "stack.h"
 
 typedef struct batch_ds {
@@ -12,7 +12,7 @@ typedef struct batch_ds {
 } batch_ds;
 
 typedef struct batch_iter {
-    sl__unary_iter u;
+    sl__sync_iter u;
     int64_t in_card; /* input cardinality, to size the first buffers */
     int64_t pulled;  /* input elements pulled in this pass */
     sl__stack st;
@@ -89,12 +89,12 @@ static int batch_next(sl__iter *base, sl_element **out)
     return rc;
 }
 
-static void batch_fini(sl__unary_iter *u)
+static void batch_fini(sl__sync_iter *u)
 {
     sl__stack_reset(&((batch_iter *)u)->st);
 }
 
-static int batch_start(sl__unary_iter *u, bool resumed)
+static int batch_start(sl__sync_iter *u, bool resumed)
 {
     (void)resumed;
     ((batch_iter *)u)->in_card = sl_dataset_cardinality(u->base.ds->inputs[0]);
@@ -133,13 +133,13 @@ static sl_structure *batch_structure(const sl_dataset *ds)
     return in ? sl__structure_rewrite(in, batch_leaf, &rows) : NULL;
 }
 
-static const sl__unary_def batch_def = {
-    .node = {.kind = "batch", SL__UNARY_NODE, .cardinality = batch_cardinality,
+static const sl__sync_def batch_def = {
+    .node = {.kind = "batch", SL__SYNC_NODE, .cardinality = batch_cardinality,
              .structure = batch_structure},
-    .iter = {SL__UNARY_ITER(batch_next)},
+    .iter = {SL__SYNC_ITER(batch_next)},
     .iter_size = sizeof(batch_iter),
-    SL__UNARY_STATE(batch_state),
-    SL__UNARY_PARAMS(batch_params),
+    SL__SYNC_STATE(batch_state),
+    SL__SYNC_PARAMS(batch_params),
     .start = batch_start,
     .fini = batch_fini,
 };

@@ -16,7 +16,7 @@
  */
 #include <string.h>
 #include "../core/log.h"
-#include "../graph/unary.h"
+#include "../graph/sync.h"
 
 typedef struct distribute_ds {
     sl_dataset base;
@@ -24,7 +24,7 @@ typedef struct distribute_ds {
 } distribute_ds;
 
 typedef struct distribute_iter {
-    sl__unary_iter u;
+    sl__sync_iter u;
     int64_t pos;     /* input position of the next pull */
     int64_t emitted; /* elements handed out */
     sl_element *pad; /* the wrapped position's element, once seen */
@@ -119,12 +119,12 @@ static int distribute_next(sl__iter *base, sl_element **out)
     }
 }
 
-static void distribute_fini(sl__unary_iter *u)
+static void distribute_fini(sl__sync_iter *u)
 {
     sl_element_release(((distribute_iter *)u)->pad);
 }
 
-static int distribute_start(sl__unary_iter *u, bool resumed)
+static int distribute_start(sl__sync_iter *u, bool resumed)
 {
     distribute_iter *it = (distribute_iter *)u;
     const distribute_ds *d = (const distribute_ds *)u->base.ds;
@@ -163,14 +163,14 @@ static const sl__field distribute_params[] = {
     SL__PARAM(distribute_ds, world), SL__PARAM(distribute_ds, rank), SL__PARAM(distribute_ds, m),
 };
 
-static const sl__unary_def distribute_def = {
-    .node = {.kind = "distribute", SL__UNARY_NODE, .cardinality = distribute_cardinality,
+static const sl__sync_def distribute_def = {
+    .node = {.kind = "distribute", SL__SYNC_NODE, .cardinality = distribute_cardinality,
              .structure = sl__structure_of_input,
              .can_get = distribute_can_get, .get = distribute_get},
-    .iter = {SL__UNARY_ITER(distribute_next)},
+    .iter = {SL__SYNC_ITER(distribute_next)},
     .iter_size = sizeof(distribute_iter),
-    SL__UNARY_STATE(distribute_state),
-    SL__UNARY_PARAMS(distribute_params),
+    SL__SYNC_STATE(distribute_state),
+    SL__SYNC_PARAMS(distribute_params),
     .start = distribute_start,
     .fini = distribute_fini,
 };

@@ -1,7 +1,7 @@
 /* filter(name, fn): keeps the input elements for which fn returns 1. Runs
  * fn on the pulling thread; a negative return is an element error that goes
  * through the iterator's error policy. */
-#include "../graph/unary.h"
+#include "../graph/sync.h"
 
 typedef struct filter_ds {
     sl_dataset base;
@@ -10,7 +10,7 @@ typedef struct filter_ds {
 } filter_ds;
 
 typedef struct filter_iter {
-    sl__unary_iter u;
+    sl__sync_iter u;
     uint64_t seed;
     int64_t index; /* input position in this pass: the callback's index */
     bool done;
@@ -64,7 +64,7 @@ static int filter_next(sl__iter *base, sl_element **out)
     }
 }
 
-static int filter_start(sl__unary_iter *u, bool resumed)
+static int filter_start(sl__sync_iter *u, bool resumed)
 {
     (void)resumed;
     ((filter_iter *)u)->seed = sl__node_seed(&u->base, -1);
@@ -78,12 +78,12 @@ static const sl__field filter_state[] = {
 
 /* No parameters to hash: the name stands for the predicate (a function
  * address changes from run to run, so it must not be hashed). */
-static const sl__unary_def filter_def = {
-    .node = {.kind = "filter", SL__UNARY_NODE, .cardinality = filter_cardinality,
+static const sl__sync_def filter_def = {
+    .node = {.kind = "filter", SL__SYNC_NODE, .cardinality = filter_cardinality,
              .structure = sl__structure_of_input},
-    .iter = {SL__UNARY_ITER(filter_next)},
+    .iter = {SL__SYNC_ITER(filter_next)},
     .iter_size = sizeof(filter_iter),
-    SL__UNARY_STATE(filter_state),
+    SL__SYNC_STATE(filter_state),
     .start = filter_start,
 };
 SL_API sl_dataset *sl_filter(sl_dataset *in, const char *name, sl_predicate_fn fn, void *user)

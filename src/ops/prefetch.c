@@ -3,7 +3,7 @@
  * ready in a ring, so the consumer's step and the pipeline overlap.
  */
 #include "../core/clock.h"
-#include "../graph/unary.h"
+#include "../graph/sync.h"
 
 #define DEFAULT_DEPTH 2
 #define MAX_AUTO_DEPTH 64
@@ -182,19 +182,19 @@ static int depth_knob(prefetch_iter *it, int64_t d)
  * buffered node writes (no fields, then the input's). */
 static int prefetch_inline_next(sl__iter *base, sl_element **out)
 {
-    return sl__iter_next(((sl__unary_iter *)base)->in, out);
+    return sl__iter_next(((sl__sync_iter *)base)->in, out);
 }
 
-static const sl__unary_def prefetch_inline_def = {
-    .iter = {SL__UNARY_ITER(prefetch_inline_next)},
-    .iter_size = sizeof(sl__unary_iter),
+static const sl__sync_def prefetch_inline_def = {
+    .iter = {SL__SYNC_ITER(prefetch_inline_next)},
+    .iter_size = sizeof(sl__sync_iter),
 };
 
 static int prefetch_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
                          sl__iter **out)
 {
     if (tree->inline_nodes)
-        return sl__unary_make_as(&prefetch_inline_def, ds, tree, key, epoch, out);
+        return sl__sync_make_as(&prefetch_inline_def, ds, tree, key, epoch, out);
     prefetch_iter *it = sl__iter_alloc(&prefetch_iter_ops, sizeof *it, ds, tree, key, epoch);
     if (!it)
         return SL_ENOMEM;

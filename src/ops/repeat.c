@@ -10,7 +10,7 @@
  * stay level (one leaves the old buffer as one enters the new), and the
  * output is what it would be without it: priming takes the same pulls
  * the next pass's first element would. */
-#include "../graph/unary.h"
+#include "../graph/sync.h"
 
 /* Epoch stride of a forever-repeat nested in a repeated pipeline. A finite
  * repeat(count) numbers its passes epoch * count + pass instead, so nested
@@ -23,7 +23,7 @@ typedef struct repeat_ds {
 } repeat_ds;
 
 typedef struct repeat_iter {
-    sl__unary_iter u; /* in: the current pass, NULL between passes */
+    sl__sync_iter u; /* in: the current pass, NULL between passes */
     sl__iter *early; /* the next pass, made while this one drains, or NULL */
     bool no_early;   /* making it failed: it is made when due, as usual */
     int64_t pass;
@@ -114,7 +114,7 @@ static int repeat_next(sl__iter *base, sl_element **out)
     return SL_EOF;
 }
 
-static void repeat_fini(sl__unary_iter *u)
+static void repeat_fini(sl__sync_iter *u)
 {
     sl__iter_free(((repeat_iter *)u)->early);
 }
@@ -122,7 +122,7 @@ static void repeat_fini(sl__unary_iter *u)
 /* The first pass starts now, so that setup errors (a missing file)
  * surface at sl_iterator_create as without repeat; a resumed one restarts
  * the pass it was in. */
-static int repeat_start(sl__unary_iter *u, bool resumed)
+static int repeat_start(sl__sync_iter *u, bool resumed)
 {
     repeat_iter *it = (repeat_iter *)u;
     int64_t count = ((const repeat_ds *)u->base.ds)->count, got = it->got;
@@ -146,14 +146,14 @@ static const sl__field repeat_state[] = {
 };
 static const sl__field repeat_params[] = {SL__PARAM(repeat_ds, count)};
 
-static const sl__unary_def repeat_def = {
-    .node = {.kind = "repeat", SL__UNARY_NODE, .cardinality = repeat_cardinality,
+static const sl__sync_def repeat_def = {
+    .node = {.kind = "repeat", SL__SYNC_NODE, .cardinality = repeat_cardinality,
              .structure = sl__structure_of_input},
-    .iter = {SL__UNARY_ITER(repeat_next)},
+    .iter = {SL__SYNC_ITER(repeat_next)},
     .iter_size = sizeof(repeat_iter),
-    SL__UNARY_STATE(repeat_state),
-    SL__UNARY_PARAMS(repeat_params),
-    .flags = SL__UNARY_OWN_INPUT,
+    SL__SYNC_STATE(repeat_state),
+    SL__SYNC_PARAMS(repeat_params),
+    .flags = SL__SYNC_OWN_INPUT,
     .start = repeat_start,
     .fini = repeat_fini,
 };

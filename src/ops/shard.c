@@ -1,6 +1,6 @@
 /* shard(n, i): the input elements whose position p has p % n == i. Random
  * access when the input has it. */
-#include "../graph/unary.h"
+#include "../graph/sync.h"
 
 typedef struct shard_ds {
     sl_dataset base;
@@ -8,7 +8,7 @@ typedef struct shard_ds {
 } shard_ds;
 
 typedef struct shard_iter {
-    sl__unary_iter u;
+    sl__sync_iter u;
     int64_t pos; /* input position of the next pull */
     bool done;
 } shard_iter;
@@ -57,14 +57,14 @@ static const sl__field shard_state[] = {
 };
 static const sl__field shard_params[] = {SL__PARAM(shard_ds, n), SL__PARAM(shard_ds, index)};
 
-static const sl__unary_def shard_def = {
-    .node = {.kind = "shard", SL__UNARY_NODE, .cardinality = shard_cardinality,
+static const sl__sync_def shard_def = {
+    .node = {.kind = "shard", SL__SYNC_NODE, .cardinality = shard_cardinality,
              .structure = sl__structure_of_input,
              .can_get = shard_can_get, .get = shard_get},
-    .iter = {SL__UNARY_ITER(shard_next)},
+    .iter = {SL__SYNC_ITER(shard_next)},
     .iter_size = sizeof(shard_iter),
-    SL__UNARY_STATE(shard_state),
-    SL__UNARY_PARAMS(shard_params),
+    SL__SYNC_STATE(shard_state),
+    SL__SYNC_PARAMS(shard_params),
 };
 
 static sl_dataset *build(sl_dataset *in, void *arg)

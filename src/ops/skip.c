@@ -1,6 +1,6 @@
 /* skip(n): drops the first n elements of the input; n = -1 drops all.
  * Random access when the input has it. */
-#include "../graph/unary.h"
+#include "../graph/sync.h"
 
 typedef struct skip_ds {
     sl_dataset base;
@@ -8,7 +8,7 @@ typedef struct skip_ds {
 } skip_ds;
 
 typedef struct skip_iter {
-    sl__unary_iter u;
+    sl__sync_iter u;
     int64_t to_skip; /* -1: everything */
     bool done;
 } skip_iter;
@@ -41,7 +41,7 @@ static int skip_next(sl__iter *base, sl_element **out)
     return rc;
 }
 
-static int skip_start(sl__unary_iter *u, bool resumed)
+static int skip_start(sl__sync_iter *u, bool resumed)
 {
     skip_iter *it = (skip_iter *)u;
     int64_t n = ((const skip_ds *)u->base.ds)->n;
@@ -70,14 +70,14 @@ static const sl__field skip_state[] = {
 };
 static const sl__field skip_params[] = {SL__PARAM(skip_ds, n)};
 
-static const sl__unary_def skip_def = {
-    .node = {.kind = "skip", SL__UNARY_NODE, .cardinality = skip_cardinality,
+static const sl__sync_def skip_def = {
+    .node = {.kind = "skip", SL__SYNC_NODE, .cardinality = skip_cardinality,
              .structure = sl__structure_of_input,
              .can_get = skip_can_get, .get = skip_get},
-    .iter = {SL__UNARY_ITER(skip_next)},
+    .iter = {SL__SYNC_ITER(skip_next)},
     .iter_size = sizeof(skip_iter),
-    SL__UNARY_STATE(skip_state),
-    SL__UNARY_PARAMS(skip_params),
+    SL__SYNC_STATE(skip_state),
+    SL__SYNC_PARAMS(skip_params),
     .start = skip_start,
 };
 

@@ -1,6 +1,6 @@
 /* take(n): at most n elements of the input; n = -1 takes all. Random access
  * when the input has it. */
-#include "../graph/unary.h"
+#include "../graph/sync.h"
 
 typedef struct take_ds {
     sl_dataset base;
@@ -8,7 +8,7 @@ typedef struct take_ds {
 } take_ds;
 
 typedef struct take_iter {
-    sl__unary_iter u;
+    sl__sync_iter u;
     int64_t left; /* -1: unlimited */
 } take_iter;
 
@@ -37,7 +37,7 @@ static int take_next(sl__iter *base, sl_element **out)
     return rc;
 }
 
-static int take_start(sl__unary_iter *u, bool resumed)
+static int take_start(sl__sync_iter *u, bool resumed)
 {
     take_iter *it = (take_iter *)u;
     int64_t n = ((const take_ds *)u->base.ds)->n;
@@ -66,15 +66,15 @@ static int take_get(const sl_dataset *ds, int64_t index, sl_element **out)
 static const sl__field take_state[] = {SL__FIELD_I64(take_iter, left, -1, INT64_MAX)};
 static const sl__field take_params[] = {SL__PARAM(take_ds, n)};
 
-static const sl__unary_def take_def = {
-    .node = {.kind = "take", SL__UNARY_NODE, .cardinality = take_cardinality,
+static const sl__sync_def take_def = {
+    .node = {.kind = "take", SL__SYNC_NODE, .cardinality = take_cardinality,
              .structure = sl__structure_of_input,
              .can_get = take_can_get, .get = take_get},
-    .iter = {SL__UNARY_ITER(take_next)},
+    .iter = {SL__SYNC_ITER(take_next)},
     .iter_size = sizeof(take_iter),
-    SL__UNARY_STATE(take_state),
-    SL__UNARY_PARAMS(take_params),
-    .flags = SL__UNARY_OWN_INPUT,
+    SL__SYNC_STATE(take_state),
+    SL__SYNC_PARAMS(take_params),
+    .flags = SL__SYNC_OWN_INPUT,
     .start = take_start,
 };
 

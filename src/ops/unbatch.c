@@ -2,14 +2,14 @@
  * fixed-size tensors are views of the input's buffers; string slices are
  * copied, since each needs its own offset table. */
 #include <string.h>
-#include "../graph/unary.h"
+#include "../graph/sync.h"
 
 /* Inline room for the copied parts of one slice; bigger parts go to pooled
  * buffers. */
 #define INLINE_MAX 1024
 
 typedef struct unbatch_iter {
-    sl__unary_iter u;
+    sl__sync_iter u;
     sl_element *cur; /* the element being split */
     int64_t row, rows;
     bool done;
@@ -143,7 +143,7 @@ static int unbatch_save(sl__iter *base, sl__bytes *w)
     return rc;
 }
 
-static void unbatch_fini(sl__unary_iter *u)
+static void unbatch_fini(sl__sync_iter *u)
 {
     unbatch_iter *it = (unbatch_iter *)u;
     sl_element_release(it->cur);
@@ -151,7 +151,7 @@ static void unbatch_fini(sl__unary_iter *u)
     sl__snap_fini(&it->snap);
 }
 
-static int unbatch_start(sl__unary_iter *u, bool resumed)
+static int unbatch_start(sl__sync_iter *u, bool resumed)
 {
     if (!resumed)
         ((unbatch_iter *)u)->resume_row = -1;
@@ -182,12 +182,12 @@ static sl_structure *unbatch_structure(const sl_dataset *ds)
     return in ? sl__structure_rewrite(in, unbatch_leaf, NULL) : NULL;
 }
 
-static const sl__unary_def unbatch_def = {
-    .node = {.kind = "unbatch", SL__UNARY_NODE, .cardinality = unbatch_cardinality,
+static const sl__sync_def unbatch_def = {
+    .node = {.kind = "unbatch", SL__SYNC_NODE, .cardinality = unbatch_cardinality,
              .structure = unbatch_structure},
-    .iter = {.next = unbatch_next, .destroy = sl__unary_destroy, .save = unbatch_save},
+    .iter = {.next = unbatch_next, .destroy = sl__sync_destroy, .save = unbatch_save},
     .iter_size = sizeof(unbatch_iter),
-    SL__UNARY_STATE(unbatch_state),
+    SL__SYNC_STATE(unbatch_state),
     .start = unbatch_start,
     .fini = unbatch_fini,
 };

@@ -2,11 +2,11 @@
  * s (how their tensors nest, what they hold). No work per element: the
  * structure is the dataset's, not the elements'. */
 #include <stdio.h>
-#include "../graph/unary.h"
+#include "../graph/sync.h"
 
 static int with_structure_next(sl__iter *base, sl_element **out)
 {
-    return sl__iter_next(((sl__unary_iter *)base)->in, out);
+    return sl__iter_next(((sl__sync_iter *)base)->in, out);
 }
 
 static int64_t with_structure_cardinality(const sl_dataset *ds)
@@ -23,12 +23,12 @@ static uint64_t with_structure_fingerprint(const sl_dataset *ds, uint64_t h)
     return sl__hash_str(h, text);
 }
 
-static const sl__unary_def with_structure_def = {
-    .node = {.kind = "with_structure", .make_iter = sl__unary_make,
+static const sl__sync_def with_structure_def = {
+    .node = {.kind = "with_structure", .make_iter = sl__sync_make,
              .fingerprint = with_structure_fingerprint,
              .cardinality = with_structure_cardinality},
-    .iter = {SL__UNARY_ITER(with_structure_next)},
-    .iter_size = sizeof(sl__unary_iter),
+    .iter = {SL__SYNC_ITER(with_structure_next)},
+    .iter_size = sizeof(sl__sync_iter),
 };
 
 SL_API sl_dataset *sl_with_structure(sl_dataset *in, const sl_structure *structure)

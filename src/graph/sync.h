@@ -1,23 +1,23 @@
 /*
- * A synchronous one-input node, described rather than written out.
+ * A synchronous node, described rather than written out.
  *
- * Most ops that take one input and run on the pulling thread (take, skip,
- * shard, filter, batch, repeat ...) share the same plumbing: make the
- * iterator, fresh or from a saved record; make the input's iterator; save
- * a few counters and then the input's record; free the input; hash the
+ * Most ops that run on the pulling thread (take, skip, shard, filter,
+ * batch, repeat, zip, concatenate ...) share the same plumbing: make the
+ * iterator, fresh or from a saved record; make the inputs' iterators; save
+ * a few counters and then the inputs' records; free the inputs; hash the
  * parameters into the fingerprint. An op describes itself with an
- * sl__unary_def instead: its iterator's saved fields (named, with bounds),
+ * sl__sync_def instead: its iterator's saved fields (named, with bounds),
  * its dataset's parameters, its next, and hooks for what only it knows.
  * The skeleton does the rest, and the op file keeps its semantics.
  *
- *     typedef struct take_iter { sl__unary_iter u; int64_t left; } take_iter;
+ *     typedef struct take_iter { sl__sync_iter u; int64_t left; } take_iter;
  *     static const sl__field take_state[] = {SL__FIELD_I64(take_iter, left, -1, INT64_MAX)};
- *     static const sl__unary_def take_def = {
- *         .node = {.kind = "take", SL__UNARY_NODE, .cardinality = take_cardinality},
- *         .iter = {SL__UNARY_ITER(take_next)},
+ *     static const sl__sync_def take_def = {
+ *         .node = {.kind = "take", SL__SYNC_NODE, .cardinality = take_cardinality},
+ *         .iter = {SL__SYNC_ITER(take_next)},
  *         .iter_size = sizeof(take_iter),
- *         SL__UNARY_STATE(take_state),
- *         SL__UNARY_PARAMS(take_params),
+ *         SL__SYNC_STATE(take_state),
+ *         SL__SYNC_PARAMS(take_params),
  *         .start = take_start,
  *     };
  *
@@ -25,17 +25,20 @@
  * next is the op's own function, called directly: the skeleton adds
  * nothing per element.
  */
-#ifndef SL_GRAPH_UNARY_H
-#define SL_GRAPH_UNARY_H
+#ifndef SL_GRAPH_SYNC_H
+#define SL_GRAPH_SYNC_H
 
 #include <stddef.h>
 #include "node.h"
 
 /* The first member of an op's iterator. */
-typedef struct sl__unary_iter {
+typedef struct sl__sync_iter {
     sl__iter base;
     sl__iter *in; /* the input's iterator; NULL once let go (or not made) */
-} sl__unary_iter;
+    /* the iterators of all ds->ninputs inputs (&in for one input); an
+     * input not made, or let go, is NULL */
+    sl__iter **ins;
+} sl__sync_iter;
 
 /* A field of a record that is a member of a struct: an int64_t, or a
  * bool saved as 0 or 1, with the bounds a restored value must lie in
@@ -54,12 +57,12 @@ typedef struct sl__field {
 #define SL__PARAM(type, member) {#member, offsetof(type, member), false, INT64_MIN, INT64_MAX}
 
 enum {
-    /* the start hook makes the input's iterator (or leaves it unmade),
+    /* the start hook makes the inputs' iterators (or leaves them unmade),
      * not the skeleton */
-    SL__UNARY_OWN_INPUT = 1u << 0,
+    SL__SYNC_OWN_INPUT = 1u << 0,
 };
 
-typedef struct sl__unary_def {
+typedef struct sl__sync_def {
     sl__node_ops node; /* first: a dataset's ops point here */
     sl__iter_ops iter; /* an iterator's ops point here */
     size_t iter_size;
@@ -72,34 +75,37 @@ typedef struct sl__unary_def {
      * hook gives them their starting values) or from a record (resumed
      * true; the hook checks the bounds the table could not). 0, or a
      * negative code with the message set. NULL: fresh fields stay zero. */
-    int (*start)(sl__unary_iter *it, bool resumed);
+    int (*start)(sl__sync_iter *it, bool resumed);
     /* Frees what the iterator holds besides its input. NULL: nothing. */
-    void (*fini)(sl__unary_iter *it);
-} sl__unary_def;
+    void (*fini)(sl__sync_iter *it);
+} sl__sync_def;
 
 /* The skeleton's members of the two ops tables. */
-#define SL__UNARY_NODE .make_iter = sl__unary_make, .fingerprint = sl__unary_fingerprint
-#define SL__UNARY_ITER(next_fn) .next = (next_fn), .destroy = sl__unary_destroy, \
-                                .save = sl__unary_save
-#define SL__UNARY_STATE(table) .state = (table), .nstate = (int)(sizeof(table) / sizeof *(table))
-#define SL__UNARY_PARAMS(table) .params = (table), .nparams = (int)(sizeof(table) / sizeof *(table))
+#define SL__SYNC_NODE .make_iter = sl__sync_make, .fingerprint = sl__sync_fingerprint
+#define SL__SYNC_ITER(next_fn) .next = (next_fn), .destroy = sl__sync_destroy, \
+                                .save = sl__sync_save
+#define SL__SYNC_STATE(table) .state = (table), .nstate = (int)(sizeof(table) / sizeof *(table))
+#define SL__SYNC_PARAMS(table) .params = (table), .nparams = (int)(sizeof(table) / sizeof *(table))
 
-int sl__unary_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
+int sl__sync_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
                    sl__iter **out);
 /* The same from another def than the dataset's: for an op whose iterator
  * comes in variants (prefetch's edge profile passes elements straight
  * through), the variant's def; its node ops go unused. */
-int sl__unary_make_as(const sl__unary_def *def, const sl_dataset *ds, sl__tree *tree,
+int sl__sync_make_as(const sl__sync_def *def, const sl_dataset *ds, sl__tree *tree,
                       uint64_t key, int64_t epoch, sl__iter **out);
-uint64_t sl__unary_fingerprint(const sl_dataset *ds, uint64_t h);
-void sl__unary_destroy(sl__iter *it);
-/* The fields, then the input's record (none once the input is let go). */
-int sl__unary_save(sl__iter *it, sl__bytes *w);
+uint64_t sl__sync_fingerprint(const sl_dataset *ds, uint64_t h);
+void sl__sync_destroy(sl__iter *it);
+/* The fields, then the records of the inputs that have an iterator. */
+int sl__sync_save(sl__iter *it, sl__bytes *w);
+/* Frees input i's iterator (its ins slot becomes NULL): an input that
+ * ended, so what it holds (threads, files) goes at once. */
+void sl__sync_drop_input(sl__sync_iter *it, int i);
 
 /* The def of a dataset made from one. */
-static inline const sl__unary_def *sl__unary_def_of(const sl_dataset *ds)
+static inline const sl__sync_def *sl__sync_def_of(const sl_dataset *ds)
 {
-    return (const sl__unary_def *)ds->ops;
+    return (const sl__sync_def *)ds->ops;
 }
 
 /* The fields of obj as a record's values, and back (checking the table's
