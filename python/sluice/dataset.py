@@ -12,10 +12,11 @@ from ._constants import (SL_AUTOTUNE, SL_COMPRESSION_GZIP, SL_COMPRESSION_NONE,
                          SL_ESTATE, SL_FLOAT32, SL_FOLDER_RESCAN, SL_INFINITE,
                          SL_INT64, SL_LAYOUT_CHW, SL_LAYOUT_HWC, SL_LIST_SHUFFLE,
                          SL_MAP_ORDERED, SL_NONDETERMINISTIC, SL_SHUFFLE_ALL,
-                         SL_SHUFFLE_NO_RESHUFFLE, SL_STRING, SL_TFRECORD_NO_DATA_CRC, SL_UINT8,
+                         SL_SHUFFLE_NO_RESHUFFLE, SL_STOP_ON_EMPTY, SL_STRING,
+                         SL_TFRECORD_NO_DATA_CRC, SL_UINT8,
                          SL_UNKNOWN, SL_WITH_PATHS)
 from ._callbacks import Callback
-from ._errors import make_error, pending_interrupt
+from ._errors import Error, make_error, pending_interrupt
 from ._lib import MAP_FN, PREDICATE_FN, DistContext, ImageSpec, lib
 from .iterator import Iterator
 from .options import Options
@@ -56,6 +57,13 @@ def _sliceable(v):
         import numpy as np
         return np.asarray(v)
     return v
+
+
+def _datasets(op, datasets):
+    datasets = list(datasets)
+    if not datasets or not all(isinstance(d, Dataset) for d in datasets):
+        raise TypeError("%s: datasets must be a non-empty list of sluice.Dataset" % op)
+    return datasets
 
 
 def _check(ptr):
@@ -510,6 +518,98 @@ class Dataset:
                              SL_WITH_PATHS if with_keys else 0, strings="bytes")
 
     # ---- transformations ----
+
+    # ---- combining ----
+
+    @staticmethod
+    def _combined(builder, inputs, *args, strings=None):
+        """A dataset built in C from several inputs (each retained for it)."""
+        arr = (ctypes.c_void_p * len(inputs))(*(lib.sl_dataset_retain(d._ptr) for d in inputs))
+        ptr = _check(builder(arr, len(inputs), *args))
+        cbs = tuple(cb for d in inputs for cb in d._callbacks)
+        ds = Dataset(ptr, cbs, inputs[0].options, None, strings or inputs[0]._strings)
+        return ds
+
+    @staticmethod
+    def zip(*datasets, name=None):
+        """tf.data's zip: element i is the tuple (or dict, or nesting) of
+        element i of each dataset; it ends with the shortest. Takes a tuple
+        or dict of datasets (nested as deep as you like), or the datasets
+        as arguments: Dataset.zip(a, b) is Dataset.zip((a, b))."""
+        del name
+        value = datasets[0] if len(datasets) == 1 else datasets
+        if isinstance(value, Dataset):
+            raise TypeError("zip: give several datasets, or a tuple or dict of them")
+
+        def build(v):
+            if isinstance(v, Dataset):
+                return v
+            if isinstance(v, dict):
+                keys = sorted(v)
+                if not all(isinstance(k, str) for k in keys):
+                    raise TypeError("zip: dict keys must be str")
+                kc = (ctypes.c_char_p * len(keys))(*(k.encode() for k in keys))
+                return Dataset._combined(lib.sl_zip, [build(v[k]) for k in keys], kc)
+            if isinstance(v, (tuple, list)):
+                return Dataset._combined(lib.sl_zip, [build(x) for x in v], None)
+            raise TypeError("zip: a %s is not a dataset" % type(v).__name__)
+
+        return build(value)
+
+    def concatenate(self, dataset, name=None):
+        """tf.data's concatenate: this dataset's elements, then dataset's;
+        their structures must fit one dataset's (TypeError from
+        ShapeError/DTypeError otherwise)."""
+        del name
+        if not isinstance(dataset, Dataset):
+            raise TypeError("concatenate: not a sluice.Dataset: %s" % type(dataset).__name__)
+        try:
+            p = _check(lib.sl_concatenate(lib.sl_dataset_retain(self._ptr),
+                                          lib.sl_dataset_retain(dataset._ptr)))
+        except Error as e:  # tf.data's error for elements of other structures
+            raise TypeError(str(e)) from e
+        ds = Dataset(p, self._callbacks + dataset._callbacks, self.options, None, self._strings)
+        if self.image_layout == dataset.image_layout and self._image_leaf == dataset._image_leaf:
+            ds.image_layout, ds._image_leaf = self.image_layout, self._image_leaf
+        return ds
+
+    @staticmethod
+    def choose_from_datasets(datasets, choice_dataset, stop_on_empty_dataset=True):
+        """tf.data's choose_from_datasets: for each int64 c choice_dataset
+        gives, the next element of datasets[c]. stop_on_empty_dataset
+        (True, as tf.data's): end when a chosen dataset has ended; False
+        passes over it, ending when all have."""
+        datasets = _datasets("choose_from_datasets", datasets)
+        arr = (ctypes.c_void_p * len(datasets))(*(lib.sl_dataset_retain(d._ptr)
+                                                  for d in datasets))
+        p = _check(lib.sl_choose_from(lib.sl_dataset_retain(choice_dataset._ptr), arr,
+                                      len(datasets),
+                                      SL_STOP_ON_EMPTY if stop_on_empty_dataset else 0))
+        cbs = choice_dataset._callbacks + tuple(cb for d in datasets for cb in d._callbacks)
+        return Dataset(p, cbs, datasets[0].options, None, datasets[0]._strings)
+
+    @staticmethod
+    def sample_from_datasets(datasets, weights=None, seed=None, stop_on_empty_dataset=False,
+                             rerandomize_each_iteration=None):
+        """tf.data's sample_from_datasets: each element from datasets[i]
+        with probability weights[i] / sum(weights) (None: equal), drawn
+        from seed's stream (None: the iterator's), the same on any thread
+        count; each epoch draws anew (rerandomize_each_iteration is
+        accepted; sluice always does). stop_on_empty_dataset=False (as
+        tf.data's): a dataset that ends is passed over."""
+        del rerandomize_each_iteration
+        datasets = _datasets("sample_from_datasets", datasets)
+        w = None
+        if weights is not None:
+            weights = [float(x) for x in weights]
+            if len(weights) != len(datasets):
+                raise ValueError("sample_from_datasets: %d weights for %d datasets"
+                                 % (len(weights), len(datasets)))
+            w = (ctypes.c_double * len(weights))(*weights)
+        return Dataset._combined(lib.sl_sample_from, datasets, w,
+                                 -1 if seed is None else _count("sample_from_datasets", "seed",
+                                                                seed),
+                                 SL_STOP_ON_EMPTY if stop_on_empty_dataset else 0)
 
     def read_files(self, with_paths=False):
         """Replaces the path in the first value by the file's contents

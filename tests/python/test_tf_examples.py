@@ -8,11 +8,12 @@ default; tf.data picks int32), so arrays are compared by value; tf.data's
 `cardinality()` returns a tensor (`.numpy()`), sluice's an int; an
 element_spec after a Python map has each value's dtype and rank with the
 dimensions None (tf.data traces the function, sluice learns from the first
-result). Examples that need ops sluice lacks (zip, interleave,
-range(output_type=)) are left out.
+result). Examples that need what sluice lacks
+(range(output_type=)) are left out.
 """
 
 import numpy as np
+import pytest
 
 import sluice
 from sluice import Dataset
@@ -152,6 +153,70 @@ def test_dict_elements():
     dataset = tf_data.Dataset.from_tensor_slices({"a": [1, 2, 3, 4], "b": [5, 6, 7, 8]})
     same(list(dataset.filter(lambda d: d["a"] % 2 == 0).take(1).as_numpy_iterator()),
          [{"a": 2, "b": 6}])
+
+
+def test_zip():
+    a = tf_data.Dataset.range(1, 4)  # ==> [ 1, 2, 3 ]
+    b = tf_data.Dataset.range(4, 7)  # ==> [ 4, 5, 6 ]
+    ds = tf_data.Dataset.zip(a, b)
+    same(list(ds.as_numpy_iterator()), [(1, 4), (2, 5), (3, 6)])
+    ds = tf_data.Dataset.zip(b, a)
+    same(list(ds.as_numpy_iterator()), [(4, 1), (5, 2), (6, 3)])
+    # The `datasets` argument may contain an arbitrary number of datasets.
+    c = tf_data.Dataset.range(7, 13).batch(2)  # ==> [ [7, 8], [9, 10], [11, 12] ]
+    ds = tf_data.Dataset.zip(a, b, c)
+    same(list(ds.as_numpy_iterator()), [(1, 4, array([7, 8])), (2, 5, array([9, 10])),
+                                        (3, 6, array([11, 12]))])
+    # The number of elements in the resulting dataset is the same as the
+    # size of the smallest dataset in `datasets`.
+    d = tf_data.Dataset.range(13, 15)  # ==> [ 13, 14 ]
+    ds = tf_data.Dataset.zip(a, d)
+    same(list(ds.as_numpy_iterator()), [(1, 13), (2, 14)])
+    # a dict or nested tuple of datasets (zip's `datasets` argument)
+    ds = tf_data.Dataset.zip({"a": a, "bd": (b, d)})
+    same(list(ds.as_numpy_iterator()), [{"a": 1, "bd": (4, 13)}, {"a": 2, "bd": (5, 14)}])
+    assert ds.cardinality() == 2
+
+
+def test_concatenate():
+    a = tf_data.Dataset.range(1, 4)  # ==> [ 1, 2, 3 ]
+    b = tf_data.Dataset.range(4, 8)  # ==> [ 4, 5, 6, 7 ]
+    ds = a.concatenate(b)
+    same(list(ds.as_numpy_iterator()), [1, 2, 3, 4, 5, 6, 7])
+    # The input dataset and dataset to be concatenated should have
+    # compatible element specs.
+    c = tf_data.Dataset.zip((a, b))
+    with pytest.raises(TypeError):
+        a.concatenate(c)
+    d = tf_data.Dataset.from_tensor_slices(["a", "b", "c"])
+    with pytest.raises(TypeError):
+        a.concatenate(d)
+
+
+def test_choose_and_sample_from_datasets():
+    datasets = [tf_data.Dataset.from_tensors("foo").repeat(),
+                tf_data.Dataset.from_tensors("bar").repeat(),
+                tf_data.Dataset.from_tensors("baz").repeat()]
+    # Define a dataset containing `[0, 1, 2, 0, 1, 2, 0, 1, 2]`.
+    choice_dataset = tf_data.Dataset.range(3).repeat(3)
+    result = tf_data.Dataset.choose_from_datasets(datasets, choice_dataset)
+    same(list(result.as_numpy_iterator()),
+         [b"foo", b"bar", b"baz", b"foo", b"bar", b"baz", b"foo", b"bar", b"baz"])
+    # sample_from_datasets: the proportions of the weights, in a seeded order
+    dataset1 = tf_data.Dataset.range(0, 3)
+    dataset2 = tf_data.Dataset.range(100, 103)
+    sample_dataset = tf_data.Dataset.sample_from_datasets(
+        [dataset1, dataset2], weights=[0.5, 0.5], seed=7)
+    got = [int(x) for x in sample_dataset.as_numpy_iterator()]
+    assert sorted(got) == [0, 1, 2, 100, 101, 102]
+    assert [x for x in got if x < 100] == [0, 1, 2] and [x for x in got if x >= 100] == [100, 101, 102]
+    again = [int(x) for x in sample_dataset.as_numpy_iterator()]  # the next epoch draws anew
+    assert sorted(again) == sorted(got)
+    ones = tf_data.Dataset.from_tensors(1).repeat()
+    zeros = tf_data.Dataset.from_tensors(0).repeat()
+    mix = tf_data.Dataset.sample_from_datasets([ones, zeros], weights=[0.8, 0.2], seed=1)
+    share = np.mean([int(x) for x in mix.take(10000).as_numpy_iterator()])
+    assert abs(share - 0.8) < 0.02
 
 
 def test_filter():
