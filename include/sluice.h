@@ -546,6 +546,18 @@ SL_API void sl_queue_free(sl_queue *q);
  * iterator wakes a pop that waits. */
 SL_API sl_dataset *sl_from_queue(sl_queue *q);
 
+/* tf.data's Dataset.counter: start, start + step, ... without end
+ * (scalar int64, wrapping modulo 2^64). */
+SL_API sl_dataset *sl_counter(int64_t start, int64_t step);
+/* Flag for sl_random and sl_sample_from: the same draws every epoch
+ * (tf.data's rerandomize_each_iteration=False); without it each epoch
+ * draws anew. */
+#define SL_SAME_EACH_EPOCH 2u
+/* tf.data's Dataset.random: endless scalar int64 values drawn from the
+ * stream of `seed` (-1: the iterator's seed), the node, the epoch (unless
+ * SL_SAME_EACH_EPOCH) and the position: the same on any thread count. */
+SL_API sl_dataset *sl_random(int64_t seed, unsigned flags);
+
 /* Map */
 
 typedef struct sl_map_ctx sl_map_ctx;
@@ -632,9 +644,36 @@ SL_API sl_dataset *sl_choose_from(sl_dataset *choice, sl_dataset *const *inputs,
  * probability weights[i] / sum(weights) (weights NULL: equal; copied;
  * finite and >= 0, not all 0), drawn from the stream of `seed` (-1: the
  * iterator's seed), the node, the epoch and the element's position: the
- * same output on any thread count, a new draw each epoch. */
+ * same output on any thread count, a new draw each epoch (unless
+ * SL_SAME_EACH_EPOCH). flags: SL_STOP_ON_EMPTY, SL_SAME_EACH_EPOCH. */
 SL_API sl_dataset *sl_sample_from(sl_dataset *const *inputs, int n, const double *weights,
                                   int64_t seed, unsigned flags);
+
+/* tf.data's enumerate: each element as the pair (start + its position:
+ * int64, the element), its tensors shared. */
+SL_API sl_dataset *sl_enumerate(sl_dataset *in, int64_t start);
+/* The elements up to the first for which fn returns 0 (tf.data's
+ * take_while); fn is called as sl_filter calls it. */
+SL_API sl_dataset *sl_take_while(sl_dataset *in, const char *name, sl_predicate_fn fn,
+                                 void *user);
+
+/* tf.data's scan: fn(state, element) gives the next state and the
+ * output, in a new reference each (*new_state may be state retained);
+ * `initial_state` (retained) is the first state. Runs on the pulling
+ * thread, element after element. A negative return is an element error
+ * (the state stays as it was). To declare the output's structure, fn calls
+ * sl_map_ctx_set_structure. A saved position resumes by replaying the
+ * pass's input through fn, so fn must give the same for the same input
+ * (its ctx's random stream does). */
+typedef int (*sl_scan_fn)(sl_map_ctx *ctx, const sl_element *state, const sl_element *in,
+                          sl_element **new_state, sl_element **out, void *user);
+SL_API sl_dataset *sl_scan(sl_dataset *in, const char *name, sl_element *initial_state,
+                           sl_scan_fn fn, void *user);
+/* tf.data's unique: the elements less those equal (the same dtype, shape
+ * and values) to an earlier one; elements of one tensor. What it has seen
+ * grows with the distinct values; a saved position resumes by replaying
+ * the pass's input. */
+SL_API sl_dataset *sl_unique(sl_dataset *in);
 
 /* Batching */
 
@@ -643,8 +682,13 @@ SL_API sl_dataset *sl_sample_from(sl_dataset *const *inputs, int n, const double
  * Shapes and dtypes must agree within a batch (SL_ESHAPE / SL_EDTYPE naming
  * both otherwise); strings stack into string tensors. */
 SL_API sl_dataset *sl_batch(sl_dataset *in, int64_t size, unsigned flags);
-/* Splits each element along its first dimension (the inverse of batch). */
+/* Splits each element along its first dimension (the inverse of batch).
+ * Cardinality is known where the input's structure gives every tensor the
+ * same known first dimension. */
 SL_API sl_dataset *sl_unbatch(sl_dataset *in);
+/* tf.data's rebatch: the rows of the input's batches in batches of `size`
+ * (unbatch then batch). */
+SL_API sl_dataset *sl_rebatch(sl_dataset *in, int64_t size, unsigned flags);
 
 /* Ordering and selection */
 
@@ -886,6 +930,9 @@ typedef sl_dataset *(*sl_interleave_fn)(const sl_element *el, void *user);
 SL_API sl_dataset *sl_interleave(sl_dataset *in, sl_interleave_fn fn, void *user,
                                  int cycle_length, int block_length, int parallelism,
                                  unsigned flags);
+/* tf.data's flat_map: the elements of fn(element) for each element in
+ * turn; sl_interleave with one input open at a time. */
+SL_API sl_dataset *sl_flat_map(sl_dataset *in, sl_interleave_fn fn, void *user);
 typedef enum sl_compression {
     SL_COMPRESSION_NONE = 0,
     SL_COMPRESSION_ZLIB, /* TFRecordWriter's "ZLIB": a zlib stream */
@@ -1116,6 +1163,22 @@ SL_API const char *sl_iterator_errmsg(const sl_iterator *it);
 /* Cancels in-flight work, joins it and frees everything. Elements already
  * handed out stay valid. Returns promptly; NULL ok. */
 SL_API void sl_iterator_free(sl_iterator *it);
+
+/* Reductions: a whole pass over ds (an iterator with opts, which may be
+ * NULL) folded on the calling thread. */
+/* tf.data's reduce: state = fn(state, element) for every element, from
+ * `initial` (borrowed); fn puts the next state, a new reference, in *out
+ * (it may be state retained) and returns 0, or a negative code that ends
+ * the reduction. 0 with the final state in *out (initial retained for an
+ * empty dataset), or the pass's or fn's error, with the message set. */
+typedef int (*sl_reduce_fn)(const sl_element *state, const sl_element *el, sl_element **out,
+                            void *user);
+SL_API int sl_reduce(sl_dataset *ds, const sl_options *opts, sl_element *initial,
+                     sl_reduce_fn fn, void *user, sl_element **out);
+/* tf.data's get_single_element: the one element of ds in *out; SL_EINVAL
+ * ("empty" or "more than one element") otherwise, or the pass's error. */
+SL_API int sl_get_single_element(sl_dataset *ds, const sl_options *opts,
+                                 sl_element **out);
 
 /* Checkpoints: a position saved in a few hundred bytes, restored in any
  * process with the same pipeline, continuing byte for byte.

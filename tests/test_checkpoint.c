@@ -322,6 +322,70 @@ static sl_dataset *p_sample(void)
     return sl_sample_from(in, 2, w, 5, 0);
 }
 
+static sl_dataset *p_enumerate(void) { return sl_enumerate(p_filter(), 100); }
+static sl_dataset *p_counter(void) { return sl_take(sl_counter(5, 3), 50); }
+static sl_dataset *p_random(void) { return sl_take(sl_random(-1, 0), 50); }
+
+static int short_of(sl_map_ctx *ctx, const sl_element *el, void *user)
+{
+    (void)ctx, (void)user;
+    return sl_tensor_int64(sl_element_tensor(el, 0)) < 140;
+}
+
+static sl_dataset *p_take_while(void)
+{
+    return sl_take_while(sl_range(0, 300, 1), "short", short_of, NULL);
+}
+
+/* values that repeat: draw's output modulo 40 */
+static int mod40(sl_map_ctx *ctx, const sl_element *in, sl_element **out, void *user)
+{
+    (void)ctx, (void)user;
+    sl_element *el = sl_element_create(1);
+    sl_element_add_int64(el, (int64_t)(tu_mix((uint64_t)sl_tensor_int64(
+                                 sl_element_tensor(in, 0))) % 40));
+    *out = el;
+    return 0;
+}
+
+static sl_dataset *p_unique(void)
+{
+    return sl_unique(sl_map(sl_range(0, 200, 1), "mod40", mod40, NULL, 2, 0));
+}
+
+/* a running sum that skips every 13th element as an error */
+static int sum_fn(sl_map_ctx *ctx, const sl_element *st, const sl_element *in,
+                  sl_element **new_state, sl_element **out, void *user)
+{
+    (void)user;
+    int64_t x = sl_tensor_int64(sl_element_tensor(in, 0));
+    if (x % 13 == 12)
+        return sl_map_ctx_error(ctx, SL_EINVAL, "thirteenth");
+    int64_t s = sl_tensor_int64(sl_element_tensor(st, 0)) + x;
+    sl_element *a = sl_element_create(1), *b = sl_element_create(2);
+    sl_element_add_int64(a, s);
+    sl_element_add_int64(b, s);
+    sl_element_add_int64(b, (int64_t)sl_map_ctx_random(ctx));
+    *new_state = a;
+    *out = b;
+    return 0;
+}
+
+static sl_dataset *p_scan(void)
+{
+    sl_element *zero = sl_element_create(1);
+    sl_element_add_int64(zero, 0);
+    sl_dataset *ds = sl_scan(sl_shuffle(sl_range(0, 120, 1), 10, 3, 0), "sum", zero, sum_fn,
+                             NULL);
+    sl_element_release(zero);
+    return ds;
+}
+
+static sl_dataset *p_rebatch(void)
+{
+    return sl_rebatch(sl_batch(p_map(), 4, 0), 3, 0);
+}
+
 static sl_dataset *p_cache_mem(void)
 {
     /* pass 0 fills the cache, 1 and 2 are served from it */
@@ -497,6 +561,19 @@ static void test_combining(void **state)
     long early[] = {5, 6, 7, 8, 20};
     check_op(p_choose, SL_ERRORS_FAIL, early, 5);
     check_op(p_sample, SL_ERRORS_FAIL, NULL, 0);
+}
+
+static void test_restructuring(void **state)
+{
+    (void)state;
+    check_op(p_enumerate, SL_ERRORS_FAIL, NULL, 0);
+    check_op(p_counter, SL_ERRORS_FAIL, NULL, 0);
+    check_op(p_random, SL_ERRORS_FAIL, NULL, 0);
+    check_op(p_take_while, SL_ERRORS_FAIL, NULL, 0);
+    check_op(p_unique, SL_ERRORS_FAIL, NULL, 0);
+    long thirteens[] = {11, 12, 13, 24, 25};
+    check_op(p_scan, SL_ERRORS_SKIP, thirteens, 5);
+    check_op(p_rebatch, SL_ERRORS_FAIL, NULL, 0);
 }
 
 static void test_cache(void **state)
@@ -846,7 +923,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_maps),
         cmocka_unit_test(test_batching),      cmocka_unit_test(test_order),
         cmocka_unit_test(test_cache),         cmocka_unit_test(test_skips),
-        cmocka_unit_test(test_combining),
+        cmocka_unit_test(test_combining),     cmocka_unit_test(test_restructuring),
         cmocka_unit_test(test_small_and_lazy), cmocka_unit_test(test_other_process),
         cmocka_unit_test(test_refusals),
     };

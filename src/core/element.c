@@ -108,6 +108,16 @@ static struct sl_tensor *push_header(sl_element *el, sl_dtype dtype, int ndim,
     return t;
 }
 
+sl_element *sl__element_i64(int64_t v)
+{
+    sl_element *el = sl__element_new(1, sizeof v);
+    if (!el)
+        return NULL;
+    struct sl_tensor *t = sl__element_push(el, SL_INT64, 0, NULL, sizeof v);
+    memcpy(t->data, &v, sizeof v); /* fits inline: cannot fail */
+    return el;
+}
+
 struct sl_tensor *sl__element_push(sl_element *el, sl_dtype dtype, int ndim,
                                    const int64_t *shape, size_t nbytes)
 {

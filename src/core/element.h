@@ -31,6 +31,9 @@ struct sl_element {
 /* A new element with room for ntensors and `inline_bytes` of inline data for
  * small tensors (scalars, short strings). Sets sl_last_error on failure. */
 sl_element *sl__element_new(int ntensors, size_t inline_bytes);
+/* A new element holding one int64 scalar (range, counter, enumerate's
+ * index), or NULL with SL_ENOMEM. */
+sl_element *sl__element_i64(int64_t v);
 /* Appends a tensor of nbytes for dtype/shape; inline if it fits, else from a
  * pooled buffer. Returns the tensor (data uninitialised) or NULL. */
 struct sl_tensor *sl__element_push(sl_element *el, sl_dtype dtype, int ndim,

@@ -77,3 +77,20 @@ SL_API int sl_map_ctx_set_structure(sl_map_ctx *ctx, const sl_structure *structu
         return sl__set_error(SL_EINVAL, "sl_map_ctx_set_structure: no map or no structure");
     return sl__dataset_publish_structure(ctx->ds, structure);
 }
+
+int sl__predicate_call(const sl__iter *it, sl_predicate_fn fn, void *user, uint64_t seed,
+                       int64_t index, const sl_element *el)
+{
+    sl_map_ctx ctx;
+    sl__map_ctx_begin(&ctx, it->ds, seed, it->key, it->epoch, index);
+    sl_clear_error(); /* so a callback that fails silently leaves no stale text */
+    int r = fn(&ctx, el, user);
+    sl__map_ctx_end(&ctx);
+    if (r >= 0)
+        return r > 0;
+    if (!sl__error_msg()[0])
+        sl__set_error(r, "predicate failed: %s", sl_strerror(r));
+    sl__element_error_prefix(el);
+    sl__error_prefix(sl_dataset_name(it->ds));
+    return r;
+}

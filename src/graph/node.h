@@ -248,6 +248,11 @@ struct sl_map_ctx {
 void sl__map_ctx_begin(sl_map_ctx *ctx, const sl_dataset *ds, uint64_t seed, uint64_t key,
                        int64_t epoch, int64_t index);
 void sl__map_ctx_end(sl_map_ctx *ctx);
+/* Calls a predicate (filter's, take_while's) on el as element `index` of
+ * it's pass: 1 keep, 0 not, or a negative code with the message set and
+ * prefixed with the element's file and the node's name. */
+int sl__predicate_call(const sl__iter *it, sl_predicate_fn fn, void *user, uint64_t seed,
+                       int64_t index, const sl_element *el);
 
 /* The runtime internals async nodes use (sl__task, sl__runtime_submit,
  * sl__thread_start) are in runtime/runtime.h. */

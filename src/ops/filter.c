@@ -24,20 +24,8 @@ static int64_t filter_cardinality(const sl_dataset *ds)
 /* 1 keep, 0 drop, or a negative code with the message set and prefixed. */
 static int test_element(filter_iter *it, const sl_element *el)
 {
-    const sl__iter *base = &it->u.base;
-    const filter_ds *f = (const filter_ds *)base->ds;
-    sl_map_ctx ctx;
-    sl__map_ctx_begin(&ctx, base->ds, it->seed, base->key, base->epoch, it->index++);
-    sl_clear_error(); /* so a callback that fails silently leaves no stale text */
-    int r = f->fn(&ctx, el, f->user);
-    sl__map_ctx_end(&ctx);
-    if (r >= 0)
-        return r > 0;
-    if (!sl__error_msg()[0])
-        sl__set_error(r, "predicate failed: %s", sl_strerror(r));
-    sl__element_error_prefix(el);
-    sl__error_prefix(sl_dataset_name(base->ds));
-    return r;
+    const filter_ds *f = (const filter_ds *)it->u.base.ds;
+    return sl__predicate_call(&it->u.base, f->fn, f->user, it->seed, it->index++, el);
 }
 
 static int filter_next(sl__iter *base, sl_element **out)

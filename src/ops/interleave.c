@@ -766,3 +766,9 @@ SL_API sl_dataset *sl_interleave(sl_dataset *in, sl_interleave_fn fn, void *user
     d->flags = flags;
     return &d->base;
 }
+
+/* tf.data's flat_map is interleave with one input open at a time. */
+SL_API sl_dataset *sl_flat_map(sl_dataset *in, sl_interleave_fn fn, void *user)
+{
+    return sl_interleave(in, fn, user, 1, 1, 1, 0);
+}

@@ -25,13 +25,7 @@ static int64_t range_card(const sl_dataset *ds)
 
 static int make_scalar(int64_t v, sl_element **out)
 {
-    sl_element *el = sl__element_new(1, sizeof(int64_t));
-    if (!el)
-        return SL_ENOMEM;
-    struct sl_tensor *t = sl__element_push(el, SL_INT64, 0, NULL, sizeof v);
-    *(int64_t *)t->data = v; /* fits inline: cannot fail */
-    *out = el;
-    return 0;
+    return (*out = sl__element_i64(v)) ? 0 : SL_ENOMEM;
 }
 
 static int range_next(sl__iter *base, sl_element **out)

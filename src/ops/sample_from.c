@@ -11,6 +11,7 @@
 typedef struct sample_from_ds {
     sl_dataset base;
     int64_t seed;
+    bool same; /* SL_SAME_EACH_EPOCH */
     int n;
     double *cumulative; /* n partial sums of the weights, the last 1 */
 } sample_from_ds;
@@ -25,7 +26,7 @@ static int sample_from_next(sl__iter *base, sl_element **out)
 {
     sample_from_iter *it = (sample_from_iter *)base;
     const sample_from_ds *d = (const sample_from_ds *)base->ds;
-    sl__rng rng = sl__rng_make(it->seed, base->key, base->epoch, it->pos);
+    sl__rng rng = sl__rng_make(it->seed, base->key, d->same ? 0 : base->epoch, it->pos);
     double u = sl__rng_uniform(&rng);
     int lo = 0, hi = d->n - 1;
     while (lo < hi) { /* the first partial sum above u */
@@ -35,13 +36,9 @@ static int sample_from_next(sl__iter *base, sl_element **out)
         else
             lo = mid + 1;
     }
-    sl_element *el = sl_element_create(1);
-    if (!el || sl_element_add_int64(el, lo) < 0) {
-        sl_element_release(el);
+    if (!(*out = sl__element_i64(lo)))
         return SL_ENOMEM;
-    }
     it->pos++;
-    *out = el;
     return 0;
 }
 
@@ -62,7 +59,7 @@ static int64_t sample_from_cardinality(const sl_dataset *ds)
 static uint64_t sample_from_fingerprint(const sl_dataset *ds, uint64_t h)
 {
     const sample_from_ds *d = (const sample_from_ds *)ds;
-    h = sl__hash_u64(h, (uint64_t)d->seed);
+    h = sl__hash_u64(sl__hash_u64(h, (uint64_t)d->seed), d->same);
     return sl__hash_bytes(h, d->cumulative, (size_t)d->n * sizeof *d->cumulative);
 }
 
@@ -88,7 +85,7 @@ static const sl__sync_def sample_from_def = {
 };
 
 /* The choice stream: NULL with the error set for bad weights. */
-static sl_dataset *choices(int n, const double *weights, int64_t seed)
+static sl_dataset *choices(int n, const double *weights, int64_t seed, bool same)
 {
     if (seed < -1) {
         sl__set_error(SL_EINVAL, "sample_from: seed %lld (>= 0, or -1)", (long long)seed);
@@ -112,6 +109,7 @@ static sl_dataset *choices(int n, const double *weights, int64_t seed)
     if (!d)
         return NULL;
     d->seed = seed;
+    d->same = same;
     if (!(d->cumulative = sl__alloc((size_t)n * sizeof *d->cumulative)))
         return sl__dataset_fail(&d->base, SL_ENOMEM, "sample_from: out of memory");
     d->n = n;
@@ -127,11 +125,12 @@ static sl_dataset *choices(int n, const double *weights, int64_t seed)
 SL_API sl_dataset *sl_sample_from(sl_dataset *const *inputs, int n, const double *weights,
                                   int64_t seed, unsigned flags)
 {
-    sl_dataset *c = n >= 1 && n < SL__MAX_INPUTS ? choices(n, weights, seed) : NULL;
+    sl_dataset *c = n >= 1 && n < SL__MAX_INPUTS
+                        ? choices(n, weights, seed, flags & SL_SAME_EACH_EPOCH) : NULL;
     if (!c && n >= 1 && n < SL__MAX_INPUTS) {
         for (int i = 0; inputs && i < n; i++)
             sl_dataset_release(inputs[i]);
         return NULL;
     }
-    return sl_choose_from(c, inputs, n, flags);
+    return sl_choose_from(c, inputs, n, flags & ~SL_SAME_EACH_EPOCH);
 }

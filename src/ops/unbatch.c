@@ -20,10 +20,36 @@ typedef struct unbatch_iter {
     int64_t resume_row;
 } unbatch_iter;
 
+/* The rows of an input element where its structure says every tensor
+ * has the same known first dimension (a batch that drops its remainder,
+ * a fixed-size tensor); -1 otherwise. */
+static int64_t known_rows(const sl_structure *s)
+{
+    int64_t rows = -1;
+    if (!s)
+        return -1;
+    if (sl_structure_kind(s) == SL_STRUCTURE_LEAF) {
+        const int64_t *shape = sl_structure_shape(s);
+        return sl_structure_ndim(s) >= 1 ? shape[0] : -1;
+    }
+    for (int i = 0; i < sl_structure_size(s); i++) {
+        int64_t r = known_rows(sl_structure_child(s, i));
+        if (r < 0 || (rows >= 0 && r != rows))
+            return -1;
+        rows = r;
+    }
+    return rows;
+}
+
 static int64_t unbatch_cardinality(const sl_dataset *ds)
 {
-    /* rows per element are only known at run time */
-    return sl_dataset_cardinality(ds->inputs[0]) == 0 ? 0 : SL_UNKNOWN;
+    int64_t in = sl_dataset_cardinality(ds->inputs[0]);
+    if (in == 0)
+        return 0;
+    int64_t rows = known_rows(sl_dataset_structure(ds->inputs[0]));
+    if (in < 0 || rows < 0) /* rows per element only known as they come */
+        return in == SL_INFINITE && rows > 0 ? SL_INFINITE : SL_UNKNOWN;
+    return rows && in > INT64_MAX / rows ? SL_UNKNOWN : in * rows;
 }
 
 static int check_element(const sl_element *el)
