@@ -94,6 +94,8 @@ MAP_FN = ctypes.CFUNCTYPE(c_int, c_void_p, c_void_p, P(c_void_p), c_void_p)
 PREDICATE_FN = ctypes.CFUNCTYPE(c_int, c_void_p, c_void_p, c_void_p)
 INTERLEAVE_FN = ctypes.CFUNCTYPE(c_void_p, c_void_p, c_void_p)
 GENERATOR_FN = ctypes.CFUNCTYPE(c_int, c_void_p, c_int64, P(c_void_p))
+SCAN_FN = ctypes.CFUNCTYPE(c_int, c_void_p, c_void_p, c_void_p, P(c_void_p), P(c_void_p),
+                           c_void_p)
 
 # name: (restype, argtypes). Functions that may be absent from an older
 # library are in _OPTIONAL and looked up on first use.
@@ -163,6 +165,13 @@ _PROTOTYPES = {
     "sl_concatenate": (c_void_p, [c_void_p, c_void_p]),
     "sl_choose_from": (c_void_p, [c_void_p, P(c_void_p), c_int, c_unsigned]),
     "sl_sample_from": (c_void_p, [P(c_void_p), c_int, P(c_double), c_int64, c_unsigned]),
+    "sl_enumerate": (c_void_p, [c_void_p, c_int64]),
+    "sl_take_while": (c_void_p, [c_void_p, c_char_p, PREDICATE_FN, c_void_p]),
+    "sl_counter": (c_void_p, [c_int64, c_int64]),
+    "sl_random": (c_void_p, [c_int64, c_unsigned]),
+    "sl_scan": (c_void_p, [c_void_p, c_char_p, c_void_p, SCAN_FN, c_void_p]),
+    "sl_unique": (c_void_p, [c_void_p]),
+    "sl_rebatch": (c_void_p, [c_void_p, c_int64, c_unsigned]),
     "sl_range": (c_void_p, [c_int64, c_int64, c_int64]),
     "sl_from_tensors": (c_void_p, [c_void_p]),
     "sl_from_files": (c_void_p, [P(c_char_p), P(c_int64), c_size_t]),

@@ -12,12 +12,13 @@ from ._constants import (SL_AUTOTUNE, SL_COMPRESSION_GZIP, SL_COMPRESSION_NONE,
                          SL_ESTATE, SL_FLOAT32, SL_FOLDER_RESCAN, SL_INFINITE,
                          SL_INT64, SL_LAYOUT_CHW, SL_LAYOUT_HWC, SL_LIST_SHUFFLE,
                          SL_MAP_ORDERED, SL_NONDETERMINISTIC, SL_SHUFFLE_ALL,
-                         SL_SHUFFLE_NO_RESHUFFLE, SL_STOP_ON_EMPTY, SL_STRING,
+                         SL_SAME_EACH_EPOCH, SL_SHUFFLE_NO_RESHUFFLE, SL_STOP_ON_EMPTY,
+                         SL_STRING,
                          SL_TFRECORD_NO_DATA_CRC, SL_UINT8,
                          SL_UNKNOWN, SL_WITH_PATHS)
 from ._callbacks import Callback
 from ._errors import Error, make_error, pending_interrupt
-from ._lib import MAP_FN, PREDICATE_FN, DistContext, ImageSpec, lib
+from ._lib import MAP_FN, PREDICATE_FN, SCAN_FN, DistContext, ImageSpec, lib
 from .iterator import Iterator
 from .options import Options
 
@@ -171,6 +172,53 @@ class _Callback(Callback):
             return self.element_error(ctx, e)
 
 
+class _Scan(Callback):
+    """scan's function, called from C: the state goes back and forth as an
+    element of the initial state's structure."""
+
+    def __init__(self, initial_state, fn, as_bytes):
+        super().__init__()
+        self.fn = fn
+        self.as_bytes = as_bytes
+        self.state_structure = _structure.of_value(initial_state)
+        self.state_signature = _structure.signature(initial_state)
+        self.pack_state = _structure.packer(self.state_structure)
+        self.output = _Callback(None, "map", False, as_bytes)  # learns the output's structure
+        self._args_of = {}
+        self.initial = _tensor.make_element(_structure.flatten(initial_state))
+        self.c_fn = SCAN_FN(self._scan)
+
+    def _scan(self, ctx, state, el, new_state, out, user):
+        try:
+            s_owner = _tensor.ElementRef(lib.sl_element_retain(state))
+            s = self.pack_state(_tensor.element_values(s_owner, self.as_bytes))
+            owner = _tensor.ElementRef(lib.sl_element_retain(el))
+            values = _tensor.element_values(owner, self.as_bytes)
+            p = lib.sl_map_ctx_structure(ctx)
+            pack = self._args_of.get(p)
+            if pack is None:
+                pack = self._args_of[p] = _structure.packer(_structure.from_c(p))
+            result = self.fn(s, pack(values))
+            if not isinstance(result, tuple) or len(result) != 2:
+                raise TypeError("scan: scan_func must return (new_state, output), not %s"
+                                % type(result).__name__)
+            if _structure.signature(result[0]) != self.state_signature:
+                raise TypeError("scan: the new state is %s; the state is %s" % (
+                    _structure.text(_structure.of_value(result[0])),
+                    _structure.text(self.state_structure)))
+            self.output._learn(ctx, result[1])
+            ns = _tensor.make_element(_structure.flatten(result[0]))
+            try:
+                out[0] = _tensor.make_element(_structure.flatten(result[1]), el, values)
+            except BaseException:
+                lib.sl_element_release(ns)
+                raise
+            new_state[0] = ns
+            return 0
+        except BaseException as e:
+            return self.element_error(ctx, e)
+
+
 class MapContext:
     """Passed first to functions given with ``with_context=True``: the
     element's position and its own random stream, the same on any thread
@@ -267,6 +315,26 @@ class Dataset:
         return ds
 
     # ---- sources ----
+
+    @staticmethod
+    def counter(start=0, step=1, dtype=None, name=None):
+        """tf.data's Dataset.counter: start, start + step, ... without end
+        (int64; dtype is accepted for tf.data's signature)."""
+        del dtype, name
+        return Dataset(_check(lib.sl_counter(_count("counter", "start", start),
+                                             _count("counter", "step", step))))
+
+    @staticmethod
+    def random(seed=None, rerandomize_each_iteration=None, name=None):
+        """tf.data's Dataset.random: endless int64 values from seed's stream
+        (None: the iterator's seed), the same on any thread count. Each
+        epoch draws anew unless rerandomize_each_iteration=False (tf.data
+        repeats them unless it is True: sluice's default follows its other
+        random ops)."""
+        del name
+        seed = -1 if seed is None else _count("random", "seed", seed)
+        flags = SL_SAME_EACH_EPOCH if rerandomize_each_iteration is False else 0
+        return Dataset(_check(lib.sl_random(seed, flags)))
 
     @staticmethod
     def range(start, stop=None, step=1):
@@ -595,9 +663,9 @@ class Dataset:
         with probability weights[i] / sum(weights) (None: equal), drawn
         from seed's stream (None: the iterator's), the same on any thread
         count; each epoch draws anew (rerandomize_each_iteration is
-        accepted; sluice always does). stop_on_empty_dataset=False (as
-        tf.data's): a dataset that ends is passed over."""
-        del rerandomize_each_iteration
+        accepted; False keeps one draw for every epoch).
+        stop_on_empty_dataset=False (as tf.data's): a dataset that ends is
+        passed over."""
         datasets = _datasets("sample_from_datasets", datasets)
         w = None
         if weights is not None:
@@ -609,7 +677,9 @@ class Dataset:
         return Dataset._combined(lib.sl_sample_from, datasets, w,
                                  -1 if seed is None else _count("sample_from_datasets", "seed",
                                                                 seed),
-                                 SL_STOP_ON_EMPTY if stop_on_empty_dataset else 0)
+                                 (SL_STOP_ON_EMPTY if stop_on_empty_dataset else 0) |
+                                 (SL_SAME_EACH_EPOCH if rerandomize_each_iteration is False
+                                  else 0))
 
     def read_files(self, with_paths=False):
         """Replaces the path in the first value by the file's contents
@@ -772,6 +842,89 @@ class Dataset:
         par = 1 if num_parallel_calls is None else _parallel("parse_example", num_parallel_calls)
         ds = self._derive(lib.sl_parse_example_parallel, arr, len(arr), 0, par, strings="bytes")
         return ds
+
+    def take_while(self, predicate, name=None):
+        """tf.data's take_while: the elements up to the first for which
+        predicate (called as filter calls it) is false."""
+        cb = _Callback(predicate, "filter", False, self.strings == "bytes")
+        label = (name or getattr(predicate, "__name__", None) or "python").encode()
+        return self._derive(lib.sl_take_while, label, cb.c_fn, None, callback=cb)
+
+    def enumerate(self, start=0, name=None):
+        """tf.data's enumerate: (index, element) pairs, counting from start."""
+        del name
+        return self._derive(lib.sl_enumerate, _count("enumerate", "start", start),
+                            image_layout=None)
+
+    def unique(self, name=None):
+        """tf.data's unique: the elements less repeats of an earlier one
+        (elements of one value: an int or a str, or an array compared
+        whole)."""
+        del name
+        return self._derive(lib.sl_unique)
+
+    def scan(self, initial_state, scan_func, name=None):
+        """tf.data's scan: scan_func(state, element) returns (new_state,
+        output); the outputs are the elements, the state (any structure,
+        starting at initial_state) carries from one to the next. Runs on
+        the thread pulling from it, holding the GIL (see map)."""
+        cb = _Scan(initial_state, scan_func, self.strings == "bytes")
+        label = (name or getattr(scan_func, "__name__", None) or "python").encode()
+        try:
+            return self._derive(lib.sl_scan, label, cb.initial, cb.c_fn, None, callback=cb,
+                                image_layout=None)
+        finally:
+            lib.sl_element_release(cb.initial)
+            cb.initial = None
+
+    def rebatch(self, batch_size, drop_remainder=False, name=None):
+        """tf.data's rebatch: the rows of this dataset's batches in batches
+        of batch_size."""
+        del name
+        return self._derive(lib.sl_rebatch, _count("rebatch", "batch_size", batch_size),
+                            SL_DROP_REMAINDER if drop_remainder else 0)
+
+    def flat_map(self, map_func, name=None):
+        """tf.data's flat_map: the elements of map_func(element) (a
+        Dataset) for each element in turn; interleave with one input open
+        at a time."""
+        del name
+        return self.interleave(map_func, cycle_length=1, block_length=1, num_parallel_calls=1)
+
+    def apply(self, transformation_func):
+        """tf.data's apply: transformation_func(self), for chaining
+        transformations written as functions of a dataset."""
+        return transformation_func(self)
+
+    def reduce(self, initial_state, reduce_func, name=None):
+        """tf.data's reduce: state = reduce_func(state, element) over one
+        pass, from initial_state; returns the last state."""
+        del name
+        state = initial_state
+        it = self.iterator()
+        try:
+            for element in it:
+                state = reduce_func(state, element)
+        finally:
+            it.close()
+        return state
+
+    def get_single_element(self, name=None):
+        """tf.data's get_single_element: the dataset's only element;
+        InvalidArgumentError (a ValueError) when it has none or several."""
+        del name
+        it = self.iterator()
+        try:
+            first = next(it, _UNSET)
+            if first is _UNSET:
+                raise make_error(SL_EINVAL, "get_single_element: the dataset was empty; it "
+                                 "must have exactly one element")
+            if next(it, _UNSET) is not _UNSET:
+                raise make_error(SL_EINVAL, "get_single_element: the dataset had more than "
+                                 "one element; it must have exactly one")
+            return first
+        finally:
+            it.close()
 
     def filter(self, predicate, name=None, *, with_context=False):
         """Keeps the elements for which predicate (called as map calls its

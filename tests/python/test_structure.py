@@ -144,3 +144,22 @@ def test_resume_keeps_the_structure():
     again = list(ds.iterator(state=state))
     assert [b["k"].tolist() for b in again] == [b["k"].tolist() for b in rest]
     assert isinstance(again[0]["t"], tuple) and sorted(first) == ["k", "t"]
+
+
+def test_scan_with_structured_state_resumes():
+    def step(state, x):
+        count, total = state["count"], state["total"]
+        new = {"count": count + 1, "total": total + x}
+        return new, {"mean": (total + x) / (count + 1), "x": x}
+
+    ds = Dataset.range(20).shuffle(5, seed=2).scan({"count": 0, "total": 0}, step)
+    ref = [(float(d["mean"]), int(d["x"])) for d in ds.iterator(epoch=0)]
+    assert len(ref) == 20 and abs(ref[-1][0] - 9.5) < 1e-5
+    it = ds.iterator(epoch=0)
+    head = [next(it) for _ in range(7)]
+    state = it.state()
+    it.close()
+    rest = [(float(d["mean"]), int(d["x"])) for d in ds.iterator(state=state)]
+    assert [(float(d["mean"]), int(d["x"])) for d in head] + rest == ref
+    with pytest.raises(sluice.CallbackError, match="new state"):
+        list(Dataset.range(3).scan((0, 0), lambda s, x: (s[0], x)))

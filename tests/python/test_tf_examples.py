@@ -219,6 +219,70 @@ def test_choose_and_sample_from_datasets():
     assert abs(share - 0.8) < 0.02
 
 
+def test_enumerate_counter_random():
+    dataset = tf_data.Dataset.from_tensor_slices([1, 2, 3])
+    dataset = dataset.enumerate(start=5)
+    same(list(dataset.as_numpy_iterator()), [(5, 1), (6, 2), (7, 3)])
+    # The (nested) structure of the input dataset determines the structure
+    # of elements in the resulting dataset.
+    dataset = tf_data.Dataset.from_tensor_slices([(7, 8), (9, 10)])
+    dataset = dataset.enumerate()
+    same(list(dataset.as_numpy_iterator()), [(0, array([7, 8])), (1, array([9, 10]))])
+    same(list(tf_data.Dataset.counter().take(5).as_numpy_iterator()), [0, 1, 2, 3, 4])
+    same(list(tf_data.Dataset.counter(start=2).take(5).as_numpy_iterator()), [2, 3, 4, 5, 6])
+    same(list(tf_data.Dataset.counter(start=2, step=5).take(5).as_numpy_iterator()),
+         [2, 7, 12, 17, 22])
+    same(list(tf_data.Dataset.counter(start=2, step=-1).take(5).as_numpy_iterator()),
+         [2, 1, 0, -1, -2])
+    ds1 = tf_data.Dataset.random(seed=4).take(10)
+    ds2 = tf_data.Dataset.random(seed=4).take(10)
+    assert list(ds1.as_numpy_iterator()) == list(ds2.as_numpy_iterator())
+
+
+def test_take_while_unique_scan():
+    dataset = tf_data.Dataset.range(10)
+    dataset = dataset.take_while(lambda x: x < 5)
+    same(list(dataset.as_numpy_iterator()), [0, 1, 2, 3, 4])
+    dataset = tf_data.Dataset.from_tensor_slices([1, 37, 2, 37, 2, 1])
+    dataset = dataset.unique()
+    same(sorted(list(dataset.as_numpy_iterator())), [1, 2, 37])
+    dataset = tf_data.Dataset.from_tensor_slices(["hello", "world", "hello"])
+    dataset = dataset.unique()
+    same(sorted(list(dataset.as_numpy_iterator())), [b"hello", b"world"])
+    dataset = tf_data.Dataset.range(10)
+    initial_state = np.int64(0)
+    scan_func = lambda state, i: (state + i, state + i)  # noqa: E731 (as written)
+    dataset = dataset.scan(initial_state=initial_state, scan_func=scan_func)
+    same(list(dataset.as_numpy_iterator()), [0, 1, 3, 6, 10, 15, 21, 28, 36, 45])
+
+
+def test_rebatch_flat_map_apply_reduce():
+    ds = tf_data.Dataset.range(6)
+    ds = ds.batch(2)
+    ds = ds.rebatch(3)
+    same(list(ds.as_numpy_iterator()), [array([0, 1, 2]), array([3, 4, 5])])
+    ds = tf_data.Dataset.range(7)
+    ds = ds.batch(4)
+    ds = ds.rebatch(batch_size=3)
+    same(list(ds.as_numpy_iterator()), [array([0, 1, 2]), array([3, 4, 5]), array([6])])
+    dataset = tf_data.Dataset.from_tensor_slices([[1, 2, 3], [4, 5, 6], [7, 8, 9]])
+    dataset = dataset.flat_map(tf_data.Dataset.from_tensor_slices)
+    same(list(dataset.as_numpy_iterator()), [1, 2, 3, 4, 5, 6, 7, 8, 9])
+    dataset = tf_data.Dataset.range(100)
+
+    def dataset_fn(ds):
+        return ds.filter(lambda x: x < 5)
+    dataset = dataset.apply(dataset_fn)
+    same(list(dataset.as_numpy_iterator()), [0, 1, 2, 3, 4])
+    assert tf_data.Dataset.range(5).reduce(np.int64(0), lambda x, _: x + 1) == 5
+    assert tf_data.Dataset.range(5).reduce(np.int64(0), lambda x, y: x + y) == 10
+    assert tf_data.Dataset.from_tensor_slices([1]).get_single_element() == 1
+    with pytest.raises(sluice.InvalidArgumentError):
+        tf_data.Dataset.range(2).get_single_element()
+    with pytest.raises(ValueError):
+        tf_data.Dataset.range(0).get_single_element()
+
+
 def test_filter():
     dataset = tf_data.Dataset.from_tensor_slices([1, 2, 3])
     dataset = dataset.filter(lambda x: x < 3)
