@@ -669,6 +669,55 @@ typedef int (*sl_scan_fn)(sl_map_ctx *ctx, const sl_element *state, const sl_ele
                           sl_element **new_state, sl_element **out, void *user);
 SL_API sl_dataset *sl_scan(sl_dataset *in, const char *name, sl_element *initial_state,
                            sl_scan_fn fn, void *user);
+/* tf.data's group_by_window. key_fn puts an element's group key (any
+ * int64) in *key and returns 0, or a negative code (an element error:
+ * the policy decides); it is called as a filter's predicate is. A group
+ * that reaches its window size, window_size (>= 1) or size_fn(key)'s (one
+ * of the two; size_fn NULL), becomes a window: a dataset of its elements
+ * that reduce_fn(key, window, user) consumes and turns into a dataset (a
+ * new reference; NULL with the error set ends the pass), whose elements
+ * come out before more input is taken. At the input's end the groups left
+ * are reduced in the order of their keys. Runs on the pulling thread; the
+ * functions must give the same for the same input (a saved position
+ * resumes by replaying the pass's input). */
+typedef int (*sl_key_fn)(sl_map_ctx *ctx, const sl_element *el, int64_t *key, void *user);
+typedef sl_dataset *(*sl_window_reduce_fn)(int64_t key, sl_dataset *window, void *user);
+typedef int64_t (*sl_window_size_fn)(int64_t key, void *user);
+SL_API sl_dataset *sl_group_by_window(sl_dataset *in, const char *name, sl_key_fn key_fn,
+                                      sl_window_reduce_fn reduce_fn, int64_t window_size,
+                                      sl_window_size_fn size_fn, void *user);
+
+/* Flags for sl_bucket_by_sequence_length (with SL_DROP_REMAINDER). */
+#define SL_PAD_TO_BUCKET_BOUNDARY 2u /* pad open dimensions to the boundary less one */
+#define SL_NO_PADDING 4u             /* batch, without padding */
+/* tf.data's bucket_by_sequence_length: length_fn puts an element's length
+ * in *length (called as key_fn is); bucket i takes lengths in
+ * [boundaries[i - 1], boundaries[i]) (n rising boundaries; n + 1 buckets,
+ * the last from the last boundary on) and batches batch_sizes[i] of them
+ * with sl_padded_batch (ntensors, padded_shapes and padding_values as its
+ * n and arrays; ntensors 0 with the arrays NULL: every dimension padded to
+ * the batch's longest), or sl_batch with SL_NO_PADDING. With
+ * SL_PAD_TO_BUCKET_BOUNDARY, dimensions the padded shapes leave open (or
+ * the input's structure does not know) pad to boundaries[i] - 1, and an
+ * element of the last bucket is an element error. group_by_window over
+ * these; resumes as it does. */
+typedef int (*sl_length_fn)(sl_map_ctx *ctx, const sl_element *el, int64_t *length,
+                            void *user);
+SL_API sl_dataset *sl_bucket_by_sequence_length(
+    sl_dataset *in, const char *name, sl_length_fn length_fn, void *user,
+    const int64_t *boundaries, int n, const int64_t *batch_sizes, int ntensors,
+    const int64_t *padded_shapes, const sl_element *padding_values, unsigned flags);
+
+/* Flag for sl_ignore_errors: log each error dropped (up to
+ * SL_OPT_ERROR_LOG_LIMIT). */
+#define SL_LOG_ERRORS 1u
+/* tf.data's ignore_errors: the elements, with every element error below
+ * this node (a corrupt file, a failing map, a bad record) dropped whatever
+ * the iterator's error policy; they count in SL_STAT_ERRORS_SKIPPED.
+ * Errors that are not an element's (out of memory, a shape mismatch in a
+ * batch) still end the pass. Cardinality SL_UNKNOWN unless the input's is
+ * infinite or 0. */
+SL_API sl_dataset *sl_ignore_errors(sl_dataset *in, unsigned flags);
 /* tf.data's unique: the elements less those equal (the same dtype, shape
  * and values) to an earlier one; elements of one tensor. What it has seen
  * grows with the distinct values; a saved position resumes by replaying
@@ -689,6 +738,28 @@ SL_API sl_dataset *sl_unbatch(sl_dataset *in);
 /* tf.data's rebatch: the rows of the input's batches in batches of `size`
  * (unbatch then batch). */
 SL_API sl_dataset *sl_rebatch(sl_dataset *in, int64_t size, unsigned flags);
+/* tf.data's window, each window stacked as sl_batch stacks (so its
+ * elements must agree in shape): window k starts at input position
+ * k * shift (shift 0: size) and takes up to `size` elements `stride`
+ * apart; every window that starts before the input's end comes out, those
+ * the end cuts short too unless SL_DROP_REMAINDER. tf.data gives each
+ * window as a dataset; from C, sl_flat_map over this with sl_from_tensors
+ * of the element does the same. */
+SL_API sl_dataset *sl_window(sl_dataset *in, int64_t size, int64_t shift, int64_t stride,
+                             unsigned flags);
+/* tf.data's padded_batch: batches of `size` elements whose tensors may
+ * differ in shape (not in rank or dtype): tensor j of a batch is [rows,
+ * d1, ...], each d the padded shape's (padded_shapes[j * SL_MAX_DIMS + k];
+ * -1, or padded_shapes NULL: the longest of the batch), each element's
+ * values at the start of its row and the rest padding_values' tensor j (a
+ * scalar of the tensor's dtype; retained), or 0 / "" with padding_values
+ * NULL. n is the tensors the arrays describe (0 with both NULL: pad every
+ * tensor to its batch's longest). A value longer than its padded shape is
+ * an error (SL_ESHAPE). Rows are kept until their batch is complete, then
+ * copied once. flags: SL_DROP_REMAINDER. */
+SL_API sl_dataset *sl_padded_batch(sl_dataset *in, int64_t size, int n,
+                                   const int64_t *padded_shapes, const sl_element *padding_values,
+                                   unsigned flags);
 
 /* Ordering and selection */
 

@@ -386,6 +386,80 @@ static sl_dataset *p_rebatch(void)
     return sl_rebatch(sl_batch(p_map(), 4, 0), 3, 0);
 }
 
+/* ---- variable length (test_variable.c has their semantics) ---- */
+
+/* x -> [draw] * (1 + x % 5): rows of varying length */
+static int ragged(sl_map_ctx *ctx, const sl_element *in, sl_element **out, void *user)
+{
+    (void)user;
+    int64_t n = 1 + sl_tensor_int64(sl_element_tensor(in, 0)) % 5;
+    sl_element *el = sl_element_create(2);
+    int64_t *v = sl_element_add_tensor(el, SL_INT64, 1, &n);
+    for (int64_t i = 0; i < n; i++)
+        v[i] = (int64_t)(sl_map_ctx_random(ctx) >> 40);
+    sl_element_add_int64(el, n);
+    *out = el;
+    return 0;
+}
+
+static sl_dataset *p_ragged(void)
+{
+    sl_dataset *ds = sl_map(sl_shuffle(sl_range(0, 90, 1), 8, 4, 0), "ragged", ragged, NULL,
+                            SL_AUTOTUNE, 0);
+    sl_structure *s = sl_structure_parse("(int64[?], int64[])");
+    ds = sl_with_structure(ds, s);
+    sl_structure_release(s);
+    return ds;
+}
+
+static sl_dataset *p_padded_batch(void) { return sl_padded_batch(p_ragged(), 4, 0, NULL, NULL, 0); }
+static sl_dataset *p_window(void) { return sl_window(p_map(), 5, 3, 2, 0); }
+
+static int ragged_key(sl_map_ctx *ctx, const sl_element *el, int64_t *key, void *user)
+{
+    (void)ctx, (void)user;
+    *key = sl_tensor_int64(sl_element_tensor(el, 1)) % 3;
+    return 0;
+}
+
+static sl_dataset *ragged_reduce(int64_t key, sl_dataset *window, void *user)
+{
+    (void)user;
+    return sl_padded_batch(window, 2 + key, 0, NULL, NULL, 0);
+}
+
+static sl_dataset *p_group_by_window(void)
+{
+    return sl_group_by_window(p_ragged(), "rk", ragged_key, ragged_reduce, 4, NULL, NULL);
+}
+
+static int ragged_len(sl_map_ctx *ctx, const sl_element *el, int64_t *len, void *user)
+{
+    (void)ctx, (void)user;
+    *len = sl_tensor_int64(sl_element_tensor(el, 1));
+    return 0;
+}
+
+static sl_dataset *p_bucket(void)
+{
+    const int64_t bounds[2] = {2, 4}, sizes[3] = {3, 2, 4};
+    return sl_bucket_by_sequence_length(p_ragged(), "len", ragged_len, NULL, bounds, 2, sizes,
+                                        0, NULL, NULL, 0);
+}
+
+static int fail_sevenths(sl_map_ctx *ctx, const sl_element *in, sl_element **out, void *user)
+{
+    (void)user;
+    if (sl_tensor_int64(sl_element_tensor(in, 0)) % 7 == 3)
+        return sl_map_ctx_error(ctx, SL_EINVAL, "a seventh");
+    return draw(ctx, in, out, NULL);
+}
+
+static sl_dataset *p_ignore_errors(void)
+{
+    return sl_ignore_errors(sl_map(sl_range(0, 200, 1), "7", fail_sevenths, NULL, 3, 0), 0);
+}
+
 static sl_dataset *p_cache_mem(void)
 {
     /* pass 0 fills the cache, 1 and 2 are served from it */
@@ -561,6 +635,16 @@ static void test_combining(void **state)
     long early[] = {5, 6, 7, 8, 20};
     check_op(p_choose, SL_ERRORS_FAIL, early, 5);
     check_op(p_sample, SL_ERRORS_FAIL, NULL, 0);
+}
+
+static void test_variable_length(void **state)
+{
+    (void)state;
+    check_op(p_padded_batch, SL_ERRORS_FAIL, NULL, 0);
+    check_op(p_window, SL_ERRORS_FAIL, NULL, 0);
+    check_op(p_group_by_window, SL_ERRORS_FAIL, NULL, 0);
+    check_op(p_bucket, SL_ERRORS_FAIL, NULL, 0);
+    check_op(p_ignore_errors, SL_ERRORS_FAIL, NULL, 0);
 }
 
 static void test_restructuring(void **state)
@@ -924,6 +1008,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_batching),      cmocka_unit_test(test_order),
         cmocka_unit_test(test_cache),         cmocka_unit_test(test_skips),
         cmocka_unit_test(test_combining),     cmocka_unit_test(test_restructuring),
+        cmocka_unit_test(test_variable_length),
         cmocka_unit_test(test_small_and_lazy), cmocka_unit_test(test_other_process),
         cmocka_unit_test(test_refusals),
     };

@@ -189,6 +189,10 @@ struct sl__iter {
     uint64_t stats_key; /* its entry's key: the key, but shared under an interleave */
     int depth;
     bool own_count;
+    /* under an ignore_errors node (SL__IGNORE_*), inherited by the node
+     * iterators made below it: element errors are dropped whatever the
+     * policy */
+    int ignoring;
     /* while it is being made from a saved state: its record (state.c),
      * read with sl__iter_restored; NULL when it starts fresh */
     const struct sl__restore_entry *restored;

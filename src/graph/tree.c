@@ -24,6 +24,8 @@ static _Thread_local int making_depth;
  * under an interleave, whose inputs' nodes have keys of their own (their
  * random streams differ) but share statistics entries. 0: the key. */
 static _Thread_local uint64_t making_stats_key;
+/* Likewise whether it is under an ignore_errors node (its `ignoring`). */
+static _Thread_local int making_ignoring;
 
 void *sl__iter_alloc(const sl__iter_ops *ops, size_t size, const sl_dataset *ds,
                      sl__tree *tree, uint64_t key, int64_t epoch)
@@ -32,6 +34,7 @@ void *sl__iter_alloc(const sl__iter_ops *ops, size_t size, const sl_dataset *ds,
     if (!it)
         return NULL;
     it->depth = making_depth;
+    it->ignoring = making_ignoring;
     it->stats_key = making_stats_key ? making_stats_key : key;
     making_stats_key = 0;
     it->stats = sl__stats_node(tree, it->stats_key, sl_dataset_name(ds), SL__NODE_OTHER,
@@ -70,24 +73,28 @@ int sl__iter_input_saved(const sl__iter *parent, int i)
 int sl__iter_make_input(sl__iter *parent, int i, int64_t epoch, sl__iter **out)
 {
     const sl_dataset *in = parent->ds->inputs[i];
-    int saved = making_depth;
+    int saved = making_depth, saved_ignoring = making_ignoring;
     making_depth = parent->depth + 1;
+    making_ignoring = parent->ignoring;
     making_stats_key = parent->stats_key == parent->key ? 0 : child_key(parent->stats_key, i, in);
     int rc = sl__iter_make(in, parent->tree, child_key(parent->key, i, in), epoch, out);
     making_stats_key = 0;
     making_depth = saved;
+    making_ignoring = saved_ignoring;
     return rc;
 }
 
 int sl__iter_make_under(sl__iter *parent, const sl_dataset *ds, uint64_t key,
                         uint64_t stats_key, int64_t epoch, sl__iter **out)
 {
-    int saved = making_depth;
+    int saved = making_depth, saved_ignoring = making_ignoring;
     making_depth = parent->depth + 1;
+    making_ignoring = parent->ignoring;
     making_stats_key = stats_key;
     int rc = sl__iter_make(ds, parent->tree, key, epoch, out);
     making_stats_key = 0;
     making_depth = saved;
+    making_ignoring = saved_ignoring;
     return rc;
 }
 
@@ -228,7 +235,15 @@ int sl__policy(sl__iter *it, int code)
 {
     sl__tree *t = it->tree;
     it->fail_count++;
-    if (!sl__error_skippable(code) || t->policy == SL_ERRORS_FAIL)
+    if (!sl__error_skippable(code))
+        return code;
+    if (it->ignoring) { /* under ignore_errors: dropped whatever the policy */
+        long long n = atomic_fetch_add(&t->skipped, 1) + 1;
+        if (it->ignoring == SL__IGNORE_LOGGED && n <= t->error_log_limit)
+            sl__log(SL_LOG_WARN, "ignored error: %s", sl__error_msg());
+        return 0;
+    }
+    if (t->policy == SL_ERRORS_FAIL)
         return code;
     if (t->policy == SL_ERRORS_SKIP_RATE) {
         int64_t seen = it->ok_count + it->fail_count;

@@ -77,6 +77,8 @@ struct sl__tree {
     sl__restore *restore;
 };
 
+enum { SL__IGNORE_NONE, SL__IGNORE_SILENT, SL__IGNORE_LOGGED };
+
 /* The element-error policy: called where an element error originates, with
  * the message already set. Returns 0 to skip the element (counted, maybe
  * logged) or the code to fail with. it->fail_count is updated here;
