@@ -351,10 +351,18 @@ static void test_decision_log(void **state)
     sl_iterator *it = sl_iterator_create(ds, o);
     assert_non_null(it);
     int64_t most = run_sampling(it, 4000, 1);
-    /* a line is logged after its change is counted: count the lines first */
-    pthread_mutex_lock(&cap.mu);
-    int lines = cap.autotune_lines;
-    pthread_mutex_unlock(&cap.mu);
+    /* a line is logged after its change is counted: count the lines first,
+     * once the first (seen in `most`) has had time to land on a loaded
+     * machine */
+    int lines = 0;
+    for (int waited = 0; waited < 2000; waited++) {
+        pthread_mutex_lock(&cap.mu);
+        lines = cap.autotune_lines;
+        pthread_mutex_unlock(&cap.mu);
+        if (lines >= 1)
+            break;
+        tu_sleep_us(1000);
+    }
     sl_stats *s = sl_iterator_stats(it);
     assert_non_null(s);
     double changes = sl_stats_global(s, SL_GLOBAL_KNOB_CHANGES);
