@@ -94,6 +94,9 @@ MAP_FN = ctypes.CFUNCTYPE(c_int, c_void_p, c_void_p, P(c_void_p), c_void_p)
 PREDICATE_FN = ctypes.CFUNCTYPE(c_int, c_void_p, c_void_p, c_void_p)
 INTERLEAVE_FN = ctypes.CFUNCTYPE(c_void_p, c_void_p, c_void_p)
 GENERATOR_FN = ctypes.CFUNCTYPE(c_int, c_void_p, c_int64, P(c_void_p))
+KEY_FN = ctypes.CFUNCTYPE(c_int, c_void_p, c_void_p, P(c_int64), c_void_p)
+WINDOW_REDUCE_FN = ctypes.CFUNCTYPE(c_void_p, c_int64, c_void_p, c_void_p)
+WINDOW_SIZE_FN = ctypes.CFUNCTYPE(c_int64, c_int64, c_void_p)
 SCAN_FN = ctypes.CFUNCTYPE(c_int, c_void_p, c_void_p, c_void_p, P(c_void_p), P(c_void_p),
                            c_void_p)
 
@@ -172,6 +175,11 @@ _PROTOTYPES = {
     "sl_scan": (c_void_p, [c_void_p, c_char_p, c_void_p, SCAN_FN, c_void_p]),
     "sl_unique": (c_void_p, [c_void_p]),
     "sl_rebatch": (c_void_p, [c_void_p, c_int64, c_unsigned]),
+    "sl_padded_batch": (c_void_p, [c_void_p, c_int64, c_int, P(c_int64), c_void_p, c_unsigned]),
+    "sl_window": (c_void_p, [c_void_p, c_int64, c_int64, c_int64, c_unsigned]),
+    "sl_group_by_window": (c_void_p, [c_void_p, c_char_p, KEY_FN, WINDOW_REDUCE_FN, c_int64,
+                                      WINDOW_SIZE_FN, c_void_p]),
+    "sl_ignore_errors": (c_void_p, [c_void_p, c_unsigned]),
     "sl_range": (c_void_p, [c_int64, c_int64, c_int64]),
     "sl_from_tensors": (c_void_p, [c_void_p]),
     "sl_from_files": (c_void_p, [P(c_char_p), P(c_int64), c_size_t]),

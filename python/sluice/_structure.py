@@ -235,6 +235,32 @@ def tree_signature(node):
     return None
 
 
+def flatten_up_to(node, value, what):
+    """The parts of `value` at node's leaves, in order: value nests as node
+    does down to its leaves, and whatever stands at a leaf (a shape, say)
+    is taken whole."""
+    out = []
+
+    def walk(n, v):
+        if isinstance(n, Leaf):
+            out.append(v)
+        elif isinstance(n, tuple):
+            if not isinstance(v, (tuple, list)) or len(v) != len(n):
+                raise TypeError("%s: %r does not have the elements' structure %s"
+                                % (what, v, text(node)))
+            for x, y in zip(n, v):
+                walk(x, y)
+        else:
+            if not isinstance(v, dict) or set(v) != set(n):
+                raise TypeError("%s: %r does not have the elements' structure %s"
+                                % (what, v, text(node)))
+            for k in sorted(n):
+                walk(n[k], v[k])
+
+    walk(node, value)
+    return out
+
+
 def nest_like(value, flat):
     """The structure of a Python value with, for its leaves in order, the
     leaves of `flat` (the library's flat structure of the same tensors: a
@@ -282,6 +308,27 @@ def packer(node):
         return (lambda vs: {k: f(vs) for k, f in zip(keys, parts)}), at
 
     return build(node, 0)[0]
+
+
+def arguments(structure):
+    """How a function receives an element of `structure`, as tf.data calls
+    it: a tuple unpacked into arguments, anything else (a dict, a single
+    value) as one argument; an element of unknown structure as its values."""
+    pack = packer(structure)
+    if structure is None:
+        return lambda values: tuple(values)
+    if isinstance(structure, tuple):
+        return pack
+    return lambda values: (pack(values),)
+
+
+def map_values(fn, value):
+    """fn applied to each leaf of a Python value, its nesting kept."""
+    if isinstance(value, tuple):
+        return tuple(map_values(fn, x) for x in value)
+    if isinstance(value, dict):
+        return {k: map_values(fn, x) for k, x in value.items()}
+    return fn(value)
 
 
 def leaf_at(node, path):

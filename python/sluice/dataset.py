@@ -10,7 +10,8 @@ from ._constants import (SL_AUTOTUNE, SL_COMPRESSION_GZIP, SL_COMPRESSION_NONE,
                          SL_CROP_RESIZE, SL_DISTRIBUTE_BY_DATA, SL_DISTRIBUTE_BY_FILE,
                          SL_DISTRIBUTE_DROP, SL_DISTRIBUTE_PAD, SL_DROP_REMAINDER, SL_EINVAL,
                          SL_ESTATE, SL_FLOAT32, SL_FOLDER_RESCAN, SL_INFINITE,
-                         SL_INT64, SL_LAYOUT_CHW, SL_LAYOUT_HWC, SL_LIST_SHUFFLE,
+                         SL_INT64, SL_LAYOUT_CHW, SL_LAYOUT_HWC, SL_LIST_SHUFFLE, SL_LOG_ERRORS,
+                         SL_MAX_DIMS,
                          SL_MAP_ORDERED, SL_NONDETERMINISTIC, SL_SHUFFLE_ALL,
                          SL_SAME_EACH_EPOCH, SL_SHUFFLE_NO_RESHUFFLE, SL_STOP_ON_EMPTY,
                          SL_STRING,
@@ -18,7 +19,8 @@ from ._constants import (SL_AUTOTUNE, SL_COMPRESSION_GZIP, SL_COMPRESSION_NONE,
                          SL_UNKNOWN, SL_WITH_PATHS)
 from ._callbacks import Callback
 from ._errors import Error, make_error, pending_interrupt
-from ._lib import MAP_FN, PREDICATE_FN, SCAN_FN, DistContext, ImageSpec, lib
+from ._lib import (KEY_FN, MAP_FN, PREDICATE_FN, SCAN_FN, WINDOW_REDUCE_FN, WINDOW_SIZE_FN,
+                   DistContext, ImageSpec, lib)
 from .iterator import Iterator
 from .options import Options
 
@@ -49,6 +51,12 @@ _COMPRESSIONS = {None: SL_COMPRESSION_NONE, "": SL_COMPRESSION_NONE,
                  "GZIP": SL_COMPRESSION_GZIP}
 _DISTRIBUTE_POLICIES = {"auto": 0,  # neither flag
                         "file": SL_DISTRIBUTE_BY_FILE, "data": SL_DISTRIBUTE_BY_DATA}
+
+
+def _as_window(value):
+    """One value of a window() element (the window's values stacked) as
+    tf.data gives it: a dataset of them."""
+    return Dataset.from_tensor_slices(value)
 
 
 def _sliceable(v):
@@ -95,18 +103,11 @@ def _count(op, name, value):
 
 
 _UNSET = object()
-
-
-def _arguments(structure):
-    """How a function receives an element of `structure`, as tf.data calls
-    it: a tuple unpacked into arguments, anything else (a dict, a single
-    value) as one argument; an element of unknown structure as its values."""
-    pack = _structure.packer(structure)
-    if structure is None:
-        return lambda values: values
-    if isinstance(structure, tuple):
-        return lambda values: pack(values)
-    return lambda values: (pack(values),)
+# Ops that pass elements on as they are: after window() their elements
+# still stand for datasets.
+_SAME_ELEMENTS = frozenset(("sl_assert_cardinality", "sl_cache", "sl_cache_auto",
+                            "sl_distribute", "sl_ignore_errors", "sl_prefetch", "sl_repeat",
+                            "sl_shard", "sl_shuffle", "sl_skip", "sl_take"))
 
 
 class _Callback(Callback):
@@ -132,7 +133,7 @@ class _Callback(Callback):
         p = lib.sl_map_ctx_structure(ctx)
         args_of = self._args_of.get(p)
         if args_of is None:
-            args_of = self._args_of[p] = _arguments(_structure.from_c(p))
+            args_of = self._args_of[p] = _structure.arguments(_structure.from_c(p))
         args = args_of(values)
         if self.with_context:
             mc = MapContext(ctx)
@@ -219,6 +220,55 @@ class _Scan(Callback):
             return self.element_error(ctx, e)
 
 
+class _Grouping(Callback):
+    """group_by_window's functions, called from C on the pulling thread:
+    the key of an element, the dataset a window reduces to, a key's window
+    size. Windows come as sluice Datasets over the grouped elements."""
+
+    def __init__(self, key_func, reduce_func, size_func, as_bytes, dataset):
+        super().__init__()
+        self.key_func, self.reduce_func, self.size_func = key_func, reduce_func, size_func
+        self.as_bytes = as_bytes
+        self.options, self.strings = dataset.options, dataset._strings
+        self._args_of = {}
+        self._kept = []
+        self.c_key = KEY_FN(self._key)
+        self.c_reduce = WINDOW_REDUCE_FN(self._reduce)
+        self.c_size = WINDOW_SIZE_FN(self._size)
+
+    def _key(self, ctx, el, key, user):
+        try:
+            owner = _tensor.ElementRef(lib.sl_element_retain(el))
+            values = _tensor.element_values(owner, self.as_bytes)
+            p = lib.sl_map_ctx_structure(ctx)
+            args = self._args_of.get(p)
+            if args is None:
+                args = self._args_of[p] = _structure.arguments(_structure.from_c(p))
+            key[0] = int(self.key_func(*args(values)))
+            return 0
+        except BaseException as e:
+            return self.element_error(ctx, e)
+
+    def _reduce(self, key, window, user):
+        try:
+            w = Dataset(window, (), self.options, None, self.strings)
+            ds = self.reduce_func(key, w)
+            if not isinstance(ds, Dataset):
+                raise TypeError("group_by_window: reduce_func must return a sluice.Dataset, "
+                                "not %s" % type(ds).__name__)
+            self._kept.extend(cb for cb in ds._callbacks if cb not in self._kept)
+            return lib.sl_dataset_retain(ds._ptr)
+        except BaseException as e:
+            self.last_error(e)
+            return None
+
+    def _size(self, key, user):
+        try:
+            return int(self.size_func(key))
+        except BaseException as e:
+            return self.last_error(e)
+
+
 class MapContext:
     """Passed first to functions given with ``with_context=True``: the
     element's position and its own random stream, the same on any thread
@@ -283,6 +333,7 @@ class Dataset:
         self.options = options if options is not None else Options()
         self.image_layout = image_layout  # "HWC"/"CHW" after map_image (for sluice.torch)
         self._image_leaf = 0  # ... and which tensor the image is
+        self._window = None  # window(): value -> the dataset it stands for
         # how string values come out: "str" (paths, labels: os.fsdecode's
         # surrogateescape) or "bytes" (records: tfrecord, webdataset); an
         # Interleaver in place of either: whatever its map_func's datasets
@@ -312,6 +363,8 @@ class Dataset:
         ds = Dataset(ptr, cbs, self.options, layout, strings or self._strings)
         ds._image_leaf = self._image_leaf
         ds.distributed = self.distributed
+        if builder.__name__ in _SAME_ELEMENTS:
+            ds._window = self._window
         return ds
 
     # ---- sources ----
@@ -384,6 +437,24 @@ class Dataset:
         return self._derive(lib.sl_with_structure, c.ptr)
 
     # ---- structure ----
+
+    def _arguments_of(self):
+        """values -> the arguments of a function called with an element of
+        self (interleave's map_func): its structure's, looked up when the
+        first element comes (a map above may have learned it by then);
+        after window(), each value a dataset of the window's elements."""
+        ptr, window, cache = self._ptr, self._window, {}
+
+        def args_of(values):
+            p = lib.sl_dataset_structure(ptr)
+            f = cache.get(p)
+            if f is None:
+                args = _structure.arguments(_structure.from_c(p))
+                f = cache[p] = ((lambda vs: args([window(v) for v in vs])) if window
+                                else args)
+            return f(values)
+
+        return args_of
 
     def _declare(self, structure):
         """Tells the library the structure of self's elements, which it
@@ -814,7 +885,7 @@ class Dataset:
                                 % type(ds).__name__)
             return ds
 
-        cb = _records.Interleaver(datasets, self.strings == "bytes")
+        cb = _records.Interleaver(datasets, self.strings == "bytes", self._arguments_of())
         flags = SL_NONDETERMINISTIC if deterministic is False else 0
         return self._derive(lib.sl_interleave, cb.c_fn, None, cycle, block, par, flags,
                             callback=cb, image_layout=None, strings=cb)
@@ -951,6 +1022,146 @@ class Dataset:
             ds = ds.prefetch(_parallel("batch", num_parallel_calls))
         return ds
 
+    def padded_batch(self, batch_size, padded_shapes=None, padding_values=None,
+                     drop_remainder=False, name=None):
+        """tf.data's padded_batch: batches of elements whose values differ
+        in shape, each padded to padded_shapes (a shape per value, nested
+        as the elements are; None or a None dimension: the longest of the
+        batch) with padding_values (nested likewise, or one for every value;
+        0, or "" for strings, by default)."""
+        del name
+        batch_size = _count("padded_batch", "batch_size", batch_size)
+        flags = SL_DROP_REMAINDER if drop_remainder else 0
+        if padded_shapes is None and padding_values is None:
+            return self._derive(lib.sl_padded_batch, batch_size, 0, None, None, flags)
+        structure = self._structure()
+        if structure is None:
+            raise ValueError("padded_batch: the elements' structure is not known (an empty "
+                             "dataset?), so padded_shapes cannot be matched to them")
+        leaves = _structure.flatten_up_to(structure, structure, "padded_batch")
+        n = len(leaves)
+        shapes = None
+        if padded_shapes is not None:
+            shapes = (ctypes.c_int64 * (n * SL_MAX_DIMS))(*([-1] * (n * SL_MAX_DIMS)))
+            for j, shape in enumerate(_structure.flatten_up_to(structure, padded_shapes,
+                                                                "padded_batch")):
+                dims = ([] if shape is None else [shape] if isinstance(shape, int)
+                        else list(shape))
+                if len(dims) > SL_MAX_DIMS:
+                    raise ValueError("padded_batch: padded shape %r has too many dimensions"
+                                     % (shape,))
+                for k, dim in enumerate(dims):
+                    shapes[j * SL_MAX_DIMS + k] = -1 if dim is None else int(dim)
+        values = None
+        if padding_values is not None:
+            import numpy as np
+            pads = (_structure.flatten_up_to(structure, padding_values, "padded_batch")
+                    if isinstance(padding_values, (tuple, list, dict))
+                    else [padding_values] * n)  # one value for every component
+            arrs = []
+            for leaf, v in zip(leaves, pads):
+                if v is None:
+                    v = "" if leaf.dtype == "string" else 0
+                if leaf.dtype == "string" or isinstance(v, (str, bytes)):
+                    arrs.append(v)
+                else:
+                    arrs.append(np.asarray(v, dtype=leaf.dtype) if leaf.dtype else np.asarray(v))
+            values = _tensor.make_element(arrs)
+        try:
+            return self._derive(lib.sl_padded_batch, batch_size, n, shapes, values, flags)
+        finally:
+            if values:
+                lib.sl_element_release(values)
+
+    def window(self, size, shift=None, stride=1, drop_remainder=False, name=None):
+        """tf.data's window: window k holds up to size elements stride
+        apart from position k * shift (shift None: size); every window
+        starting before the end comes, those the end cuts short too unless
+        drop_remainder. Iterating, flat_map and interleave see each window
+        as tf.data gives it, a dataset of its elements (a tuple or dict of
+        datasets for tuple or dict elements: one per value); other ops see
+        it stacked, as batch would stack it (so the values of a window must
+        agree in shape)."""
+        del name
+        size = _count("window", "size", size)
+        shift = size if shift is None else _count("window", "shift", shift)
+        ds = self._derive(lib.sl_window, size, shift, _count("window", "stride", stride),
+                          SL_DROP_REMAINDER if drop_remainder else 0, image_layout=None)
+        ds._window = _as_window
+        return ds
+
+    def group_by_window(self, key_func, reduce_func, window_size=None, window_size_func=None,
+                        name=None):
+        """tf.data's group_by_window: key_func(element) (called as map
+        calls its function) gives each element's int key; a group that
+        reaches window_size (or window_size_func(key)) elements becomes a
+        window, reduce_func(key, window_dataset) a Dataset whose elements
+        come out. At the end the groups left are reduced in key order."""
+        if (window_size is None) == (window_size_func is None):
+            raise ValueError("group_by_window: give window_size or window_size_func")
+        cb = _Grouping(key_func, reduce_func, window_size_func, self.strings == "bytes", self)
+        label = (name or getattr(key_func, "__name__", None) or "python").encode()
+        size = 0 if window_size is None else _count("group_by_window", "window_size",
+                                                       window_size)
+        return self._derive(lib.sl_group_by_window, label, cb.c_key, cb.c_reduce, size,
+                            cb.c_size if window_size_func else WINDOW_SIZE_FN(), None,
+                            callback=cb, image_layout=None)
+
+    def bucket_by_sequence_length(self, element_length_func, bucket_boundaries,
+                                  bucket_batch_sizes, padded_shapes=None, padding_values=None,
+                                  pad_to_bucket_boundary=False, no_padding=False,
+                                  drop_remainder=False, name=None):
+        """tf.data's bucket_by_sequence_length: elements grouped into
+        buckets by element_length_func(element) (bucket i holds lengths in
+        [bucket_boundaries[i - 1], bucket_boundaries[i])), each batched
+        bucket_batch_sizes[i] at a time with padded_batch (batch with
+        no_padding); pad_to_bucket_boundary pads open dimensions to the
+        bucket's boundary less one. Built as tf.data builds it: a
+        group_by_window over padded_batch."""
+        del name
+        bounds = [int(b) for b in bucket_boundaries]
+        sizes = [int(b) for b in bucket_batch_sizes]
+        if len(sizes) != len(bounds) + 1:
+            raise ValueError("bucket_by_sequence_length: len(bucket_batch_sizes) must equal "
+                             "len(bucket_boundaries) + 1")
+        if any(b <= a for a, b in zip(bounds, bounds[1:])) or (bounds and bounds[0] < 1):
+            raise ValueError("bucket_by_sequence_length: bucket_boundaries must rise from 1")
+
+        def key_func(*args):
+            length = int(element_length_func(*args))
+            bucket = sum(1 for b in bounds if length >= b)
+            if pad_to_bucket_boundary and bucket == len(bounds):
+                raise ValueError("bucket_by_sequence_length: length %d is not below the "
+                                 "largest boundary %d (pad_to_bucket_boundary)"
+                                 % (length, bounds[-1] if bounds else 0))
+            return bucket
+
+        def boundary_shape(bucket, shape):
+            return [bounds[bucket] - 1 if d is None else d for d in shape]
+
+        def reduce_func(bucket, window):
+            if no_padding:
+                return window.batch(sizes[bucket], drop_remainder=drop_remainder)
+            shapes = padded_shapes
+            if pad_to_bucket_boundary:
+                shapes = (_structure.map_values(lambda t: boundary_shape(bucket, t.shape),
+                                                window.element_spec)
+                          if padded_shapes is None else
+                          _structure.map_values(lambda sh: boundary_shape(bucket, sh),
+                                                padded_shapes))
+            return window.padded_batch(sizes[bucket], shapes, padding_values, drop_remainder)
+
+        return self.group_by_window(key_func, reduce_func,
+                                    window_size_func=lambda bucket: sizes[bucket],
+                                    name="bucket_by_sequence_length")
+
+    def ignore_errors(self, log_warning=False, name=None):
+        """tf.data's ignore_errors: element errors below this point (a
+        corrupt file, a failing map, a bad record) drop their element,
+        whatever Options(error_policy) says; log_warning logs them."""
+        del name
+        return self._derive(lib.sl_ignore_errors, SL_LOG_ERRORS if log_warning else 0)
+
     def unbatch(self):
         """Splits each element along its first dimension."""
         return self._derive(lib.sl_unbatch)
@@ -1069,6 +1280,7 @@ class Dataset:
                      self.image_layout, self._strings)
         ds._image_leaf = self._image_leaf
         ds.distributed = self.distributed
+        ds._window = self._window
         return ds
 
     # ---- iteration and inspection ----
@@ -1089,6 +1301,9 @@ class Dataset:
         scalars (np.int64(3), not a 0-d array), plain numpy arrays for
         arrays (read-only views of the library's memory), bytes for strings
         (object arrays of bytes for batches of them)."""
+        if self._window:
+            raise TypeError("as_numpy_iterator: the elements of window() are datasets; "
+                            "iterate them, or batch() in place of window()")
         for value in self:
             yield _numpy_value(value)
 

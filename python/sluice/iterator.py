@@ -132,7 +132,9 @@ class Iterator:
         owner = self._next_ref()
         if self._bytes is None:
             self._bytes = self._dataset.strings == "bytes"
-            self._pack = _structure.packer(_structure.of_dataset(self._dataset._ptr))
+            pack = _structure.packer(_structure.of_dataset(self._dataset._ptr))
+            wrap = self._dataset._window  # window(): each value a dataset
+            self._pack = (lambda vs: pack([wrap(v) for v in vs])) if wrap else pack
         try:
             value = self._pack(_tensor.element_values(owner, self._bytes))
         except KeyboardInterrupt:

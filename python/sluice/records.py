@@ -169,8 +169,8 @@ def path_list(paths, op):
 
 class Interleaver(Callback):
     """The Python function of Dataset.interleave, called from C (the
-    interleave's thread, one call at a time, holding the GIL): fn(*values)
-    returns a Dataset (Dataset.interleave checks that it does), returned
+    interleave's thread, one call at a time, holding the GIL):
+    fn(*args_of(values)) returns a Dataset (Dataset.interleave checks that it does), returned
     to C as a new reference. An exception becomes the element's error
     (sluice._callbacks).
 
@@ -178,11 +178,12 @@ class Interleaver(Callback):
     map_func) are kept as long as this interleave lives: C may still run
     them. Put Python maps after the interleave, not inside it."""
 
-    def __init__(self, fn, as_bytes):
+    def __init__(self, fn, as_bytes, args_of=tuple):
         from ._tensor import ElementRef, element_values
         super().__init__()
         self.fn = fn
         self.as_bytes = as_bytes
+        self.args_of = args_of  # an element's values -> fn's arguments
         self.strings = None  # the returned datasets' ("str" / "bytes"), once seen
         self._kept = []
         self._keys = set()
@@ -193,7 +194,7 @@ class Interleaver(Callback):
     def _call(self, el, user):
         try:
             owner = self._ref(lib.sl_element_retain(el))
-            args = self._values(owner, self.as_bytes)
+            args = self.args_of(self._values(owner, self.as_bytes))
             ds = self.fn(*args)
             self.strings = ds.strings
             for cb in ds._callbacks:

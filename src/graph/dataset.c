@@ -153,6 +153,12 @@ int sl__dataset_publish_structure(const sl_dataset *ds, const sl_structure *s)
                          "structure %s", sl_dataset_name(ds), a, b);
 }
 
+int sl__dataset_adopt_structure(const sl_dataset *ds, const sl_dataset *from)
+{
+    const sl_structure *s = sl_dataset_structure(from);
+    return s ? sl__dataset_publish_structure(ds, s) : 0;
+}
+
 SL_API const sl_structure *sl_dataset_structure(const sl_dataset *ds)
 {
     if (!ds)

@@ -134,6 +134,10 @@ sl_dataset *sl__dataset_structured(sl_dataset *ds, sl_structure *s);
 /* Publishes ds's structure once it is known (s borrowed): 0, or
  * SL_ESHAPE with a message naming both when ds already has another tree. */
 int sl__dataset_publish_structure(const sl_dataset *ds, const sl_structure *s);
+/* For a node whose elements are another dataset's (an interleave's
+ * source, a group's reduction): publishes from's structure as ds's when
+ * from knows it (0 when it does not yet); SL_ESHAPE when ds has another. */
+int sl__dataset_adopt_structure(const sl_dataset *ds, const sl_dataset *from);
 /* The structure hook of ops whose elements are their input's. */
 sl_structure *sl__structure_of_input(const sl_dataset *ds);
 /* Refreshes every changing source under ds (ops->refresh) for `epoch`:

@@ -34,6 +34,7 @@ typedef struct group_by_window_iter {
     int ngroups, cap;
     sl_dataset *cur_ds; /* the reduction being read, and its iterator */
     sl__iter *cur;
+    bool cur_typed; /* cur_ds's structure went to the node */
     int64_t windows; /* reductions made this pass: their iterators' keys */
 } group_by_window_iter;
 
@@ -129,8 +130,8 @@ static int reduce(group_by_window_iter *it, int i)
                              sl_dataset_name(&d->base), (long long)g.key, why[0] ? ": " : "",
                              why);
     }
-    const sl_structure *s = sl_dataset_structure(ds);
-    int rc = s ? sl__dataset_publish_structure(&d->base, s) : 0;
+    it->cur_typed = sl_dataset_structure(ds) != NULL; /* else at its first element */
+    int rc = sl__dataset_adopt_structure(&d->base, ds);
     uint64_t key = sl__hash_u64(sl__hash_u64(it->u.base.key, SL__SALT_INTERLEAVE),
                                 (uint64_t)it->windows++);
     if (rc == 0)
@@ -201,6 +202,11 @@ static int produce(group_by_window_iter *it, sl_element **out)
     for (;;) {
         if (it->cur) {
             int rc = sl__iter_next(it->cur, out);
+            if (rc == 0 && !it->cur_typed) {
+                it->cur_typed = true;
+                if ((rc = sl__dataset_adopt_structure(it->u.base.ds, it->cur_ds)) < 0)
+                    sl_element_release(*out);
+            }
             if (rc != SL_EOF)
                 return rc;
             drop_current(it);

@@ -54,6 +54,7 @@ typedef struct source {
     char *msg;
     bool busy;            /* a fetcher is pulling from it */
     bool nosave;          /* its iterator cannot save its position */
+    bool typed;           /* its dataset's structure went to the interleave */
     int64_t held;         /* bytes of the buffered elements */
     sl__bytes taken;      /* it's record after the last element taken */
 } source;
@@ -143,9 +144,10 @@ static source *source_open(interleave_iter *it, const sl_element *el, int64_t in
             sl__set_error(rc, "interleave: the function returned no dataset");
     } else {
         /* the interleave's elements are its inputs' datasets': the first
-         * that knows its structure gives it, the others must agree */
-        const sl_structure *st = sl_dataset_structure(s->ds);
-        rc = st ? sl__dataset_publish_structure(it->base.ds, st) : 0;
+         * that knows its structure gives it, the others must agree (one
+         * that learns it from its elements, at its first) */
+        s->typed = sl_dataset_structure(s->ds) != NULL;
+        rc = sl__dataset_adopt_structure(it->base.ds, s->ds);
     }
     if (rc == 0 && s->ds) {
         uint64_t key = sl__hash_u64(sl__hash_u64(it->base.key, SL__SALT_INTERLEAVE),
@@ -204,6 +206,11 @@ static void fill(interleave_iter *it, source *s)
             break;
         sl_element *el;
         int rc = sl__iter_next(s->it, &el);
+        if (rc == 0 && !s->typed) {
+            s->typed = true;
+            if ((rc = sl__dataset_adopt_structure(it->base.ds, s->ds)) < 0)
+                sl_element_release(el);
+        }
         sl__bytes *snap = &s->snaps[slot];
         snap->n = 0;
         bool nosave = rc == 0 && sl__iter_save(s->it, snap) < 0;

@@ -132,6 +132,15 @@ def test_interleave_of_structured_datasets():
     ds = Dataset.range(2).interleave(per, cycle_length=2, block_length=1)
     got = [(int(d["i"]), int(d["j"])) for d in ds]
     assert got == [(0, 0), (1, 0), (0, 1), (1, 1), (0, 2), (1, 2)]
+    # inner datasets that learn their structure from their first element
+    ds = Dataset.range(3).interleave(
+        lambda i: Dataset.range(2).map(lambda j: {"i": i, "j": j}), cycle_length=2)
+    got = sorted((int(d["i"]), int(d["j"])) for d in ds)
+    assert got == [(i, j) for i in range(3) for j in range(2)]
+    with pytest.raises(sluice.ShapeError, match="structure"):
+        list(Dataset.range(3).interleave(
+            lambda i: Dataset.range(2).map(lambda j: {"i": i} if i else (i, j)),
+            cycle_length=1))
 
 
 def test_resume_keeps_the_structure():
@@ -163,3 +172,46 @@ def test_scan_with_structured_state_resumes():
     assert [(float(d["mean"]), int(d["x"])) for d in head] + rest == ref
     with pytest.raises(sluice.CallbackError, match="new state"):
         list(Dataset.range(3).scan((0, 0), lambda s, x: (s[0], x)))
+
+
+def test_group_by_window_sizes_errors_and_resume():
+    ds = Dataset.range(20).shuffle(20, seed=4).group_by_window(
+        lambda x: x % 3, lambda key, w: w.batch(10).map(lambda b: {"key": key, "b": b}),
+        window_size_func=lambda key: 2 + key)
+    ref = [(int(d["key"]), d["b"].tolist()) for d in ds.iterator(epoch=0)]
+    assert sorted(x for _, b in ref for x in b) == list(range(20))
+    assert all(len(b) <= 2 + k and all(x % 3 == k for x in b) for k, b in ref)
+    it = ds.iterator(epoch=0)
+    head = [(int(d["key"]), d["b"].tolist()) for d in (next(it), next(it), next(it))]
+    state = it.state()
+    it.close()
+    rest = [(int(d["key"]), d["b"].tolist()) for d in ds.iterator(state=state)]
+    assert head + rest == ref
+    with pytest.raises(sluice.CallbackError, match="reduce_func must return"):
+        list(Dataset.range(4).group_by_window(lambda x: 0, lambda k, w: [1], window_size=2))
+    with pytest.raises(sluice.CallbackError, match="group_by_window.*ZeroDivisionError"):
+        list(Dataset.range(4).group_by_window(lambda x: 1 // 0, lambda k, w: w, window_size=2))
+    with pytest.raises(ValueError):
+        Dataset.range(4).group_by_window(lambda x: 0, lambda k, w: w)
+
+
+def test_padded_batch_of_dicts_and_strings():
+    def gen():
+        for i in range(1, 5):
+            yield {"ids": np.arange(i), "text": "x" * i, "tags": np.array(["a"] * i)}
+
+    ds = Dataset.from_generator(gen).padded_batch(
+        3, padded_shapes={"ids": [None], "text": [], "tags": [4]},
+        padding_values={"ids": -1, "text": None, "tags": "pad"})
+    first, second = list(ds.as_numpy_iterator())
+    assert first["ids"].tolist() == [[0, -1, -1], [0, 1, -1], [0, 1, 2]]
+    assert first["text"].tolist() == [b"x", b"xx", b"xxx"]
+    assert first["tags"].tolist() == [[b"a", b"pad", b"pad", b"pad"],
+                                      [b"a", b"a", b"pad", b"pad"],
+                                      [b"a", b"a", b"a", b"pad"]]
+    assert second["ids"].tolist() == [[0, 1, 2, 3]]
+    with pytest.raises(sluice.Error, match="padded"):
+        list(Dataset.from_generator(gen).padded_batch(2, padded_shapes={"ids": [2], "text": [],
+                                                                          "tags": [None]}))
+    with pytest.raises(TypeError, match="structure"):
+        Dataset.from_generator(gen).padded_batch(2, padded_shapes=([2], [], [None]))

@@ -401,3 +401,123 @@ def test_with_options():
     options.deterministic = False
     ds = ds.with_options(options)
     assert sorted(int(x) for x in ds) == list(range(50))
+
+
+def test_padded_batch():
+    A = (tf_data.Dataset
+         .range(1, 5)
+         .map(lambda x: np.full(x, x)))
+    # Pad to the smallest per-batch size that fits all elements.
+    B = A.padded_batch(2)
+    same(list(B.as_numpy_iterator()), [array([[1, 0], [2, 2]]),
+                                       array([[3, 3, 3, 0], [4, 4, 4, 4]])])
+    # Pad to a fixed size.
+    C = A.padded_batch(2, padded_shapes=5)
+    same(list(C.as_numpy_iterator()), [array([[1, 0, 0, 0, 0], [2, 2, 0, 0, 0]]),
+                                       array([[3, 3, 3, 0, 0], [4, 4, 4, 4, 0]])])
+    # Pad with a custom value.
+    D = A.padded_batch(2, padded_shapes=5, padding_values=-1)
+    same(list(D.as_numpy_iterator()), [array([[1, -1, -1, -1, -1], [2, 2, -1, -1, -1]]),
+                                       array([[3, 3, 3, -1, -1], [4, 4, 4, 4, -1]])])
+    # Components of nested elements can be padded independently.
+    elements = [([1, 2, 3], [10]),
+                ([4, 5], [11, 12])]
+    dataset = tf_data.Dataset.from_generator(
+        lambda: iter(elements), (np.int64, np.int64))
+    # Pad the first component of the tuple to length 4, and the second
+    # component to the smallest size that fits.
+    dataset = dataset.padded_batch(2,
+                                   padded_shapes=([4], [None]),
+                                   padding_values=(-1, 100))
+    same(list(dataset.as_numpy_iterator()), [(array([[1, 2, 3, -1], [4, 5, -1, -1]]),
+                                              array([[10, 100], [11, 12]]))])
+    # Pad with a single value and multiple components.
+    E = tf_data.Dataset.zip((A, A)).padded_batch(2, padding_values=-1)
+    same(list(E.as_numpy_iterator()), [(array([[1, -1], [2, 2]]), array([[1, -1], [2, 2]])),
+                                       (array([[3, 3, 3, -1], [4, 4, 4, 4]]),
+                                        array([[3, 3, 3, -1], [4, 4, 4, 4]]))])
+
+
+def test_window():
+    dataset = tf_data.Dataset.range(7).window(3)
+    got = [list(window.as_numpy_iterator()) for window in dataset]
+    assert got == [[0, 1, 2], [3, 4, 5], [6]]
+    dataset = tf_data.Dataset.range(7).window(3, drop_remainder=True)
+    got = [list(window.as_numpy_iterator()) for window in dataset]
+    assert got == [[0, 1, 2], [3, 4, 5]]
+    dataset = tf_data.Dataset.range(7).window(3, 2, drop_remainder=True)
+    got = [list(window.as_numpy_iterator()) for window in dataset]
+    assert got == [[0, 1, 2], [2, 3, 4], [4, 5, 6]]
+    dataset = tf_data.Dataset.range(7).window(3, 1, 2, drop_remainder=True)
+    got = [list(window.as_numpy_iterator()) for window in dataset]
+    assert got == [[0, 2, 4], [1, 3, 5], [2, 4, 6]]
+    dataset = tf_data.Dataset.from_tensor_slices(([1, 2, 3, 4, 5],
+                                                  [6, 7, 8, 9, 10]))
+    dataset = dataset.window(2)
+    got = [tuple(list(w.as_numpy_iterator()) for w in windows) for windows in dataset]
+    assert got == [([1, 2], [6, 7]), ([3, 4], [8, 9]), ([5], [10])]
+    dataset = tf_data.Dataset.from_tensor_slices({'a': [1, 2, 3]})
+    dataset = dataset.window(2)
+    got = [{k: list(v.as_numpy_iterator()) for k, v in w.items()} for w in dataset]
+    assert got == [{'a': [1, 2]}, {'a': [3]}]
+    # flat_map sees each window as a dataset, as tf.data's does
+    dataset = tf_data.Dataset.range(7).window(3, 2, 2)
+    dataset = dataset.flat_map(lambda window: window.batch(3))
+    same(list(dataset.as_numpy_iterator()),
+         [array([0, 2, 4]), array([2, 4, 6]), array([4, 6]), array([6])])
+    # ops that pass elements on keep them datasets
+    dataset = tf_data.Dataset.range(7).window(3).prefetch(2).take(2)
+    assert [list(w.as_numpy_iterator()) for w in dataset] == [[0, 1, 2], [3, 4, 5]]
+    with pytest.raises(TypeError):
+        list(tf_data.Dataset.range(7).window(3).as_numpy_iterator())
+
+
+def test_group_by_window():
+    dataset = tf_data.Dataset.range(10)
+    window_size = 5
+    key_func = lambda x: x%2  # noqa: E731,E228 (as written)
+    reduce_func = lambda key, dataset: dataset.batch(window_size)  # noqa: E731
+    dataset = dataset.group_by_window(
+              key_func=key_func,
+              reduce_func=reduce_func,
+              window_size=window_size)
+    same(list(dataset.as_numpy_iterator()), [array([0, 2, 4, 6, 8]), array([1, 3, 5, 7, 9])])
+
+
+def test_bucket_by_sequence_length():
+    elements = [
+      [0], [1, 2, 3, 4], [5, 6, 7],
+      [7, 8, 9, 10, 11], [13, 14, 15, 16, 19, 20], [21, 22]]
+    dataset = tf_data.Dataset.from_generator(
+        lambda: elements, np.int64, output_shapes=[None])
+    dataset = dataset.bucket_by_sequence_length(
+            element_length_func=lambda elem: np.shape(elem)[0],
+            bucket_boundaries=[3, 5],
+            bucket_batch_sizes=[2, 2, 2])
+    same(list(dataset.as_numpy_iterator()),
+         [array([[1, 2, 3, 4], [5, 6, 7, 0]]),
+          array([[7, 8, 9, 10, 11, 0], [13, 14, 15, 16, 19, 20]]),
+          array([[0, 0], [21, 22]])])
+    dataset = tf_data.Dataset.from_generator(
+        lambda: elements, np.int32, output_shapes=[None])
+    dataset = dataset.bucket_by_sequence_length(
+            element_length_func=lambda elem: np.shape(elem)[0],
+            bucket_boundaries=[4, 7],
+            bucket_batch_sizes=[2, 2, 2],
+            pad_to_bucket_boundary=True,
+            padding_values=-1)
+    same(list(dataset.as_numpy_iterator()),
+         [array([[0, -1, -1], [5, 6, 7]]),
+          array([[1, 2, 3, 4, -1, -1], [7, 8, 9, 10, 11, -1]]),
+          array([[21, 22, -1]]),
+          array([[13, 14, 15, 16, 19, 20]])])
+
+
+def test_ignore_errors():
+    dataset = tf_data.Dataset.from_tensor_slices([1., 2., 0., 4.])
+    # 1/0 raises an error in the map: ignore_errors drops that element
+    dataset = dataset.map(lambda x: np.float32(1) / x if x else 1 // int(x))
+    with pytest.raises(sluice.Error):
+        list(dataset.as_numpy_iterator())
+    dataset = dataset.ignore_errors()
+    same(list(dataset.as_numpy_iterator()), [1.0, 0.5, 0.25])
