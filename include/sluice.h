@@ -549,7 +549,7 @@ SL_API sl_dataset *sl_from_queue(sl_queue *q);
 /* tf.data's Dataset.counter: start, start + step, ... without end
  * (scalar int64, wrapping modulo 2^64). */
 SL_API sl_dataset *sl_counter(int64_t start, int64_t step);
-/* Flag for sl_random and sl_sample_from: the same draws every epoch
+/* Flag for sl_random, sl_sample_from and sl_rejection_resample: the same draws every epoch
  * (tf.data's rerandomize_each_iteration=False); without it each epoch
  * draws anew. */
 #define SL_SAME_EACH_EPOCH 2u
@@ -707,6 +707,23 @@ SL_API sl_dataset *sl_bucket_by_sequence_length(
     sl_dataset *in, const char *name, sl_length_fn length_fn, void *user,
     const int64_t *boundaries, int n, const int64_t *batch_sizes, int ntensors,
     const int64_t *padded_shapes, const sl_element *padding_values, unsigned flags);
+
+/* tf.data's rejection_resample: the input resampled by rejection so that
+ * its classes follow `target` (nclasses weights, copied; normalized).
+ * class_fn puts an element's class, in [0, nclasses), in *cls (called as
+ * key_fn is). `initial` is the input's class distribution, or NULL to
+ * estimate it from the classes seen so far in the pass, as tf.data does.
+ * An element of class k is kept with probability (target_k / initial_k) /
+ * max_j (target_j / initial_j) and comes out as the pair (k: int64, the
+ * element). The draws come from the stream of `seed` (-1: the iterator's
+ * seed), the node, the epoch and the input position: the same on any
+ * thread count, new each epoch unless SL_SAME_EACH_EPOCH (flags). One
+ * pass of the input (tf.data's also mixes in a second, unfiltered pass,
+ * which repeats elements). Estimating, a saved position resumes by
+ * replaying the pass's input. Cardinality SL_UNKNOWN for a finite input. */
+SL_API sl_dataset *sl_rejection_resample(sl_dataset *in, const char *name, sl_key_fn class_fn,
+                                         void *user, const double *target, int nclasses,
+                                         const double *initial, int64_t seed, unsigned flags);
 
 /* Flag for sl_ignore_errors: log each error dropped (up to
  * SL_OPT_ERROR_LOG_LIMIT). */

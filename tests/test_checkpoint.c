@@ -599,6 +599,30 @@ static void test_maps(void **state)
     check_op(p_map_image, SL_ERRORS_FAIL, NULL, 0);
 }
 
+/* classes 0..3 of a ragged row by its length, one in 11 an error */
+static int ragged_class(sl_map_ctx *ctx, const sl_element *el, int64_t *cls, void *user)
+{
+    (void)user;
+    int64_t n = sl_tensor_int64(sl_element_tensor(el, 1));
+    if (sl_tensor_int64(sl_element_tensor(el, 0)) % 11 == 5)
+        return sl_map_ctx_error(ctx, SL_EINVAL, "an eleventh");
+    *cls = n % 4;
+    return 0;
+}
+
+static sl_dataset *p_resample_given(void)
+{
+    const double target[4] = {1, 1, 1, 1}, initial[4] = {0.4, 0.2, 0.2, 0.2};
+    return sl_rejection_resample(p_ragged(), "cls", ragged_class, NULL, target, 4, initial,
+                                 -1, 0);
+}
+
+static sl_dataset *p_resample_estimated(void)
+{
+    const double target[4] = {0.1, 0.2, 0.3, 0.4};
+    return sl_rejection_resample(p_ragged(), "cls", ragged_class, NULL, target, 4, NULL, 5, 0);
+}
+
 static void test_batching(void **state)
 {
     (void)state;
@@ -645,6 +669,8 @@ static void test_variable_length(void **state)
     check_op(p_group_by_window, SL_ERRORS_FAIL, NULL, 0);
     check_op(p_bucket, SL_ERRORS_FAIL, NULL, 0);
     check_op(p_ignore_errors, SL_ERRORS_FAIL, NULL, 0);
+    check_op(p_resample_estimated, SL_ERRORS_SKIP, NULL, 0);
+    check_op(p_resample_given, SL_ERRORS_SKIP, NULL, 0);
 }
 
 static void test_restructuring(void **state)

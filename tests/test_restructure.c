@@ -1,5 +1,5 @@
 /* enumerate, counter, random, take_while, unique, scan, rebatch, flat_map,
- * reduce and get_single_element, with tf.data's semantics (its docstring
+ * reduce, get_single_element and rejection_resample, with tf.data's semantics (its docstring
  * examples, written in C). Resuming each is test_checkpoint.c's. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -198,6 +198,99 @@ static void test_flat_map_reduce_single(void **state)
     sl_dataset_release(one), sl_dataset_release(none), sl_dataset_release(r);
 }
 
+/* class 0 for x % 10 < 6, else 1 (0.6 / 0.4); x == 1000077 is class 7 */
+static int six_four(sl_map_ctx *ctx, const sl_element *el, int64_t *cls, void *user)
+{
+    (void)ctx, (void)user;
+    int64_t x = scalar(el, 0);
+    *cls = x == 1000077 ? 7 : x % 10 < 6 ? 0 : 1;
+    return 0;
+}
+
+/* Counts the classes of a resampled pass, checking each is its element's;
+ * returns the pass's elements, *hash their order. */
+static int64_t resampled(sl_dataset *ds, const sl_options *o, int64_t count[2], uint64_t *hash)
+{
+    sl_iterator *it = sl_iterator_create(ds, o);
+    assert_non_null(it);
+    sl_element *el;
+    int64_t n = 0;
+    count[0] = count[1] = 0;
+    *hash = 0;
+    while (sl_next(it, &el) == 0) {
+        int64_t c = scalar(el, 0), x = scalar(el, 1);
+        assert_int_equal(c, x % 10 < 6 ? 0 : 1);
+        count[c]++;
+        *hash = tu_mix(*hash ^ (uint64_t)x);
+        n++;
+        sl_element_release(el);
+    }
+    assert_string_equal(sl_iterator_errmsg(it), "");
+    sl_iterator_free(it);
+    return n;
+}
+
+static void test_rejection_resample(void **state)
+{
+    (void)state;
+    /* tf.data's example: classes 0.6 / 0.4 resampled to 0.5 / 0.5 */
+    const double target[2] = {0.5, 0.5}, initial[2] = {0.6, 0.4};
+    const int64_t n = 40000;
+    sl_dataset *given = sl_rejection_resample(sl_range(0, n, 1), "six_four", six_four, NULL,
+                                              target, 2, initial, 9, 0);
+    sl_dataset *est = sl_rejection_resample(sl_range(0, n, 1), "six_four", six_four, NULL,
+                                            target, 2, NULL, 9, 0);
+    char text[128];
+    sl_structure_format(sl_dataset_structure(given), text, sizeof text);
+    assert_string_equal(text, "(int64[], int64[])");
+    assert_int_equal(sl_dataset_cardinality(given), SL_UNKNOWN);
+    sl_options *o = tu_opts(2, 0);
+    int64_t c[2], c2[2];
+    uint64_t h, h2;
+    /* kept: 0.6 * (0.5/0.6)/(0.5/0.4) + 0.4 = 0.8 of the input */
+    int64_t kept = resampled(given, o, c, &h);
+    assert_true(kept > n * 79 / 100 && kept < n * 81 / 100);
+    assert_true(c[0] > kept * 48 / 100 && c[0] < kept * 52 / 100);
+    int64_t kept_est = resampled(est, o, c2, &h2);
+    assert_true(c2[0] > kept_est * 48 / 100 && c2[0] < kept_est * 52 / 100);
+    /* the same for a seed on any thread count; new each epoch */
+    sl_options *o1 = tu_opts(1, 0);
+    assert_int_equal(resampled(given, o1, c2, &h2), kept);
+    assert_true(h2 == h);
+    sl_options_set(o1, SL_OPT_EPOCH, 1);
+    resampled(given, o1, c2, &h2);
+    assert_true(h2 != h);
+    sl_dataset *same = sl_rejection_resample(sl_range(0, n, 1), "six_four", six_four, NULL,
+                                             target, 2, initial, 9, SL_SAME_EACH_EPOCH);
+    uint64_t s0, s1;
+    resampled(same, o1, c2, &s1);
+    sl_options_set(o1, SL_OPT_EPOCH, 0);
+    resampled(same, o1, c2, &s0);
+    assert_true(s0 == s1);
+    /* a class outside [0, nclasses) is the element's error */
+    sl_dataset *bad = sl_rejection_resample(sl_range(1000070, 1000080, 1), "six_four",
+                                            six_four, NULL, target, 2, initial, 9, 0);
+    int64_t *vals;
+    size_t got;
+    char msg[1024];
+    assert_int_equal(tu_collect(bad, o, &vals, &got, msg), SL_EINVAL);
+    assert_non_null(strstr(msg, "class 7 is not in [0, 2)"));
+    free(vals);
+    /* distributions that cannot be */
+    const double negative[2] = {0.5, -0.1}, zero[2] = {0, 0}, one_sided[2] = {1, 0};
+    assert_null(sl_rejection_resample(sl_range(0, 5, 1), "f", six_four, NULL, negative, 2,
+                                      NULL, -1, 0));
+    assert_non_null(strstr(sl_last_error(), "target_dist[1]"));
+    assert_null(sl_rejection_resample(sl_range(0, 5, 1), "f", six_four, NULL, zero, 2, NULL,
+                                      -1, 0));
+    assert_null(sl_rejection_resample(sl_range(0, 5, 1), "f", six_four, NULL, target, 2,
+                                      one_sided, -1, 0));
+    assert_non_null(strstr(sl_last_error(), "initial 0"));
+    sl_dataset_release(given), sl_dataset_release(est), sl_dataset_release(same);
+    sl_dataset_release(bad);
+    sl_options_free(o), sl_options_free(o1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -206,6 +299,7 @@ int main(void)
         cmocka_unit_test(test_scan),
         cmocka_unit_test(test_rebatch),
         cmocka_unit_test(test_flat_map_reduce_single),
+        cmocka_unit_test(test_rejection_resample),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

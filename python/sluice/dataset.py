@@ -220,21 +220,17 @@ class _Scan(Callback):
             return self.element_error(ctx, e)
 
 
-class _Grouping(Callback):
-    """group_by_window's functions, called from C on the pulling thread:
-    the key of an element, the dataset a window reduces to, a key's window
-    size. Windows come as sluice Datasets over the grouped elements."""
+class _Keyed(Callback):
+    """A function of an element that gives an int (group_by_window's key,
+    rejection_resample's class), called from C on the pulling thread as
+    map calls its function."""
 
-    def __init__(self, key_func, reduce_func, size_func, as_bytes, dataset):
+    def __init__(self, key_func, as_bytes):
         super().__init__()
-        self.key_func, self.reduce_func, self.size_func = key_func, reduce_func, size_func
+        self.key_func = key_func
         self.as_bytes = as_bytes
-        self.options, self.strings = dataset.options, dataset._strings
         self._args_of = {}
-        self._kept = []
         self.c_key = KEY_FN(self._key)
-        self.c_reduce = WINDOW_REDUCE_FN(self._reduce)
-        self.c_size = WINDOW_SIZE_FN(self._size)
 
     def _key(self, ctx, el, key, user):
         try:
@@ -248,6 +244,20 @@ class _Grouping(Callback):
             return 0
         except BaseException as e:
             return self.element_error(ctx, e)
+
+
+class _Grouping(_Keyed):
+    """group_by_window's functions: the key of an element, the dataset a
+    window reduces to, a key's window size. Windows come as sluice
+    Datasets over the grouped elements."""
+
+    def __init__(self, key_func, reduce_func, size_func, as_bytes, dataset):
+        super().__init__(key_func, as_bytes)
+        self.reduce_func, self.size_func = reduce_func, size_func
+        self.options, self.strings = dataset.options, dataset._strings
+        self._kept = []
+        self.c_reduce = WINDOW_REDUCE_FN(self._reduce)
+        self.c_size = WINDOW_SIZE_FN(self._size)
 
     def _reduce(self, key, window, user):
         try:
@@ -1154,6 +1164,36 @@ class Dataset:
         return self.group_by_window(key_func, reduce_func,
                                     window_size_func=lambda bucket: sizes[bucket],
                                     name="bucket_by_sequence_length")
+
+    def rejection_resample(self, class_func, target_dist, initial_dist=None, seed=None,
+                           name=None):
+        """tf.data's rejection_resample: the elements resampled so that
+        class_func(element) (an int in [0, len(target_dist)), called as
+        map calls its function) follows target_dist, each kept element as
+        (class, element). initial_dist: the input's class distribution, or
+        None to estimate it from the classes seen so far in the pass, as
+        tf.data does. One pass over the input, kept by exact rejection
+        (tf.data also mixes in a second, unfiltered pass of the input,
+        which repeats elements); the same output for a seed on any thread
+        count, a new draw each epoch."""
+        import numpy as np
+        target = np.asarray(target_dist, dtype=np.float64).ravel()
+        n = len(target)
+        if n < 1:
+            raise ValueError("rejection_resample: target_dist is empty")
+        initial = None
+        if initial_dist is not None:
+            initial = np.asarray(initial_dist, dtype=np.float64).ravel()
+            if len(initial) != n:
+                raise ValueError("rejection_resample: initial_dist has %d classes, "
+                                 "target_dist %d" % (len(initial), n))
+            initial = (ctypes.c_double * n)(*initial)
+        cb = _Keyed(class_func, self.strings == "bytes")
+        label = (name or getattr(class_func, "__name__", None) or "python").encode()
+        seed = -1 if seed is None else _count("rejection_resample", "seed", seed)
+        return self._derive(lib.sl_rejection_resample, label, cb.c_key, None,
+                            (ctypes.c_double * n)(*target), n, initial, seed, 0,
+                            callback=cb, image_layout=None)
 
     def ignore_errors(self, log_warning=False, name=None):
         """tf.data's ignore_errors: element errors below this point (a

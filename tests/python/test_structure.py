@@ -215,3 +215,25 @@ def test_padded_batch_of_dicts_and_strings():
                                                                           "tags": [None]}))
     with pytest.raises(TypeError, match="structure"):
         Dataset.from_generator(gen).padded_batch(2, padded_shapes=([2], [], [None]))
+
+
+def test_rejection_resample_of_dicts():
+    labels = np.arange(3000) % 4
+    ds = Dataset.from_tensor_slices({"label": labels, "x": np.arange(3000)})
+    ds = ds.rejection_resample(lambda d: d["label"], [0.1, 0.2, 0.3, 0.4], seed=3)
+    got = list(ds.iterator(epoch=0))
+    assert all(int(c) == int(d["label"]) == int(d["x"]) % 4 for c, d in got)
+    share = np.bincount([int(c) for c, _ in got], minlength=4) / len(got)
+    assert np.allclose(share, [0.1, 0.2, 0.3, 0.4], atol=0.05), share
+    it = ds.iterator(epoch=0)
+    head = [next(it) for _ in range(100)]
+    state = it.state()
+    it.close()
+    rest = list(ds.iterator(state=state))
+    assert [int(d["x"]) for _, d in head + rest] == [int(d["x"]) for _, d in got]
+    again = [int(d["x"]) for _, d in ds.iterator(epoch=1)]
+    assert again != [int(d["x"]) for _, d in got]  # a new draw each epoch
+    with pytest.raises(sluice.InvalidArgumentError, match="class 4 is not in"):
+        list(Dataset.range(8).rejection_resample(lambda x: x, [0.5, 0.5, 0, 0]))
+    with pytest.raises(ValueError):
+        Dataset.range(8).rejection_resample(lambda x: x, [0.5, 0.5], initial_dist=[1])

@@ -521,3 +521,21 @@ def test_ignore_errors():
         list(dataset.as_numpy_iterator())
     dataset = dataset.ignore_errors()
     same(list(dataset.as_numpy_iterator()), [1.0, 0.5, 0.25])
+
+
+def test_rejection_resample():
+    initial_dist = [0.6, 0.4]
+    n = 1000
+    elems = np.random.RandomState(0).choice(len(initial_dist), size=n, p=initial_dist)
+    dataset = tf_data.Dataset.from_tensor_slices(elems)
+    zero, one = np.bincount(list(dataset.as_numpy_iterator())) / n
+    assert abs(zero - 0.6) < 0.05 and abs(one - 0.4) < 0.05
+    target_dist = [0.5, 0.5]
+    dataset = dataset.rejection_resample(
+       class_func=lambda x: x,
+       target_dist=target_dist,
+       initial_dist=initial_dist)
+    dataset = dataset.map(lambda class_func_result, data: data)
+    got = list(dataset.as_numpy_iterator())
+    zero, one = np.bincount(got) / len(got)
+    assert abs(zero - 0.5) < 0.05 and abs(one - 0.5) < 0.05
