@@ -725,6 +725,23 @@ SL_API sl_dataset *sl_rejection_resample(sl_dataset *in, const char *name, sl_ke
                                          void *user, const double *target, int nclasses,
                                          const double *initial, int64_t seed, unsigned flags);
 
+/* Packs variable-length sequences into rows of `length` items, as LLM
+ * trainers pack tokens (Grain's first-fit packing): beyond tf.data. Each
+ * tensor of an element is a sequence along its first dimension (numbers,
+ * rank >= 1, the other dimensions those of the first element). An element
+ * goes whole into the first of `bins` (1 to 4096) open rows where each of
+ * its sequences fits; when none has room the oldest row comes out and a
+ * new one takes it. A row comes out once one of its tensors is full, the
+ * open rows in order at the end. Sequences longer than `length` are cut.
+ * The output is (values, segment_ids, positions), each with the input's
+ * structure: values' tensors [length, ...] of the input's dtypes, zero
+ * past the packed items; segment_ids' int32[length], 1 for a row's first
+ * sequence, 2 for its second ..., 0 for padding; positions' int32[length],
+ * each item's index in its own sequence. A shape or dtype that differs
+ * from the first element's is an element error. A saved position resumes
+ * by replaying the pass's input. Cardinality SL_UNKNOWN. */
+SL_API sl_dataset *sl_pack(sl_dataset *in, int64_t length, int64_t bins);
+
 /* Flag for sl_ignore_errors: log each error dropped (up to
  * SL_OPT_ERROR_LOG_LIMIT). */
 #define SL_LOG_ERRORS 1u

@@ -623,6 +623,26 @@ static sl_dataset *p_resample_estimated(void)
     return sl_rejection_resample(p_ragged(), "cls", ragged_class, NULL, target, 4, NULL, 5, 0);
 }
 
+/* x -> [draw] * (x % 7): token rows for pack, one in 13 a scalar (an
+ * element error) */
+static int tokens(sl_map_ctx *ctx, const sl_element *in, sl_element **out, void *user)
+{
+    (void)user;
+    int64_t x = sl_tensor_int64(sl_element_tensor(in, 0)), n = x % 7;
+    sl_element *el = sl_element_create(1);
+    int64_t *v = sl_element_add_tensor(el, SL_INT64, x % 13 == 6 ? 0 : 1, &n);
+    for (int64_t i = 0; i < (x % 13 == 6 ? 1 : n); i++)
+        v[i] = (int64_t)(sl_map_ctx_random(ctx) >> 40);
+    *out = el;
+    return 0;
+}
+
+static sl_dataset *p_pack(void)
+{
+    return sl_pack(sl_map(sl_shuffle(sl_range(0, 150, 1), 8, 4, 0), "tokens", tokens, NULL,
+                          SL_AUTOTUNE, 0), 9, 3);
+}
+
 static void test_batching(void **state)
 {
     (void)state;
@@ -671,6 +691,7 @@ static void test_variable_length(void **state)
     check_op(p_ignore_errors, SL_ERRORS_FAIL, NULL, 0);
     check_op(p_resample_estimated, SL_ERRORS_SKIP, NULL, 0);
     check_op(p_resample_given, SL_ERRORS_SKIP, NULL, 0);
+    check_op(p_pack, SL_ERRORS_SKIP, NULL, 0);
 }
 
 static void test_restructuring(void **state)

@@ -1,6 +1,6 @@
 /* Variable-length elements: padded_batch, window, group_by_window,
  * bucket_by_sequence_length, and ignore_errors, with tf.data's semantics
- * (its docstring examples, written in C). Resuming each is
+ * (its docstring examples, written in C), and pack. Resuming each is
  * test_checkpoint.c's. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -266,6 +266,119 @@ static void test_ignore_errors(void **state)
     sl_dataset_release(d);
 }
 
+/* An element of one int64 sequence: len items, each v */
+static sl_element *seq(int64_t len, int64_t v)
+{
+    sl_element *el = sl_element_create(1);
+    int64_t *p = sl_element_add_tensor(el, SL_INT64, 1, &len);
+    for (int64_t i = 0; i < len; i++)
+        p[i] = v;
+    return el;
+}
+
+/* The rows of pack(length, bins) over sequences of lens[i] items valued
+ * i + 1, as text: "values|segment ids|positions" per row, rows by "/". */
+static void expect_pack(const int64_t *lens, int n, int64_t length, int64_t bins,
+                        const char *want)
+{
+    sl_element *els[16];
+    for (int i = 0; i < n; i++)
+        els[i] = seq(lens[i], i + 1);
+    sl_dataset *ds = sl_pack(tu_elements(els, n, n), length, bins); /* takes els */
+    assert_non_null(ds);
+    sl_options *o = tu_opts(1, 0);
+    sl_iterator *it = sl_iterator_create(ds, o);
+    char got[1024] = "";
+    size_t at = 0;
+    sl_element *el;
+    while (sl_next(it, &el) == 0) {
+        assert_int_equal(sl_element_size(el), 3);
+        for (int part = 0; part < 3; part++) {
+            const sl_tensor *t = sl_element_tensor(el, part);
+            assert_int_equal(sl_tensor_ndim(t), 1);
+            assert_int_equal(sl_tensor_shape(t)[0], length);
+            for (int64_t i = 0; i < length; i++) {
+                int64_t v = part ? ((const int32_t *)sl_tensor_data(t))[i]
+                                 : ((const int64_t *)sl_tensor_data(t))[i];
+                at += (size_t)snprintf(got + at, sizeof got - at, "%lld", (long long)v);
+            }
+            at += (size_t)snprintf(got + at, sizeof got - at, part < 2 ? "|" : "/");
+        }
+        sl_element_release(el);
+    }
+    assert_string_equal(sl_iterator_errmsg(it), "");
+    assert_string_equal(got, want);
+    sl_iterator_free(it);
+    sl_options_free(o);
+    sl_dataset_release(ds);
+}
+
+static void test_pack(void **state)
+{
+    (void)state;
+    /* [1], [2 2], [3 3 3] fill a row of 6; [4 x4] and [5 x5] get one each */
+    const int64_t a[] = {1, 2, 3, 4, 5};
+    expect_pack(a, 5, 6, 2, "122333|122333|001012/"
+                            "444400|111100|012300/"
+                            "555550|111110|012340/");
+    /* first fit: one open row gives the 4 out before the second 4 ... */
+    const int64_t b[] = {4, 4, 2, 2};
+    expect_pack(b, 4, 6, 1, "111100|111100|012300/"
+                            "222233|111122|012301/"
+                            "440000|110000|010000/");
+    /* ... two keep it open for a 2 */
+    expect_pack(b, 4, 6, 2, "111133|111122|012301/"
+                            "222244|111122|012301/");
+    /* longer than a row: cut; empty: a segment of nothing */
+    const int64_t c[] = {8, 0, 3};
+    expect_pack(c, 3, 4, 2, "1111|1111|0123/"
+                            "3330|2220|0120/");
+    /* structure: each of the three parts nested as the input */
+    sl_element *els[2];
+    for (int i = 0; i < 2; i++) {
+        int64_t len = 2 + i, rows[2] = {2 + i, 3};
+        els[i] = sl_element_create(2); /* a dict's leaves in key order */
+        memset(sl_element_add_tensor(els[i], SL_FLOAT32, 2, rows), 0, (size_t)rows[0] * 12);
+        memset(sl_element_add_tensor(els[i], SL_INT32, 1, &len), 0, (size_t)len * 4);
+    }
+    sl_structure *s = sl_structure_parse("{ids: int32[?], emb: float32[?, 3]}");
+    sl_dataset *d = sl_pack(sl_with_structure(tu_elements(els, 2, 2), s), 8, 4);
+    char text[256];
+    sl_structure_format(sl_dataset_structure(d), text, sizeof text);
+    assert_string_equal(text, "({emb: float32[8,3], ids: int32[8]}, "
+                              "{emb: int32[8], ids: int32[8]}, {emb: int32[8], ids: int32[8]})");
+    assert_int_equal(sl_dataset_cardinality(d), SL_UNKNOWN);
+    assert_int_equal(tu_count(d, NULL), 1);
+    sl_dataset_release(d);
+    sl_structure_release(s);
+    /* what cannot be packed: scalars, strings, a changed inner shape */
+    int64_t *v;
+    size_t n;
+    char msg[1024];
+    d = sl_pack(sl_range(0, 3, 1), 4, 1);
+    assert_int_equal(tu_collect(d, NULL, &v, &n, msg), SL_ESHAPE);
+    assert_non_null(strstr(msg, "pack: tensor 0 is int64 of rank 0"));
+    free(v);
+    sl_dataset_release(d);
+    els[0] = tu_el_str("abc");
+    d = sl_pack(tu_elements(els, 1, 1), 4, 1);
+    assert_int_equal(tu_collect(d, NULL, &v, &n, msg), SL_EDTYPE);
+    free(v);
+    sl_dataset_release(d);
+    for (int i = 0; i < 2; i++) {
+        int64_t shape[2] = {2, 3 + i};
+        els[i] = sl_element_create(1);
+        memset(sl_element_add_tensor(els[i], SL_UINT8, 2, shape), 0, (size_t)(6 + 2 * i));
+    }
+    d = sl_pack(tu_elements(els, 2, 2), 4, 1);
+    assert_int_equal(tu_collect(d, NULL, &v, &n, msg), SL_ESHAPE);
+    assert_non_null(strstr(msg, "uint8[2, 4] where the first element's was uint8[2, 3]"));
+    free(v);
+    sl_dataset_release(d);
+    assert_null(sl_pack(sl_range(0, 3, 1), 0, 1));
+    assert_null(sl_pack(sl_range(0, 3, 1), 4, 0));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -273,6 +386,7 @@ int main(void)
         cmocka_unit_test(test_window),
         cmocka_unit_test(test_group_and_bucket),
         cmocka_unit_test(test_ignore_errors),
+        cmocka_unit_test(test_pack),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

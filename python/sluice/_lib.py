@@ -180,6 +180,7 @@ _PROTOTYPES = {
     "sl_group_by_window": (c_void_p, [c_void_p, c_char_p, KEY_FN, WINDOW_REDUCE_FN, c_int64,
                                       WINDOW_SIZE_FN, c_void_p]),
     "sl_ignore_errors": (c_void_p, [c_void_p, c_unsigned]),
+    "sl_pack": (c_void_p, [c_void_p, c_int64, c_int64]),
     "sl_rejection_resample": (c_void_p, [c_void_p, c_char_p, KEY_FN, c_void_p, P(c_double), c_int,
                                          P(c_double), c_int64, c_unsigned]),
     "sl_range": (c_void_p, [c_int64, c_int64, c_int64]),

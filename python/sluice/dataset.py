@@ -1195,6 +1195,23 @@ class Dataset:
                             (ctypes.c_double * n)(*target), n, initial, seed, 0,
                             callback=cb, image_layout=None)
 
+    def pack(self, sequence_length, num_packing_bins=8, name=None):
+        """Packs variable-length sequences into rows of sequence_length
+        items (Grain's first-fit packing; not in tf.data): each value of an
+        element is a sequence along its first dimension; an element goes
+        whole into the first of num_packing_bins open rows where all its
+        values fit, the oldest row coming out when none has room. Yields
+        (values, segment_ids, positions), each nested as the elements:
+        values [sequence_length, ...] zero-padded at the end; segment_ids
+        int32, 1, 2, ... for the row's sequences, 0 for padding; positions
+        int32, each item's index in its sequence. Sequences longer than a
+        row are cut. Feed segment_ids to the attention mask and positions
+        to the position embedding, as packed LLM training does."""
+        del name
+        return self._derive(lib.sl_pack, _count("pack", "sequence_length", sequence_length),
+                            _count("pack", "num_packing_bins", num_packing_bins),
+                            image_layout=None)
+
     def ignore_errors(self, log_warning=False, name=None):
         """tf.data's ignore_errors: element errors below this point (a
         corrupt file, a failing map, a bad record) drop their element,

@@ -237,3 +237,26 @@ def test_rejection_resample_of_dicts():
         list(Dataset.range(8).rejection_resample(lambda x: x, [0.5, 0.5, 0, 0]))
     with pytest.raises(ValueError):
         Dataset.range(8).rejection_resample(lambda x: x, [0.5, 0.5], initial_dist=[1])
+
+
+def test_pack_token_sequences():
+    docs = [[5, 6, 7], [8], [9, 10, 11, 12], [13, 14], [15, 16, 17, 18, 19, 20, 21]]
+    ds = Dataset.from_generator(lambda: (np.array(d, dtype=np.int32) for d in docs))
+    rows = list(ds.pack(6, num_packing_bins=2).as_numpy_iterator())
+    values = [r[0].tolist() for r in rows]
+    # a row comes out when full, the open ones at the end
+    assert values == [[5, 6, 7, 8, 13, 14], [15, 16, 17, 18, 19, 20], [9, 10, 11, 12, 0, 0]]
+    assert rows[0][1].tolist() == [1, 1, 1, 2, 3, 3] and rows[0][2].tolist() == [0, 1, 2, 0, 0, 1]
+    assert rows[2][1].tolist() == [1, 1, 1, 1, 0, 0]
+    assert rows[0][0].dtype == np.int32 and rows[0][1].dtype == np.int32
+    # dicts: each part keyed as the input; batches of rows
+    ds = Dataset.from_generator(
+        lambda: ({"inputs": np.arange(n), "targets": np.arange(n) + 100} for n in (2, 3, 1, 4)))
+    vals, segs, pos = next(iter(ds.pack(5).batch(2)))
+    assert sorted(vals) == ["inputs", "targets"] and vals["inputs"].shape == (2, 5)
+    assert vals["targets"].tolist() == [[100, 101, 100, 101, 102], [100, 100, 101, 102, 103]]
+    assert segs["inputs"].tolist() == [[1, 1, 2, 2, 2], [1, 2, 2, 2, 2]]
+    spec = ds.pack(5).element_spec
+    assert spec[0]["inputs"].shape == (5,) and spec[1]["inputs"].dtype == "int32"
+    with pytest.raises(sluice.ShapeError, match="rank 0"):
+        list(Dataset.range(3).pack(4))
