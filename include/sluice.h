@@ -1285,6 +1285,51 @@ SL_API int sl_reduce(sl_dataset *ds, const sl_options *opts, sl_element *initial
 SL_API int sl_get_single_element(sl_dataset *ds, const sl_options *opts,
                                  sl_element **out);
 
+/* Persistence: tf.data's save, load and snapshot. A saved dataset is a
+ * directory of sluice's own format: shard files of CRC-checked chunks
+ * (optionally zlib- or gzip-compressed) and a manifest written last that
+ * holds the element structure, the counts and the pipeline's fingerprint
+ * (src/ops/saved_file.h documents every byte). A directory whose manifest
+ * is missing (a save that did not finish) is never read. */
+
+/* Runs one pass of ds (an iterator with opts, which may be NULL; ds is
+ * borrowed) and writes it to the directory `path`, which must not exist,
+ * be empty, or hold a saved dataset (it is then replaced, and stays the
+ * old one until the new one is complete). compression: an sl_compression.
+ * shard_fn puts an element's shard, in [0, 1e8), in *key (at most 4096
+ * distinct; called on this thread, in order, as key_fn is); NULL spreads
+ * the elements over as many shards as writer threads (up to 8, one per
+ * core). Shards are encoded, compressed and written by those threads in
+ * parallel while the pass runs. Whatever the shards, sl_load gives the
+ * elements back in the pass's order. 0, or the pass's, shard_fn's or a
+ * write's error with the message set; nothing is left at path then.
+ * SL_EUNSUPPORTED for compression in a build without zlib. Any thread. */
+SL_API int sl_save(sl_dataset *ds, const char *path, const sl_options *opts, int compression,
+                   sl_key_fn shard_fn, void *user);
+/* The dataset that sl_save wrote at path: its elements in saved order,
+ * with the saved structure and an exact cardinality (both known at once:
+ * the manifest is read here). NULL with SL_ENOENT when there is no
+ * finished save at path, SL_ECORRUPT naming the file for a damaged
+ * manifest, SL_EUNSUPPORTED for a newer format. A damaged chunk of a
+ * shard file is an element error naming the file and its offset (the
+ * error policy decides; skipping drops that chunk's elements). Saves and
+ * restores its position (per shard) like any op. */
+SL_API sl_dataset *sl_load(const char *path);
+/* tf.data's snapshot: the first complete pass of `in` (consumed) is
+ * written, while it is served, under the directory `path` in a
+ * subdirectory named by in's fingerprint, in sl_save's format; every
+ * later pass (a repeat's, a later iterator's, another process's) reads it
+ * back instead of running `in`, so random ops below it draw once, as
+ * under a cache; `in` runs epoch 0. A changed pipeline writes a snapshot
+ * of its own. The write goes to "<fingerprint>.partial" under a lock and
+ * is renamed when the pass completes: a partial snapshot is never read, a
+ * pass cut short (take, an error) removes it, a second writer at the same
+ * time passes its input through unwritten, and a failed write (disk full)
+ * is logged and the pass goes on unwritten. compression: an
+ * sl_compression (SL_EUNSUPPORTED without zlib). A position saved while
+ * writing resumes passing through, unwritten. */
+SL_API sl_dataset *sl_snapshot(sl_dataset *in, const char *path, int compression);
+
 /* Checkpoints: a position saved in a few hundred bytes, restored in any
  * process with the same pipeline, continuing byte for byte.
  *

@@ -32,6 +32,21 @@ int64_t sl__shape_count(int ndim, const int64_t *shape)
     return n;
 }
 
+bool sl__strings_valid(const struct sl_tensor *t)
+{
+    int64_t n = sl__shape_count(t->ndim, t->shape);
+    if ((uint64_t)n >= t->nbytes / 8)
+        return false;
+    const uint64_t *off = sl__str_offsets(t);
+    uint64_t room = t->nbytes - ((uint64_t)n + 1) * 8;
+    if (off[0] != 0 || off[n] != room)
+        return false;
+    for (int64_t i = 0; i < n; i++)
+        if (off[i] > off[i + 1])
+            return false;
+    return true;
+}
+
 void sl__shape_str(char *buf, size_t n, int ndim, const int64_t *shape)
 {
     size_t off = (size_t)snprintf(buf, n, "[");

@@ -59,6 +59,10 @@ int sl__element_push_string_row(sl_element *el, const struct sl_tensor *t, int64
 /* Total tensor bytes (what buffers account for). */
 size_t sl__element_bytes(const sl_element *el);
 int64_t sl__shape_count(int ndim, const int64_t *shape);
+/* Whether a string tensor's offset table (read from a file) starts at 0,
+ * never decreases and ends at its bytes' end, so sl_tensor_string stays
+ * inside them. */
+bool sl__strings_valid(const struct sl_tensor *t);
 /* Writes "[2, 3]" etc. into buf. */
 void sl__shape_str(char *buf, size_t n, int ndim, const int64_t *shape);
 

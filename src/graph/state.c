@@ -346,6 +346,12 @@ int sl__iter_restored(const sl__iter *it, int n, int64_t *f)
     return 1;
 }
 
+int sl__iter_restored_count(const sl__iter *it)
+{
+    const entry *e = it->restored;
+    return e ? e->nfields : -1;
+}
+
 int sl__state_range(const sl__iter *it, const char *field, int64_t v, int64_t lo, int64_t hi)
 {
     if (v >= lo && v <= hi)

@@ -104,6 +104,10 @@ int sl__restore_check(const sl__tree *t);
  * f if it resumes, or SL_ECORRUPT (message set) if its record has another
  * number of fields. */
 int sl__iter_restored(const sl__iter *it, int n, int64_t *f);
+/* For a record whose length depends on what the node reads (a saved
+ * dataset's shard count): its field count, or -1 if the node starts
+ * fresh. */
+int sl__iter_restored_count(const sl__iter *it);
 /* A field that must lie in [lo, hi]: 0, or SL_ECORRUPT naming the node. */
 int sl__state_range(const sl__iter *it, const char *field, int64_t v, int64_t lo, int64_t hi);
 

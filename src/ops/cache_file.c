@@ -363,23 +363,6 @@ static int get_field(sl__cache_file *f, size_t n, uint64_t *v)
     return 0;
 }
 
-/* A string tensor's offset table must stay inside its bytes, or
- * sl_tensor_string would read past them. */
-static bool strings_ok(const struct sl_tensor *t)
-{
-    int64_t n = sl__shape_count(t->ndim, t->shape);
-    if ((uint64_t)n >= t->nbytes / 8)
-        return false;
-    const uint64_t *off = sl__str_offsets(t);
-    uint64_t room = t->nbytes - ((uint64_t)n + 1) * 8;
-    if (off[0] != 0 || off[n] != room)
-        return false;
-    for (int64_t i = 0; i < n; i++)
-        if (off[i] > off[i + 1])
-            return false;
-    return true;
-}
-
 static int get_tensor(sl__cache_file *f, sl_element *el)
 {
     uint64_t at = f->off, dtype, ndim, nbytes, dim;
@@ -410,7 +393,7 @@ static int get_tensor(sl__cache_file *f, sl_element *el)
     if (!t)
         return SL_ENOMEM;
     rc = get_bytes(f, t->data, nbytes);
-    if (!rc && dtype == SL_STRING && !strings_ok(t))
+    if (!rc && dtype == SL_STRING && !sl__strings_valid(t))
         return corrupt(f, "bad string offsets", at);
     return rc;
 }
