@@ -1,0 +1,603 @@
+/* save / load / snapshot: round trips of structured elements (dicts,
+ * strings, ragged float rows) with and without compression, shard
+ * functions, replacing a save, what a failed save leaves (nothing),
+ * damaged and truncated files under each error policy, newer formats,
+ * and snapshots: written once, read after, keyed by pipeline, never read
+ * partial, a second writer passing through. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "testutil.h"
+
+static char dir[256];
+
+static void path_in(char *buf, const char *name)
+{
+    snprintf(buf, 512, "%s/%s", dir, name);
+}
+
+static bool exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+static int count_entries(const char *path)
+{
+    DIR *d = opendir(path);
+    if (!d)
+        return -1;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+/* Element i: {id: int64 i, name: "item-<i>" (string), vec: float32[i % 4]
+ * holding i + k / 10}: a dict of three leaves, a ragged one among them. */
+static sl_dataset *records(int n)
+{
+    sl_element **els = malloc(sizeof *els * (size_t)(n ? n : 1));
+    for (int i = 0; i < n; i++) {
+        sl_element *el = sl_element_create(3);
+        sl_element_add_int64(el, i);
+        char name[32];
+        snprintf(name, sizeof name, "item-%d", i);
+        sl_element_add_string(el, name, strlen(name));
+        int64_t len = i % 4;
+        float *v = sl_element_add_tensor(el, SL_FLOAT32, 1, &len);
+        for (int k = 0; k < len; k++)
+            v[k] = (float)i + (float)k / 10;
+        els[i] = el;
+    }
+    sl_dataset *ds = tu_elements(els, n, -3);
+    free(els);
+    sl_structure *s = sl_structure_parse("{vec: float32[?], id: int64[], name: string[]}");
+    ds = sl_with_structure(ds, s);
+    sl_structure_release(s);
+    return ds;
+}
+
+static void check_record(const sl_element *el, int i)
+{
+    assert_int_equal(sl_element_size(el), 3);
+    assert_int_equal(sl_tensor_int64(sl_element_tensor(el, 0)), i);
+    char name[32];
+    snprintf(name, sizeof name, "item-%d", i);
+    tu_check_string(sl_element_tensor(el, 1), 0, name);
+    const sl_tensor *v = sl_element_tensor(el, 2);
+    assert_int_equal(sl_tensor_dtype(v), SL_FLOAT32);
+    assert_int_equal(sl_tensor_count(v), i % 4);
+    for (int k = 0; k < i % 4; k++)
+        assert_true(((const float *)sl_tensor_data(v))[k] == (float)i + (float)k / 10);
+}
+
+/* Reads ds and checks it holds records 0..n-1 in order. */
+static void expect_records(sl_dataset *ds, int n)
+{
+    sl_iterator *it = sl_iterator_create(ds, NULL);
+    assert_non_null(it);
+    sl_element *el;
+    int i = 0, rc;
+    while ((rc = sl_next(it, &el)) == 0) {
+        check_record(el, i++);
+        sl_element_release(el);
+    }
+    if (rc != SL_EOF)
+        fprintf(stderr, "%s\n", sl_iterator_errmsg(it));
+    assert_int_equal(rc, SL_EOF);
+    assert_int_equal(i, n);
+    sl_iterator_free(it);
+}
+
+static int by_last_digit(sl_map_ctx *ctx, const sl_element *el, int64_t *key, void *user)
+{
+    (void)ctx, (void)user;
+    /* shard 9 - d: the shards' order is not the elements' */
+    *key = 9 - sl_tensor_int64(sl_element_tensor(el, 0)) % 10;
+    return 0;
+}
+
+static void round_trip(int n, int compression, sl_key_fn fn)
+{
+    char path[512];
+    path_in(path, "rt");
+    sl_dataset *src = records(n);
+    assert_int_equal(sl_save(src, path, NULL, compression, fn, NULL), 0);
+    sl_dataset_release(src);
+    assert_false(exists(path) && count_entries(dir) != 1); /* no temporary left */
+    sl_dataset *ds = sl_load(path);
+    assert_non_null(ds);
+    assert_int_equal(sl_dataset_cardinality(ds), n);
+    char text[128];
+    sl_structure_format(sl_dataset_structure(ds), text, sizeof text);
+    assert_string_equal(text, "{id: int64[], name: string[], vec: float32[?]}");
+    expect_records(ds, n);
+    expect_records(ds, n); /* a second pass reads it again */
+    sl_dataset_release(ds);
+    tu_rmdir(path);
+}
+
+static void test_round_trip(void **state)
+{
+    (void)state;
+    round_trip(0, SL_COMPRESSION_NONE, NULL);
+    round_trip(1, SL_COMPRESSION_NONE, NULL);
+    round_trip(1000, SL_COMPRESSION_NONE, NULL);
+    round_trip(1000, SL_COMPRESSION_NONE, by_last_digit);
+#ifndef SLUICE_NO_ZLIB
+    round_trip(1000, SL_COMPRESSION_GZIP, NULL);
+    round_trip(777, SL_COMPRESSION_ZLIB, by_last_digit);
+#else
+    char path[512];
+    path_in(path, "rt");
+    sl_dataset *src = records(3);
+    assert_int_equal(sl_save(src, path, NULL, SL_COMPRESSION_GZIP, NULL, NULL), SL_EUNSUPPORTED);
+    assert_non_null(strstr(sl_last_error(), "SLUICE_WITH_ZLIB=OFF"));
+    assert_false(exists(path));
+    sl_dataset_release(src);
+#endif
+}
+
+/* Big elements: each larger than a chunk, several chunks per shard. */
+static void test_big_elements(void **state)
+{
+    (void)state;
+    char path[512];
+    path_in(path, "big");
+    int64_t shape[2] = {700, 1024};
+    sl_dataset *src;
+    sl_element **els = malloc(sizeof *els * 12);
+    for (int i = 0; i < 12; i++) {
+        els[i] = sl_element_create(1);
+        unsigned char *p = sl_element_add_tensor(els[i], SL_UINT8, 2, shape);
+        for (int k = 0; k < 700 * 1024; k++)
+            p[k] = (unsigned char)(tu_mix((uint64_t)(i * 1000003 + k)) >> 7);
+    }
+    src = tu_elements(els, 12, -3);
+    free(els);
+    assert_int_equal(sl_save(src, path, NULL, SL_COMPRESSION_NONE, NULL, NULL), 0);
+    sl_dataset *ds = sl_load(path);
+    assert_non_null(ds);
+    sl_iterator *a = sl_iterator_create(src, NULL), *b = sl_iterator_create(ds, NULL);
+    sl_element *x, *y;
+    int n = 0;
+    while (sl_next(a, &x) == 0) {
+        assert_int_equal(sl_next(b, &y), 0);
+        tu_check_shape(sl_element_tensor(y, 0), 2, shape);
+        assert_memory_equal(sl_tensor_data(sl_element_tensor(x, 0)),
+                            sl_tensor_data(sl_element_tensor(y, 0)), 700 * 1024);
+        sl_element_release(x);
+        sl_element_release(y);
+        n++;
+    }
+    assert_int_equal(n, 12);
+    assert_int_equal(sl_next(b, &y), SL_EOF);
+    sl_iterator_free(a);
+    sl_iterator_free(b);
+    sl_dataset_release(src);
+    sl_dataset_release(ds);
+    tu_rmdir(path);
+}
+
+static int fail_at_500(sl_map_ctx *ctx, const sl_element *in, sl_element **out, void *user)
+{
+    (void)user;
+    if (sl_tensor_int64(sl_element_tensor(in, 0)) == 500)
+        return sl_map_ctx_error(ctx, SL_EINVAL, "element 500 is bad");
+    *out = sl_element_retain((sl_element *)in);
+    return 0;
+}
+
+static int bad_shard(sl_map_ctx *ctx, const sl_element *el, int64_t *key, void *user)
+{
+    (void)ctx, (void)user;
+    *key = sl_tensor_int64(sl_element_tensor(el, 0)) == 7 ? -1 : 0;
+    return 0;
+}
+
+static int failing_shard_fn(sl_map_ctx *ctx, const sl_element *el, int64_t *key, void *user)
+{
+    (void)ctx, (void)el, (void)user, (void)key;
+    return SL_EIO;
+}
+
+static void test_replace_and_failures(void **state)
+{
+    (void)state;
+    char path[512], file[600];
+    path_in(path, "target");
+    /* a save replaces an earlier one */
+    sl_dataset *src = records(10);
+    assert_int_equal(sl_save(src, path, NULL, SL_COMPRESSION_NONE, NULL, NULL), 0);
+    sl_dataset_release(src);
+    src = records(25);
+    assert_int_equal(sl_save(src, path, NULL, SL_COMPRESSION_NONE, NULL, NULL), 0);
+    sl_dataset *ds = sl_load(path);
+    expect_records(ds, 25);
+    sl_dataset_release(ds);
+    /* a failed pass leaves the earlier save and no temporary */
+    sl_dataset *bad = sl_map(sl_range(0, 1000, 1), "check", fail_at_500, NULL, 2, 0);
+    assert_int_equal(sl_save(bad, path, NULL, SL_COMPRESSION_NONE, NULL, NULL), SL_EINVAL);
+    assert_non_null(strstr(sl_last_error(), "element 500 is bad"));
+    assert_int_equal(count_entries(dir), 1);
+    ds = sl_load(path);
+    expect_records(ds, 25);
+    sl_dataset_release(ds);
+    sl_dataset_release(bad);
+    /* shard functions that fail or give a bad shard */
+    assert_int_equal(sl_save(src, path, NULL, SL_COMPRESSION_NONE, bad_shard, NULL), SL_ERANGE);
+    assert_non_null(strstr(sl_last_error(), "shard -1"));
+    assert_int_equal(sl_save(src, path, NULL, SL_COMPRESSION_NONE, failing_shard_fn, NULL),
+                     SL_EIO);
+    assert_non_null(strstr(sl_last_error(), "shard function"));
+    assert_int_equal(count_entries(dir), 1);
+    assert_int_equal(sl_save(src, path, NULL, 99, NULL, NULL), SL_EINVAL);
+    assert_int_equal(count_entries(dir), 1);
+    /* a directory of other files is not replaced; a file neither */
+    char other[512];
+    path_in(other, "other");
+    mkdir(other, 0755);
+    snprintf(file, sizeof file, "%s/notes.txt", other);
+    FILE *f = fopen(file, "w");
+    fputs("mine\n", f);
+    fclose(f);
+    assert_int_equal(sl_save(src, other, NULL, SL_COMPRESSION_NONE, NULL, NULL), SL_EINVAL);
+    assert_non_null(strstr(sl_last_error(), "refusing"));
+    assert_true(exists(file));
+    assert_int_equal(sl_save(src, file, NULL, SL_COMPRESSION_NONE, NULL, NULL), SL_EINVAL);
+    /* an empty directory is used */
+    char empty[512];
+    path_in(empty, "empty");
+    mkdir(empty, 0755);
+    assert_int_equal(sl_save(src, empty, NULL, SL_COMPRESSION_NONE, NULL, NULL), 0);
+    ds = sl_load(empty);
+    expect_records(ds, 25);
+    sl_dataset_release(ds);
+    sl_dataset_release(src);
+    tu_rmdir(other);
+    tu_rmdir(empty);
+    tu_rmdir(path);
+}
+
+/* ---- damaged files ---- */
+
+static void read_file(const char *path, unsigned char **p, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    *n = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    *p = malloc(*n + 1);
+    assert_int_equal(fread(*p, 1, *n, f), *n);
+    fclose(f);
+}
+
+static void write_file(const char *path, const void *p, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(p, 1, n, f), n);
+    fclose(f);
+}
+
+/* The CRC-32C a manifest ends with, computed here bit by bit. */
+static uint32_t crc32c(const unsigned char *p, size_t n)
+{
+    uint32_t c = 0xffffffffu;
+    for (size_t i = 0; i < n; i++) {
+        c ^= p[i];
+        for (int k = 0; k < 8; k++)
+            c = (c >> 1) ^ (0x82f63b78u & (0u - (c & 1)));
+    }
+    return ~c;
+}
+
+/* Rewrites the manifest with `from` replaced by `to` and a fresh crc. */
+static void edit_manifest(const char *path, const char *from, const char *to)
+{
+    char m[600];
+    snprintf(m, sizeof m, "%s/manifest", path);
+    unsigned char *p;
+    size_t n;
+    read_file(m, &p, &n);
+    p[n] = 0;
+    char *at = strstr((char *)p, from), *crc = strstr((char *)p, "crc32c ");
+    assert_non_null(at);
+    char *out = malloc(n + 256);
+    size_t k = (size_t)(at - (char *)p);
+    memcpy(out, p, k);
+    strcpy(out + k, to);
+    size_t body = (size_t)(crc - (char *)p) - k - strlen(from);
+    memcpy(out + k + strlen(to), at + strlen(from), body);
+    size_t len = k + strlen(to) + body;
+    len += (size_t)sprintf(out + len, "crc32c %08x\n", crc32c((unsigned char *)out, len));
+    write_file(m, out, len);
+    free(out);
+    free(p);
+}
+
+/* Runs ds under `policy`: how many elements came and the final code, the
+ * message into msg. */
+static int drain(sl_dataset *ds, int policy, int *count, char *msg)
+{
+    sl_options *o = sl_options_create();
+    sl_options_set(o, SL_OPT_ERROR_POLICY, policy);
+    sl_iterator *it = sl_iterator_create(ds, o);
+    sl_options_free(o);
+    *count = 0;
+    if (!it) { /* a file that cannot be opened fails the pass at once */
+        snprintf(msg, 1024, "%s", sl_last_error());
+        return sl_last_error_code();
+    }
+    sl_element *el;
+    int rc;
+    while ((rc = sl_next(it, &el)) == 0) {
+        sl_element_release(el);
+        ++*count;
+    }
+    snprintf(msg, 1024, "%s", sl_iterator_errmsg(it));
+    sl_iterator_free(it);
+    return rc;
+}
+
+static void save_records(const char *path, int n)
+{
+    sl_dataset *src = records(n);
+    assert_int_equal(sl_save(src, path, NULL, SL_COMPRESSION_NONE, by_last_digit, NULL), 0);
+    sl_dataset_release(src);
+}
+
+static void test_damaged_manifest(void **state)
+{
+    (void)state;
+    char path[512], m[600];
+    path_in(path, "dm");
+    snprintf(m, sizeof m, "%s/manifest", path);
+    /* none: not a saved dataset, or not finished */
+    assert_null(sl_load(path));
+    assert_int_equal(sl_last_error_code(), SL_ENOENT);
+    assert_non_null(strstr(sl_last_error(), "no saved dataset"));
+    save_records(path, 40);
+    unsigned char *p;
+    size_t n;
+    read_file(m, &p, &n);
+    /* a flipped byte, a truncation, an empty file */
+    p[30] ^= 1;
+    write_file(m, p, n);
+    assert_null(sl_load(path));
+    assert_int_equal(sl_last_error_code(), SL_ECORRUPT);
+    assert_non_null(strstr(sl_last_error(), m));
+    p[30] ^= 1;
+    write_file(m, p, n - 5);
+    assert_null(sl_load(path));
+    assert_int_equal(sl_last_error_code(), SL_ECORRUPT);
+    write_file(m, p, 0);
+    assert_null(sl_load(path));
+    assert_int_equal(sl_last_error_code(), SL_ECORRUPT);
+    write_file(m, "GIF89a\n", 7);
+    assert_null(sl_load(path));
+    assert_non_null(strstr(sl_last_error(), "not a sluice saved dataset"));
+    /* a newer format, and checked lines with wrong values */
+    write_file(m, p, n);
+    edit_manifest(path, "sluice-saved-dataset 1", "sluice-saved-dataset 2");
+    assert_null(sl_load(path));
+    assert_int_equal(sl_last_error_code(), SL_EUNSUPPORTED);
+    assert_non_null(strstr(sl_last_error(), "version 2"));
+    write_file(m, p, n);
+    edit_manifest(path, "elements 40", "elements 41");
+    assert_null(sl_load(path));
+    assert_non_null(strstr(sl_last_error(), "do not add up"));
+    write_file(m, p, n);
+    edit_manifest(path, "structure {", "structure {{");
+    assert_null(sl_load(path));
+    assert_non_null(strstr(sl_last_error(), "bad structure"));
+    /* a shard whose size differs from the manifest's */
+    write_file(m, p, n);
+    edit_manifest(path, "shard 0 4 ", "shard 0 4 1");
+    sl_dataset *ds = sl_load(path);
+    assert_non_null(ds); /* the manifest itself is fine */
+    int count;
+    char msg[1024];
+    assert_int_equal(drain(ds, SL_ERRORS_SKIP, &count, msg), SL_ECORRUPT);
+    assert_non_null(strstr(sl_last_error(), "shard-00000000.sls"));
+    assert_non_null(strstr(sl_last_error(), "the manifest says"));
+    sl_dataset_release(ds);
+    free(p);
+    tu_rmdir(path);
+}
+
+static void test_damaged_shards(void **state)
+{
+    (void)state;
+    char path[512], shard[600];
+    path_in(path, "ds");
+    save_records(path, 40); /* shard 9 - d holds the elements ending in d: 4 each */
+    snprintf(shard, sizeof shard, "%s/shard-00000003.sls", path);
+    unsigned char *p;
+    size_t n;
+    read_file(shard, &p, &n);
+    /* a byte of a record: the chunk's checksum catches it */
+    p[n - 3] ^= 0x40;
+    write_file(shard, p, n);
+    sl_dataset *ds = sl_load(path);
+    int count;
+    char msg[1024];
+    assert_int_equal(drain(ds, SL_ERRORS_FAIL, &count, msg), SL_ECORRUPT);
+    assert_non_null(strstr(msg, "shard-00000003.sls"));
+    assert_non_null(strstr(msg, "chunk checksum mismatch at offset 16"));
+    /* skipping drops that chunk (its 4 elements), the rest comes in order */
+    assert_int_equal(drain(ds, SL_ERRORS_SKIP, &count, msg), SL_EOF);
+    assert_int_equal(count, 36);
+    sl_dataset_release(ds);
+    /* a damaged chunk header: the rest of that shard is lost */
+    p[n - 3] ^= 0x40;
+    p[17] ^= 1;
+    write_file(shard, p, n);
+    ds = sl_load(path);
+    assert_int_equal(drain(ds, SL_ERRORS_FAIL, &count, msg), SL_ECORRUPT);
+    assert_non_null(strstr(msg, "chunk header checksum mismatch"));
+    assert_int_equal(drain(ds, SL_ERRORS_SKIP, &count, msg), SL_EOF);
+    assert_int_equal(count, 36);
+    sl_dataset_release(ds);
+    /* not a shard file at all */
+    p[17] ^= 1;
+    memcpy(p, "NOTSHARD", 8);
+    write_file(shard, p, n);
+    ds = sl_load(path);
+    assert_int_equal(drain(ds, SL_ERRORS_SKIP, &count, msg), SL_ECORRUPT);
+    assert_non_null(strstr(sl_last_error(), "bad magic"));
+    sl_dataset_release(ds);
+    /* truncated, and missing */
+    memcpy(p, "SLSHARD1", 8);
+    write_file(shard, p, n - 1);
+    ds = sl_load(path);
+    assert_int_equal(drain(ds, SL_ERRORS_SKIP, &count, msg), SL_ECORRUPT);
+    assert_non_null(strstr(sl_last_error(), "truncated or replaced"));
+    unlink(shard);
+    assert_int_equal(drain(ds, SL_ERRORS_SKIP, &count, msg), SL_ENOENT);
+    assert_non_null(strstr(sl_last_error(), "shard-00000003.sls"));
+    sl_dataset_release(ds);
+    free(p);
+    tu_rmdir(path);
+}
+
+/* ---- snapshot ---- */
+
+static int counting(sl_map_ctx *ctx, const sl_element *in, sl_element **out, void *user)
+{
+    (void)ctx;
+    atomic_fetch_add((atomic_int *)user, 1);
+    *out = sl_element_retain((sl_element *)in);
+    return 0;
+}
+
+static sl_dataset *snap_of(int n, atomic_int *calls, const char *path, int compression)
+{
+    /* (take names n in the fingerprint, which tu_elements' does not hash) */
+    sl_dataset *in = sl_map(sl_take(records(n), n), "count", counting, calls, 1, 0);
+    sl_structure *s = sl_structure_parse("{id: int64[], name: string[], vec: float32[?]}");
+    in = sl_with_structure(in, s);
+    sl_structure_release(s);
+    return sl_snapshot(in, path, compression);
+}
+
+static void test_snapshot(void **state)
+{
+    (void)state;
+    char path[512];
+    path_in(path, "snap");
+    atomic_int calls = 0;
+    sl_dataset *ds = snap_of(30, &calls, path, SL_COMPRESSION_NONE);
+    assert_non_null(ds);
+    assert_int_equal(sl_dataset_cardinality(ds), 30);
+    expect_records(ds, 30); /* writes */
+    assert_int_equal(calls, 30);
+    assert_int_equal(count_entries(path), 2); /* <fingerprint>/ and its lock */
+    expect_records(ds, 30); /* reads: the input does not run */
+    assert_int_equal(calls, 30);
+    sl_dataset_release(ds);
+    /* another dataset object of the same pipeline, another "process": reads */
+    ds = snap_of(30, &calls, path, SL_COMPRESSION_NONE);
+    expect_records(ds, 30);
+    assert_int_equal(calls, 30);
+    sl_dataset_release(ds);
+    /* a changed pipeline writes its own */
+    ds = snap_of(31, &calls, path, SL_COMPRESSION_NONE);
+    expect_records(ds, 31);
+    assert_int_equal(calls, 61);
+    assert_int_equal(count_entries(path), 4);
+    sl_dataset_release(ds);
+    tu_rmdir(path);
+}
+
+static void test_snapshot_partial(void **state)
+{
+    (void)state;
+    char path[512];
+    path_in(path, "snap2");
+    atomic_int calls = 0;
+    /* a pass cut short writes nothing and leaves no partial files */
+    sl_dataset *ds = sl_take(snap_of(50, &calls, path, SL_COMPRESSION_NONE), 10);
+    expect_records(ds, 10);
+    sl_dataset_release(ds);
+    assert_int_equal(count_entries(path), 1); /* the lock alone */
+    /* an iterator freed mid-pass likewise */
+    ds = snap_of(50, &calls, path, SL_COMPRESSION_NONE);
+    sl_iterator *it = sl_iterator_create(ds, NULL);
+    sl_element *el;
+    assert_int_equal(sl_next(it, &el), 0);
+    sl_element_release(el);
+    /* while it writes, a second iterator passes through unwritten */
+    int before = calls;
+    expect_records(ds, 50);
+    assert_int_equal(calls - before, 50);
+    sl_iterator_free(it);
+    assert_int_equal(count_entries(path), 1);
+    /* a full pass writes it; a damaged one is rebuilt, with a warning */
+    expect_records(ds, 50);
+    calls = 0;
+    expect_records(ds, 50);
+    assert_int_equal(calls, 0);
+    char m[1024];
+    DIR *d = opendir(path);
+    for (struct dirent *e; (e = readdir(d));)
+        if (e->d_name[0] != '.' && !strstr(e->d_name, ".lock"))
+            snprintf(m, sizeof m, "%s/%s/manifest", path, e->d_name);
+    closedir(d);
+    write_file(m, "sluice-saved-dataset 1\n", 23);
+    expect_records(ds, 50);
+    assert_int_equal(calls, 50);
+    expect_records(ds, 50);
+    assert_int_equal(calls, 50);
+    sl_dataset_release(ds);
+#ifndef SLUICE_NO_ZLIB
+    ds = snap_of(20, &calls, path, SL_COMPRESSION_GZIP);
+    expect_records(ds, 20);
+    calls = 0;
+    expect_records(ds, 20);
+    assert_int_equal(calls, 0);
+    sl_dataset_release(ds);
+#else
+    assert_null(snap_of(20, &calls, path, SL_COMPRESSION_GZIP));
+    assert_int_equal(sl_last_error_code(), SL_EUNSUPPORTED);
+#endif
+    tu_rmdir(path);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    tu_tmpdir(dir);
+    sl_set_log_level(SL_LOG_ERROR);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    tu_rmdir(dir);
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_big_elements),
+        cmocka_unit_test(test_replace_and_failures),
+        cmocka_unit_test(test_damaged_manifest),
+        cmocka_unit_test(test_damaged_shards),
+        cmocka_unit_test(test_snapshot),
+        cmocka_unit_test(test_snapshot_partial),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
