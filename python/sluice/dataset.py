@@ -8,7 +8,8 @@ from . import _structure, _tensor, dynamic as _dynamic, records as _records
 from ._constants import (SL_AUTOTUNE, SL_COMPRESSION_GZIP, SL_COMPRESSION_NONE,
                          SL_COMPRESSION_ZLIB, SL_CROP_CENTER, SL_CROP_RANDOM_RESIZED,
                          SL_CROP_RESIZE, SL_DISTRIBUTE_BY_DATA, SL_DISTRIBUTE_BY_FILE,
-                         SL_DISTRIBUTE_DROP, SL_DISTRIBUTE_PAD, SL_DROP_REMAINDER, SL_EINVAL,
+                         SL_DISTRIBUTE_DROP, SL_DISTRIBUTE_PAD, SL_DROP_REMAINDER, SL_ECALLBACK,
+                         SL_EINVAL,
                          SL_ESTATE, SL_FLOAT32, SL_FOLDER_RESCAN, SL_INFINITE,
                          SL_INT64, SL_LAYOUT_CHW, SL_LAYOUT_HWC, SL_LIST_SHUFFLE, SL_LOG_ERRORS,
                          SL_MAX_DIMS,
@@ -17,6 +18,7 @@ from ._constants import (SL_AUTOTUNE, SL_COMPRESSION_GZIP, SL_COMPRESSION_NONE,
                          SL_STRING,
                          SL_TFRECORD_NO_DATA_CRC, SL_UINT8,
                          SL_UNKNOWN, SL_WITH_PATHS)
+from . import _callbacks
 from ._callbacks import Callback
 from ._errors import Error, make_error, pending_interrupt
 from ._lib import (KEY_FN, MAP_FN, PREDICATE_FN, SCAN_FN, WINDOW_REDUCE_FN, WINDOW_SIZE_FN,
@@ -75,6 +77,15 @@ def _datasets(op, datasets):
     return datasets
 
 
+def _nesting(spec):
+    """How a structure nests (dicts' keys, tuples' lengths), leaves aside."""
+    if isinstance(spec, dict):
+        return ("dict", tuple((k, _nesting(spec[k])) for k in sorted(spec)))
+    if isinstance(spec, (tuple, list)):
+        return ("tuple", tuple(_nesting(v) for v in spec))
+    return "leaf"
+
+
 def _check(ptr):
     if not ptr:
         raise make_error(lib.sl_last_error_code() or SL_EINVAL, lib.sl_last_error().decode())
@@ -107,7 +118,7 @@ _UNSET = object()
 # still stand for datasets.
 _SAME_ELEMENTS = frozenset(("sl_assert_cardinality", "sl_cache", "sl_cache_auto",
                             "sl_distribute", "sl_ignore_errors", "sl_prefetch", "sl_repeat",
-                            "sl_shard", "sl_shuffle", "sl_skip", "sl_take"))
+                            "sl_shard", "sl_shuffle", "sl_skip", "sl_snapshot", "sl_take"))
 
 
 class _Callback(Callback):
@@ -1327,6 +1338,92 @@ class Dataset:
             raise ValueError("cache: spill_dir is for filename=sluice.AUTO")
         f = os.fsencode(filename) if filename else None
         return self._derive(lib.sl_cache, f)
+
+    # ---- persistence ----
+
+    @staticmethod
+    def _compression(op, compression, auto=None):
+        if compression == "AUTO" and auto is not None:
+            return auto
+        comp = _COMPRESSIONS.get(
+            compression.upper() if isinstance(compression, str) else compression)
+        if comp is None:
+            raise ValueError("%s: compression must be None, 'ZLIB' or 'GZIP', not %r"
+                             % (op, compression))
+        return comp
+
+    @staticmethod
+    def _unsupported(op, **given):
+        for k, v in given.items():
+            if v is not None:
+                raise NotImplementedError(
+                    "%s: %s is not supported: sluice reads a saved dataset back in the order "
+                    "it was saved, whatever its shards" % (op, k))
+
+    def save(self, path, compression=None, shard_func=None, checkpoint_args=None):
+        """tf.data's save: one pass of this dataset (with its options)
+        written to the directory path in sluice's format (shard files of
+        CRC-checked chunks and a manifest with the element structure),
+        compression None, "ZLIB" or "GZIP". shard_func(element) -> int
+        picks each element's shard (at most 4096 of them); by default the
+        elements are spread over one shard per writer thread. Shards are
+        written by up to 8 threads in parallel. The directory appears only
+        once complete and replaces an earlier save there; Dataset.load
+        reads the elements back in this pass's order, whatever the shards.
+        checkpoint_args (a resumable save) is not supported."""
+        self._unsupported("save", checkpoint_args=checkpoint_args)
+        comp = self._compression("save", compression)
+        key, cbs = KEY_FN(), self._callbacks
+        if shard_func is not None:
+            cb = _Keyed(shard_func, self.strings == "bytes")
+            key, cbs = cb.c_key, cbs + (cb,)
+        c_opts = self.options.to_c()
+        try:
+            rc = lib.sl_save(self._ptr, os.fsencode(path), c_opts, comp, key, None)
+        finally:
+            lib.sl_options_free(c_opts)
+        if rc < 0:
+            _callbacks.raise_interrupt(cbs)
+            msg = lib.sl_last_error().decode("utf-8", "replace")
+            err = make_error(rc, msg)
+            if rc == SL_ECALLBACK:
+                err.__cause__ = _callbacks.cause(cbs, msg)
+            raise err
+
+    @staticmethod
+    def load(path, element_spec=None, compression=None, reader_func=None):
+        """tf.data's load: the dataset Dataset.save wrote at path, its
+        elements in saved order, with the saved structure (element_spec)
+        and an exact cardinality. NotFoundError (a FileNotFoundError) when
+        no finished save is there; CorruptDataError for a damaged manifest,
+        and, as iteration reaches it, for a damaged chunk (naming the file
+        and offset; Options(error_policy="skip") drops that chunk). The
+        manifest says how the shards are compressed, so compression and
+        element_spec are accepted for tf.data's signature and checked
+        only for their form; strings come out as bytes, as from tf.data.
+        reader_func is not supported: the order is always the saved one."""
+        Dataset._unsupported("load", reader_func=reader_func)
+        Dataset._compression("load", compression)
+        ds = Dataset(_check(lib.sl_load(os.fsencode(path))), strings="bytes")
+        if element_spec is not None and _nesting(element_spec) != _nesting(ds.element_spec):
+            raise ValueError("load: element_spec %r does not match the saved structure %r"
+                             % (element_spec, ds.element_spec))
+        return ds
+
+    def snapshot(self, path, compression="AUTO", reader_func=None, shard_func=None,
+                 name=None):
+        """tf.data's snapshot: the first complete pass is written under the
+        directory path (keyed by this pipeline's fingerprint) while it is
+        served, and every later pass, here or in another process, reads it
+        back instead of running the pipeline; a changed pipeline writes a
+        new one. A partial snapshot is never read: a pass cut short removes
+        what it wrote, and a second writer at the same time passes through.
+        compression "AUTO" (none: images are compressed already), None,
+        "ZLIB" or "GZIP". reader_func and shard_func are not supported."""
+        del name
+        self._unsupported("snapshot", reader_func=reader_func, shard_func=shard_func)
+        comp = self._compression("snapshot", compression, auto=SL_COMPRESSION_NONE)
+        return self._derive(lib.sl_snapshot, os.fsencode(path), comp)
 
     def with_options(self, options=None, **kwargs):
         """The same pipeline, iterated with these options on top of the

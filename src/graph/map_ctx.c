@@ -15,6 +15,7 @@ void sl__map_ctx_begin(sl_map_ctx *ctx, const sl_dataset *ds, uint64_t seed, uin
     ctx->index = index;
     ctx->epoch = epoch;
     ctx->ds = ds;
+    ctx->input = NULL;
     ctx->scratch = NULL;
 }
 
@@ -68,6 +69,8 @@ SL_API void *sl_map_ctx_scratch(sl_map_ctx *ctx, size_t size)
 
 SL_API const sl_structure *sl_map_ctx_structure(const sl_map_ctx *ctx)
 {
+    if (ctx->input)
+        return sl_dataset_structure(ctx->input);
     return ctx->ds && ctx->ds->ninputs ? sl_dataset_structure(ctx->ds->inputs[0]) : NULL;
 }
 

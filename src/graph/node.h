@@ -251,6 +251,9 @@ struct sl_map_ctx {
     int64_t index;
     int64_t epoch;
     const sl_dataset *ds; /* the map's (or filter's) dataset */
+    /* what the function reads, when it is not ds's input (the dataset a
+     * save writes); NULL: ds's input */
+    const sl_dataset *input;
     struct sl__scratch *scratch; /* freed by sl__map_ctx_end */
 };
 void sl__map_ctx_begin(sl_map_ctx *ctx, const sl_dataset *ds, uint64_t seed, uint64_t key,

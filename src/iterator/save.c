@@ -58,13 +58,16 @@ static int64_t shard_of(sl_dataset *ds, sl_key_fn fn, void *user, uint64_t seed,
     if (!fn)
         return index % nthreads;
     sl_map_ctx ctx;
-    sl__map_ctx_begin(&ctx, ds, seed, 0, 0, index);
+    sl__map_ctx_begin(&ctx, NULL, seed, 0, 0, index);
+    ctx.input = ds;
     sl_clear_error();
     int64_t shard = 0;
     *rc = fn(&ctx, el, &shard, user);
     sl__map_ctx_end(&ctx);
     if (*rc < 0 && !sl__error_msg()[0])
         sl__set_error(*rc, "save: the shard function failed: %s", sl_strerror(*rc));
+    else if (*rc < 0)
+        sl__error_prefix("save: the shard function");
     else if (*rc > 0)
         *rc = sl__set_error(SL_ECALLBACK, "save: the shard function returned %d", *rc);
     return shard;

@@ -539,3 +539,35 @@ def test_rejection_resample():
     got = list(dataset.as_numpy_iterator())
     zero, one = np.bincount(got) / len(got)
     assert abs(zero - 0.5) < 0.05 and abs(one - 0.5) < 0.05
+
+
+def test_save_load(tmp_path):
+    import os
+    path = os.path.join(str(tmp_path), "saved_data")
+    # Save a dataset
+    dataset = tf_data.Dataset.range(2)
+    dataset.save(path)
+    new_dataset = tf_data.Dataset.load(path)
+    same([e for e in new_dataset], [0, 1])
+    # a custom shard_func, as in save's docstring
+    dataset = tf_data.Dataset.range(10)
+
+    def custom_shard_func(element):
+        return np.int64(0)
+    dataset.save(path=path, shard_func=custom_shard_func)
+    same(list(tf_data.Dataset.load(path).as_numpy_iterator()), list(range(10)))
+    # the element_spec and cardinality come back with the elements
+    dataset = tf_data.Dataset.from_tensor_slices({"a": [1, 2], "b": [[3, 4], [5, 6]]})
+    dataset.save(path)
+    new_dataset = tf_data.Dataset.load(path, element_spec=dataset.element_spec)
+    assert new_dataset.element_spec == dataset.element_spec
+    assert new_dataset.cardinality() == 2
+    same(list(new_dataset.as_numpy_iterator()),
+         [{"a": 1, "b": array([3, 4])}, {"a": 2, "b": array([5, 6])}])
+
+
+def test_snapshot(tmp_path):
+    dataset = tf_data.Dataset.range(5)
+    dataset = dataset.snapshot(str(tmp_path / "snapshot"))
+    same(list(dataset.as_numpy_iterator()), [0, 1, 2, 3, 4])
+    same(list(dataset.as_numpy_iterator()), [0, 1, 2, 3, 4])
