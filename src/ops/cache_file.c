@@ -8,6 +8,7 @@
 #include "../core/alloc.h"
 #include "../core/crc32c.h"
 #include "../core/error.h"
+#include "../core/fileio.h"
 #include "../core/le.h"
 #include "../core/log.h"
 #include "cache_file.h"
@@ -53,34 +54,7 @@ static int io_error(sl__cache_file *f, const char *what, const char *file, int e
 
 static int write_all(sl__cache_file *f, const void *p, size_t n)
 {
-    const unsigned char *s = p;
-    while (n) {
-        ssize_t w = write(f->fd, s, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0)
-            return io_error(f, "writing", f->partial, errno);
-        s += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
-/* Reads up to n bytes at off; fewer only at the end of the file. */
-static ssize_t pread_full(int fd, void *p, size_t n, uint64_t off)
-{
-    size_t got = 0;
-    while (got < n) {
-        ssize_t r = pread(fd, (unsigned char *)p + got, n - got, (off_t)(off + got));
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0)
-            return -1;
-        if (r == 0)
-            break;
-        got += (size_t)r;
-    }
-    return (ssize_t)got;
+    return sl__write_all(f->fd, p, n) < 0 ? io_error(f, "writing", f->partial, errno) : 0;
 }
 
 /* ---- writing ---- */
@@ -173,21 +147,6 @@ static void make_header(unsigned char *h, uint64_t fp, uint64_t count, uint64_t 
     sl__put_le32(h + 44, 0);
 }
 
-static void sync_dir(const char *path)
-{
-    char dir[4096];
-    const char *slash = strrchr(path, '/');
-    if (!slash)
-        snprintf(dir, sizeof dir, ".");
-    else
-        snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) {
-        fsync(fd); /* best effort: the rename is already visible */
-        close(fd);
-    }
-}
-
 int sl__cache_file_commit(sl__cache_file *f, struct stat *st)
 {
     unsigned char h[HDR_SIZE];
@@ -204,7 +163,7 @@ int sl__cache_file_commit(sl__cache_file *f, struct stat *st)
         return io_error(f, "renaming", f->partial, errno);
     if (fstat(f->fd, st) < 0)
         memset(st, 0, sizeof *st); /* unrecognisable: checked in full next time */
-    sync_dir(f->path);
+    sl__sync_parent(f->path);
     close(f->fd);
     f->fd = -1;
     f->locked = false;
@@ -265,7 +224,7 @@ static bool validate(sl__cache_file *f, const struct stat *st, bool check_crc, c
                      size_t n)
 {
     unsigned char h[HDR_SIZE];
-    if (st->st_size < HDR_SIZE || pread_full(f->fd, h, HDR_SIZE, 0) != HDR_SIZE) {
+    if (st->st_size < HDR_SIZE || sl__pread_full(f->fd, h, HDR_SIZE, 0) != HDR_SIZE) {
         snprintf(why, n, "truncated header (%lld bytes)", (long long)st->st_size);
         return false;
     }
@@ -296,7 +255,7 @@ static bool validate(sl__cache_file *f, const struct stat *st, bool check_crc, c
     for (uint64_t off = HDR_SIZE; off < (uint64_t)st->st_size;) {
         size_t k = (uint64_t)st->st_size - off < IO_BUF ? (size_t)((uint64_t)st->st_size - off)
                                                         : IO_BUF;
-        ssize_t r = pread_full(f->fd, f->buf, k, off);
+        ssize_t r = sl__pread_full(f->fd, f->buf, k, off);
         if (r != (ssize_t)k) {
             snprintf(why, n, "read failed at offset %llu: %s", (unsigned long long)off,
                      r < 0 ? strerror(errno) : "file shrank");
@@ -331,7 +290,7 @@ static int get_bytes(sl__cache_file *f, void *dst, size_t n)
             void *into = n >= IO_BUF ? (void *)d : (void *)f->buf;
             if (n >= IO_BUF)
                 k = n; /* big tensors go straight into place */
-            ssize_t r = pread_full(f->fd, into, k, f->load_off);
+            ssize_t r = sl__pread_full(f->fd, into, k, f->load_off);
             if (r != (ssize_t)k)
                 return r < 0 ? io_error(f, "reading", f->path, errno)
                              : corrupt(f, "truncated record", f->load_off);

@@ -14,6 +14,7 @@
 #include "../core/alloc.h"
 #include "../core/crc32c.h"
 #include "../core/error.h"
+#include "../core/fileio.h"
 #include "../core/le.h"
 #include "../core/structure.h"
 #include "../graph/state.h"
@@ -47,46 +48,6 @@ static void shard_name(char *buf, size_t n, const char *dir, int64_t index)
 static int io_error(const char *op, const char *path, const char *what, int err)
 {
     return sl__set_error(sl__errno_code(err), "%s(%s): %s: %s", op, path, what, strerror(err));
-}
-
-static int write_all(int fd, const void *p, size_t n)
-{
-    const unsigned char *s = p;
-    while (n) {
-        ssize_t w = write(fd, s, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0)
-            return -1;
-        s += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
-static ssize_t pread_full(int fd, void *p, size_t n, uint64_t off)
-{
-    size_t got = 0;
-    while (got < n) {
-        ssize_t r = pread(fd, (unsigned char *)p + got, n - got, (off_t)(off + got));
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0)
-            return -1;
-        if (r == 0)
-            break;
-        got += (size_t)r;
-    }
-    return (ssize_t)got;
-}
-
-static void sync_dir(const char *dir)
-{
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) {
-        fsync(fd); /* best effort: what it orders is already visible */
-        close(fd);
-    }
 }
 
 /* ---- one element as bytes (the cache's record layout) ---- */
@@ -340,7 +301,7 @@ static int first_error(sl__save_writer *w)
 
 static int shard_write(sl__save_writer *w, shard_out *s, const void *p, size_t n)
 {
-    if (write_all(s->fd, p, n) < 0) {
+    if (sl__write_all(s->fd, p, n) < 0) {
         char path[4096];
         shard_name(path, sizeof path, w->dir, s->index);
         return io_error(w->op, path, "writing", errno);
@@ -669,13 +630,13 @@ static int write_manifest(sl__save_writer *w, const sl__bytes *text)
     if (fd < 0)
         return io_error(w->op, part, "cannot create", errno);
     int rc = 0;
-    if (write_all(fd, text->p, text->n) < 0 || fsync(fd) < 0)
+    if (sl__write_all(fd, text->p, text->n) < 0 || fsync(fd) < 0)
         rc = io_error(w->op, part, "writing", errno);
     close(fd);
     if (!rc && rename(part, path) < 0)
         rc = io_error(w->op, part, "renaming", errno);
     if (!rc)
-        sync_dir(w->dir);
+        sl__sync_parent(path);
     return rc;
 }
 
@@ -728,7 +689,7 @@ void sl__saved_free(sl__saved *s)
     sl__strfree(s->dir);
     sl__strfree(s->op);
     sl_structure_release(s->structure);
-    sl__free(s->shards, (size_t)s->nshards * sizeof *s->shards);
+    sl__free(s->shards, (size_t)(s->nshards ? s->nshards : 1) * sizeof *s->shards);
     sl__free(s, sizeof *s);
 }
 
@@ -788,7 +749,8 @@ static int parse_shards(const char *op, const char *dir, cursor *c, sl__saved *s
         const char *p;
         if (!take_line(c, "shard", buf, sizeof buf) ||
             !parse_i64(buf, 0, SL__SAVE_MAX_INDEX - 1, &idx, &p) ||
-            !parse_i64(p, 0, INT64_MAX, &els, &p) || !parse_i64(p, FILE_HDR, INT64_MAX, &size, NULL))
+            !parse_i64(p, 0, INT64_MAX, &els, &p) ||
+            !parse_i64(p, FILE_HDR, INT64_MAX, &size, NULL))
             return bad_manifest(op, dir, c, "bad shard line");
         if (i && idx <= s->shards[i - 1].index)
             return bad_manifest(op, dir, c, "shard indices do not rise");
@@ -833,7 +795,8 @@ static int parse_body(const char *op, const char *dir, cursor *c, sl__saved *s)
         return bad_manifest(op, dir, c, "bad structure");
     c->p = nl + 1;
     c->line++;
-    if (!take_line(c, "elements", buf, sizeof buf) || !parse_i64(buf, 0, INT64_MAX, &s->elements, NULL))
+    if (!take_line(c, "elements", buf, sizeof buf) ||
+        !parse_i64(buf, 0, INT64_MAX, &s->elements, NULL))
         return bad_manifest(op, dir, c, "bad element count");
     if (!take_line(c, "shards", buf, sizeof buf) ||
         !parse_i64(buf, 0, SL__SAVE_MAX_SHARDS, &v, NULL))
@@ -913,7 +876,7 @@ int sl__saved_open(const char *op, const char *dir, sl__saved **out)
         close(fd);
         return sl__set_error(SL_ENOMEM, "%s(%s): out of memory", op, path);
     }
-    ssize_t r = pread_full(fd, text, n, 0);
+    ssize_t r = sl__pread_full(fd, text, n, 0);
     int e = errno;
     close(fd);
     int rc = r != (ssize_t)n ? io_error(op, path, "reading", r < 0 ? e : EIO)
@@ -958,7 +921,7 @@ static const char *chunk_header(const sl__saved *s, shard_in *h, uint32_t hdr[4]
     uint64_t off = h->next_off, size = h->m->size;
     if (size - off < CHUNK_HDR)
         return "truncated chunk header";
-    ssize_t r = pread_full(h->fd, b, CHUNK_HDR, off);
+    ssize_t r = sl__pread_full(h->fd, b, CHUNK_HDR, off);
     if (r != CHUNK_HDR) {
         *rc = r < 0 ? sl__errno_code(errno) : SL_ECORRUPT;
         return r < 0 ? strerror(errno) : "file shrank";
@@ -1001,7 +964,7 @@ static int load_chunk(const sl__saved *s, shard_in *h)
     into->n = 0;
     if (sl__bytes_reserve(into, hdr[0] ? hdr[0] : 1))
         return sl__set_error(SL_ENOMEM, "%s(%s): out of memory", s->op, h->path);
-    ssize_t r = pread_full(h->fd, into->p, hdr[0], off + CHUNK_HDR);
+    ssize_t r = sl__pread_full(h->fd, into->p, hdr[0], off + CHUNK_HDR);
     if (r != (ssize_t)hdr[0])
         why = r < 0 ? strerror(errno) : "file shrank";
     else if (sl__crc32c(0, into->p, hdr[0]) != hdr[3])
@@ -1114,7 +1077,7 @@ static int open_shard(const sl__saved *s, shard_in *h, int64_t consumed)
                              " (truncated or replaced?)", s->op, h->path,
                              (long long)st.st_size, h->m->size);
     unsigned char b[FILE_HDR];
-    if (pread_full(h->fd, b, FILE_HDR, 0) != FILE_HDR)
+    if (sl__pread_full(h->fd, b, FILE_HDR, 0) != FILE_HDR)
         return io_error(s->op, h->path, "reading", errno ? errno : EIO);
     if (memcmp(b, MAGIC, 8) != 0)
         return shard_corrupt(s, h, "not a sluice shard file (bad magic)", 0);
