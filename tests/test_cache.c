@@ -93,14 +93,6 @@ static void flip_byte(const char *path, long off)
     fclose(f);
 }
 
-static void write_file(const char *path, const void *p, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(p, 1, n, f), n);
-    fclose(f);
-}
-
 /* zlib's crc32, bit by bit, so the test needs no zlib of its own. */
 static uint32_t crc32_ref(const unsigned char *p, size_t n)
 {
@@ -139,7 +131,7 @@ static void write_cache(const char *path, const sl_dataset *input, uint64_t coun
     le64(f + 32, n);
     le32(f + 40, crc32_ref(payload, n));
     memcpy(f + 48, payload, n);
-    write_file(path, f, 48 + n);
+    tu_write_file(path, f, 48 + n);
     free(f);
 }
 
@@ -504,7 +496,7 @@ static void test_file_cache_discards_stale_partial(void **state)
     partial_of(partial, path);
     char junk[5000];
     memset(junk, 'j', sizeof junk);
-    write_file(partial, junk, sizeof junk);
+    tu_write_file(partial, junk, sizeof junk);
 
     log_start();
     atomic_int calls = 0;

@@ -1025,14 +1025,6 @@ static void test_refusals(void **state)
 
 /* ---- fixtures ---- */
 
-static void write_file(const char *path, const void *p, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(p, 1, n, f), n);
-    fclose(f);
-}
-
 static void make_images(const char *root, int classes, int per_class, bool bad)
 {
     assert_int_equal(mkdir(root, 0755), 0);
@@ -1051,7 +1043,7 @@ static void make_images(const char *root, int classes, int per_class, bool bad)
                 memcpy(jpg, "GIF89a", 6); /* not a JPEG */
             if (bad && i == 5)
                 n = 0; /* empty */
-            write_file(path, jpg, n);
+            tu_write_file(path, jpg, n);
             free(jpg);
         }
     }

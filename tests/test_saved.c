@@ -269,26 +269,6 @@ static void test_replace_and_failures(void **state)
 
 /* ---- damaged files ---- */
 
-static void read_file(const char *path, unsigned char **p, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    fseek(f, 0, SEEK_END);
-    *n = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    *p = malloc(*n + 1);
-    assert_int_equal(fread(*p, 1, *n, f), *n);
-    fclose(f);
-}
-
-static void write_file(const char *path, const void *p, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(p, 1, n, f), n);
-    fclose(f);
-}
-
 /* The CRC-32C a manifest ends with, computed here bit by bit. */
 static uint32_t crc32c(const unsigned char *p, size_t n)
 {
@@ -308,7 +288,7 @@ static void edit_manifest(const char *path, const char *from, const char *to)
     snprintf(m, sizeof m, "%s/manifest", path);
     unsigned char *p;
     size_t n;
-    read_file(m, &p, &n);
+    tu_read_file(m, &p, &n);
     p[n] = 0;
     char *at = strstr((char *)p, from), *crc = strstr((char *)p, "crc32c ");
     assert_non_null(at);
@@ -320,7 +300,7 @@ static void edit_manifest(const char *path, const char *from, const char *to)
     memcpy(out + k + strlen(to), at + strlen(from), body);
     size_t len = k + strlen(to) + body;
     len += (size_t)sprintf(out + len, "crc32c %08x\n", crc32c((unsigned char *)out, len));
-    write_file(m, out, len);
+    tu_write_file(m, out, len);
     free(out);
     free(p);
 }
@@ -369,39 +349,39 @@ static void test_damaged_manifest(void **state)
     save_records(path, 40);
     unsigned char *p;
     size_t n;
-    read_file(m, &p, &n);
+    tu_read_file(m, &p, &n);
     /* a flipped byte, a truncation, an empty file */
     p[30] ^= 1;
-    write_file(m, p, n);
+    tu_write_file(m, p, n);
     assert_null(sl_load(path));
     assert_int_equal(sl_last_error_code(), SL_ECORRUPT);
     assert_non_null(strstr(sl_last_error(), m));
     p[30] ^= 1;
-    write_file(m, p, n - 5);
+    tu_write_file(m, p, n - 5);
     assert_null(sl_load(path));
     assert_int_equal(sl_last_error_code(), SL_ECORRUPT);
-    write_file(m, p, 0);
+    tu_write_file(m, p, 0);
     assert_null(sl_load(path));
     assert_int_equal(sl_last_error_code(), SL_ECORRUPT);
-    write_file(m, "GIF89a\n", 7);
+    tu_write_file(m, "GIF89a\n", 7);
     assert_null(sl_load(path));
     assert_non_null(strstr(sl_last_error(), "not a sluice saved dataset"));
     /* a newer format, and checked lines with wrong values */
-    write_file(m, p, n);
+    tu_write_file(m, p, n);
     edit_manifest(path, "sluice-saved-dataset 1", "sluice-saved-dataset 2");
     assert_null(sl_load(path));
     assert_int_equal(sl_last_error_code(), SL_EUNSUPPORTED);
     assert_non_null(strstr(sl_last_error(), "version 2"));
-    write_file(m, p, n);
+    tu_write_file(m, p, n);
     edit_manifest(path, "elements 40", "elements 41");
     assert_null(sl_load(path));
     assert_non_null(strstr(sl_last_error(), "do not add up"));
-    write_file(m, p, n);
+    tu_write_file(m, p, n);
     edit_manifest(path, "structure {", "structure {{");
     assert_null(sl_load(path));
     assert_non_null(strstr(sl_last_error(), "bad structure"));
     /* a shard whose size differs from the manifest's */
-    write_file(m, p, n);
+    tu_write_file(m, p, n);
     edit_manifest(path, "shard 0 4 ", "shard 0 4 1");
     sl_dataset *ds = sl_load(path);
     assert_non_null(ds); /* the manifest itself is fine */
@@ -424,10 +404,10 @@ static void test_damaged_shards(void **state)
     snprintf(shard, sizeof shard, "%s/shard-00000003.sls", path);
     unsigned char *p;
     size_t n;
-    read_file(shard, &p, &n);
+    tu_read_file(shard, &p, &n);
     /* a byte of a record: the chunk's checksum catches it */
     p[n - 3] ^= 0x40;
-    write_file(shard, p, n);
+    tu_write_file(shard, p, n);
     sl_dataset *ds = sl_load(path);
     int count;
     char msg[1024];
@@ -441,7 +421,7 @@ static void test_damaged_shards(void **state)
     /* a damaged chunk header: the rest of that shard is lost */
     p[n - 3] ^= 0x40;
     p[17] ^= 1;
-    write_file(shard, p, n);
+    tu_write_file(shard, p, n);
     ds = sl_load(path);
     assert_int_equal(drain(ds, SL_ERRORS_FAIL, &count, msg), SL_ECORRUPT);
     assert_non_null(strstr(msg, "chunk header checksum mismatch"));
@@ -451,14 +431,14 @@ static void test_damaged_shards(void **state)
     /* not a shard file at all */
     p[17] ^= 1;
     memcpy(p, "NOTSHARD", 8);
-    write_file(shard, p, n);
+    tu_write_file(shard, p, n);
     ds = sl_load(path);
     assert_int_equal(drain(ds, SL_ERRORS_SKIP, &count, msg), SL_ECORRUPT);
     assert_non_null(strstr(sl_last_error(), "bad magic"));
     sl_dataset_release(ds);
     /* truncated, and missing */
     memcpy(p, "SLSHARD1", 8);
-    write_file(shard, p, n - 1);
+    tu_write_file(shard, p, n - 1);
     ds = sl_load(path);
     assert_int_equal(drain(ds, SL_ERRORS_SKIP, &count, msg), SL_ECORRUPT);
     assert_non_null(strstr(sl_last_error(), "truncated or replaced"));
@@ -553,7 +533,7 @@ static void test_snapshot_partial(void **state)
         if (e->d_name[0] != '.' && !strstr(e->d_name, ".lock"))
             snprintf(m, sizeof m, "%s/%s/manifest", path, e->d_name);
     closedir(d);
-    write_file(m, "sluice-saved-dataset 1\n", 23);
+    tu_write_file(m, "sluice-saved-dataset 1\n", 23);
     expect_records(ds, 50);
     assert_int_equal(calls, 50);
     expect_records(ds, 50);

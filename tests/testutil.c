@@ -169,6 +169,29 @@ void tu_tmpdir(char *buf)
     assert_non_null(mkdtemp(buf));
 }
 
+void tu_read_file(const char *path, unsigned char **p, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    assert_int_equal(fseek(f, 0, SEEK_END), 0);
+    long len = ftell(f);
+    assert_true(len >= 0);
+    assert_int_equal(fseek(f, 0, SEEK_SET), 0);
+    *n = (size_t)len;
+    *p = malloc(*n + 1);
+    assert_non_null(*p);
+    assert_int_equal(fread(*p, 1, *n, f), *n);
+    fclose(f);
+}
+
+void tu_write_file(const char *path, const void *p, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(p, 1, n, f), n);
+    fclose(f);
+}
+
 void tu_rmdir(const char *path)
 {
     char cmd[512];

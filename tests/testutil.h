@@ -67,6 +67,11 @@ int64_t tu_alloc_live_bytes(void); /* bytes allocated through the hooks, not fre
 void tu_tmpdir(char *buf);
 void tu_rmdir(const char *path);
 
+/* A file's whole contents (malloc'd, one spare byte after them) and
+ * length; and a file written with exactly p[0..n). Both assert. */
+void tu_read_file(const char *path, unsigned char **p, size_t *n);
+void tu_write_file(const char *path, const void *p, size_t n);
+
 /* Resident set size of this process, bytes. */
 int64_t tu_rss_bytes(void);
 
