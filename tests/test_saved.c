@@ -83,6 +83,8 @@ static void check_record(const sl_element *el, int i)
 static void expect_records(sl_dataset *ds, int n)
 {
     sl_iterator *it = sl_iterator_create(ds, NULL);
+    if (!it)
+        fprintf(stderr, "%s\n", sl_last_error());
     assert_non_null(it);
     sl_element *el;
     int i = 0, rc;
@@ -253,6 +255,14 @@ static void test_replace_and_failures(void **state)
     assert_non_null(strstr(sl_last_error(), "refusing"));
     assert_true(exists(file));
     assert_int_equal(sl_save(src, file, NULL, SL_COMPRESSION_NONE, NULL, NULL), SL_EINVAL);
+    /* "dir/" names dir */
+    char slashed[600];
+    snprintf(slashed, sizeof slashed, "%s/", path);
+    assert_int_equal(sl_save(src, slashed, NULL, SL_COMPRESSION_NONE, NULL, NULL), 0);
+    assert_int_equal(count_entries(dir), 2);
+    ds = sl_load(slashed);
+    expect_records(ds, 25);
+    sl_dataset_release(ds);
     /* an empty directory is used */
     char empty[512];
     path_in(empty, "empty");
@@ -538,6 +548,14 @@ static void test_snapshot_partial(void **state)
     assert_int_equal(calls, 50);
     expect_records(ds, 50);
     assert_int_equal(calls, 50);
+    /* a shard gone: rebuilt too */
+    char shard[1100];
+    snprintf(shard, sizeof shard, "%.*s/shard-00000000.sls", (int)(strlen(m) - 9), m);
+    assert_int_equal(unlink(shard), 0);
+    expect_records(ds, 50);
+    assert_int_equal(calls, 100);
+    expect_records(ds, 50);
+    assert_int_equal(calls, 100);
     sl_dataset_release(ds);
 #ifndef SLUICE_NO_ZLIB
     ds = snap_of(20, &calls, path, SL_COMPRESSION_GZIP);

@@ -25,7 +25,7 @@ static int check_target(const char *path)
         return sl__set_error(SL_EINVAL, "save(%s): exists and is not a directory", path);
     if (rmdir(path) == 0)
         return 0; /* it was empty */
-    char m[4096];
+    char m[4100];
     snprintf(m, sizeof m, "%s/manifest", path);
     if (access(m, F_OK) == 0)
         return 0;
@@ -37,7 +37,7 @@ static int check_target(const char *path)
  * goes only after, so path always names a complete one. */
 static int put_in_place(const char *tmp, const char *path)
 {
-    char old[4096];
+    char old[4100];
     snprintf(old, sizeof old, "%s.old-%ld", path, (long)getpid());
     bool had = rename(path, old) == 0;
     if (rename(tmp, path) < 0) {
@@ -102,12 +102,20 @@ SL_API int sl_save(sl_dataset *ds, const char *path, const sl_options *opts, int
 {
     if (!ds || !path || !*path)
         return sl__set_error(SL_EINVAL, "save: NULL dataset or path");
+    char target[4000];
+    size_t len = strlen(path);
+    while (len > 1 && path[len - 1] == '/') /* "dir/" names dir */
+        len--;
+    if (len >= sizeof target - 32)
+        return sl__set_error(SL_EINVAL, "save(%s): path too long", path);
+    memcpy(target, path, len);
+    target[len] = '\0';
+    path = target;
     int rc = check_target(path);
     if (rc)
         return rc;
-    char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s.saving-%ld", path, (long)getpid()) >= (int)sizeof tmp)
-        return sl__set_error(SL_EINVAL, "save(%s): path too long", path);
+    char tmp[4100];
+    snprintf(tmp, sizeof tmp, "%s.saving-%ld", path, (long)getpid());
     sl__saved_remove(tmp); /* an earlier save by a process of this pid that died */
     int nthreads = sl_cpu_count();
     nthreads = nthreads < 1 ? 1 : nthreads > MAX_WRITERS ? MAX_WRITERS : nthreads;

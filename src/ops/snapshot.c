@@ -152,22 +152,49 @@ static int start_read(snapshot_iter *it, const int64_t *pos)
     return sl__saved_reader_resume(it->saved, pos, &it->r);
 }
 
+/* A snapshot whose manifest reads but whose shards do not open (a shard
+ * removed or cut short) is rebuilt like a damaged manifest. */
+static void drop_read(snapshot_iter *it)
+{
+    sl__log(SL_LOG_WARN, "snapshot(%s): not reading it: %s; rebuilding it", it->dir,
+            sl__error_msg());
+    sl__free(it->pos, (size_t)(it->saved->nshards + 2) * sizeof *it->pos);
+    it->pos = NULL;
+    sl__saved_free(it->saved);
+    it->saved = NULL;
+    it->mode = PASS;
+}
+
+/* Reads a complete snapshot if there is one that opens: 1, 0 when there
+ * is none to read, or an error. */
+static int try_read(snapshot_iter *it, uint64_t fp)
+{
+    if (!find_saved(it, fp))
+        return 0;
+    int rc = start_read(it, NULL);
+    if (rc != SL_ECORRUPT && rc != SL_ENOENT)
+        return rc < 0 ? rc : 1;
+    drop_read(it);
+    return 0;
+}
+
 static int start_fresh(snapshot_iter *it, const snapshot_ds *d, uint64_t fp)
 {
-    if (find_saved(it, fp))
-        return start_read(it, NULL);
-    int rc = sl__iter_make_input(&it->base, 0, INPUT_EPOCH, &it->in);
+    int rc = try_read(it, fp);
+    if (rc)
+        return rc;
+    rc = sl__iter_make_input(&it->base, 0, INPUT_EPOCH, &it->in);
     if (rc)
         return rc;
     it->mode = PASS;
     if ((rc = lock_writer(it, d->path, fp)) <= 0)
         return rc;
-    if (find_saved(it, fp)) { /* a writer finished while we looked */
+    if ((rc = try_read(it, fp)) != 0) { /* a writer finished while we looked */
         sl__iter_free(it->in);
         it->in = NULL;
         close(it->lock_fd);
         it->lock_fd = -1;
-        return start_read(it, NULL);
+        return rc;
     }
     sl__saved_remove(it->partial); /* left by a writer that died */
     int cpus = sl_cpu_count();
