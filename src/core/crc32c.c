@@ -276,20 +276,20 @@ FOLD_TARGET static inline uint32_t fold_any(uint32_t crc, void *dst, const void 
     pthread_once(&fold_once, fold_init);
     const unsigned char *p = src;
     unsigned char *q = dst;
-    size_t body = n & ~(size_t)255;
+    size_t body = n & ~(size_t)255, i = body;
     uint64_t c = fold_blocks(~crc, q, p, body, copy);
-    p += body, q += body, n -= body;
-    for (; n >= 8; n -= 8, p += 8, q += 8) {
+    /* offsets, not pointers: q is NULL when not copying */
+    for (; n - i >= 8; i += 8) {
         uint64_t w;
-        memcpy(&w, p, 8);
+        memcpy(&w, p + i, 8);
         if (copy)
-            memcpy(q, &w, 8);
+            memcpy(q + i, &w, 8);
         c = _mm_crc32_u64(c, w);
     }
-    for (; n; n--, p++, q++) {
+    for (; i < n; i++) {
         if (copy)
-            *q = *p;
-        c = _mm_crc32_u8((uint32_t)c, *p);
+            q[i] = p[i];
+        c = _mm_crc32_u8((uint32_t)c, p[i]);
     }
     return ~(uint32_t)c;
 }
