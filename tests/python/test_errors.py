@@ -278,7 +278,9 @@ live = False  # the handler raises only while the loop below can catch it
 
 
 def interrupt(signum, frame):
+    global live
     if live:
+        live = False  # an alarm before the loop is back in its try returns quietly
         raise KeyboardInterrupt  # as Ctrl-C's handler does, on the main thread
 
 
