@@ -491,6 +491,18 @@ static sl_dataset *p_snapshot(void)
                      2);
 }
 
+/* x -> range(x % 5): inner datasets of 0 to 4 elements, one open at a time */
+static sl_dataset *short_range(const sl_element *el, void *user)
+{
+    (void)user;
+    return sl_range(0, sl_tensor_int64(sl_element_tensor(el, 0)) % 5, 1);
+}
+
+static sl_dataset *p_flat_map(void)
+{
+    return sl_flat_map(sl_shuffle(sl_range(0, 60, 1), 16, 3, 0), short_range, NULL);
+}
+
 static sl_dataset *p_folder(void) { return sl_image_folder(folder, NULL, SL_WITH_PATHS); }
 static sl_dataset *p_file_list(void) { return sl_file_list(list_path, NULL, 0); }
 
@@ -725,6 +737,7 @@ static void test_restructuring(void **state)
     long thirteens[] = {11, 12, 13, 24, 25};
     check_op(p_scan, SL_ERRORS_SKIP, thirteens, 5);
     check_op(p_rebatch, SL_ERRORS_FAIL, NULL, 0);
+    check_op(p_flat_map, SL_ERRORS_FAIL, NULL, 0);
 }
 
 static void test_cache(void **state)
