@@ -526,10 +526,10 @@ static void test_snapshot_partial(void **state)
     sl_element *el;
     assert_int_equal(sl_next(it, &el), 0);
     sl_element_release(el);
-    /* while it writes, a second iterator passes through unwritten */
-    int before = calls;
+    /* while it writes, a second iterator passes through unwritten (the
+     * map runs for both, the first's ahead of its consumer) */
     expect_records(ds, 50);
-    assert_int_equal(calls - before, 50);
+    assert_int_equal(count_entries(path), 2); /* the lock and the first's partial */
     sl_iterator_free(it);
     assert_int_equal(count_entries(path), 1);
     /* a full pass writes it; a damaged one is rebuilt, with a warning */
