@@ -162,11 +162,15 @@ static void test_budget_limits_buffers(void **state)
     /* the buffers did fill up to the budget: the test measured something */
     assert_true(peak >= tight - ELEM);
 
-    /* with room to spare the same pipeline buffers much more: the budget is
-     * what held it back (prefetch 64 alone would hold 64 MiB) */
+    /* with room to spare the same pipeline buffers more than the tight
+     * budget's bound allows: the budget is what held it back. (How much
+     * more depends on how far the producer gets ahead of the consumer,
+     * which a loaded machine or a sanitizer slows: 22-23 MiB under ASan
+     * and TSan with another test beside it, under the 24 MiB this asked
+     * for before.) */
     int64_t roomy = 1024 * MIB;
     int64_t free_peak = run(SLOW_US, roomy, bound_for(roomy));
-    assert_true(free_peak >= 3 * tight);
+    assert_true(free_peak > bound_for(tight));
 }
 
 static void test_budget_below_one_element(void **state)
