@@ -161,10 +161,12 @@ static int decode_element(const unsigned char *p, size_t n, sl_element **out, co
 
 /* ---- compression ---- */
 
+#ifndef SLUICE_NO_ZLIB
 static int zbits(int compression)
 {
     return compression == SL_COMPRESSION_GZIP ? 31 : 15;
 }
+#endif
 
 #ifdef SLUICE_NO_ZLIB
 static int no_zlib(const char *op, const char *dir)
