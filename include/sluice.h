@@ -1234,6 +1234,42 @@ SL_API int sl_image_spec_init(sl_image_spec *spec, size_t struct_size, int crop,
  * spec is copied. */
 SL_API sl_dataset *sl_map_image(sl_dataset *in, const sl_image_spec *spec, int parallelism);
 
+/* Batch mixing: timm's Mixup with CutMix (mode "batch"). Make the spec
+ * with sl_mixup_spec_init (which sets every default below), then change
+ * fields. */
+typedef struct sl_mixup_spec {
+    size_t struct_size;     /* sizeof(sl_mixup_spec), set by init */
+    int64_t num_classes;    /* >= 1: the soft targets' width */
+    double mixup_alpha;     /* 0.2: lam ~ Beta(alpha, alpha) for MixUp; 0 off */
+    double cutmix_alpha;    /* 1.0: the same for CutMix; 0 off */
+    double prob;            /* 1.0: chance that a batch is mixed at all */
+    double switch_prob;     /* 0.5: chance of CutMix when both are on */
+    double label_smoothing; /* 0.0: spread over all classes first */
+    int image_index;        /* 0: the images, uint8 or float32 [B, ...3 dims] */
+    int label_index;        /* 1: the labels, int64 [B] in [0, num_classes) */
+    int layout;             /* SL_LAYOUT_HWC (default) or _CHW: where H, W are */
+    int64_t seed;           /* -1: the iterator's seed */
+    unsigned flags;         /* SL_SAME_EACH_EPOCH */
+} sl_mixup_spec;
+
+/* Defaults for num_classes into spec (struct_size = your sizeof). 0, or
+ * SL_EINVAL for a NULL spec or a struct_size this library cannot fill. */
+SL_API int sl_mixup_spec_init(sl_mixup_spec *spec, size_t struct_size, int64_t num_classes);
+/* Mixes each batch of `in` (consumed) with itself reversed, as timm's
+ * Mixup does: with probability prob, image i and image B-1-i become
+ * x*lam + x_rev*(1-lam) (MixUp) or x with a box of x_rev pasted in
+ * (CutMix: a box of sqrt(1-lam) of each side, centred uniformly, clipped;
+ * lam then 1 - its area fraction). The labels become float32 [B,
+ * num_classes] soft targets, lam * smooth(y) + (1-lam) * smooth(y_rev),
+ * smooth giving label_smoothing / num_classes to each class and the rest
+ * to the true one (also for a batch not mixed). Draws come from the stream
+ * of (seed, node, epoch, batch position): the same on any thread count,
+ * new each epoch unless SL_SAME_EACH_EPOCH. The images are mixed in their
+ * own buffer when nothing else refers to it, else in a copy. A batch that
+ * does not fit the spec (rank, dtype, a label out of range) is an element
+ * error. The spec is copied. Runs on the pulling thread. */
+SL_API sl_dataset *sl_mixup_cutmix(sl_dataset *in, const sl_mixup_spec *spec);
+
 /* ------------------------------------------------------------------------ */
 /* Iterators                                                                */
 

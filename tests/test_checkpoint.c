@@ -503,6 +503,31 @@ static sl_dataset *p_flat_map(void)
     return sl_flat_map(sl_shuffle(sl_range(0, 60, 1), 16, 3, 0), short_range, NULL);
 }
 
+/* x -> (uint8 [4, 4, 3] of x's bytes, x % 7) */
+static int tiny_image(sl_map_ctx *ctx, const sl_element *in, sl_element **out, void *user)
+{
+    (void)ctx, (void)user;
+    int64_t x = sl_tensor_int64(sl_element_tensor(in, 0)), shape[3] = {4, 4, 3};
+    sl_element *el = sl_element_create(2);
+    uint8_t *p = el ? sl_element_add_tensor(el, SL_UINT8, 3, shape) : NULL;
+    if (!p)
+        return SL_ENOMEM;
+    for (int i = 0; i < 48; i++)
+        p[i] = (uint8_t)(x * 37 + i * 11);
+    sl_element_add_int64(el, x % 7);
+    *out = el;
+    return 0;
+}
+
+static sl_dataset *p_mixup(void)
+{
+    sl_mixup_spec s;
+    sl_mixup_spec_init(&s, sizeof s, 7);
+    s.label_smoothing = 0.1;
+    sl_dataset *b = sl_batch(sl_map(sl_range(0, 120, 1), "img", tiny_image, NULL, 2, 0), 8, 0);
+    return sl_mixup_cutmix(b, &s);
+}
+
 static sl_dataset *p_folder(void) { return sl_image_folder(folder, NULL, SL_WITH_PATHS); }
 static sl_dataset *p_file_list(void) { return sl_file_list(list_path, NULL, 0); }
 
@@ -738,6 +763,7 @@ static void test_restructuring(void **state)
     check_op(p_scan, SL_ERRORS_SKIP, thirteens, 5);
     check_op(p_rebatch, SL_ERRORS_FAIL, NULL, 0);
     check_op(p_flat_map, SL_ERRORS_FAIL, NULL, 0);
+    check_op(p_mixup, SL_ERRORS_FAIL, NULL, 0);
 }
 
 static void test_cache(void **state)

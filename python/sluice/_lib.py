@@ -59,6 +59,25 @@ class ImageSpec(ctypes.Structure):
     ]
 
 
+class MixupSpec(ctypes.Structure):
+    """sl_mixup_spec, field for field (include/sluice.h)."""
+
+    _fields_ = [
+        ("struct_size", c_size_t),
+        ("num_classes", c_int64),
+        ("mixup_alpha", ctypes.c_double),
+        ("cutmix_alpha", ctypes.c_double),
+        ("prob", ctypes.c_double),
+        ("switch_prob", ctypes.c_double),
+        ("label_smoothing", ctypes.c_double),
+        ("image_index", c_int),
+        ("label_index", c_int),
+        ("layout", c_int),
+        ("seed", c_int64),
+        ("flags", ctypes.c_uint),
+    ]
+
+
 class Feature(ctypes.Structure):
     """sl_feature, field for field (include/sluice.h)."""
 
@@ -212,6 +231,8 @@ _PROTOTYPES = {
     "sl_read_files": (c_void_p, [c_void_p, c_unsigned]),
     "sl_image_spec_init": (c_int, [P(ImageSpec), c_size_t, c_int, c_int]),
     "sl_map_image": (c_void_p, [c_void_p, P(ImageSpec), c_int]),
+    "sl_mixup_spec_init": (c_int, [P(MixupSpec), c_size_t, c_int64]),
+    "sl_mixup_cutmix": (c_void_p, [c_void_p, P(MixupSpec)]),
     "sl_iterator_create": (c_void_p, [c_void_p, c_void_p]),
     "sl_next": (c_int, [c_void_p, P(c_void_p)]),
     "sl_next_timeout": (c_int, [c_void_p, P(c_void_p), c_int64]),

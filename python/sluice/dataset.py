@@ -22,7 +22,7 @@ from . import _callbacks
 from ._callbacks import Callback
 from ._errors import Error, make_error, pending_interrupt
 from ._lib import (KEY_FN, MAP_FN, PREDICATE_FN, SCAN_FN, WINDOW_REDUCE_FN, WINDOW_SIZE_FN,
-                   DistContext, ImageSpec, lib)
+                   DistContext, ImageSpec, MixupSpec, lib)
 from .iterator import Iterator
 from .options import Options
 
@@ -860,6 +860,38 @@ class Dataset:
                           image_layout=layout)
         ds._image_leaf = spec.image_index
         return ds
+
+    def mixup_cutmix(self, num_classes, mixup_alpha=0.2, cutmix_alpha=1.0, prob=1.0,
+                     switch_prob=0.5, label_smoothing=0.0, *, seed=None, image_key=None,
+                     label_key=None, reshuffle_each_iteration=True):
+        """timm's Mixup (mode "batch", its names and meanings), after batch:
+        with probability prob each batch is mixed with itself reversed, by
+        MixUp (lam ~ Beta(mixup_alpha, mixup_alpha)) or CutMix (a box of
+        the reversed batch pasted in; lam from Beta(cutmix_alpha) and then
+        the box's area), CutMix with switch_prob when both alphas are > 0.
+        The images (uint8 or float32, the layout map_image gave) are mixed
+        in C; the labels (int64) become float32 [batch, num_classes] soft
+        targets with label_smoothing. The images are image_key's leaf (for
+        a dict: "image"; else the first value), the labels label_key's
+        ("label"; else the second value). Draws depend on the seed, the
+        epoch and the batch's position only."""
+        structure = self._structure()
+        image = (self._image_index(image_key)
+                 if image_key is not None or isinstance(structure, dict) else self._image_leaf)
+        if label_key is None and isinstance(structure, dict):
+            label_key = "label"
+        label = 1 if label_key is None else _structure.leaf_at(structure, label_key)
+        spec = MixupSpec()
+        if lib.sl_mixup_spec_init(ctypes.byref(spec), ctypes.sizeof(spec), int(num_classes)):
+            raise make_error(lib.sl_last_error_code(), lib.sl_last_error().decode())
+        spec.mixup_alpha, spec.cutmix_alpha = float(mixup_alpha), float(cutmix_alpha)
+        spec.prob, spec.switch_prob = float(prob), float(switch_prob)
+        spec.label_smoothing = float(label_smoothing)
+        spec.image_index, spec.label_index = image, label
+        spec.layout = SL_LAYOUT_CHW if self.image_layout == "CHW" else SL_LAYOUT_HWC
+        spec.seed = -1 if seed is None else int(seed)
+        spec.flags = 0 if reshuffle_each_iteration else SL_SAME_EACH_EPOCH
+        return self._derive(lib.sl_mixup_cutmix, ctypes.byref(spec))
 
     def _image_index(self, image_key):
         """The tensor map_image decodes: image_key's leaf, or for a dict

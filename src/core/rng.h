@@ -46,4 +46,9 @@ static inline double sl__rng_uniform(sl__rng *r)
     return (double)(sl__rng_next(r) >> 11) * 0x1.0p-53;
 }
 
+/* Draws from distributions, each a few uniforms of r (rng.c). */
+double sl__rng_normal(sl__rng *r);             /* N(0, 1), Box-Muller */
+double sl__rng_gamma(sl__rng *r, double shape); /* Gamma(shape, 1), shape > 0 */
+double sl__rng_beta(sl__rng *r, double a, double b); /* Beta(a, b), a, b > 0 */
+
 #endif
