@@ -267,6 +267,10 @@ static void test_replace_and_failures(void **state)
     char empty[512];
     path_in(empty, "empty");
     mkdir(empty, 0755);
+    /* (a save that fails leaves it as it was) */
+    assert_int_equal(sl_save(src, empty, NULL, SL_COMPRESSION_NONE, failing_shard_fn, NULL),
+                     SL_EIO);
+    assert_int_equal(count_entries(empty), 0);
     assert_int_equal(sl_save(src, empty, NULL, SL_COMPRESSION_NONE, NULL, NULL), 0);
     ds = sl_load(empty);
     expect_records(ds, 25);

@@ -1,6 +1,7 @@
 /* save(ds, path): one pass of ds written as a saved dataset
  * (ops/saved_file.h), by a writer thread per shard group while the
  * calling thread runs the pass, and put in place only once complete. */
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -13,6 +14,18 @@
  * path, few enough that a save does not crowd out its own pipeline. */
 #define MAX_WRITERS 8
 
+static bool empty_dir(const char *path)
+{
+    DIR *d = opendir(path);
+    if (!d)
+        return false;
+    bool empty = true;
+    for (struct dirent *e; empty && (e = readdir(d)) != NULL;)
+        empty = !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..");
+    closedir(d);
+    return empty;
+}
+
 /* Whether path may be replaced: it does not exist, is an empty directory,
  * or holds a saved dataset (finished or not). */
 static int check_target(const char *path)
@@ -23,8 +36,8 @@ static int check_target(const char *path)
                                                    strerror(errno));
     if (!S_ISDIR(st.st_mode))
         return sl__set_error(SL_EINVAL, "save(%s): exists and is not a directory", path);
-    if (rmdir(path) == 0)
-        return 0; /* it was empty */
+    if (empty_dir(path))
+        return 0; /* the rename replaces it, and only once the save is complete */
     char m[4100];
     snprintf(m, sizeof m, "%s/manifest", path);
     if (access(m, F_OK) == 0)
