@@ -65,26 +65,6 @@ static int write_input(const uint8_t *data, size_t size)
     return fclose(f);
 }
 
-/* Every byte of every tensor, and every string through the accessor. */
-static unsigned touch(const sl_element *el)
-{
-    unsigned s = 0;
-    for (int i = 0; i < sl_element_size(el); i++) {
-        const sl_tensor *t = sl_element_tensor(el, i);
-        const unsigned char *p = sl_tensor_data(t);
-        for (size_t k = 0; k < sl_tensor_nbytes(t); k++)
-            s += p[k];
-        if (sl_tensor_dtype(t) == SL_STRING)
-            for (int64_t k = 0; k < sl_tensor_count(t); k++) {
-                size_t len;
-                const char *str = sl_tensor_string(t, k, &len);
-                for (size_t j = 0; str && j < len; j++)
-                    s += (unsigned char)str[j];
-            }
-    }
-    return s;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     paths();
@@ -99,7 +79,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     sl_element *el;
     volatile unsigned sink = 0;
     while (it && sl_next(it, &el) == 0) {
-        sink += touch(el);
+        sink += fuzz_touch(el);
         sl_element_release(el);
     }
     (void)sink;

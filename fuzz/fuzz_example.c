@@ -30,25 +30,6 @@ static const sl_feature strict[] = {
     {.key = "pair", .type = SL_FEATURE_BYTES, .ndim = 1, .shape = {2}},
 };
 
-static unsigned touch(const sl_element *el)
-{
-    unsigned s = 0;
-    for (int i = 0; i < sl_element_size(el); i++) {
-        const sl_tensor *t = sl_element_tensor(el, i);
-        const unsigned char *p = sl_tensor_data(t);
-        for (size_t k = 0; k < sl_tensor_nbytes(t); k++)
-            s += p[k];
-        if (sl_tensor_dtype(t) == SL_STRING)
-            for (int64_t k = 0; k < sl_tensor_count(t); k++) {
-                size_t len;
-                const char *str = sl_tensor_string(t, k, &len);
-                for (size_t j = 0; str && j < len; j++)
-                    s += (unsigned char)str[j];
-            }
-    }
-    return s;
-}
-
 static void run(const uint8_t *data, size_t size, bool as_bytes)
 {
     sl_element *el = sl_element_create(1);
@@ -69,7 +50,7 @@ static void run(const uint8_t *data, size_t size, bool as_bytes)
     sl_element *out;
     volatile unsigned sink = 0;
     while (it && sl_next(it, &out) == 0) {
-        sink += touch(out);
+        sink += fuzz_touch(out);
         sl_element_release(out);
     }
     (void)sink;

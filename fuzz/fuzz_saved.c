@@ -278,26 +278,6 @@ static int write_shard_mode(const uint8_t *data, size_t size)
     return rc ? rc : write_file(dir, "manifest", text, (size_t)len);
 }
 
-/* Every byte of every tensor, and every string through the accessor. */
-static unsigned touch(const sl_element *el)
-{
-    unsigned s = 0;
-    for (int i = 0; i < sl_element_size(el); i++) {
-        const sl_tensor *t = sl_element_tensor(el, i);
-        const unsigned char *p = sl_tensor_data(t);
-        for (size_t k = 0; k < sl_tensor_nbytes(t); k++)
-            s += p[k];
-        if (sl_tensor_dtype(t) == SL_STRING)
-            for (int64_t k = 0; k < sl_tensor_count(t); k++) {
-                size_t len;
-                const char *str = sl_tensor_string(t, k, &len);
-                for (size_t j = 0; str && j < len; j++)
-                    s += (unsigned char)str[j];
-            }
-    }
-    return s;
-}
-
 /* Up to `limit` elements of it (-1: all): 0 when it stopped at the
  * limit, or what sl_next returned. */
 static int drain(sl_iterator *it, int64_t limit)
@@ -308,7 +288,7 @@ static int drain(sl_iterator *it, int64_t limit)
         int rc = sl_next(it, &el);
         if (rc != 0)
             return rc;
-        sink += touch(el);
+        sink += fuzz_touch(el);
         sl_element_release(el);
     }
     (void)sink;
