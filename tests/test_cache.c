@@ -93,18 +93,6 @@ static void flip_byte(const char *path, long off)
     fclose(f);
 }
 
-/* zlib's crc32, bit by bit, so the test needs no zlib of its own. */
-static uint32_t crc32_ref(const unsigned char *p, size_t n)
-{
-    uint32_t c = 0xffffffffu;
-    for (size_t i = 0; i < n; i++) {
-        c ^= p[i];
-        for (int k = 0; k < 8; k++)
-            c = (c >> 1) ^ (0xedb88320u & (0u - (c & 1)));
-    }
-    return ~c;
-}
-
 static void le32(unsigned char *p, uint32_t v)
 {
     for (int i = 0; i < 4; i++)
@@ -129,7 +117,7 @@ static void write_cache(const char *path, const sl_dataset *input, uint64_t coun
     le64(f + 16, sl_dataset_fingerprint(input));
     le64(f + 24, count);
     le64(f + 32, n);
-    le32(f + 40, crc32_ref(payload, n));
+    le32(f + 40, tu_crc32_bitwise(TU_CRC32, payload, n));
     memcpy(f + 48, payload, n);
     tu_write_file(path, f, 48 + n);
     free(f);

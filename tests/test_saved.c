@@ -283,18 +283,6 @@ static void test_replace_and_failures(void **state)
 
 /* ---- damaged files ---- */
 
-/* The CRC-32C a manifest ends with, computed here bit by bit. */
-static uint32_t crc32c(const unsigned char *p, size_t n)
-{
-    uint32_t c = 0xffffffffu;
-    for (size_t i = 0; i < n; i++) {
-        c ^= p[i];
-        for (int k = 0; k < 8; k++)
-            c = (c >> 1) ^ (0x82f63b78u & (0u - (c & 1)));
-    }
-    return ~c;
-}
-
 /* Rewrites the manifest with `from` replaced by `to` and a fresh crc. */
 static void edit_manifest(const char *path, const char *from, const char *to)
 {
@@ -313,7 +301,7 @@ static void edit_manifest(const char *path, const char *from, const char *to)
     size_t body = (size_t)(crc - (char *)p) - k - strlen(from);
     memcpy(out + k + strlen(to), at + strlen(from), body);
     size_t len = k + strlen(to) + body;
-    len += (size_t)sprintf(out + len, "crc32c %08x\n", crc32c((unsigned char *)out, len));
+    len += (size_t)sprintf(out + len, "crc32c %08x\n", tu_crc32_bitwise(TU_CRC32C, out, len));
     tu_write_file(m, out, len);
     free(out);
     free(p);

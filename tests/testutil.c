@@ -169,6 +169,18 @@ void tu_tmpdir(char *buf)
     assert_non_null(mkdtemp(buf));
 }
 
+uint32_t tu_crc32_bitwise(uint32_t poly, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    uint32_t c = 0xffffffffu;
+    for (size_t i = 0; i < n; i++) {
+        c ^= b[i];
+        for (int k = 0; k < 8; k++)
+            c = (c >> 1) ^ (poly & (0u - (c & 1)));
+    }
+    return ~c;
+}
+
 void tu_read_file(const char *path, unsigned char **p, size_t *n)
 {
     FILE *f = fopen(path, "rb");

@@ -72,6 +72,13 @@ void tu_rmdir(const char *path);
 void tu_read_file(const char *path, unsigned char **p, size_t *n);
 void tu_write_file(const char *path, const void *p, size_t n);
 
+/* A reflected CRC-32 of p[0..n), bit by bit, so a test checks a file
+ * format's checksum with nothing of the library's: poly 0xedb88320 is
+ * zlib's crc32, 0x82f63b78 CRC-32C. */
+#define TU_CRC32 0xedb88320u
+#define TU_CRC32C 0x82f63b78u
+uint32_t tu_crc32_bitwise(uint32_t poly, const void *p, size_t n);
+
 /* Resident set size of this process, bytes. */
 int64_t tu_rss_bytes(void);
 
