@@ -1361,8 +1361,11 @@ SL_API sl_dataset *sl_load(const char *path);
  * is renamed when the pass completes: a partial snapshot is never read, a
  * pass cut short (take, an error) removes it, a second writer at the same
  * time passes its input through unwritten, and a failed write (disk full)
- * is logged and the pass goes on unwritten. compression: an
- * sl_compression (SL_EUNSUPPORTED without zlib). A position saved while
+ * is logged and the pass goes on unwritten. The writing pass encodes and
+ * compresses on writer threads of its own (one per core, up to 8; not
+ * pool workers), stopped and joined when the pass ends or its iterator
+ * is freed. compression: an sl_compression (SL_EUNSUPPORTED without
+ * zlib). A position saved while
  * writing resumes passing through, unwritten. */
 SL_API sl_dataset *sl_snapshot(sl_dataset *in, const char *path, int compression);
 
