@@ -25,7 +25,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (sl__jpeg_decode(dec, data, size, &win, 24, 24, size & 3, &d) != 0)
         return 0;
     static uint8_t out[24 * 24 * 3];
-    sl__resize_out o = {out, 24, 24, SL_LAYOUT_HWC, SL_UINT8, flip, {0, 0, 0}, {1, 1, 1}};
+    sl__resize_out o = {out, 24, 24, SL_LAYOUT_HWC, SL_UINT8, flip, {0, 0, 0}, {1, 1, 1}, NULL};
     sl__resize(rs, d.rgb, d.width, d.height, d.stride, &d.win, &o);
     return 0;
 }

@@ -1209,7 +1209,64 @@ typedef struct sl_image_spec {
                          * sl_structure_leaf_index(sl_structure_get(
                          * sl_dataset_structure(in), "image")) */
     int reserved[5];
+    /* ---- Augmentations (0.4). Each is off at its zero (what an older
+     * program's smaller struct reads as) and draws from the element's
+     * stream only when on, so a seed gives the same images on any thread
+     * count and new ones each epoch. They run in this order, after the
+     * crop and flip: rotate/affine, auto_augment, colour jitter,
+     * grayscale, blur, solarize, then (on the output, after normalising)
+     * erasing. Parameters mean what torchvision's do. */
+    int auto_augment;           /* sl_auto_augment (0: none) */
+    int rand_augment_num_ops;   /* RandAugment: ops per image (init: 2) */
+    int rand_augment_magnitude; /* RandAugment: magnitude bin (init: 9) */
+    int num_magnitude_bins;     /* RandAugment, TrivialAugmentWide (init: 31) */
+    float color_jitter_prob;    /* ColorJitter's chance (RandomApply); 0 off */
+    float brightness[2], contrast[2], saturation[2]; /* factor ranges, each
+                                 * drawn uniformly; [0, 0] leaves it out */
+    float hue[2];               /* in [-0.5, 0.5] (a fraction of a turn);
+                                 * [0, 0] leaves it out. Applied in random
+                                 * order as ColorJitter, folded into one
+                                 * transform of Y and a rotation and scale
+                                 * of (Cb, Cr): contrast blends with the
+                                 * image's mean gray, hue turns the chroma
+                                 * plane (not HSV's hexagon; README, "Image
+                                 * augmentations", says how far apart) */
+    float grayscale_prob;       /* RandomGrayscale: gray (BT.601 luma) in all 3 */
+    float blur_prob;            /* GaussianBlur's chance; 0 off */
+    int blur_kernel;            /* odd kernel size (init: 23) */
+    float blur_sigma[2];        /* sigma drawn uniformly (init: 0.1, 2.0) */
+    float solarize_prob;        /* RandomSolarize; 0 off */
+    float solarize_threshold;   /* values >= it are inverted (init: 128) */
+    float rotate[2];            /* degrees, counter-clockwise as
+                                 * RandomRotation; [0, 0] off */
+    float translate[2];         /* RandomAffine: max shift, fractions of
+                                 * width and height; 0 off */
+    float affine_scale[2];      /* RandomAffine: scale range; [0, 0] off */
+    float shear[4];             /* RandomAffine: x range, y range (degrees) */
+    int interpolation;          /* geometric augmentations (affine and
+                                 * auto_augment's): sl_interpolation */
+    float erasing_prob;         /* RandomErasing on the output; 0 off */
+    float erasing_scale[2];     /* area fraction (init: 0.02, 0.33) */
+    float erasing_ratio[2];     /* aspect (init: 0.3, 3.3) */
+    float erasing_value[3];     /* per channel, in the output's units */
+    int erasing_random;         /* 1: random values instead (float32:
+                                 * N(0, 1); uint8: uniform bytes) */
 } sl_image_spec;
+
+/* sl_image_spec.auto_augment: torchvision's policies, with its op lists
+ * and magnitude tables (Identity, ShearX/Y, TranslateX/Y, Rotate,
+ * Brightness, Color, Contrast, Sharpness, Posterize, Solarize,
+ * AutoContrast, Equalize; AutoAugment's ImageNet policy adds Invert). */
+typedef enum sl_auto_augment {
+    SL_AUTO_AUGMENT_NONE = 0,
+    SL_TRIVIAL_AUGMENT_WIDE, /* one op, magnitude bin drawn too */
+    SL_RAND_AUGMENT,         /* rand_augment_num_ops ops at one magnitude */
+    SL_AUTO_AUGMENT_IMAGENET /* one of 25 learned sub-policies */
+} sl_auto_augment;
+
+/* Resampling of the geometric augmentations: torchvision's default,
+ * nearest, or bilinear (its reference recipes pass bilinear). */
+typedef enum sl_interpolation { SL_INTERP_NEAREST = 0, SL_INTERP_BILINEAR } sl_interpolation;
 
 /* Defaults for a crop policy and a square output of `size`: train
  * (random-resized, scale 0.08-1, ratio 3/4-4/3, flip 0.5), centre

@@ -322,6 +322,108 @@ class MapContext:
         return lib.sl_map_ctx_epoch(self._p())
 
 
+
+_AUTO_AUGMENT = {None: 0, "trivial_augment_wide": 1, "rand_augment": 2, "auto_augment": 3}
+_INTERPOLATION = {"nearest": 0, "bilinear": 1}
+
+
+def _pair(name, value, center=1.0, lo_bound=0.0):
+    """torchvision's _check_input: a number v means (center - v, center + v)
+    (the low end kept at lo_bound); a pair is taken as it is."""
+    if isinstance(value, (int, float)):
+        if value < 0:
+            raise ValueError("map_image: %s %r must be non-negative" % (name, value))
+        return (max(center - value, lo_bound), center + value)
+    lo, hi = value
+    if lo > hi:
+        raise ValueError("map_image: %s range %r must have lo <= hi" % (name, value))
+    return (float(lo), float(hi))
+
+
+def _augment_spec(spec, color_jitter, color_jitter_prob, grayscale_prob, gaussian_blur,
+                  blur_prob, solarize_prob, solarize_threshold, random_erasing_prob,
+                  erasing_scale, erasing_ratio, erasing_value, rotate, affine,
+                  interpolation, auto_augment, num_ops, magnitude, bins):
+    """map_image's augmentation keywords into the spec's fields."""
+    if color_jitter is not None:
+        values = tuple(color_jitter) + (0,) * (4 - len(tuple(color_jitter)))
+        if len(values) != 4:
+            raise ValueError("map_image: color_jitter is (brightness, contrast, saturation, "
+                             "hue)")
+        for field, value in zip(("brightness", "contrast", "saturation"), values[:3]):
+            if value not in (None, 0):
+                getattr(spec, field)[:] = _pair(field, value)
+        if values[3] not in (None, 0):
+            hue = _pair("hue", values[3], center=0.0, lo_bound=-0.5)
+            if not -0.5 <= hue[0] <= hue[1] <= 0.5:
+                raise ValueError("map_image: hue %r must be within [-0.5, 0.5]" % (values[3],))
+            spec.hue[:] = hue
+        spec.color_jitter_prob = 1.0 if color_jitter_prob is None else color_jitter_prob
+    elif color_jitter_prob:
+        raise ValueError("map_image: color_jitter_prob needs color_jitter")
+    spec.grayscale_prob = grayscale_prob
+    if gaussian_blur is not None:
+        kernel, sigma = gaussian_blur
+        if not isinstance(kernel, int):
+            kx, ky = kernel
+            if kx != ky:
+                raise ValueError("map_image: gaussian_blur kernels are square")
+            kernel = kx
+        if kernel < 1 or kernel % 2 == 0:
+            raise ValueError("map_image: gaussian_blur kernel_size %r must be odd and "
+                             "positive" % (kernel,))
+        sigma = (sigma, sigma) if isinstance(sigma, (int, float)) else tuple(sigma)
+        if not 0 < sigma[0] <= sigma[1]:
+            raise ValueError("map_image: gaussian_blur sigma %r must be 0 < lo <= hi" % (sigma,))
+        spec.blur_kernel = kernel
+        spec.blur_sigma[:] = sigma
+        spec.blur_prob = 1.0 if blur_prob is None else blur_prob
+    elif blur_prob:
+        raise ValueError("map_image: blur_prob needs gaussian_blur")
+    spec.solarize_prob = solarize_prob
+    spec.solarize_threshold = solarize_threshold
+    spec.erasing_prob = random_erasing_prob
+    spec.erasing_scale[:] = tuple(erasing_scale)
+    spec.erasing_ratio[:] = tuple(erasing_ratio)
+    if isinstance(erasing_value, str):
+        if erasing_value != "random":
+            raise ValueError("map_image: erasing_value is a number, one per channel, or "
+                             "\"random\"")
+        spec.erasing_random = 1
+    elif isinstance(erasing_value, (int, float)):
+        spec.erasing_value[:] = (erasing_value,) * 3
+    else:
+        spec.erasing_value[:] = tuple(erasing_value)
+    if rotate is not None:
+        spec.rotate[:] = (-rotate, rotate) if isinstance(rotate, (int, float)) else tuple(rotate)
+    if affine is not None:
+        unknown = set(affine) - {"translate", "scale", "shear"}
+        if unknown:
+            raise ValueError("map_image: affine takes translate, scale, shear; not %s"
+                             % ", ".join(sorted(unknown)))
+        if affine.get("translate") is not None:
+            spec.translate[:] = tuple(affine["translate"])
+        if affine.get("scale") is not None:
+            spec.affine_scale[:] = tuple(affine["scale"])
+        shear = affine.get("shear")
+        if shear is not None:
+            if isinstance(shear, (int, float)):
+                shear = (-shear, shear)
+            shear = tuple(shear) + (0.0, 0.0) * (len(tuple(shear)) == 2)
+            if len(shear) != 4:
+                raise ValueError("map_image: shear is a number, (lo, hi) or 4 values")
+            spec.shear[:] = shear
+    try:
+        spec.interpolation = _INTERPOLATION[interpolation]
+        spec.auto_augment = _AUTO_AUGMENT[auto_augment]
+    except KeyError as e:
+        raise ValueError("map_image: bad interpolation or auto_augment %s (auto_augment: "
+                         "trivial_augment_wide, rand_augment or auto_augment)" % e) from None
+    spec.rand_augment_num_ops = num_ops
+    spec.rand_augment_magnitude = magnitude
+    spec.num_magnitude_bins = bins
+
+
 class Dataset:
     """An immutable pipeline description with tf.data's names and keywords.
     Build one from a source (``Dataset.range``, ``image_folder``,
@@ -810,7 +912,13 @@ class Dataset:
     def map_image(self, preset="train", size=224, *, num_parallel_calls=None, layout="HWC",
                   dtype="uint8", height=None, width=None, scale=None, ratio=None,
                   flip_prob=None, resize_shorter=None, mean=None, std=None, max_pixels=None,
-                  allow_warnings=None, exact_pixels=None, fast_upsample=None, image_key=None):
+                  allow_warnings=None, exact_pixels=None, fast_upsample=None, image_key=None,
+                  color_jitter=None, color_jitter_prob=None, grayscale_prob=0.0,
+                  gaussian_blur=None, blur_prob=None, solarize_prob=0.0,
+                  solarize_threshold=128.0, random_erasing_prob=0.0,
+                  erasing_scale=(0.02, 0.33), erasing_ratio=(0.3, 3.3), erasing_value=0,
+                  rotate=None, affine=None, interpolation="nearest", auto_augment=None,
+                  rand_augment_num_ops=2, rand_augment_magnitude=9, num_magnitude_bins=31):
         """Decodes a JPEG and transforms it (in C, in parallel), leaving the
         element's other values in place: the value under image_key of a
         dict element ("image" by default, or "image/encoded" as
@@ -827,7 +935,22 @@ class Dataset:
         fast_upsample=1 replicates subsampled chroma instead of
         interpolating it: faster, pixels differ slightly from PIL's.
         allow_warnings=1 accepts damaged files that libjpeg can recover from
-        (a truncated file then decodes with its missing rows grey)."""
+        (a truncated file then decodes with its missing rows grey).
+
+        Augmentations, with torchvision's meanings and defaults, drawn per
+        image from the seed (new each epoch), in this order after the crop
+        and flip: rotate (RandomRotation's degrees: d or (lo, hi)) and
+        affine (dict of RandomAffine's translate, scale, shear), with
+        interpolation "nearest" or "bilinear"; auto_augment
+        ("trivial_augment_wide", "rand_augment" with rand_augment_num_ops and
+        rand_augment_magnitude, or "auto_augment", the ImageNet policy);
+        color_jitter=(brightness, contrast, saturation, hue) as ColorJitter
+        (a number or a (lo, hi) pair each) with color_jitter_prob;
+        grayscale_prob; gaussian_blur=(kernel_size, sigma or (lo, hi)) with
+        blur_prob; solarize_prob with solarize_threshold; then, on the
+        normalised output, RandomErasing: random_erasing_prob, erasing_scale,
+        erasing_ratio, erasing_value (a number, one per channel, or
+        "random")."""
         if preset not in _CROPS:
             raise ValueError("map_image: preset must be one of %s" % ", ".join(_CROPS))
         spec = ImageSpec()
@@ -856,6 +979,11 @@ class Dataset:
         if std is not None:
             spec.std[:] = list(std)
         spec.image_index = self._image_index(image_key)
+        _augment_spec(spec, color_jitter, color_jitter_prob, grayscale_prob, gaussian_blur,
+                      blur_prob, solarize_prob, solarize_threshold, random_erasing_prob,
+                      erasing_scale, erasing_ratio, erasing_value, rotate, affine,
+                      interpolation, auto_augment, rand_augment_num_ops,
+                      rand_augment_magnitude, num_magnitude_bins)
         ds = self._derive(lib.sl_map_image, spec, _parallel("map_image", num_parallel_calls),
                           image_layout=layout)
         ds._image_leaf = spec.image_index

@@ -114,6 +114,9 @@ typedef struct sl__resize_out {
     int dtype;        /* SL_UINT8 or SL_FLOAT32 */
     bool flip;        /* mirror horizontally */
     float mean[3], std[3]; /* SL_FLOAT32: out = (v / 255 - mean) / std */
+    /* sl__resize_ycc: a colour transform (augment.h) to fold into the
+     * conversion, or NULL; sl__resize ignores it */
+    const struct sl__colour *colour;
 } sl__resize_out;
 
 typedef struct sl__resizer sl__resizer; /* reusable scratch and weight tables; one per thread */
@@ -133,6 +136,9 @@ int sl__resize(sl__resizer *r, const uint8_t *src, int w, int h, size_t stride,
  * and resolution (chroma upsampling and the resize are one filter), then
  * converted to RGB per output pixel (BT.601 full range, as JFIF). */
 int sl__resize_ycc(sl__resizer *r, const sl__ycc *src, const sl__resize_out *out);
+/* Writes a whole uint8 RGB HWC image of out's size in out's layout and
+ * dtype (flip not applied: the image has it). */
+void sl__resize_store_image(sl__resizer *r, const uint8_t *rgb, const sl__resize_out *out);
 /* Whether the planes beat the RGB window with r's kernels: only the
  * AVX-512 plane pass is fast enough (with SSE2's, the resize costs more
  * than the decode saves; bench/README.md, "YCbCr planes"). */

@@ -252,6 +252,18 @@ void sl__resize_store(const sl__resizer *r, const sl__resize_out *out, int y,
     }
 }
 
+void sl__resize_store_image(sl__resizer *r, const uint8_t *rgb, const sl__resize_out *out)
+{
+    if (out->dtype == SL_UINT8 && out->layout != SL_LAYOUT_CHW) {
+        memcpy(out->data, rgb, (size_t)out->width * out->height * 3);
+        return;
+    }
+    if (out->dtype == SL_FLOAT32)
+        sl__resize_lut(r, out);
+    for (int y = 0; y < out->height; y++)
+        sl__resize_store(r, out, y, rgb + (size_t)y * out->width * 3);
+}
+
 int sl__resize(sl__resizer *r, const uint8_t *src, int w, int h, size_t stride,
                const sl__window *win, const sl__resize_out *out)
 {

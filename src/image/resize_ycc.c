@@ -9,6 +9,7 @@
 #include <string.h>
 #include "../core/alloc.h"
 #include "../core/error.h"
+#include "augment.h"
 #include "resize_kernels.h"
 
 /* One plane's part of an output row: its source, taps and passes' rows. */
@@ -32,11 +33,9 @@ static void plane_row(sl__vpass vertical, const plane_job *p, int y, bool flip)
 /* ---- the colour stage ----
  *
  * An output row of Y, Cb and Cr, already resampled, flipped and in output
- * columns, becomes the RGB row that sl__resize_store writes out. Per-image
- * colour changes belong here: a colour jitter (a 3x3 matrix and offsets
- * drawn per image) would fold BT.601 into its matrix and run as a kernel
- * of its own beside ycc_rgb, chosen here when the output asks for one, so
- * that the plain conversion keeps its constants in the instructions. */
+ * columns, becomes the RGB row that sl__resize_store writes out. A colour
+ * augmentation (resize_colour) changes the samples first, so that the
+ * conversion keeps its constants in the instructions. */
 static void colour_row(const sl__resizer *r, const plane_job pj[3], uint8_t *rgb, int width)
 {
     r->k->ycc_rgb(pj[0].line, pj[1].line, pj[2].line, rgb, width);
@@ -69,6 +68,53 @@ static int build_axes(sl__resizer *r, const sl__ycc *src, const sl__resize_out *
     return *hc ? 0 : SL_ENOMEM;
 }
 
+/* With a colour transform (augment.h): every row's Y, Cb and Cr first,
+ * for the mean luma that contrast blends with, then the transform on the
+ * samples and the plain conversion, row by row. */
+static int resize_colour(sl__resizer *r, plane_job pj[3], const sl__resize_out *out)
+{
+    int W = out->width, H = out->height;
+    size_t row = 3 * (size_t)W;
+    if (sl__resize_reserve((void **)&r->planes, &r->planes_cap, row * H))
+        return SL_ENOMEM;
+    uint64_t sum = 0;
+    uint8_t lo = 255, hi = 0;
+    for (int y = 0; y < H; y++) {
+        uint8_t *at = r->planes + y * row;
+        for (int c = 0; c < 3; c++) {
+            pj[c].line = at + (size_t)c * W;
+            plane_row(r->k->vertical, &pj[c], y, out->flip);
+        }
+        for (int x = 0; x < W; x++) {
+            sum += at[x];
+            lo = at[x] < lo ? at[x] : lo;
+            hi = at[x] > hi ? at[x] : hi;
+        }
+    }
+    sl__colour_map m;
+    sl__colour_fold(out->colour, (double)sum / ((double)W * H), &m);
+    bool direct = out->dtype == SL_UINT8 && out->layout != SL_LAYOUT_CHW;
+    /* Luma pushed past 255 (or below 0) would be clipped before the
+     * conversion, where RGB clips each channel after it: a brightened
+     * saturated colour would lose its hue. Such images take the transform
+     * on RGB after a plain conversion instead. */
+    bool on_rgb = direct && (m.a * hi + m.o > 255.5f || m.a * lo + m.o < -0.5f);
+    for (int y = 0; y < H; y++) {
+        uint8_t *at = r->planes + y * row;
+        for (int c = 0; c < 3; c++)
+            pj[c].line = at + (size_t)c * W;
+        if (!on_rgb)
+            sl__colour_planes(&m, pj[0].line, pj[1].line, pj[2].line, W);
+        uint8_t *line = direct ? (uint8_t *)out->data + (size_t)y * row : r->line;
+        colour_row(r, pj, line, W);
+        if (!direct)
+            sl__resize_store(r, out, y, line);
+    }
+    if (on_rgb)
+        sl__colour_rgb(&m, out->data, (size_t)W * H);
+    return 0;
+}
+
 int sl__resize_ycc(sl__resizer *r, const sl__ycc *src, const sl__resize_out *out)
 {
     const sl__plane *py = &src->plane[0], *pc = &src->plane[1];
@@ -98,6 +144,8 @@ int sl__resize_ycc(sl__resizer *r, const sl__ycc *src, const sl__resize_out *out
     }
     if (out->dtype == SL_FLOAT32)
         sl__resize_lut(r, out);
+    if (out->colour && out->colour->on)
+        return resize_colour(r, pj, out);
     sl__vpass vertical = r->k->vertical;
     bool direct = out->dtype == SL_UINT8 && out->layout != SL_LAYOUT_CHW;
     for (int y = 0; y < out->height; y++) {

@@ -22,6 +22,7 @@
 typedef struct workspace {
     sl__jpeg *dec;
     sl__resizer *rs;
+    sl__augmenter *aug;
 } workspace;
 
 static pthread_key_t ws_key;
@@ -32,6 +33,7 @@ static void ws_destroy(void *p)
     workspace *ws = p;
     sl__jpeg_free(ws->dec);
     sl__resizer_free(ws->rs);
+    sl__augmenter_free(ws->aug);
     sl__free(ws, sizeof *ws);
 }
 
@@ -53,7 +55,8 @@ static workspace *ws_get(void)
         return NULL;
     ws->dec = sl__jpeg_new();
     ws->rs = sl__resizer_new();
-    if (!ws->dec || !ws->rs || pthread_setspecific(ws_key, ws)) {
+    ws->aug = sl__augmenter_new();
+    if (!ws->dec || !ws->rs || !ws->aug || pthread_setspecific(ws_key, ws)) {
         ws_destroy(ws);
         sl__set_error(SL_ENOMEM, "out of memory (image decoder)");
         return NULL;
@@ -123,24 +126,53 @@ int sl__image_decode(const sl_image_spec *spec, sl__rng *rng, const sl_element *
     rc = sl__jpeg_header(ws->dec, data, n, spec->max_pixels, &info);
     if (rc == 0) {
         sl__crop_plan(spec, info.width, info.height, rng, &win, &flip);
+        sl__aug plan;
+        bool aug = sl__aug_any(spec);
+        if (aug)
+            sl__aug_draw(spec, rng, &plan);
         unsigned flags = (spec->allow_warnings ? SL__JPEG_ALLOW_WARNINGS : 0) |
                          (spec->fast_upsample ? SL__JPEG_FAST_UPSAMPLE : 0);
         sl__resize_out out = {dst, spec->width, spec->height, spec->layout, spec->dtype, flip,
                               {spec->mean[0], spec->mean[1], spec->mean[2]},
-                              {spec->std[0], spec->std[1], spec->std[2]}};
+                              {spec->std[0], spec->std[1], spec->std[2]}, NULL};
+        /* Pixel ops work on uint8 RGB HWC: the output itself when it is
+         * that, else the augmenter's image, stored into the output after. */
+        sl__resize_out to = out;
+        bool pixels = aug && sl__aug_pixels(&plan, false), folded = false;
+        if (pixels) {
+            bool direct = spec->dtype == SL_UINT8 && spec->layout == SL_LAYOUT_HWC;
+            to.data = direct ? dst : sl__augmenter_image(ws->aug, spec->width, spec->height);
+            to.dtype = SL_UINT8;
+            to.layout = SL_LAYOUT_HWC;
+            if (!to.data)
+                return SL_ENOMEM;
+        }
         rc = SL__JPEG_NOT_YCC;
         if (!spec->exact_pixels && !spec->fast_upsample && sl__resize_ycc_pays(ws->rs)) {
             sl__ycc planes;
             rc = sl__jpeg_decode_ycc(ws->dec, data, n, &win, spec->width, spec->height, flags,
                                      &planes);
+            /* the colour transform rides on the conversion when it comes first */
+            if (pixels && plan.colour.on && !plan.affine && !plan.nops) {
+                to.colour = &plan.colour;
+                folded = true;
+            }
             if (rc == 0)
-                rc = sl__resize_ycc(ws->rs, &planes, &out);
+                rc = sl__resize_ycc(ws->rs, &planes, &to);
         }
         if (rc == SL__JPEG_NOT_YCC) {
+            folded = false;
             rc = sl__jpeg_decode(ws->dec, data, n, &win, spec->width, spec->height, flags, &d);
             if (rc == 0)
-                rc = sl__resize(ws->rs, d.rgb, d.width, d.height, d.stride, &d.win, &out);
+                rc = sl__resize(ws->rs, d.rgb, d.width, d.height, d.stride, &d.win, &to);
         }
+        if (rc == 0 && pixels)
+            rc = sl__aug_apply(ws->aug, spec, &plan, folded, to.data, spec->width,
+                               spec->height);
+        if (rc == 0 && pixels && to.data != dst)
+            sl__resize_store_image(ws->rs, to.data, &out);
+        if (rc == 0 && aug)
+            sl__aug_erase(spec, &plan, dst);
     }
     if (rc < 0 && rc != SL_ENOMEM) {
         const char *path = element_path(in);
@@ -229,6 +261,14 @@ uint64_t sl__map_image_fingerprint(const sl_dataset *ds, uint64_t h)
     h = sl__hash_u64(h, (uint64_t)s->max_pixels ^ ((uint64_t)s->allow_warnings << 63));
     /* the decode path: 0 fancy RGB, 1 merged RGB, 2 YCbCr planes */
     h = sl__hash_u64(h, s->fast_upsample ? 1u : s->exact_pixels ? 0u : 2u);
+    /* the augmentations, when on (a pipeline without them keeps the
+     * fingerprint it had before they existed): every field from
+     * auto_augment on, ints and floats with no padding between them */
+    if (sl__aug_any(s)) {
+        size_t from = offsetof(sl_image_spec, auto_augment);
+        size_t to = offsetof(sl_image_spec, erasing_random) + sizeof s->erasing_random;
+        h = sl__hash_bytes(h, (const char *)s + from, to - from);
+    }
     return sl__hash_u64(sl__hash_u64(h, (uint64_t)d->batch), d->flags);
 }
 
@@ -319,6 +359,18 @@ SL_API int sl_image_spec_init(sl_image_spec *spec, size_t struct_size, int crop,
     memcpy(d.mean, mean, sizeof mean);
     memcpy(d.std, std, sizeof std);
     d.max_pixels = 100000000;
+    /* the augmentations' parameters, for when one is turned on */
+    d.rand_augment_num_ops = 2;
+    d.rand_augment_magnitude = 9;
+    d.num_magnitude_bins = 31;
+    d.blur_kernel = 23;
+    d.blur_sigma[0] = 0.1f;
+    d.blur_sigma[1] = 2.0f;
+    d.solarize_threshold = 128;
+    d.erasing_scale[0] = 0.02f;
+    d.erasing_scale[1] = 0.33f;
+    d.erasing_ratio[0] = 0.3f;
+    d.erasing_ratio[1] = 3.3f;
     /* a newer caller's struct: what this library does not know is zero */
     memcpy(spec, &d, struct_size < sizeof d ? struct_size : sizeof d);
     if (struct_size > sizeof d)
@@ -347,6 +399,78 @@ static int spec_load(const sl_image_spec *in, sl_image_spec *out)
     return 0;
 }
 
+static bool range_ok(const float v[2], double lo, double hi)
+{
+    return v[0] >= lo && v[0] <= v[1] && v[1] <= hi;
+}
+
+static bool is_prob(float p)
+{
+    return p >= 0 && p <= 1;
+}
+
+/* The augmentations' fields, as torchvision checks its arguments. */
+static int check_augment(const sl_image_spec *s)
+{
+    const float probs[] = {s->color_jitter_prob, s->grayscale_prob, s->blur_prob,
+                           s->solarize_prob, s->erasing_prob};
+    const char *names[] = {"color_jitter_prob", "grayscale_prob", "blur_prob", "solarize_prob",
+                           "erasing_prob"};
+    for (int i = 0; i < 5; i++)
+        if (!is_prob(probs[i]))
+            return sl__set_error(SL_EINVAL, "map_image: %s %g is outside [0, 1]", names[i],
+                                 probs[i]);
+    if (s->auto_augment < 0 || s->auto_augment > SL_AUTO_AUGMENT_IMAGENET)
+        return sl__set_error(SL_EINVAL, "map_image: bad auto_augment %d", s->auto_augment);
+    if (s->auto_augment && (s->num_magnitude_bins < 1 || s->num_magnitude_bins > 1000))
+        return sl__set_error(SL_EINVAL, "map_image: num_magnitude_bins %d is outside [1, 1000]",
+                             s->num_magnitude_bins);
+    if (s->auto_augment == SL_RAND_AUGMENT &&
+        (s->rand_augment_num_ops < 0 || s->rand_augment_num_ops > SL__AUG_MAX_OPS ||
+         s->rand_augment_magnitude < 0 || s->rand_augment_magnitude >= s->num_magnitude_bins))
+        return sl__set_error(SL_EINVAL, "map_image: rand_augment_num_ops %d (0 to %d) or "
+                             "rand_augment_magnitude %d (0 to num_magnitude_bins - 1 = %d)",
+                             s->rand_augment_num_ops, SL__AUG_MAX_OPS,
+                             s->rand_augment_magnitude, s->num_magnitude_bins - 1);
+    const float *factors[] = {s->brightness, s->contrast, s->saturation};
+    for (int i = 0; i < 3; i++)
+        if ((factors[i][0] || factors[i][1]) && !range_ok(factors[i], 0, 1e6))
+            return sl__set_error(SL_EINVAL, "map_image: colour jitter factor range [%g, %g] "
+                                 "must be 0 <= lo <= hi", factors[i][0], factors[i][1]);
+    if (!range_ok(s->hue, -0.5, 0.5))
+        return sl__set_error(SL_EINVAL, "map_image: hue range [%g, %g] must be within "
+                             "[-0.5, 0.5]", s->hue[0], s->hue[1]);
+    if (s->blur_prob > 0 && (s->blur_kernel < 1 || s->blur_kernel > 255 ||
+                             !(s->blur_kernel & 1) || !(s->blur_sigma[0] > 0) ||
+                             !range_ok(s->blur_sigma, 0, 1e6)))
+        return sl__set_error(SL_EINVAL, "map_image: blur kernel %d must be odd in [1, 255] and "
+                             "sigma [%g, %g] positive", s->blur_kernel, s->blur_sigma[0],
+                             s->blur_sigma[1]);
+    if (!isfinite(s->solarize_threshold))
+        return sl__set_error(SL_EINVAL, "map_image: bad solarize_threshold");
+    if (!range_ok(s->rotate, -1e6, 1e6) || !range_ok(s->shear, -89, 89) ||
+        !range_ok(s->shear + 2, -89, 89) || !(s->translate[0] >= 0 && s->translate[0] <= 1) ||
+        !(s->translate[1] >= 0 && s->translate[1] <= 1) ||
+        ((s->affine_scale[0] || s->affine_scale[1]) &&
+         !(s->affine_scale[0] > 0 && range_ok(s->affine_scale, 0, 1e6))))
+        return sl__set_error(SL_EINVAL, "map_image: bad rotate/affine: rotate and shear "
+                             "ranges lo <= hi (shear within 89 degrees), translate fractions "
+                             "in [0, 1], scale 0 < lo <= hi");
+    if (s->interpolation != SL_INTERP_NEAREST && s->interpolation != SL_INTERP_BILINEAR)
+        return sl__set_error(SL_EINVAL, "map_image: bad interpolation %d", s->interpolation);
+    if (s->erasing_prob > 0 && (!range_ok(s->erasing_scale, 0, 1) ||
+                                !(s->erasing_ratio[0] > 0) ||
+                                !range_ok(s->erasing_ratio, 0, 1e6)))
+        return sl__set_error(SL_EINVAL, "map_image: erasing scale [%g, %g] must be within "
+                             "[0, 1] and ratio [%g, %g] positive, lo <= hi",
+                             s->erasing_scale[0], s->erasing_scale[1], s->erasing_ratio[0],
+                             s->erasing_ratio[1]);
+    for (int c = 0; c < 3; c++)
+        if (!isfinite(s->erasing_value[c]))
+            return sl__set_error(SL_EINVAL, "map_image: bad erasing_value");
+    return 0;
+}
+
 static int spec_check(const sl_image_spec *s)
 {
     if (s->crop < SL_CROP_RANDOM_RESIZED || s->crop > SL_CROP_RESIZE)
@@ -372,7 +496,7 @@ static int spec_check(const sl_image_spec *s)
         return sl__set_error(SL_EINVAL, "map_image: max_pixels must be >= 1");
     if (s->image_index < 0 || s->image_index >= 65536)
         return sl__set_error(SL_EINVAL, "map_image: bad image_index %d", s->image_index);
-    return 0;
+    return check_augment(s);
 }
 
 /* Where the input's structure is known, its image leaf must be there and

@@ -4,6 +4,7 @@
 #define SL_OPS_MAP_IMAGE_H
 
 #include "../graph/node.h"
+#include "../image/augment.h"
 #include "../image/image.h"
 
 typedef struct map_image_ds {

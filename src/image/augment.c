@@ -1,0 +1,874 @@
+/*
+ * Image augmentations: torchvision's transforms on the resized image.
+ *
+ * Drawing (sl__aug_draw) makes every random choice before decoding, in
+ * one fixed order, so the element's stream and nothing else decides the
+ * output. Carrying out (sl__aug_apply) works on uint8 RGB HWC at the
+ * output size, in place, with one scratch image and one float plane per
+ * thread (sl__augmenter) that are reused from image to image.
+ *
+ * Arithmetic follows torchvision's tensor ops on uint8: blends compute in
+ * float32 and truncate (_blend), filters round (gaussian_blur, the
+ * sharpness kernel, grid_sample), so that each op alone is within a level
+ * of torchvision's on the same input (tests/python/test_augment.py).
+ * Loops over pixels run in blocks of a constant count, which gcc -O2
+ * vectorises.
+ */
+#include <math.h>
+#include <string.h>
+#include "../core/alloc.h"
+#include "../core/error.h"
+#include "augment.h"
+
+#define BLOCK 16
+
+static double uniform(sl__rng *rng, double a, double b)
+{
+    return a + sl__rng_uniform(rng) * (b - a);
+}
+
+/* RandomApply's test: drawn only when p > 0. */
+static bool chance(sl__rng *rng, float p)
+{
+    return p > 0 && sl__rng_uniform(rng) < p;
+}
+
+static bool pair_on(const float v[2])
+{
+    return v[0] != 0 || v[1] != 0;
+}
+
+static bool affine_on(const sl_image_spec *s)
+{
+    return pair_on(s->rotate) || pair_on(s->translate) || pair_on(s->affine_scale) ||
+           pair_on(s->shear) || pair_on(s->shear + 2);
+}
+
+bool sl__aug_any(const sl_image_spec *s)
+{
+    return s->auto_augment || s->color_jitter_prob > 0 || s->grayscale_prob > 0 ||
+           s->blur_prob > 0 || s->solarize_prob > 0 || affine_on(s) || s->erasing_prob > 0;
+}
+
+bool sl__aug_pixels(const sl__aug *p, bool colour_folded)
+{
+    return p->affine || p->nops || (p->colour.on && !colour_folded) || p->blur || p->solarize;
+}
+
+/* ---- geometry: torchvision's inverse affine map ---- */
+
+/* _get_inverse_affine_matrix: output centred coordinates -> input
+ * centred coordinates, for a rotation by angle (degrees, as F.affine
+ * takes it), translate, scale and shear (degrees) about centre (cx, cy)
+ * given relative to the image centre. */
+static void inverse_affine(double cx, double cy, double angle, double tx, double ty,
+                           double scale, double shx, double shy, float m[6])
+{
+    double rot = angle * M_PI / 180, sx = shx * M_PI / 180, sy = shy * M_PI / 180;
+    double a = cos(rot - sy) / cos(sy);
+    double b = -cos(rot - sy) * tan(sx) / cos(sy) - sin(rot);
+    double c = sin(rot - sy) / cos(sy);
+    double d = -sin(rot - sy) * tan(sx) / cos(sy) + cos(rot);
+    double v[6] = {d / scale, -b / scale, 0, -c / scale, a / scale, 0};
+    v[2] += v[0] * (-cx - tx) + v[1] * (-cy - ty) + cx;
+    v[5] += v[3] * (-cx - tx) + v[4] * (-cy - ty) + cy;
+    for (int i = 0; i < 6; i++)
+        m[i] = (float)v[i];
+}
+
+/* RandomRotation / RandomAffine's draws: angle, translation, scale,
+ * shear, each only when asked for. */
+static void draw_affine(const sl_image_spec *s, sl__rng *rng, sl__aug *p)
+{
+    double angle = pair_on(s->rotate) ? uniform(rng, s->rotate[0], s->rotate[1]) : 0;
+    double tx = 0, ty = 0, scale = 1, shx = 0, shy = 0;
+    if (pair_on(s->translate)) {
+        double mx = s->translate[0] * (double)s->width, my = s->translate[1] * (double)s->height;
+        tx = nearbyint(uniform(rng, -mx, mx));
+        ty = nearbyint(uniform(rng, -my, my));
+    }
+    if (pair_on(s->affine_scale))
+        scale = uniform(rng, s->affine_scale[0], s->affine_scale[1]);
+    if (pair_on(s->shear) || pair_on(s->shear + 2)) {
+        shx = uniform(rng, s->shear[0], s->shear[1]);
+        shy = uniform(rng, s->shear[2], s->shear[3]);
+    }
+    /* counter-clockwise, as RandomRotation (F.rotate negates for F.affine) */
+    inverse_affine(0, 0, -angle, tx, ty, scale, shx, shy, p->m);
+    p->affine = true;
+}
+
+/* ---- auto_augment: torchvision's op lists and magnitude tables ---- */
+
+/* TrivialAugmentWide's and RandAugment's ops, in torchvision's order. */
+static const int wide_ops[] = {SL__OP_IDENTITY,  SL__OP_SHEAR_X,     SL__OP_SHEAR_Y,
+                               SL__OP_TRANSLATE_X, SL__OP_TRANSLATE_Y, SL__OP_ROTATE,
+                               SL__OP_BRIGHTNESS, SL__OP_COLOR,       SL__OP_CONTRAST,
+                               SL__OP_SHARPNESS,  SL__OP_POSTERIZE,   SL__OP_SOLARIZE,
+                               SL__OP_AUTOCONTRAST, SL__OP_EQUALIZE};
+#define N_WIDE_OPS ((int)(sizeof wide_ops / sizeof *wide_ops))
+
+/* AutoAugment's ImageNet policy: (op, probability, magnitude bin or -1). */
+typedef struct sub_op {
+    int8_t kind;
+    uint8_t prob10; /* tenths */
+    int8_t bin;
+} sub_op;
+
+static const sub_op imagenet_policy[25][2] = {
+    {{SL__OP_POSTERIZE, 4, 8}, {SL__OP_ROTATE, 6, 9}},
+    {{SL__OP_SOLARIZE, 6, 5}, {SL__OP_AUTOCONTRAST, 6, -1}},
+    {{SL__OP_EQUALIZE, 8, -1}, {SL__OP_EQUALIZE, 6, -1}},
+    {{SL__OP_POSTERIZE, 6, 7}, {SL__OP_POSTERIZE, 6, 6}},
+    {{SL__OP_EQUALIZE, 4, -1}, {SL__OP_SOLARIZE, 2, 4}},
+    {{SL__OP_EQUALIZE, 4, -1}, {SL__OP_ROTATE, 8, 8}},
+    {{SL__OP_SOLARIZE, 6, 3}, {SL__OP_EQUALIZE, 6, -1}},
+    {{SL__OP_POSTERIZE, 8, 5}, {SL__OP_EQUALIZE, 10, -1}},
+    {{SL__OP_ROTATE, 2, 3}, {SL__OP_SOLARIZE, 6, 8}},
+    {{SL__OP_EQUALIZE, 6, -1}, {SL__OP_POSTERIZE, 4, 6}},
+    {{SL__OP_ROTATE, 8, 8}, {SL__OP_COLOR, 4, 0}},
+    {{SL__OP_ROTATE, 4, 9}, {SL__OP_EQUALIZE, 6, -1}},
+    {{SL__OP_EQUALIZE, 0, -1}, {SL__OP_EQUALIZE, 8, -1}},
+    {{SL__OP_INVERT, 6, -1}, {SL__OP_EQUALIZE, 10, -1}},
+    {{SL__OP_COLOR, 6, 4}, {SL__OP_CONTRAST, 10, 8}},
+    {{SL__OP_ROTATE, 8, 8}, {SL__OP_COLOR, 10, 2}},
+    {{SL__OP_COLOR, 8, 8}, {SL__OP_SOLARIZE, 8, 7}},
+    {{SL__OP_SHARPNESS, 4, 7}, {SL__OP_INVERT, 6, -1}},
+    {{SL__OP_SHEAR_X, 6, 5}, {SL__OP_EQUALIZE, 10, -1}},
+    {{SL__OP_COLOR, 4, 0}, {SL__OP_EQUALIZE, 6, -1}},
+    {{SL__OP_EQUALIZE, 4, -1}, {SL__OP_SOLARIZE, 2, 4}},
+    {{SL__OP_SOLARIZE, 6, 5}, {SL__OP_AUTOCONTRAST, 6, -1}},
+    {{SL__OP_INVERT, 6, -1}, {SL__OP_EQUALIZE, 10, -1}},
+    {{SL__OP_COLOR, 6, 4}, {SL__OP_CONTRAST, 10, 8}},
+    {{SL__OP_EQUALIZE, 8, -1}, {SL__OP_EQUALIZE, 6, -1}},
+};
+
+static bool op_signed(int kind)
+{
+    return kind >= SL__OP_SHEAR_X && kind <= SL__OP_SHARPNESS;
+}
+
+static bool op_has_magnitude(int kind)
+{
+    return kind != SL__OP_IDENTITY && kind < SL__OP_AUTOCONTRAST;
+}
+
+/* torch.linspace(lo, hi, n)[i] */
+static double linspace(double lo, double hi, int n, int i)
+{
+    return n > 1 ? lo + (hi - lo) * i / (n - 1) : lo;
+}
+
+/* Bin i of n of op kind's magnitudes: TrivialAugmentWide's table (wide)
+ * or RandAugment's and AutoAugment's; translations in pixels of w x h. */
+static double magnitude(int kind, bool wide, int i, int n, int w, int h)
+{
+    switch (kind) {
+    case SL__OP_SHEAR_X:
+    case SL__OP_SHEAR_Y:
+        return linspace(0, wide ? 0.99 : 0.3, n, i);
+    case SL__OP_TRANSLATE_X:
+        return linspace(0, wide ? 32.0 : 150.0 / 331.0 * w, n, i);
+    case SL__OP_TRANSLATE_Y:
+        return linspace(0, wide ? 32.0 : 150.0 / 331.0 * h, n, i);
+    case SL__OP_ROTATE:
+        return linspace(0, wide ? 135.0 : 30.0, n, i);
+    case SL__OP_BRIGHTNESS:
+    case SL__OP_COLOR:
+    case SL__OP_CONTRAST:
+    case SL__OP_SHARPNESS:
+        return linspace(0, wide ? 0.99 : 0.9, n, i);
+    case SL__OP_POSTERIZE: /* 8 - round(i / ((n - 1) / levels)) */
+        return 8 - (n > 1 ? nearbyint(i / ((n - 1) / (wide ? 6.0 : 4.0))) : 0);
+    case SL__OP_SOLARIZE:
+        return linspace(255, 0, n, i);
+    default:
+        return 0;
+    }
+}
+
+static void add_op(sl__aug *p, int kind, double mag, bool negate)
+{
+    if (negate && op_signed(kind))
+        mag = -mag;
+    p->op[p->nops++] = (sl__aug_op){kind, (float)mag};
+}
+
+static void draw_auto_augment(const sl_image_spec *s, sl__rng *rng, sl__aug *p)
+{
+    int w = s->width, h = s->height, bins = s->num_magnitude_bins;
+    if (s->auto_augment == SL_TRIVIAL_AUGMENT_WIDE) {
+        int kind = wide_ops[sl__rng_below(rng, N_WIDE_OPS)];
+        double mag = 0;
+        if (op_has_magnitude(kind))
+            mag = magnitude(kind, true, (int)sl__rng_below(rng, (uint64_t)bins), bins, w, h);
+        add_op(p, kind, mag, op_signed(kind) && sl__rng_below(rng, 2));
+    } else if (s->auto_augment == SL_RAND_AUGMENT) {
+        for (int i = 0; i < s->rand_augment_num_ops; i++) {
+            int kind = wide_ops[sl__rng_below(rng, N_WIDE_OPS)];
+            double mag = magnitude(kind, false, s->rand_augment_magnitude, bins, w, h);
+            add_op(p, kind, mag, op_signed(kind) && sl__rng_below(rng, 2));
+        }
+    } else if (s->auto_augment == SL_AUTO_AUGMENT_IMAGENET) {
+        const sub_op *sub = imagenet_policy[sl__rng_below(rng, 25)];
+        double u[2] = {sl__rng_uniform(rng), sl__rng_uniform(rng)};
+        bool neg[2] = {sl__rng_below(rng, 2) == 0, sl__rng_below(rng, 2) == 0};
+        for (int i = 0; i < 2; i++)
+            if (u[i] <= sub[i].prob10 / 10.0)
+                add_op(p, sub[i].kind,
+                       sub[i].bin < 0 ? 0 : magnitude(sub[i].kind, false, sub[i].bin, 10, w, h),
+                       neg[i]);
+    }
+}
+
+/* ---- the plan ---- */
+
+static void draw_colour(const sl_image_spec *s, sl__rng *rng, sl__colour *c)
+{
+    memset(c, 0, sizeof *c);
+    const float *range[4] = {s->brightness, s->contrast, s->saturation, s->hue};
+    if (chance(rng, s->color_jitter_prob)) {
+        c->jitter = true;
+        for (int i = 0; i < 4; i++)
+            c->order[i] = i;
+        for (int i = 3; i > 0; i--) { /* a random permutation (torch.randperm's role) */
+            int j = (int)sl__rng_below(rng, (uint64_t)i + 1), t = c->order[i];
+            c->order[i] = c->order[j];
+            c->order[j] = t;
+        }
+        for (int i = 0; i < 4; i++)
+            c->factor[i] = pair_on(range[i]) ? (float)uniform(rng, range[i][0], range[i][1])
+                                             : (i == 3 ? 0.0f : 1.0f);
+    }
+    c->gray = chance(rng, s->grayscale_prob);
+    c->on = c->jitter || c->gray;
+}
+
+/* RandomErasing.get_params: 10 tries at a box of the area fraction and
+ * log-uniform aspect asked for that fits inside the image. */
+static void draw_erase(const sl_image_spec *s, sl__rng *rng, sl__aug *p)
+{
+    int W = s->width, H = s->height;
+    double area = (double)W * H;
+    double lo = log(s->erasing_ratio[0]), hi = log(s->erasing_ratio[1]);
+    for (int attempt = 0; attempt < 10; attempt++) {
+        double target = area * uniform(rng, s->erasing_scale[0], s->erasing_scale[1]);
+        double aspect = exp(uniform(rng, lo, hi));
+        double fh = sqrt(target * aspect), fw = sqrt(target / aspect);
+        if (!(fh < H && fw < W)) /* also false for NaN */
+            continue;
+        int h = (int)nearbyint(fh), w = (int)nearbyint(fw);
+        if (!(h < H && w < W))
+            continue;
+        p->ei = (int)sl__rng_below(rng, (uint64_t)(H - h) + 1);
+        p->ej = (int)sl__rng_below(rng, (uint64_t)(W - w) + 1);
+        p->eh = h;
+        p->ew = w;
+        p->erase_seed = sl__rng_next(rng);
+        p->erase = true;
+        return;
+    }
+}
+
+void sl__aug_draw(const sl_image_spec *s, sl__rng *rng, sl__aug *p)
+{
+    memset(p, 0, sizeof *p);
+    if (affine_on(s))
+        draw_affine(s, rng, p);
+    if (s->auto_augment)
+        draw_auto_augment(s, rng, p);
+    draw_colour(s, rng, &p->colour);
+    if (chance(rng, s->blur_prob)) {
+        p->blur = true;
+        p->sigma = (float)uniform(rng, s->blur_sigma[0], s->blur_sigma[1]);
+    }
+    p->solarize = chance(rng, s->solarize_prob);
+    if (chance(rng, s->erasing_prob))
+        draw_erase(s, rng, p);
+}
+
+/* ---- colour: ColorJitter and RandomGrayscale as one transform ---- */
+
+void sl__colour_fold(const sl__colour *c, double mean_y, sl__colour_map *m)
+{
+    double a = 1, o = 0, k[2][2] = {{1, 0}, {0, 1}}, mean = mean_y;
+    for (int i = 0; c->jitter && i < 4; i++) {
+        double f = c->factor[c->order[i]], t[2][2];
+        switch (c->order[i]) {
+        case 0: /* brightness: everything scales, the mean with it */
+            a *= f, o *= f, mean *= f;
+            for (int r = 0; r < 2; r++)
+                k[r][0] *= f, k[r][1] *= f;
+            break;
+        case 1: /* contrast: blend with the mean gray */
+            a *= f, o = f * o + (1 - f) * mean;
+            for (int r = 0; r < 2; r++)
+                k[r][0] *= f, k[r][1] *= f;
+            break;
+        case 2: /* saturation: blend with gray, which is Y */
+            for (int r = 0; r < 2; r++)
+                k[r][0] *= f, k[r][1] *= f;
+            break;
+        case 3: { /* hue: turn (Cb, Cr) by f of a turn; red -> green -> blue
+                   * runs counter-clockwise there as it does in HSV */
+            double cs = cos(2 * M_PI * f), sn = sin(2 * M_PI * f);
+            for (int col = 0; col < 2; col++) {
+                t[0][col] = cs * k[0][col] - sn * k[1][col];
+                t[1][col] = sn * k[0][col] + cs * k[1][col];
+            }
+            memcpy(k, t, sizeof k);
+            break;
+        }
+        }
+    }
+    if (c->gray)
+        memset(k, 0, sizeof k);
+    m->a = (float)a;
+    m->o = (float)o;
+    for (int r = 0; r < 2; r++)
+        for (int col = 0; col < 2; col++)
+            m->k[r][col] = (float)k[r][col];
+}
+
+static inline uint8_t clamp_u8(int32_t v)
+{
+    return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+}
+
+static void colour_planes_from(int32_t A, int32_t O, const int32_t K[4], uint8_t *y,
+                               uint8_t *cb, uint8_t *cr, int x, int n)
+{
+    for (; x < n; x++) {
+        int32_t u = cb[x] - 128, v = cr[x] - 128;
+        y[x] = clamp_u8((A * y[x] + O) >> 16);
+        cb[x] = clamp_u8(((K[0] * u + K[1] * v + (1 << 13)) >> 14) + 128);
+        cr[x] = clamp_u8(((K[2] * u + K[3] * v + (1 << 13)) >> 14) + 128);
+    }
+}
+
+void sl__colour_planes(const sl__colour_map *m, uint8_t *y, uint8_t *cb, uint8_t *cr, int n)
+{
+    int32_t A = (int32_t)lrintf(m->a * 65536), O = (int32_t)lrintf(m->o * 65536) + 32768;
+    int32_t K[4] = {(int32_t)lrintf(m->k[0][0] * 16384), (int32_t)lrintf(m->k[0][1] * 16384),
+                    (int32_t)lrintf(m->k[1][0] * 16384), (int32_t)lrintf(m->k[1][1] * 16384)};
+    int x = 0;
+    for (; x + BLOCK <= n; x += BLOCK) {
+        int32_t yy[BLOCK], u[BLOCK], v[BLOCK];
+        for (int i = 0; i < BLOCK; i++) {
+            u[i] = cb[x + i] - 128;
+            v[i] = cr[x + i] - 128;
+            yy[i] = (A * y[x + i] + O) >> 16;
+        }
+        for (int i = 0; i < BLOCK; i++) {
+            int32_t p = ((K[0] * u[i] + K[1] * v[i] + (1 << 13)) >> 14) + 128;
+            int32_t q = ((K[2] * u[i] + K[3] * v[i] + (1 << 13)) >> 14) + 128;
+            y[x + i] = (uint8_t)(yy[i] < 0 ? 0 : yy[i] > 255 ? 255 : yy[i]);
+            cb[x + i] = (uint8_t)(p < 0 ? 0 : p > 255 ? 255 : p);
+            cr[x + i] = (uint8_t)(q < 0 ? 0 : q > 255 ? 255 : q);
+        }
+    }
+    colour_planes_from(A, O, K, y, cb, cr, x, n);
+}
+
+/* The fold as a matrix on RGB: RGB -> (Y, Cb, Cr) (JFIF), the map, and
+ * back; the offset lands on Y, which every channel carries. */
+static void rgb_matrix(const sl__colour_map *m, float M[3][3])
+{
+    static const double T[3][3] = {{0.299, 0.587, 0.114},
+                                   {-0.168735892, -0.331264108, 0.5},
+                                   {0.5, -0.418687589, -0.081312411}};
+    static const double Ti[3][3] = {{1, 0, 1.402}, {1, -0.344136286, -0.714136286},
+                                    {1, 1.772, 0}};
+    double J[3][3] = {{m->a, 0, 0}, {0, m->k[0][0], m->k[0][1]}, {0, m->k[1][0], m->k[1][1]}};
+    double JT[3][3];
+    for (int r = 0; r < 3; r++)
+        for (int c = 0; c < 3; c++) {
+            JT[r][c] = 0;
+            for (int k = 0; k < 3; k++)
+                JT[r][c] += J[r][k] * T[k][c];
+        }
+    for (int r = 0; r < 3; r++)
+        for (int c = 0; c < 3; c++) {
+            double v = 0;
+            for (int k = 0; k < 3; k++)
+                v += Ti[r][k] * JT[k][c];
+            M[r][c] = (float)v;
+        }
+}
+
+static inline float clampf(float v)
+{
+    return v < 0 ? 0 : v > 255 ? 255 : v;
+}
+
+void sl__colour_rgb(const sl__colour_map *m, uint8_t *rgb, size_t n)
+{
+    float M[3][3], o = m->o;
+    rgb_matrix(m, M);
+    size_t i = 0;
+    for (; i + BLOCK <= n; i += BLOCK) {
+        float c[3][BLOCK];
+        uint8_t *p = rgb + 3 * i;
+        for (int j = 0; j < BLOCK; j++)
+            for (int ch = 0; ch < 3; ch++)
+                c[ch][j] = p[3 * j + ch];
+        for (int ch = 0; ch < 3; ch++) {
+            float out[BLOCK];
+            for (int j = 0; j < BLOCK; j++)
+                out[j] = clampf(M[ch][0] * c[0][j] + M[ch][1] * c[1][j] + M[ch][2] * c[2][j] + o);
+            for (int j = 0; j < BLOCK; j++)
+                p[3 * j + ch] = (uint8_t)out[j]; /* truncation, as _blend */
+        }
+    }
+    for (; i < n; i++) {
+        uint8_t *p = rgb + 3 * i;
+        float r = p[0], g = p[1], b = p[2];
+        for (int ch = 0; ch < 3; ch++)
+            p[ch] = (uint8_t)clampf(M[ch][0] * r + M[ch][1] * g + M[ch][2] * b + o);
+    }
+}
+
+/* ---- per-pixel ops on uint8 RGB ---- */
+
+struct sl__augmenter {
+    uint8_t *img; /* sl__augmenter_image's */
+    size_t img_cap;
+    uint8_t *tmp; /* a second image */
+    size_t tmp_cap;
+    float *f;     /* blur's intermediate rows */
+    size_t f_cap;
+};
+
+sl__augmenter *sl__augmenter_new(void)
+{
+    return sl__calloc(1, sizeof(sl__augmenter));
+}
+
+void sl__augmenter_free(sl__augmenter *a)
+{
+    if (!a)
+        return;
+    sl__free(a->img, a->img_cap);
+    sl__free(a->tmp, a->tmp_cap);
+    sl__free(a->f, a->f_cap);
+    sl__free(a, sizeof *a);
+}
+
+static int reserve(void **p, size_t *cap, size_t need)
+{
+    if (*cap >= need)
+        return 0;
+    void *q = sl__alloc(need);
+    if (!q)
+        return sl__set_error(SL_ENOMEM, "out of memory (augmentation scratch)");
+    sl__free(*p, *cap);
+    *p = q;
+    *cap = need;
+    return 0;
+}
+
+uint8_t *sl__augmenter_image(sl__augmenter *a, int w, int h)
+{
+    return reserve((void **)&a->img, &a->img_cap, 3 * (size_t)w * h) ? NULL : a->img;
+}
+
+/* torchvision's rgb_to_grayscale on uint8: float32 weights, truncated. */
+static inline uint8_t gray_u8(const uint8_t *p)
+{
+    return (uint8_t)(0.2989f * p[0] + 0.587f * p[1] + 0.114f * p[2]);
+}
+
+static double mean_gray(const uint8_t *img, size_t n)
+{
+    uint64_t sum = 0;
+    for (size_t i = 0; i < n; i++)
+        sum += gray_u8(img + 3 * i);
+    return n ? (double)sum / (double)n : 0;
+}
+
+static void apply_lut(const uint8_t lut[3][256], uint8_t *img, size_t n)
+{
+    for (size_t i = 0; i < n; i++, img += 3) {
+        img[0] = lut[0][img[0]];
+        img[1] = lut[1][img[1]];
+        img[2] = lut[2][img[2]];
+    }
+}
+
+/* _blend(img, other, f) where other is a constant: one table. */
+static void blend_const(uint8_t *img, size_t n, float f, float other)
+{
+    uint8_t lut[3][256];
+    for (int v = 0; v < 256; v++)
+        lut[0][v] = lut[1][v] = lut[2][v] = (uint8_t)clampf(f * v + (1 - f) * other);
+    apply_lut(lut, img, n);
+}
+
+/* adjust_saturation: _blend(img, grayscale(img), f). */
+static void blend_gray(uint8_t *img, size_t n, float f)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint8_t *p = img + 3 * i;
+        float g = (1 - f) * gray_u8(p);
+        p[0] = (uint8_t)clampf(f * p[0] + g);
+        p[1] = (uint8_t)clampf(f * p[1] + g);
+        p[2] = (uint8_t)clampf(f * p[2] + g);
+    }
+}
+
+/* adjust_sharpness: blend with the image smoothed by [1 1 1; 1 5 1; 1 1 1]
+ * / 13 (rounded), whose border rows and columns are the image's. */
+static int sharpness(sl__augmenter *a, uint8_t *img, int w, int h, float f)
+{
+    if (w <= 2 || h <= 2)
+        return 0;
+    size_t row = 3 * (size_t)w;
+    if (reserve((void **)&a->tmp, &a->tmp_cap, row * h))
+        return SL_ENOMEM;
+    uint8_t *src = a->tmp;
+    memcpy(src, img, row * h);
+    for (int y = 1; y < h - 1; y++) {
+        const uint8_t *u = src + (y - 1) * row, *c = u + row, *d = c + row;
+        uint8_t *o = img + y * row;
+        for (size_t i = 3; i < row - 3; i++) {
+            int s = u[i - 3] + u[i] + u[i + 3] + c[i - 3] + 5 * c[i] + c[i + 3] + d[i - 3] +
+                    d[i] + d[i + 3];
+            int deg = (2 * s + 13) / 26; /* round(s / 13); never a tie */
+            o[i] = (uint8_t)clampf(f * c[i] + (1 - f) * deg);
+        }
+    }
+    return 0;
+}
+
+static void autocontrast(uint8_t *img, size_t n)
+{
+    uint8_t lo[3] = {255, 255, 255}, hi[3] = {0, 0, 0};
+    for (size_t i = 0; i < n; i++)
+        for (int c = 0; c < 3; c++) {
+            uint8_t v = img[3 * i + c];
+            lo[c] = v < lo[c] ? v : lo[c];
+            hi[c] = v > hi[c] ? v : hi[c];
+        }
+    uint8_t lut[3][256];
+    for (int c = 0; c < 3; c++) {
+        float mn = lo[c], scale = 255.0f / (float)(hi[c] - lo[c]);
+        if (hi[c] == lo[c])
+            mn = 0, scale = 1;
+        for (int v = 0; v < 256; v++)
+            lut[c][v] = (uint8_t)clampf(((float)v - mn) * scale);
+    }
+    apply_lut(lut, img, n);
+}
+
+/* equalize: torchvision's _scale_channel per channel. */
+static void equalize(uint8_t *img, size_t n)
+{
+    uint32_t hist[3][256];
+    memset(hist, 0, sizeof hist);
+    for (size_t i = 0; i < n; i++)
+        for (int c = 0; c < 3; c++)
+            hist[c][img[3 * i + c]]++;
+    uint8_t lut[3][256];
+    for (int c = 0; c < 3; c++) {
+        int last = 255;
+        while (last > 0 && !hist[c][last])
+            last--;
+        uint64_t total = 0; /* all but the last non-zero bin */
+        for (int v = 0; v < last; v++)
+            total += hist[c][v];
+        uint64_t step = total / 255, cum = 0;
+        for (int v = 0; v < 256; v++) {
+            if (step == 0) {
+                lut[c][v] = (uint8_t)v;
+                continue;
+            }
+            uint64_t l = (cum + step / 2) / step; /* cumsum shifted by one */
+            lut[c][v] = (uint8_t)(l > 255 ? 255 : l);
+            cum += hist[c][v];
+        }
+    }
+    apply_lut(lut, img, n);
+}
+
+static void point_op(uint8_t *img, size_t n, int kind, float mag)
+{
+    uint8_t lut[3][256];
+    for (int v = 0; v < 256; v++) {
+        uint8_t r = (uint8_t)v;
+        if (kind == SL__OP_POSTERIZE)
+            r = (uint8_t)(v & ~((1 << (8 - (int)mag)) - 1));
+        else if (kind == SL__OP_SOLARIZE)
+            r = (float)v >= mag ? (uint8_t)(255 - v) : (uint8_t)v;
+        else if (kind == SL__OP_INVERT)
+            r = (uint8_t)(255 - v);
+        lut[0][v] = lut[1][v] = lut[2][v] = r;
+    }
+    apply_lut(lut, img, n);
+}
+
+/* grid_sample (align_corners=False, zeros outside) of src through the
+ * inverse map m, whose coordinates are centred on the image. */
+static void warp(const uint8_t *src, uint8_t *dst, int w, int h, const float m[6], bool bilinear)
+{
+    size_t row = 3 * (size_t)w;
+    float cx = 0.5f * (float)w, cy = 0.5f * (float)h;
+    for (int y = 0; y < h; y++) {
+        float yc = (float)y + 0.5f - cy;
+        float bx = m[1] * yc + m[2] + cx - 0.5f, by = m[4] * yc + m[5] + cy - 0.5f;
+        uint8_t *o = dst + y * row;
+        for (int x = 0; x < w; x++, o += 3) {
+            float xc = (float)x + 0.5f - cx;
+            float sx = m[0] * xc + bx, sy = m[3] * xc + by;
+            if (!bilinear) {
+                float rx = nearbyintf(sx), ry = nearbyintf(sy);
+                if (rx >= 0 && rx < w && ry >= 0 && ry < h) {
+                    const uint8_t *p = src + (size_t)ry * row + 3 * (size_t)rx;
+                    o[0] = p[0], o[1] = p[1], o[2] = p[2];
+                } else {
+                    o[0] = o[1] = o[2] = 0;
+                }
+                continue;
+            }
+            float fx0 = floorf(sx), fy0 = floorf(sy);
+            if (!(fx0 >= -1 && fx0 < w && fy0 >= -1 && fy0 < h)) {
+                o[0] = o[1] = o[2] = 0;
+                continue;
+            }
+            int x0 = (int)fx0, y0 = (int)fy0;
+            float ax = sx - fx0, ay = sy - fy0;
+            float wt[4] = {(1 - ax) * (1 - ay), ax * (1 - ay), (1 - ax) * ay, ax * ay};
+            float acc[3] = {0, 0, 0};
+            for (int t = 0; t < 4; t++) {
+                int xx = x0 + (t & 1), yy = y0 + (t >> 1);
+                if (xx < 0 || xx >= w || yy < 0 || yy >= h)
+                    continue;
+                const uint8_t *p = src + (size_t)yy * row + 3 * (size_t)xx;
+                for (int c = 0; c < 3; c++)
+                    acc[c] += wt[t] * p[c];
+            }
+            for (int c = 0; c < 3; c++)
+                o[c] = (uint8_t)clampf(nearbyintf(acc[c]));
+        }
+    }
+}
+
+/* F.affine with an integer translation only: a shift, zeros let in. */
+static void shift(const uint8_t *src, uint8_t *dst, int w, int h, int tx, int ty)
+{
+    size_t row = 3 * (size_t)w;
+    memset(dst, 0, row * h);
+    int x0 = tx > 0 ? tx : 0, x1 = tx < 0 ? w + tx : w;
+    if (x1 <= x0)
+        return;
+    for (int y = 0; y < h; y++) {
+        int sy = y - ty;
+        if (sy < 0 || sy >= h)
+            continue;
+        memcpy(dst + y * row + 3 * (size_t)x0, src + sy * row + 3 * (size_t)(x0 - tx),
+               3 * (size_t)(x1 - x0));
+    }
+}
+
+static int geometric(sl__augmenter *a, uint8_t *img, int w, int h, const float m[6],
+                     bool bilinear)
+{
+    size_t bytes = 3 * (size_t)w * h;
+    if (reserve((void **)&a->tmp, &a->tmp_cap, bytes))
+        return SL_ENOMEM;
+    memcpy(a->tmp, img, bytes);
+    /* a whole-pixel translation (TranslateX/Y, and RandomAffine's with no
+     * rotation, scale or shear) is a copy: the same pixels either way */
+    if (m[0] == 1 && m[1] == 0 && m[3] == 0 && m[4] == 1 && m[2] == nearbyintf(m[2]) &&
+        m[5] == nearbyintf(m[5]))
+        shift(a->tmp, img, w, h, (int)-m[2], (int)-m[5]);
+    else
+        warp(a->tmp, img, w, h, m, bilinear);
+    return 0;
+}
+
+static int apply_op(sl__augmenter *a, const sl_image_spec *s, const sl__aug_op *op,
+                    uint8_t *img, int w, int h)
+{
+    size_t n = (size_t)w * h;
+    bool bilinear = s->interpolation == SL_INTERP_BILINEAR;
+    float m[6], mag = op->magnitude;
+    double deg = atan(mag) * 180 / M_PI;
+    switch (op->kind) {
+    case SL__OP_SHEAR_X: /* about the top-left corner */
+        inverse_affine(-0.5 * w, -0.5 * h, 0, 0, 0, 1, deg, 0, m);
+        return geometric(a, img, w, h, m, bilinear);
+    case SL__OP_SHEAR_Y:
+        inverse_affine(-0.5 * w, -0.5 * h, 0, 0, 0, 1, 0, deg, m);
+        return geometric(a, img, w, h, m, bilinear);
+    case SL__OP_TRANSLATE_X:
+    case SL__OP_TRANSLATE_Y: { /* int(magnitude): towards zero */
+        double t = trunc(mag);
+        inverse_affine(0, 0, 0, op->kind == SL__OP_TRANSLATE_X ? t : 0,
+                       op->kind == SL__OP_TRANSLATE_Y ? t : 0, 1, 0, 0, m);
+        return geometric(a, img, w, h, m, bilinear);
+    }
+    case SL__OP_ROTATE:
+        inverse_affine(0, 0, -mag, 0, 0, 1, 0, 0, m);
+        return geometric(a, img, w, h, m, bilinear);
+    case SL__OP_BRIGHTNESS:
+        blend_const(img, n, 1 + mag, 0);
+        return 0;
+    case SL__OP_COLOR:
+        blend_gray(img, n, 1 + mag);
+        return 0;
+    case SL__OP_CONTRAST:
+        blend_const(img, n, 1 + mag, (float)mean_gray(img, n));
+        return 0;
+    case SL__OP_SHARPNESS:
+        return sharpness(a, img, w, h, 1 + mag);
+    case SL__OP_POSTERIZE:
+    case SL__OP_SOLARIZE:
+    case SL__OP_INVERT:
+        point_op(img, n, op->kind, mag);
+        return 0;
+    case SL__OP_AUTOCONTRAST:
+        autocontrast(img, n);
+        return 0;
+    case SL__OP_EQUALIZE:
+        equalize(img, n);
+        return 0;
+    default:
+        return 0;
+    }
+}
+
+/* ---- Gaussian blur: separable, reflect padding, float, rounded ---- */
+
+/* Reflection of i into [0, n) without repeating the edge ("reflect"). */
+static int reflect(int i, int n)
+{
+    if (n == 1)
+        return 0;
+    int period = 2 * (n - 1);
+    i %= period;
+    if (i < 0)
+        i += period;
+    return i < n ? i : period - i;
+}
+
+/* out[i] = sum_k w[k] * in[i + k * step] for i in [0, n). */
+static void taps_row(const float *in, size_t step, const float *wk, int k, float *out, size_t n)
+{
+    size_t i = 0;
+    for (; i + BLOCK <= n; i += BLOCK) {
+        float acc[BLOCK] = {0};
+        for (int t = 0; t < k; t++) {
+            const float *p = in + i + (size_t)t * step;
+            for (int j = 0; j < BLOCK; j++)
+                acc[j] += wk[t] * p[j];
+        }
+        memcpy(out + i, acc, sizeof acc);
+    }
+    for (; i < n; i++) {
+        float acc = 0;
+        for (int t = 0; t < k; t++)
+            acc += wk[t] * in[i + (size_t)t * step];
+        out[i] = acc;
+    }
+}
+
+static int blur(sl__augmenter *a, uint8_t *img, int w, int h, int ksize, float sigma)
+{
+    enum { KMAX = 255 };
+    if (ksize > KMAX)
+        ksize = KMAX;
+    float wk[KMAX];
+    double sum = 0, half = (ksize - 1) * 0.5;
+    for (int t = 0; t < ksize; t++) {
+        double x = -half + t, v = exp(-0.5 * (x / sigma) * (x / sigma));
+        wk[t] = (float)v;
+        sum += v;
+    }
+    for (int t = 0; t < ksize; t++)
+        wk[t] = (float)(wk[t] / sum);
+    int r = ksize / 2;
+    size_t row = 3 * (size_t)w, padded = 3 * ((size_t)w + 2 * r);
+    /* h rows after the horizontal pass, then one padded row, one output row */
+    if (reserve((void **)&a->f, &a->f_cap, (row * h + padded + row) * sizeof(float)))
+        return SL_ENOMEM;
+    float *rows = a->f, *pad = rows + row * h, *out = pad + padded;
+    for (int y = 0; y < h; y++) {
+        const uint8_t *s = img + y * row;
+        for (int x = -r; x < w + r; x++) {
+            const uint8_t *p = s + 3 * (size_t)reflect(x, w);
+            float *q = pad + 3 * (size_t)(x + r);
+            q[0] = p[0], q[1] = p[1], q[2] = p[2];
+        }
+        taps_row(pad, 3, wk, ksize, rows + y * row, row);
+    }
+    /* vertical: gather the k rows (reflected) as an array of pointers */
+    for (int y = 0; y < h; y++) {
+        size_t i = 0;
+        for (; i < row; i += BLOCK) {
+            size_t nb = row - i < BLOCK ? row - i : BLOCK;
+            float acc[BLOCK] = {0};
+            for (int t = 0; t < ksize; t++) {
+                const float *p = rows + (size_t)reflect(y + t - r, h) * row + i;
+                if (nb == BLOCK)
+                    for (int j = 0; j < BLOCK; j++)
+                        acc[j] += wk[t] * p[j];
+                else
+                    for (size_t j = 0; j < nb; j++)
+                        acc[j] += wk[t] * p[j];
+            }
+            memcpy(out + i, acc, nb * sizeof *acc);
+        }
+        uint8_t *o = img + y * row;
+        for (size_t j = 0; j < row; j++)
+            o[j] = (uint8_t)clampf(nearbyintf(out[j]));
+    }
+    return 0;
+}
+
+int sl__aug_apply(sl__augmenter *a, const sl_image_spec *s, const sl__aug *p,
+                  bool colour_folded, uint8_t *img, int w, int h)
+{
+    size_t n = (size_t)w * h;
+    int rc = 0;
+    if (p->affine)
+        rc = geometric(a, img, w, h, p->m, s->interpolation == SL_INTERP_BILINEAR);
+    for (int i = 0; rc == 0 && i < p->nops; i++)
+        rc = apply_op(a, s, &p->op[i], img, w, h);
+    if (rc)
+        return rc;
+    if (p->colour.on && !colour_folded) {
+        sl__colour_map m;
+        sl__colour_fold(&p->colour, p->colour.jitter ? mean_gray(img, n) : 0, &m);
+        sl__colour_rgb(&m, img, n);
+    }
+    if (p->blur)
+        rc = blur(a, img, w, h, s->blur_kernel, p->sigma);
+    if (rc == 0 && p->solarize)
+        point_op(img, n, SL__OP_SOLARIZE, s->solarize_threshold);
+    return rc;
+}
+
+/* ---- erasing, on the output ---- */
+
+void sl__aug_erase(const sl_image_spec *s, const sl__aug *p, void *out)
+{
+    if (!p->erase || p->eh <= 0 || p->ew <= 0)
+        return;
+    sl__rng vr = {p->erase_seed, 0};
+    size_t W = (size_t)s->width, plane = W * (size_t)s->height;
+    bool chw = s->layout == SL_LAYOUT_CHW, f32 = s->dtype == SL_FLOAT32;
+    /* torchvision draws its values as a [C, h, w] tensor: channel-major */
+    for (int c = 0; c < 3; c++) {
+        uint8_t fixed = (uint8_t)clampf(nearbyintf(s->erasing_value[c]));
+        for (int y = p->ei; y < p->ei + p->eh; y++)
+            for (int x = p->ej; x < p->ej + p->ew; x++) {
+                size_t at = chw ? c * plane + y * W + x : (y * W + x) * 3 + c;
+                if (f32)
+                    ((float *)out)[at] = s->erasing_random ? (float)sl__rng_normal(&vr)
+                                                           : s->erasing_value[c];
+                else
+                    ((uint8_t *)out)[at] = s->erasing_random ? (uint8_t)sl__rng_next(&vr)
+                                                             : fixed;
+            }
+    }
+}
