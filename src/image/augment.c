@@ -22,6 +22,16 @@
 
 #define BLOCK 16
 
+/* The few loops that pay for wider vectors than x86-64's SSE2 get clones
+ * for AVX2 and AVX-512, one picked per process by the loader
+ * (gcc's target_clones, an ifunc). */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && \
+    !defined(SL__RESIZE_PORTABLE)
+#define SL__CLONES __attribute__((target_clones("default", "avx2", "avx512f")))
+#else
+#define SL__CLONES
+#endif
+
 static double uniform(sl__rng *rng, double a, double b)
 {
     return a + sl__rng_uniform(rng) * (b - a);
@@ -346,28 +356,78 @@ static void colour_planes_from(int32_t A, int32_t O, const int32_t K[4], uint8_t
     }
 }
 
-void sl__colour_planes(const sl__colour_map *m, uint8_t *y, uint8_t *cb, uint8_t *cr, int n)
+/* 32 samples in 16-bit lanes: each product is a multiply-high of a
+ * sample shifted up by 7 and a coefficient in Q12, keeping 3 bits of
+ * fraction (coefficients and offset bounded by the caller). */
+#define CBLOCK 32
+
+static inline int16_t mulhi(int16_t x, int16_t c)
 {
-    int32_t A = (int32_t)lrintf(m->a * 65536), O = (int32_t)lrintf(m->o * 65536) + 32768;
-    int32_t K[4] = {(int32_t)lrintf(m->k[0][0] * 16384), (int32_t)lrintf(m->k[0][1] * 16384),
-                    (int32_t)lrintf(m->k[1][0] * 16384), (int32_t)lrintf(m->k[1][1] * 16384)};
+    return (int16_t)(((int32_t)x * c) >> 16);
+}
+
+static inline uint8_t from_q3(int16_t v)
+{
+    v = (int16_t)((v + 4) >> 3);
+    return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+}
+
+static inline __attribute__((always_inline)) void
+colour_block(int16_t A, int16_t O, const int16_t K[4], uint8_t *restrict y, uint8_t *restrict cb,
+             uint8_t *restrict cr)
+{
+    int16_t yy[CBLOCK], p[CBLOCK], q[CBLOCK];
+    for (int i = 0; i < CBLOCK; i++) {
+        int16_t u = (int16_t)((cb[i] - 128) * 128), v = (int16_t)((cr[i] - 128) * 128);
+        yy[i] = (int16_t)(mulhi((int16_t)(y[i] * 128), A) + O);
+        p[i] = (int16_t)(mulhi(u, K[0]) + mulhi(v, K[1]) + 1024);
+        q[i] = (int16_t)(mulhi(u, K[2]) + mulhi(v, K[3]) + 1024);
+    }
+    for (int i = 0; i < CBLOCK; i++) {
+        y[i] = from_q3(yy[i]);
+        cb[i] = from_q3(p[i]);
+        cr[i] = from_q3(q[i]);
+    }
+}
+
+SL__CLONES void sl__colour_planes(const sl__colour_map *m, uint8_t *y, uint8_t *cb, uint8_t *cr,
+                                  int n)
+{
+    int32_t A = (int32_t)floorf(m->a * 65536 + 0.5f), O = (int32_t)floorf(m->o * 65536 + 0.5f) + 32768;
+    int32_t K[4];
+    float kmax = fabsf(m->a);
+    for (int i = 0; i < 4; i++) {
+        K[i] = (int32_t)floorf(m->k[i / 2][i % 2] * 16384 + 0.5f);
+        kmax = fmaxf(kmax, fabsf(m->k[i / 2][i % 2]));
+    }
     int x = 0;
-    for (; x + BLOCK <= n; x += BLOCK) {
-        int32_t yy[BLOCK], u[BLOCK], v[BLOCK];
-        for (int i = 0; i < BLOCK; i++) {
-            u[i] = cb[x + i] - 128;
-            v[i] = cr[x + i] - 128;
-            yy[i] = (A * y[x + i] + O) >> 16;
-        }
-        for (int i = 0; i < BLOCK; i++) {
-            int32_t p = ((K[0] * u[i] + K[1] * v[i] + (1 << 13)) >> 14) + 128;
-            int32_t q = ((K[2] * u[i] + K[3] * v[i] + (1 << 13)) >> 14) + 128;
-            y[x + i] = (uint8_t)(yy[i] < 0 ? 0 : yy[i] > 255 ? 255 : yy[i]);
-            cb[x + i] = (uint8_t)(p < 0 ? 0 : p > 255 ? 255 : p);
-            cr[x + i] = (uint8_t)(q < 0 ? 0 : q > 255 ? 255 : q);
-        }
+    /* the 16-bit blocks while coefficients stay under 7.9 and the offset
+     * under 2000 levels (any ColorJitter short of extreme ranges) */
+    if (kmax < 7.9f && fabsf(m->o) < 2000) {
+        int16_t A16 = (int16_t)lrintf(m->a * 4096), O16 = (int16_t)lrintf(m->o * 8), K16[4];
+        for (int i = 0; i < 4; i++)
+            K16[i] = (int16_t)lrintf(m->k[i / 2][i % 2] * 4096);
+        for (; x + CBLOCK <= n; x += CBLOCK)
+            colour_block(A16, O16, K16, y + x, cb + x, cr + x);
     }
     colour_planes_from(A, O, K, y, cb, cr, x, n);
+}
+
+/* v -> clamp(a v + o), truncated, on n bytes: brightness and contrast,
+ * which act on each channel alike. */
+SL__CLONES void sl__colour_gain(uint8_t *p, size_t n, float a, float o)
+{
+    int32_t A = (int32_t)floorf(a * 65536 + 0.5f), O = (int32_t)floorf(o * 65536);
+    size_t i = 0;
+    for (; i + BLOCK <= n; i += BLOCK) {
+        int32_t v[BLOCK];
+        for (int j = 0; j < BLOCK; j++)
+            v[j] = (A * p[i + j] + O) >> 16;
+        for (int j = 0; j < BLOCK; j++)
+            p[i + j] = (uint8_t)(v[j] < 0 ? 0 : v[j] > 255 ? 255 : v[j]);
+    }
+    for (; i < n; i++)
+        p[i] = clamp_u8((A * p[i] + O) >> 16);
 }
 
 /* The fold as a matrix on RGB: RGB -> (Y, Cb, Cr) (JFIF), the map, and
@@ -606,6 +666,19 @@ static void point_op(uint8_t *img, size_t n, int kind, float mag)
     apply_lut(lut, img, n);
 }
 
+/* rint() under the default rounding mode (half to even, as torch.round
+ * and grid_sample's nearest), for |v| < 2^22, without a call into libm
+ * where SSE4.1's roundss is not there to inline. */
+static inline float round_even(float v)
+{
+    return (v + 12582912.0f) - 12582912.0f;
+}
+
+static inline uint8_t round_u8(float v)
+{
+    return (uint8_t)round_even(clampf(v));
+}
+
 /* grid_sample (align_corners=False, zeros outside) of src through the
  * inverse map m, whose coordinates are centred on the image. */
 static void warp(const uint8_t *src, uint8_t *dst, int w, int h, const float m[6], bool bilinear)
@@ -619,8 +692,12 @@ static void warp(const uint8_t *src, uint8_t *dst, int w, int h, const float m[6
         for (int x = 0; x < w; x++, o += 3) {
             float xc = (float)x + 0.5f - cx;
             float sx = m[0] * xc + bx, sy = m[3] * xc + by;
+            if (!(sx > -1 && sx < w && sy > -1 && sy < h)) { /* NaN too */
+                o[0] = o[1] = o[2] = 0;
+                continue;
+            }
             if (!bilinear) {
-                float rx = nearbyintf(sx), ry = nearbyintf(sy);
+                int rx = (int)round_even(sx), ry = (int)round_even(sy);
                 if (rx >= 0 && rx < w && ry >= 0 && ry < h) {
                     const uint8_t *p = src + (size_t)ry * row + 3 * (size_t)rx;
                     o[0] = p[0], o[1] = p[1], o[2] = p[2];
@@ -629,25 +706,26 @@ static void warp(const uint8_t *src, uint8_t *dst, int w, int h, const float m[6
                 }
                 continue;
             }
-            float fx0 = floorf(sx), fy0 = floorf(sy);
-            if (!(fx0 >= -1 && fx0 < w && fy0 >= -1 && fy0 < h)) {
-                o[0] = o[1] = o[2] = 0;
-                continue;
-            }
-            int x0 = (int)fx0, y0 = (int)fy0;
-            float ax = sx - fx0, ay = sy - fy0;
+            int x0 = (int)(sx + 1) - 1, y0 = (int)(sy + 1) - 1; /* floor: sx, sy > -1 */
+            float ax = sx - (float)x0, ay = sy - (float)y0;
             float wt[4] = {(1 - ax) * (1 - ay), ax * (1 - ay), (1 - ax) * ay, ax * ay};
             float acc[3] = {0, 0, 0};
-            for (int t = 0; t < 4; t++) {
-                int xx = x0 + (t & 1), yy = y0 + (t >> 1);
-                if (xx < 0 || xx >= w || yy < 0 || yy >= h)
-                    continue;
-                const uint8_t *p = src + (size_t)yy * row + 3 * (size_t)xx;
+            if (x0 >= 0 && x0 + 1 < w && y0 >= 0 && y0 + 1 < h) {
+                const uint8_t *p = src + (size_t)y0 * row + 3 * (size_t)x0, *q = p + row;
                 for (int c = 0; c < 3; c++)
-                    acc[c] += wt[t] * p[c];
+                    acc[c] = wt[0] * p[c] + wt[1] * p[c + 3] + wt[2] * q[c] + wt[3] * q[c + 3];
+            } else {
+                for (int t = 0; t < 4; t++) {
+                    int xx = x0 + (t & 1), yy = y0 + (t >> 1);
+                    if (xx < 0 || xx >= w || yy < 0 || yy >= h)
+                        continue;
+                    const uint8_t *p = src + (size_t)yy * row + 3 * (size_t)xx;
+                    for (int c = 0; c < 3; c++)
+                        acc[c] += wt[t] * p[c];
+                }
             }
             for (int c = 0; c < 3; c++)
-                o[c] = (uint8_t)clampf(nearbyintf(acc[c]));
+                o[c] = round_u8(acc[c]);
         }
     }
 }
@@ -751,25 +829,17 @@ static int reflect(int i, int n)
     return i < n ? i : period - i;
 }
 
-/* out[i] = sum_k w[k] * in[i + k * step] for i in [0, n). */
-static void taps_row(const float *in, size_t step, const float *wk, int k, float *out, size_t n)
+/* acc[i] += w * p[i] for i in [0, n): both passes of the blur are made
+ * of these, so this loop is where its time goes; compiled for AVX2 and
+ * AVX-512 as well, chosen at load time. */
+SL__CLONES static void axpy(float *restrict acc, const float *restrict p, float w, size_t n)
 {
     size_t i = 0;
-    for (; i + BLOCK <= n; i += BLOCK) {
-        float acc[BLOCK] = {0};
-        for (int t = 0; t < k; t++) {
-            const float *p = in + i + (size_t)t * step;
-            for (int j = 0; j < BLOCK; j++)
-                acc[j] += wk[t] * p[j];
-        }
-        memcpy(out + i, acc, sizeof acc);
-    }
-    for (; i < n; i++) {
-        float acc = 0;
-        for (int t = 0; t < k; t++)
-            acc += wk[t] * in[i + (size_t)t * step];
-        out[i] = acc;
-    }
+    for (; i + BLOCK <= n; i += BLOCK)
+        for (int j = 0; j < BLOCK; j++)
+            acc[i + j] += w * p[i + j];
+    for (; i < n; i++)
+        acc[i] += w * p[i];
 }
 
 static int blur(sl__augmenter *a, uint8_t *img, int w, int h, int ksize, float sigma)
@@ -799,28 +869,18 @@ static int blur(sl__augmenter *a, uint8_t *img, int w, int h, int ksize, float s
             float *q = pad + 3 * (size_t)(x + r);
             q[0] = p[0], q[1] = p[1], q[2] = p[2];
         }
-        taps_row(pad, 3, wk, ksize, rows + y * row, row);
+        float *acc = rows + y * row;
+        memset(acc, 0, row * sizeof *acc);
+        for (int t = 0; t < ksize; t++)
+            axpy(acc, pad + 3 * (size_t)t, wk[t], row);
     }
-    /* vertical: gather the k rows (reflected) as an array of pointers */
     for (int y = 0; y < h; y++) {
-        size_t i = 0;
-        for (; i < row; i += BLOCK) {
-            size_t nb = row - i < BLOCK ? row - i : BLOCK;
-            float acc[BLOCK] = {0};
-            for (int t = 0; t < ksize; t++) {
-                const float *p = rows + (size_t)reflect(y + t - r, h) * row + i;
-                if (nb == BLOCK)
-                    for (int j = 0; j < BLOCK; j++)
-                        acc[j] += wk[t] * p[j];
-                else
-                    for (size_t j = 0; j < nb; j++)
-                        acc[j] += wk[t] * p[j];
-            }
-            memcpy(out + i, acc, nb * sizeof *acc);
-        }
+        memset(out, 0, row * sizeof *out);
+        for (int t = 0; t < ksize; t++)
+            axpy(out, rows + (size_t)reflect(y + t - r, h) * row, wk[t], row);
         uint8_t *o = img + y * row;
         for (size_t j = 0; j < row; j++)
-            o[j] = (uint8_t)clampf(nearbyintf(out[j]));
+            o[j] = round_u8(out[j]);
     }
     return 0;
 }

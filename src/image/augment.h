@@ -107,6 +107,8 @@ void sl__aug_erase(const sl_image_spec *spec, const sl__aug *plan, void *out);
 /* The colour transform on RGB pixels (a whole image when the YCbCr
  * conversion could not take it); exposed for tests. */
 void sl__colour_rgb(const sl__colour_map *m, uint8_t *rgb, size_t n);
+/* v -> clamp(a v + o), truncated, on n bytes. */
+void sl__colour_gain(uint8_t *p, size_t n, float a, float o);
 /* The same on one output row of Y, Cb, Cr samples, before conversion. */
 void sl__colour_planes(const sl__colour_map *m, uint8_t *y, uint8_t *cb, uint8_t *cr, int n);
 

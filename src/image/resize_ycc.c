@@ -96,22 +96,28 @@ static int resize_colour(sl__resizer *r, plane_job pj[3], const sl__resize_out *
     bool direct = out->dtype == SL_UINT8 && out->layout != SL_LAYOUT_CHW;
     /* Luma pushed past 255 (or below 0) would be clipped before the
      * conversion, where RGB clips each channel after it: a brightened
-     * saturated colour would lose its hue. Such images take the transform
-     * on RGB after a plain conversion instead. */
-    bool on_rgb = direct && (m.a * hi + m.o > 255.5f || m.a * lo + m.o < -0.5f);
+     * saturated colour would lose its hue. For such an image the planes
+     * take only the chroma part (the matrix over a), and the gain a and
+     * offset o, which act on R, G and B alike, follow on the RGB bytes. */
+    bool gain = direct && m.a > 1e-3f && (m.a * hi + m.o > 255.5f || m.a * lo + m.o < -0.5f);
+    sl__colour_map planes = m;
+    if (gain) {
+        planes.a = 1, planes.o = 0;
+        for (int i = 0; i < 4; i++)
+            planes.k[i / 2][i % 2] /= m.a;
+    }
     for (int y = 0; y < H; y++) {
         uint8_t *at = r->planes + y * row;
         for (int c = 0; c < 3; c++)
             pj[c].line = at + (size_t)c * W;
-        if (!on_rgb)
-            sl__colour_planes(&m, pj[0].line, pj[1].line, pj[2].line, W);
+        sl__colour_planes(&planes, pj[0].line, pj[1].line, pj[2].line, W);
         uint8_t *line = direct ? (uint8_t *)out->data + (size_t)y * row : r->line;
         colour_row(r, pj, line, W);
         if (!direct)
             sl__resize_store(r, out, y, line);
     }
-    if (on_rgb)
-        sl__colour_rgb(&m, out->data, (size_t)W * H);
+    if (gain)
+        sl__colour_gain(out->data, 3 * (size_t)W * H, m.a, m.o);
     return 0;
 }
 
