@@ -8,6 +8,9 @@ asked for, and the best:
   train: RandomResizedCrop(size) + RandomHorizontalFlip() + PILToTensor()
   eval:  Resize(size * 256 // 224) + CenterCrop(size) + PILToTensor()
 
+--recipe torchvision adds the reference recipe after the crop and flip
+(TrivialAugmentWide, float, Normalize, RandomErasing 0.1; float batches).
+
 PILToTensor gives uint8 CHW without normalisation, the closest match to
 sluice's uint8 output (sluice-bench emits HWC; the layout costs neither side
 anything measurable). DataLoader(batch_size, shuffle=train, drop_last=train,
@@ -60,18 +63,26 @@ import torchvision
 from torchvision import datasets, transforms
 
 
-def make_transform(preset, size):
+def make_transform(preset, size, recipe=None):
     if preset == "train":
         steps = [transforms.RandomResizedCrop(size), transforms.RandomHorizontalFlip()]
     else:
         steps = [transforms.Resize(size * 256 // 224), transforms.CenterCrop(size)]
+    if recipe == "torchvision":  # references/classification/presets.py
+        bilinear = transforms.InterpolationMode.BILINEAR
+        return transforms.Compose(steps + [
+            transforms.TrivialAugmentWide(interpolation=bilinear), transforms.PILToTensor(),
+            transforms.ConvertImageDtype(torch.float),
+            transforms.Normalize((0.485, 0.456, 0.406), (0.229, 0.224, 0.225)),
+            transforms.RandomErasing(0.1)])
     return transforms.Compose(steps + [transforms.PILToTensor()])
 
 
 def check_batch(batch, args):
     images, labels = batch
     shape = tuple(images.shape)
-    ok = (images.dtype == torch.uint8 and len(shape) == 4 and shape[1:] == (3, args.size, args.size)
+    want = torch.float32 if args.recipe else torch.uint8
+    ok = (images.dtype == want and len(shape) == 4 and shape[1:] == (3, args.size, args.size)
           and 1 <= shape[0] <= args.batch and labels.shape == (shape[0],)
           and (args.preset != "train" or shape[0] == args.batch))
     if not ok:
@@ -112,7 +123,8 @@ def measure(dataset, args, workers):
 
 
 def baseline(args, workers_list):
-    dataset = datasets.ImageFolder(args.dir, transform=make_transform(args.preset, args.size))
+    dataset = datasets.ImageFolder(args.dir,
+                                   transform=make_transform(args.preset, args.size, args.recipe))
     per = {}
     for w in workers_list:
         per[str(w)] = measure(dataset, args, w)
@@ -182,6 +194,10 @@ def parse_args():
     p.add_argument("--workers", default="0,1,2",
                    help="comma-separated num_workers values to try (default 0,1,2)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--recipe", choices=["torchvision"], default=None,
+                   help="torchvision's reference recipe after the crop and flip: "
+                        "TrivialAugmentWide (bilinear), float, Normalize, RandomErasing(0.1) "
+                        "(compare with bench/augment.py's tv_recipe)")
     p.add_argument("--json", help="also write the JSON line to this file")
     p.add_argument("--versus", metavar="SLUICE_BENCH",
                    help="alternate with this sluice-bench binary and compare")

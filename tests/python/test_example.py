@@ -63,3 +63,16 @@ def test_pytorch_train_example_resumes(image_dir, tmp_path):
     assert "resumed from" in out and "after step 3" in out
     assert sorted(head) == [1, 2, 3] and sorted(tail) == [4, 5, 6, 7]
     assert {**head, **tail} == full
+
+
+@pytest.mark.parametrize("recipe", ["torchvision", "timm", "simclr"])
+def test_augment_recipes_example(image_dir, tmp_path, recipe):
+    script = os.path.join(SOURCE_DIR, "examples", "augment_recipes.py")
+    png = str(tmp_path / "first.png")
+    r = subprocess.run([sys.executable, script, image_dir, "--recipe", recipe, "--batches", "3",
+                        "--batch", "4", "--size", "32", "--save", png],
+                       capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "images (4, 3, 32, 32) float32" in r.stdout
+    assert "3 batches, 12 images" in r.stdout
+    assert os.path.getsize(png) > 0
