@@ -15,22 +15,15 @@
  * vectorises.
  */
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 #include "../core/alloc.h"
 #include "../core/error.h"
+#include "../core/log.h"
 #include "augment.h"
 
 #define BLOCK 16
 
-/* The few loops that pay for wider vectors than x86-64's SSE2 get clones
- * for AVX2 and AVX-512, one picked per process by the loader
- * (gcc's target_clones, an ifunc). */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && \
-    !defined(SL__RESIZE_PORTABLE)
-#define SL__CLONES __attribute__((target_clones("default", "avx2", "avx512f")))
-#else
-#define SL__CLONES
-#endif
 
 static double uniform(sl__rng *rng, double a, double b)
 {
@@ -390,10 +383,109 @@ colour_block(int16_t A, int16_t O, const int16_t K[4], uint8_t *restrict y, uint
     }
 }
 
-SL__CLONES void sl__colour_planes(const sl__colour_map *m, uint8_t *y, uint8_t *cb, uint8_t *cr,
-                                  int n)
+/* The 16-bit blocks of a row: the samples done. */
+static inline __attribute__((always_inline)) int
+planes_body(int16_t A, int16_t O, const int16_t K[4], uint8_t *y, uint8_t *cb, uint8_t *cr, int n)
 {
-    int32_t A = (int32_t)floorf(m->a * 65536 + 0.5f), O = (int32_t)floorf(m->o * 65536 + 0.5f) + 32768;
+    int x = 0;
+    for (; x + CBLOCK <= n; x += CBLOCK)
+        colour_block(A, O, K, y + x, cb + x, cr + x);
+    return x;
+}
+
+/* p[i] -> clamp((A p[i] + O) >> 16) */
+static inline __attribute__((always_inline)) void gain_body(uint8_t *restrict p, size_t n,
+                                                            int32_t A, int32_t O)
+{
+    size_t i = 0;
+    for (; i + BLOCK <= n; i += BLOCK) {
+        int32_t v[BLOCK];
+        for (int j = 0; j < BLOCK; j++)
+            v[j] = (A * p[i + j] + O) >> 16;
+        for (int j = 0; j < BLOCK; j++)
+            p[i + j] = (uint8_t)(v[j] < 0 ? 0 : v[j] > 255 ? 255 : v[j]);
+    }
+    for (; i < n; i++)
+        p[i] = clamp_u8((A * p[i] + O) >> 16);
+}
+
+/* acc[i] += w * p[i] for i in [0, n): both passes of the blur are made of
+ * these, so this loop is where its time goes. */
+static inline __attribute__((always_inline)) void axpy_body(float *restrict acc,
+                                                            const float *restrict p, float w,
+                                                            size_t n)
+{
+    size_t i = 0;
+    for (; i + BLOCK <= n; i += BLOCK)
+        for (int j = 0; j < BLOCK; j++)
+            acc[i + j] += w * p[i + j];
+    for (; i < n; i++)
+        acc[i] += w * p[i];
+}
+
+/* The loops that pay for vectors wider than x86-64's SSE2 (which has no
+ * 32-bit multiply), compiled again for AVX2 and AVX-512 and chosen once
+ * per process, as the resampler's tiers are (SLUICE_NO_AVX512 and
+ * SLUICE_NO_AVX2 turn them off). Plain functions with target attributes,
+ * not gcc's target_clones: an ifunc resolver runs before the sanitizers'
+ * runtimes are up. */
+typedef struct aug_kernels {
+    int (*planes)(int16_t A, int16_t O, const int16_t K[4], uint8_t *y, uint8_t *cb,
+                  uint8_t *cr, int n);
+    void (*gain)(uint8_t *p, size_t n, int32_t A, int32_t O);
+    void (*axpy)(float *restrict acc, const float *restrict p, float w, size_t n);
+} aug_kernels;
+
+#define AUG_KERNELS(isa, attr)                                                                \
+    attr static int planes_##isa(int16_t A, int16_t O, const int16_t K[4], uint8_t *y,        \
+                                 uint8_t *cb, uint8_t *cr, int n)                             \
+    {                                                                                         \
+        return planes_body(A, O, K, y, cb, cr, n);                                            \
+    }                                                                                         \
+    attr static void gain_##isa(uint8_t *p, size_t n, int32_t A, int32_t O)                   \
+    {                                                                                         \
+        gain_body(p, n, A, O);                                                                \
+    }                                                                                         \
+    attr static void axpy_##isa(float *restrict acc, const float *restrict p, float w,        \
+                                size_t n)                                                     \
+    {                                                                                         \
+        axpy_body(acc, p, w, n);                                                              \
+    }                                                                                         \
+    static const aug_kernels kernels_##isa = {planes_##isa, gain_##isa, axpy_##isa};
+
+AUG_KERNELS(base, )
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(SL__RESIZE_PORTABLE)
+#define AUG_X86 1
+AUG_KERNELS(avx2, __attribute__((target("avx2"))))
+AUG_KERNELS(avx512, __attribute__((target("avx512f,avx512bw"))))
+#endif
+
+static const aug_kernels *chosen;
+static pthread_once_t chosen_once = PTHREAD_ONCE_INIT;
+
+static void choose(void)
+{
+    chosen = &kernels_base;
+#ifdef AUG_X86
+    if (sl__env_on("SLUICE_NO_AVX2") || !__builtin_cpu_supports("avx2"))
+        return;
+    chosen = &kernels_avx2;
+    if (!sl__env_on("SLUICE_NO_AVX512") && __builtin_cpu_supports("avx512f") &&
+        __builtin_cpu_supports("avx512bw"))
+        chosen = &kernels_avx512;
+#endif
+}
+
+static const aug_kernels *kernels(void)
+{
+    pthread_once(&chosen_once, choose);
+    return chosen;
+}
+
+void sl__colour_planes(const sl__colour_map *m, uint8_t *y, uint8_t *cb, uint8_t *cr, int n)
+{
+    int32_t A = (int32_t)floorf(m->a * 65536 + 0.5f);
+    int32_t O = (int32_t)floorf(m->o * 65536 + 0.5f) + 32768;
     int32_t K[4];
     float kmax = fabsf(m->a);
     for (int i = 0; i < 4; i++) {
@@ -407,27 +499,16 @@ SL__CLONES void sl__colour_planes(const sl__colour_map *m, uint8_t *y, uint8_t *
         int16_t A16 = (int16_t)lrintf(m->a * 4096), O16 = (int16_t)lrintf(m->o * 8), K16[4];
         for (int i = 0; i < 4; i++)
             K16[i] = (int16_t)lrintf(m->k[i / 2][i % 2] * 4096);
-        for (; x + CBLOCK <= n; x += CBLOCK)
-            colour_block(A16, O16, K16, y + x, cb + x, cr + x);
+        x = kernels()->planes(A16, O16, K16, y, cb, cr, n);
     }
     colour_planes_from(A, O, K, y, cb, cr, x, n);
 }
 
 /* v -> clamp(a v + o), truncated, on n bytes: brightness and contrast,
  * which act on each channel alike. */
-SL__CLONES void sl__colour_gain(uint8_t *p, size_t n, float a, float o)
+void sl__colour_gain(uint8_t *p, size_t n, float a, float o)
 {
-    int32_t A = (int32_t)floorf(a * 65536 + 0.5f), O = (int32_t)floorf(o * 65536);
-    size_t i = 0;
-    for (; i + BLOCK <= n; i += BLOCK) {
-        int32_t v[BLOCK];
-        for (int j = 0; j < BLOCK; j++)
-            v[j] = (A * p[i + j] + O) >> 16;
-        for (int j = 0; j < BLOCK; j++)
-            p[i + j] = (uint8_t)(v[j] < 0 ? 0 : v[j] > 255 ? 255 : v[j]);
-    }
-    for (; i < n; i++)
-        p[i] = clamp_u8((A * p[i] + O) >> 16);
+    kernels()->gain(p, n, (int32_t)floorf(a * 65536 + 0.5f), (int32_t)floorf(o * 65536));
 }
 
 /* The fold as a matrix on RGB: RGB -> (Y, Cb, Cr) (JFIF), the map, and
@@ -829,19 +910,6 @@ static int reflect(int i, int n)
     return i < n ? i : period - i;
 }
 
-/* acc[i] += w * p[i] for i in [0, n): both passes of the blur are made
- * of these, so this loop is where its time goes; compiled for AVX2 and
- * AVX-512 as well, chosen at load time. */
-SL__CLONES static void axpy(float *restrict acc, const float *restrict p, float w, size_t n)
-{
-    size_t i = 0;
-    for (; i + BLOCK <= n; i += BLOCK)
-        for (int j = 0; j < BLOCK; j++)
-            acc[i + j] += w * p[i + j];
-    for (; i < n; i++)
-        acc[i] += w * p[i];
-}
-
 static int blur(sl__augmenter *a, uint8_t *img, int w, int h, int ksize, float sigma)
 {
     enum { KMAX = 255 };
@@ -862,6 +930,7 @@ static int blur(sl__augmenter *a, uint8_t *img, int w, int h, int ksize, float s
     if (reserve((void **)&a->f, &a->f_cap, (row * h + padded + row) * sizeof(float)))
         return SL_ENOMEM;
     float *rows = a->f, *pad = rows + row * h, *out = pad + padded;
+    const aug_kernels *k = kernels();
     for (int y = 0; y < h; y++) {
         const uint8_t *s = img + y * row;
         for (int x = -r; x < w + r; x++) {
@@ -872,12 +941,12 @@ static int blur(sl__augmenter *a, uint8_t *img, int w, int h, int ksize, float s
         float *acc = rows + y * row;
         memset(acc, 0, row * sizeof *acc);
         for (int t = 0; t < ksize; t++)
-            axpy(acc, pad + 3 * (size_t)t, wk[t], row);
+            k->axpy(acc, pad + 3 * (size_t)t, wk[t], row);
     }
     for (int y = 0; y < h; y++) {
         memset(out, 0, row * sizeof *out);
         for (int t = 0; t < ksize; t++)
-            axpy(out, rows + (size_t)reflect(y + t - r, h) * row, wk[t], row);
+            k->axpy(out, rows + (size_t)reflect(y + t - r, h) * row, wk[t], row);
         uint8_t *o = img + y * row;
         for (size_t j = 0; j < row; j++)
             o[j] = round_u8(out[j]);
