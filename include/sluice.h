@@ -1290,6 +1290,19 @@ SL_API int sl_image_spec_init(sl_image_spec *spec, size_t struct_size, int crop,
  * writes straight into the batch tensor. parallelism as for sl_map. The
  * spec is copied. */
 SL_API sl_dataset *sl_map_image(sl_dataset *in, const sl_image_spec *spec, int parallelism);
+/* Several views of each image (self-supervised multi-crop: DINO's 2 x 224
+ * + 6 x 96): specs[0 .. nviews) (nviews 1 to 64, an array of the
+ * caller's sl_image_spec, all the same struct_size and image_index) each
+ * with its own crop, size, layout, dtype and augmentations. The file is
+ * decoded once, over the union of the views' windows at the DCT scale the
+ * most demanding view allows (to RGB: the YCbCr-plane path is not taken),
+ * and each view resampled from that. The image's tensor becomes nviews
+ * tensors, in order (structure: a tuple of them in the image's place);
+ * the other tensors keep theirs. Draws per view in turn from the
+ * element's stream. A batch after it stacks each view (no fused node).
+ * Otherwise as sl_map_image. */
+SL_API sl_dataset *sl_map_image_views(sl_dataset *in, const sl_image_spec *specs, int nviews,
+                                      int parallelism);
 
 /* Batch mixing: timm's Mixup with CutMix (mode "batch"). Make the spec
  * with sl_mixup_spec_init (which sets every default below), then change

@@ -400,6 +400,52 @@ static void test_spec_sizes(void **state)
     assert_int_equal(sl_last_error_code(), SL_EINVAL);
 }
 
+/* Views: one tensor per view in the image's place; the C side's checks
+ * of views and of the augmentation fields. */
+static void test_views(void **state)
+{
+    (void)state;
+    sl_image_spec v[2] = {spec_of(SL_CROP_CENTER, 16), spec_of(SL_CROP_RANDOM_RESIZED, 8)};
+    v[1].dtype = SL_FLOAT32;
+    v[1].color_jitter_prob = 1;
+    v[1].brightness[0] = 0.5f, v[1].brightness[1] = 1.5f;
+    v[1].erasing_prob = 0.5f;
+    sl_dataset *ds = sl_map_image_views(images(4, NULL), v, 2, 2);
+    assert_non_null(ds);
+    sl_iterator *it = sl_iterator_create(ds, NULL);
+    sl_element *el;
+    int n = 0;
+    while (sl_next(it, &el) == 0) {
+        assert_int_equal(sl_element_size(el), 4); /* two views, label, path */
+        assert_int_equal(sl_tensor_shape(sl_element_tensor(el, 0))[0], 16);
+        assert_int_equal(sl_tensor_shape(sl_element_tensor(el, 1))[1], 8);
+        assert_int_equal(sl_tensor_dtype(sl_element_tensor(el, 1)), SL_FLOAT32);
+        assert_int_equal(sl_tensor_int64(sl_element_tensor(el, 2)), n);
+        n++;
+        sl_element_release(el);
+    }
+    assert_int_equal(n, 4);
+    sl_iterator_free(it);
+    sl_dataset_release(ds);
+
+    assert_null(sl_map_image_views(sl_range(0, 1, 1), v, 0, 1));
+    v[1].image_index = 1;
+    assert_null(sl_map_image_views(images(1, NULL), v, 2, 1));
+    assert_non_null(strstr(sl_last_error(), "image_index"));
+    v[1].image_index = 0;
+    v[1].blur_prob = 0.5f;
+    v[1].blur_kernel = 4;
+    assert_null(sl_map_image_views(images(1, NULL), v, 2, 1));
+    assert_non_null(strstr(sl_last_error(), "view 1"));
+    sl_image_spec s = spec_of(SL_CROP_CENTER, 16);
+    s.auto_augment = 9;
+    assert_null(sl_map_image(images(1, NULL), &s, 1));
+    s = spec_of(SL_CROP_CENTER, 16);
+    s.hue[1] = 0.7f;
+    assert_null(sl_map_image(images(1, NULL), &s, 1));
+    assert_non_null(strstr(sl_last_error(), "hue"));
+}
+
 /* Freed with batches in flight; with parallelism 1 or 2 on two workers a
  * task is nearly always staged (inputs pulled, waiting for a worker), so
  * its inputs must be released too (ASan checks). */
@@ -437,6 +483,7 @@ int main(void)
         cmocka_unit_test(test_error_names_file),
         cmocka_unit_test(test_bad_spec),
         cmocka_unit_test(test_spec_sizes),
+        cmocka_unit_test(test_views),
         cmocka_unit_test(test_cancel_mid_batch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

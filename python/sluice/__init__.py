@@ -26,7 +26,7 @@ from ._lib import LibraryError, lib as _lib
 from ._tensor import Array, DTYPE_NAMES
 from ._version import __version__
 from .dataset import (ALL, AUTO, AUTOTUNE, INFINITE, UNKNOWN, Dataset, DistributedContext, MapContext,
-                      distributed_context)
+                      View, distributed_context)
 from .dynamic import Queue, TensorSpec
 from .iterator import Iterator
 from .options import Options
@@ -59,6 +59,6 @@ __all__ = [
     "ALL", "AUTO", "AUTOTUNE", "INFINITE", "UNKNOWN", "Array", "DTYPE_NAMES", "Dataset",
     "DistributedContext", "distributed_context",
     "FixedLenFeature", "Iterator", "LibraryError", "MapContext", "Options", "TFRecordDataset",
-    "VarLenFeature", "__version__", "cpu_count", "library_path", "library_version",
+    "VarLenFeature", "View", "__version__", "cpu_count", "library_path", "library_version",
     "memory_in_use", "release_memory", "Queue", "TensorSpec",
 ] + list(_error_names)

@@ -256,6 +256,7 @@ _PROTOTYPES = {
     "sl_read_files": (c_void_p, [c_void_p, c_unsigned]),
     "sl_image_spec_init": (c_int, [P(ImageSpec), c_size_t, c_int, c_int]),
     "sl_map_image": (c_void_p, [c_void_p, P(ImageSpec), c_int]),
+    "sl_map_image_views": (c_void_p, [c_void_p, P(ImageSpec), c_int, c_int]),
     "sl_mixup_spec_init": (c_int, [P(MixupSpec), c_size_t, c_int64]),
     "sl_mixup_cutmix": (c_void_p, [c_void_p, P(MixupSpec)]),
     "sl_iterator_create": (c_void_p, [c_void_p, c_void_p]),

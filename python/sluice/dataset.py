@@ -424,6 +424,74 @@ def _augment_spec(spec, color_jitter, color_jitter_prob, grayscale_prob, gaussia
     spec.num_magnitude_bins = bins
 
 
+
+def _image_spec(preset, size, kw, image_index):
+    """One sl_image_spec from map_image's keywords (kw: name -> value)."""
+    if preset not in _CROPS:
+        raise ValueError("map_image: preset must be one of %s" % ", ".join(_CROPS))
+    spec = ImageSpec()
+    if lib.sl_image_spec_init(spec, ctypes.sizeof(spec), _CROPS[preset], size) < 0:
+        raise make_error(lib.sl_last_error_code(), lib.sl_last_error().decode())
+    try:
+        spec.layout = _LAYOUTS[kw["layout"]]
+        spec.dtype = _DTYPES[kw["dtype"]]
+    except KeyError as e:
+        raise ValueError("map_image: bad layout or dtype %s" % e) from None
+    if kw["height"] is not None:
+        spec.height = kw["height"]
+    if kw["width"] is not None:
+        spec.width = kw["width"]
+    if kw["scale"] is not None:
+        spec.scale_min, spec.scale_max = kw["scale"]
+    if kw["ratio"] is not None:
+        spec.ratio_min, spec.ratio_max = kw["ratio"]
+    for field in ("flip_prob", "resize_shorter", "max_pixels", "allow_warnings",
+                  "exact_pixels", "fast_upsample"):
+        if kw[field] is not None:
+            setattr(spec, field, kw[field])
+    if kw["mean"] is not None:
+        spec.mean[:] = list(kw["mean"])
+    if kw["std"] is not None:
+        spec.std[:] = list(kw["std"])
+    spec.image_index = image_index
+    _augment_spec(spec, kw["color_jitter"], kw["color_jitter_prob"], kw["grayscale_prob"],
+                  kw["gaussian_blur"], kw["blur_prob"], kw["solarize_prob"],
+                  kw["solarize_threshold"], kw["random_erasing_prob"], kw["erasing_scale"],
+                  kw["erasing_ratio"], kw["erasing_value"], kw["rotate"], kw["affine"],
+                  kw["interpolation"], kw["auto_augment"], kw["rand_augment_num_ops"],
+                  kw["rand_augment_magnitude"], kw["num_magnitude_bins"])
+    return spec
+
+
+class View:
+    """One kind of crop for map_image(views=[...]): size (default: map_image's),
+    count (how many such crops), preset, and any map_image keyword (scale,
+    ratio, flip_prob, color_jitter, gaussian_blur, ..., dtype, layout) for
+    these crops; what it leaves out comes from map_image's own keywords.
+
+        sluice.View(size=224, scale=(0.4, 1.0), count=2, gaussian_blur=(23, (0.1, 2.0)))
+    """
+
+    _KEYWORDS = None
+
+    def __init__(self, size=None, count=1, preset=None, **options):
+        if View._KEYWORDS is None:
+            import inspect
+            params = inspect.signature(Dataset.map_image).parameters
+            View._KEYWORDS = set(params) - {"self", "preset", "size", "num_parallel_calls",
+                                            "image_key", "views"}
+        unknown = set(options) - View._KEYWORDS
+        if unknown:
+            raise TypeError("View: unknown keyword %s" % ", ".join(sorted(unknown)))
+        if not isinstance(count, int) or count < 1:
+            raise ValueError("View: count must be a positive int, not %r" % (count,))
+        self.size, self.count, self.preset, self.options = size, count, preset, options
+
+    def __repr__(self):
+        opts = "".join(", %s=%r" % kv for kv in sorted(self.options.items()))
+        return "View(size=%r, count=%r%s)" % (self.size, self.count, opts)
+
+
 class Dataset:
     """An immutable pipeline description with tf.data's names and keywords.
     Build one from a source (``Dataset.range``, ``image_folder``,
@@ -918,7 +986,8 @@ class Dataset:
                   solarize_threshold=128.0, random_erasing_prob=0.0,
                   erasing_scale=(0.02, 0.33), erasing_ratio=(0.3, 3.3), erasing_value=0,
                   rotate=None, affine=None, interpolation="nearest", auto_augment=None,
-                  rand_augment_num_ops=2, rand_augment_magnitude=9, num_magnitude_bins=31):
+                  rand_augment_num_ops=2, rand_augment_magnitude=9, num_magnitude_bins=31,
+                  views=None):
         """Decodes a JPEG and transforms it (in C, in parallel), leaving the
         element's other values in place: the value under image_key of a
         dict element ("image" by default, or "image/encoded" as
@@ -950,43 +1019,35 @@ class Dataset:
         blur_prob; solarize_prob with solarize_threshold; then, on the
         normalised output, RandomErasing: random_erasing_prob, erasing_scale,
         erasing_ratio, erasing_value (a number, one per channel, or
-        "random")."""
-        if preset not in _CROPS:
-            raise ValueError("map_image: preset must be one of %s" % ", ".join(_CROPS))
-        spec = ImageSpec()
-        if lib.sl_image_spec_init(spec, ctypes.sizeof(spec), _CROPS[preset], size) < 0:
-            raise make_error(lib.sl_last_error_code(), lib.sl_last_error().decode())
-        try:
-            spec.layout = _LAYOUTS[layout]
-            spec.dtype = _DTYPES[dtype]
-        except KeyError as e:
-            raise ValueError("map_image: bad layout or dtype %s" % e) from None
-        if height is not None:
-            spec.height = height
-        if width is not None:
-            spec.width = width
-        if scale is not None:
-            spec.scale_min, spec.scale_max = scale
-        if ratio is not None:
-            spec.ratio_min, spec.ratio_max = ratio
-        for field, value in (("flip_prob", flip_prob), ("resize_shorter", resize_shorter),
-                             ("max_pixels", max_pixels), ("allow_warnings", allow_warnings),
-                             ("exact_pixels", exact_pixels), ("fast_upsample", fast_upsample)):
-            if value is not None:
-                setattr(spec, field, value)
-        if mean is not None:
-            spec.mean[:] = list(mean)
-        if std is not None:
-            spec.std[:] = list(std)
-        spec.image_index = self._image_index(image_key)
-        _augment_spec(spec, color_jitter, color_jitter_prob, grayscale_prob, gaussian_blur,
-                      blur_prob, solarize_prob, solarize_threshold, random_erasing_prob,
-                      erasing_scale, erasing_ratio, erasing_value, rotate, affine,
-                      interpolation, auto_augment, rand_augment_num_ops,
-                      rand_augment_magnitude, num_magnitude_bins)
-        ds = self._derive(lib.sl_map_image, spec, _parallel("map_image", num_parallel_calls),
-                          image_layout=layout)
-        ds._image_leaf = spec.image_index
+        "random").
+
+        views=[sluice.View(...), ...]: several crops of each image (DINO's
+        multi-crop), each View with its own size, count and any of the
+        keywords above (the rest from these); the file is decoded once and
+        the image becomes a tuple of the views' tensors, in order."""
+        kw = dict(locals())
+        for name in ("self", "preset", "size", "num_parallel_calls", "image_key", "views"):
+            del kw[name]
+        index = self._image_index(image_key)
+        parallel = _parallel("map_image", num_parallel_calls)
+        if views is None:
+            spec = _image_spec(preset, size, kw, index)
+            ds = self._derive(lib.sl_map_image, spec, parallel, image_layout=layout)
+        else:
+            specs = []
+            for v in views:
+                if not isinstance(v, View):
+                    raise TypeError("map_image: views must be sluice.View objects, not %s"
+                                    % type(v).__name__)
+                specs += [_image_spec(v.preset or preset, v.size or size, {**kw, **v.options},
+                                      index)] * v.count
+            if not specs:
+                raise ValueError("map_image: views is empty")
+            array = (ImageSpec * len(specs))(*specs)
+            layouts = {v.options.get("layout", layout) for v in views}
+            ds = self._derive(lib.sl_map_image_views, array, len(specs), parallel,
+                              image_layout=layouts.pop() if len(layouts) == 1 else None)
+        ds._image_leaf = index
         return ds
 
     def mixup_cutmix(self, num_classes, mixup_alpha=0.2, cutmix_alpha=1.0, prob=1.0,

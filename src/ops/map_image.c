@@ -101,85 +101,174 @@ static const char *element_path(const sl_element *el)
     return buf;
 }
 
-int sl__image_decode(const sl_image_spec *spec, sl__rng *rng, const sl_element *in, void *dst)
+/* The encoded bytes of tensor spec->image_index of in, or an error. */
+static int image_bytes(const sl_image_spec *spec, const sl_element *in, const uint8_t **data,
+                       size_t *n)
 {
     const struct sl_tensor *t = spec->image_index < in->n ? &in->t[spec->image_index] : NULL;
-    const uint8_t *data;
-    size_t n;
-    int rc;
     if (t && t->dtype == SL_UINT8 && t->ndim == 1) {
-        data = t->data;
-        n = t->nbytes;
-    } else if (t && t->dtype == SL_STRING && t->ndim == 0) {
-        data = (const uint8_t *)sl_tensor_string(t, 0, &n);
+        *data = t->data;
+        *n = t->nbytes;
+        return 0;
+    }
+    if (t && t->dtype == SL_STRING && t->ndim == 0) {
+        *data = (const uint8_t *)sl_tensor_string(t, 0, n);
+        return 0;
+    }
+    return sl__set_error(SL_EDTYPE, "map_image: tensor %d must be encoded bytes "
+                         "(uint8 [n] or a string)", spec->image_index);
+}
+
+/* One output image: its spec, where it goes, and what was drawn for it. */
+typedef struct view {
+    const sl_image_spec *spec;
+    void *dst;
+    sl__window win; /* in source pixels */
+    bool flip, aug;
+    sl__aug plan;
+} view;
+
+static void view_draw(const sl_image_spec *spec, sl__rng *rng, const sl__jpeg_info *info,
+                      void *dst, view *v)
+{
+    v->spec = spec;
+    v->dst = dst;
+    sl__crop_plan(spec, info->width, info->height, rng, &v->win, &v->flip);
+    v->aug = sl__aug_any(spec);
+    if (v->aug)
+        sl__aug_draw(spec, rng, &v->plan);
+}
+
+/* Resamples the view from YCbCr planes (planes) or from window win of the
+ * decoded RGB region d, then carries out its augmentations. Pixel ops work
+ * on uint8 RGB HWC: the output itself when it is that, else the
+ * augmenter's image, stored into the output after. */
+static int view_render(workspace *ws, view *v, const sl__ycc *planes, const sl__decoded *d,
+                       const sl__window *win)
+{
+    const sl_image_spec *spec = v->spec;
+    sl__resize_out out = {v->dst, spec->width, spec->height, spec->layout, spec->dtype, v->flip,
+                          {spec->mean[0], spec->mean[1], spec->mean[2]},
+                          {spec->std[0], spec->std[1], spec->std[2]}, NULL};
+    sl__resize_out to = out;
+    bool pixels = v->aug && sl__aug_pixels(&v->plan, false), folded = false;
+    if (pixels) {
+        bool direct = spec->dtype == SL_UINT8 && spec->layout == SL_LAYOUT_HWC;
+        to.data = direct ? v->dst : sl__augmenter_image(ws->aug, spec->width, spec->height);
+        to.dtype = SL_UINT8;
+        to.layout = SL_LAYOUT_HWC;
+        if (!to.data)
+            return SL_ENOMEM;
+    }
+    int rc;
+    if (planes) {
+        /* the colour transform rides on the conversion when it comes first */
+        if (pixels && v->plan.colour.on && !v->plan.affine && !v->plan.nops) {
+            to.colour = &v->plan.colour;
+            folded = true;
+        }
+        rc = sl__resize_ycc(ws->rs, planes, &to);
     } else {
-        return sl__set_error(SL_EDTYPE, "map_image: tensor %d must be encoded bytes "
-                             "(uint8 [n] or a string)", spec->image_index);
+        rc = sl__resize(ws->rs, d->rgb, d->width, d->height, d->stride, win, &to);
     }
-    workspace *ws = ws_get();
-    if (!ws)
-        return SL_ENOMEM;
-    sl__jpeg_info info;
-    sl__window win;
-    bool flip = false;
-    sl__decoded d;
-    rc = sl__jpeg_header(ws->dec, data, n, spec->max_pixels, &info);
-    if (rc == 0) {
-        sl__crop_plan(spec, info.width, info.height, rng, &win, &flip);
-        sl__aug plan;
-        bool aug = sl__aug_any(spec);
-        if (aug)
-            sl__aug_draw(spec, rng, &plan);
-        unsigned flags = (spec->allow_warnings ? SL__JPEG_ALLOW_WARNINGS : 0) |
-                         (spec->fast_upsample ? SL__JPEG_FAST_UPSAMPLE : 0);
-        sl__resize_out out = {dst, spec->width, spec->height, spec->layout, spec->dtype, flip,
-                              {spec->mean[0], spec->mean[1], spec->mean[2]},
-                              {spec->std[0], spec->std[1], spec->std[2]}, NULL};
-        /* Pixel ops work on uint8 RGB HWC: the output itself when it is
-         * that, else the augmenter's image, stored into the output after. */
-        sl__resize_out to = out;
-        bool pixels = aug && sl__aug_pixels(&plan, false), folded = false;
-        if (pixels) {
-            bool direct = spec->dtype == SL_UINT8 && spec->layout == SL_LAYOUT_HWC;
-            to.data = direct ? dst : sl__augmenter_image(ws->aug, spec->width, spec->height);
-            to.dtype = SL_UINT8;
-            to.layout = SL_LAYOUT_HWC;
-            if (!to.data)
-                return SL_ENOMEM;
-        }
-        rc = SL__JPEG_NOT_YCC;
-        if (!spec->exact_pixels && !spec->fast_upsample && sl__resize_ycc_pays(ws->rs)) {
-            sl__ycc planes;
-            rc = sl__jpeg_decode_ycc(ws->dec, data, n, &win, spec->width, spec->height, flags,
-                                     &planes);
-            /* the colour transform rides on the conversion when it comes first */
-            if (pixels && plan.colour.on && !plan.affine && !plan.nops) {
-                to.colour = &plan.colour;
-                folded = true;
-            }
-            if (rc == 0)
-                rc = sl__resize_ycc(ws->rs, &planes, &to);
-        }
-        if (rc == SL__JPEG_NOT_YCC) {
-            folded = false;
-            rc = sl__jpeg_decode(ws->dec, data, n, &win, spec->width, spec->height, flags, &d);
-            if (rc == 0)
-                rc = sl__resize(ws->rs, d.rgb, d.width, d.height, d.stride, &d.win, &to);
-        }
-        if (rc == 0 && pixels)
-            rc = sl__aug_apply(ws->aug, spec, &plan, folded, to.data, spec->width,
-                               spec->height);
-        if (rc == 0 && pixels && to.data != dst)
-            sl__resize_store_image(ws->rs, to.data, &out);
-        if (rc == 0 && aug)
-            sl__aug_erase(spec, &plan, dst);
-    }
+    if (rc == 0 && pixels)
+        rc = sl__aug_apply(ws->aug, spec, &v->plan, folded, to.data, spec->width, spec->height);
+    if (rc == 0 && pixels && to.data != v->dst)
+        sl__resize_store_image(ws->rs, to.data, &out);
+    if (rc == 0 && v->aug)
+        sl__aug_erase(spec, &v->plan, v->dst);
+    return rc;
+}
+
+static unsigned jpeg_flags(const sl_image_spec *spec)
+{
+    return (spec->allow_warnings ? SL__JPEG_ALLOW_WARNINGS : 0) |
+           (spec->fast_upsample ? SL__JPEG_FAST_UPSAMPLE : 0);
+}
+
+static int name_file(int rc, const sl_element *in)
+{
     if (rc < 0 && rc != SL_ENOMEM) {
         const char *path = element_path(in);
         if (path)
             sl__error_prefix(path);
     }
     return rc;
+}
+
+int sl__image_decode(const sl_image_spec *spec, sl__rng *rng, const sl_element *in, void *dst)
+{
+    const uint8_t *data;
+    size_t n;
+    int rc = image_bytes(spec, in, &data, &n);
+    if (rc)
+        return rc;
+    workspace *ws = ws_get();
+    if (!ws)
+        return SL_ENOMEM;
+    sl__jpeg_info info;
+    rc = sl__jpeg_header(ws->dec, data, n, spec->max_pixels, &info);
+    if (rc == 0) {
+        view v;
+        view_draw(spec, rng, &info, dst, &v);
+        unsigned flags = jpeg_flags(spec);
+        rc = SL__JPEG_NOT_YCC;
+        if (!spec->exact_pixels && !spec->fast_upsample && sl__resize_ycc_pays(ws->rs)) {
+            sl__ycc planes;
+            rc = sl__jpeg_decode_ycc(ws->dec, data, n, &v.win, spec->width, spec->height, flags,
+                                     &planes);
+            if (rc == 0)
+                rc = view_render(ws, &v, &planes, NULL, NULL);
+        }
+        if (rc == SL__JPEG_NOT_YCC) {
+            sl__decoded d;
+            rc = sl__jpeg_decode(ws->dec, data, n, &v.win, spec->width, spec->height, flags, &d);
+            if (rc == 0)
+                rc = view_render(ws, &v, NULL, &d, &d.win);
+        }
+    }
+    return name_file(rc, in);
+}
+
+int sl__image_decode_views(const sl_image_spec *specs, int nviews, sl__rng *rng,
+                           const sl_element *in, void *const *dst)
+{
+    const uint8_t *data;
+    size_t n;
+    int rc = image_bytes(&specs[0], in, &data, &n);
+    if (rc)
+        return rc;
+    workspace *ws = ws_get();
+    if (!ws)
+        return SL_ENOMEM;
+    sl__jpeg_info info;
+    rc = sl__jpeg_header(ws->dec, data, n, specs[0].max_pixels, &info);
+    if (rc)
+        return name_file(rc, in);
+    /* every view's draws first, in order; then the union of their windows,
+     * decoded once at the DCT scale the most demanding view allows */
+    view v[SL__MAX_VIEWS];
+    double x0 = info.width, y0 = info.height, x1 = 0, y1 = 0, r = INFINITY;
+    for (int i = 0; i < nviews; i++) {
+        view_draw(&specs[i], rng, &info, dst[i], &v[i]);
+        const sl__window *w = &v[i].win;
+        x0 = fmin(x0, w->x), y0 = fmin(y0, w->y);
+        x1 = fmax(x1, w->x + w->w), y1 = fmax(y1, w->y + w->h);
+        r = fmin(r, fmin(w->w / specs[i].width, w->h / specs[i].height));
+    }
+    sl__window u = {x0, y0, x1 - x0, y1 - y0};
+    r = fmax(r, 1); /* a scale of 1/r or finer serves them all */
+    int need_w = (int)fmax(1, ceil(u.w / r - 1e-9)), need_h = (int)fmax(1, ceil(u.h / r - 1e-9));
+    sl__decoded d;
+    rc = sl__jpeg_decode(ws->dec, data, n, &u, need_w, need_h, jpeg_flags(&specs[0]), &d);
+    double sx = d.win.w / u.w, sy = d.win.h / u.h;
+    for (int i = 0; rc == 0 && i < nviews; i++) {
+        const sl__window *w = &v[i].win;
+        sl__window in_region = {d.win.x + (w->x - u.x) * sx, d.win.y + (w->y - u.y) * sy,
+                                w->w * sx, w->h * sy};
+        rc = view_render(ws, &v[i], NULL, &d, &in_region);
+    }
+    return name_file(rc, in);
 }
 
 sl_element *sl__image_rest(const sl_element *in, int extra_slots)
@@ -230,12 +319,54 @@ static int map_fn(sl_map_ctx *ctx, const sl_element *in, sl_element **out, void 
     return 0;
 }
 
+/* Several views: the image's tensor becomes nviews tensors. */
+static int map_fn_views(sl_map_ctx *ctx, const sl_element *in, sl_element **out, void *user)
+{
+    const map_image_ds *d = user;
+    int k = d->spec.image_index;
+    if (in->n <= k)
+        return sl__set_error(SL_EINVAL, "map_image: an element of %d tensors has no tensor %d",
+                             in->n, k);
+    sl_element *el = sl__image_rest(in, d->nviews);
+    if (!el)
+        return SL_ENOMEM;
+    void *dst[SL__MAX_VIEWS];
+    int rc = sl__image_add_rest(el, in, &d->spec, 0, k);
+    for (int i = 0; rc == 0 && i < d->nviews; i++) {
+        int64_t shape[3];
+        sl__image_shape(&d->views[i], shape);
+        struct sl_tensor *t = sl__element_push(el, d->views[i].dtype, 3, shape,
+                                               sl__image_bytes(&d->views[i]));
+        rc = t ? 0 : SL_ENOMEM;
+        dst[i] = t ? t->data : NULL;
+    }
+    if (rc == 0)
+        rc = sl__image_decode_views(d->views, d->nviews, &ctx->rng, in, dst);
+    if (rc == 0)
+        rc = sl__image_add_rest(el, in, &d->spec, k + 1, in->n);
+    if (rc < 0) {
+        sl_element_release(el);
+        return rc;
+    }
+    *out = el;
+    return 0;
+}
+
 static int map_image_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
                       sl__iter **out)
 {
     const map_image_ds *d = (const map_image_ds *)ds;
+    if (d->nviews)
+        return sl__map_iter_make(ds, tree, key, epoch, map_fn_views, (void *)d, d->parallelism,
+                                 0, out);
     return sl__map_iter_make(ds, tree, key, epoch, map_fn, (void *)&d->spec, d->parallelism, 0,
                              out);
+}
+
+static void map_image_destroy(sl_dataset *ds)
+{
+    map_image_ds *d = (map_image_ds *)ds;
+    sl__free(d->views, (size_t)d->nviews * sizeof *d->views);
 }
 
 int64_t sl__map_image_cardinality(const sl_dataset *ds)
@@ -247,10 +378,8 @@ int64_t sl__map_image_cardinality(const sl_dataset *ds)
     return in / d->batch + (!(d->flags & SL_DROP_REMAINDER) && in % d->batch);
 }
 
-uint64_t sl__map_image_fingerprint(const sl_dataset *ds, uint64_t h)
+static uint64_t hash_spec(uint64_t h, const sl_image_spec *s)
 {
-    const map_image_ds *d = (const map_image_ds *)ds;
-    const sl_image_spec *s = &d->spec;
     h = sl__hash_u64(h, (uint64_t)s->crop);
     h = sl__hash_u64(h, ((uint64_t)s->height << 32) | (uint32_t)s->width);
     h = sl__hash_u64(h, (uint64_t)s->resize_shorter);
@@ -269,6 +398,19 @@ uint64_t sl__map_image_fingerprint(const sl_dataset *ds, uint64_t h)
         size_t to = offsetof(sl_image_spec, erasing_random) + sizeof s->erasing_random;
         h = sl__hash_bytes(h, (const char *)s + from, to - from);
     }
+    return h;
+}
+
+uint64_t sl__map_image_fingerprint(const sl_dataset *ds, uint64_t h)
+{
+    const map_image_ds *d = (const map_image_ds *)ds;
+    if (d->nviews) {
+        h = sl__hash_u64(h, 0x76696577u + (uint64_t)d->nviews); /* "view" */
+        for (int i = 0; i < d->nviews; i++)
+            h = hash_spec(h, &d->views[i]);
+    } else {
+        h = hash_spec(h, &d->spec);
+    }
     return sl__hash_u64(sl__hash_u64(h, (uint64_t)d->batch), d->flags);
 }
 
@@ -280,6 +422,18 @@ static void image_leaf(sl__stext *t, int leaf, const sl__leaf_spec *spec, void *
 {
     const map_image_ds *d = arg;
     sl__leaf_spec out = *spec;
+    if (leaf == d->spec.image_index && d->nviews) { /* a tuple of the views */
+        sl__stext_puts(t, "(");
+        for (int i = 0; i < d->nviews; i++) {
+            sl__leaf_spec v = {.dtype = d->views[i].dtype};
+            v.ndim = sl__image_shape(&d->views[i], v.shape);
+            if (i)
+                sl__stext_puts(t, ", ");
+            sl__stext_leaf(t, &v);
+        }
+        sl__stext_puts(t, ")");
+        return;
+    }
     if (leaf == d->spec.image_index) {
         out.dtype = d->spec.dtype;
         out.ndim = sl__image_shape(&d->spec, out.shape);
@@ -306,6 +460,16 @@ static const sl__node_ops map_image_ops = {
     .cardinality = sl__map_image_cardinality,
     .fingerprint = sl__map_image_fingerprint,
     .fuse_batch = map_image_fuse_batch,
+    .structure = sl__map_image_structure,
+};
+
+/* With views: a batch after it is the plain one, stacking each view. */
+static const sl__node_ops map_image_views_ops = {
+    .kind = "map_image",
+    .make_iter = map_image_make,
+    .cardinality = sl__map_image_cardinality,
+    .fingerprint = sl__map_image_fingerprint,
+    .destroy = map_image_destroy,
     .structure = sl__map_image_structure,
 };
 
@@ -548,5 +712,61 @@ SL_API sl_dataset *sl_map_image(sl_dataset *in, const sl_image_spec *spec, int p
         return sl__dataset_fail(&d->base, SL_EINVAL, "map_image: bad parallelism %d",
                                 parallelism);
     d->parallelism = parallelism;
+    return &d->base;
+}
+
+SL_API sl_dataset *sl_map_image_views(sl_dataset *in, const sl_image_spec *specs, int nviews,
+                                      int parallelism)
+{
+#ifdef SLUICE_NO_JPEG
+    if (in) {
+        sl_dataset_release(in);
+        sl__set_error(SL_EUNSUPPORTED, "map_image: JPEG decoding is not in this build "
+                                       "(SLUICE_WITH_JPEG=OFF)");
+    }
+    (void)specs, (void)nviews, (void)parallelism;
+    return NULL;
+#endif
+    map_image_ds *d = (map_image_ds *)sl__dataset_new(&map_image_views_ops, sizeof *d, in);
+    if (!d)
+        return NULL;
+    if (!specs || nviews < 1 || nviews > SL__MAX_VIEWS)
+        return sl__dataset_fail(&d->base, SL_EINVAL, "map_image: %d views (1 to %d)", nviews,
+                                SL__MAX_VIEWS);
+    if ((parallelism < 1 && parallelism != SL_AUTOTUNE) || parallelism > 4096)
+        return sl__dataset_fail(&d->base, SL_EINVAL, "map_image: bad parallelism %d",
+                                parallelism);
+    d->views = sl__calloc((size_t)nviews, sizeof *d->views);
+    if (!d->views)
+        return sl__dataset_fail(&d->base, SL_ENOMEM, "out of memory (map_image views)");
+    d->nviews = nviews;
+    d->parallelism = parallelism;
+    /* the caller's array has the caller's struct layout: its stride is
+     * the first spec's struct_size */
+    size_t stride = specs->struct_size;
+    int rc = 0;
+    for (int i = 0; rc == 0 && i < nviews; i++) {
+        const sl_image_spec *s = (const sl_image_spec *)((const char *)specs + (size_t)i * stride);
+        rc = s->struct_size == stride ? spec_load(s, &d->views[i])
+                                      : sl__set_error(SL_EINVAL, "map_image: views of different "
+                                                      "struct_size");
+        if (rc == 0)
+            rc = spec_check(&d->views[i]);
+        if (rc == 0 && d->views[i].image_index != d->views[0].image_index)
+            rc = sl__set_error(SL_EINVAL, "map_image: views read different image_index");
+        if (rc < 0) {
+            char what[32];
+            snprintf(what, sizeof what, "view %d", i);
+            sl__error_prefix(what);
+        }
+    }
+    if (rc == 0) {
+        d->spec = d->views[0];
+        rc = check_input(&d->spec, d->base.inputs[0]);
+    }
+    if (rc < 0) {
+        sl_dataset_release(&d->base);
+        return NULL;
+    }
     return &d->base;
 }

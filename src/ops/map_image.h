@@ -10,6 +10,8 @@
 typedef struct map_image_ds {
     sl_dataset base;
     sl_image_spec spec; /* loaded and checked: this library's layout */
+    int nviews;          /* sl_map_image_views: its views (spec is views[0]) */
+    sl_image_spec *views;
     int parallelism;
     int64_t batch;  /* fused with batch: its size, else 0 */
     unsigned flags; /* batch flags */
@@ -23,6 +25,13 @@ size_t sl__image_bytes(const sl_image_spec *spec);
  * decoder into dst, sl__image_bytes(spec) bytes, drawing the crop and flip
  * from rng. An error names the element's file where it has one. */
 int sl__image_decode(const sl_image_spec *spec, sl__rng *rng, const sl_element *in, void *dst);
+/* The same for several views of one image (specs[i] into dst[i], nviews
+ * at most SL__MAX_VIEWS): each view's crop and augmentations drawn in
+ * turn, the union of their windows decoded once (to RGB) at the DCT scale
+ * the most demanding view allows, each view resampled from it. */
+#define SL__MAX_VIEWS 64
+int sl__image_decode_views(const sl_image_spec *specs, int nviews, sl__rng *rng,
+                           const sl_element *in, void *const *dst);
 
 /* A small element for the input's tensors besides the encoded bytes
  * (label, path...), so the bytes can be released right after decoding,

@@ -304,3 +304,69 @@ def test_new_draws_each_epoch(photos):
 def test_bad_arguments(photos, kw):
     with pytest.raises(ValueError):
         sluice.Dataset.image_folder(photos).map_image("train", SIZE, **kw)
+
+
+# ---- several views of one decode ----
+
+def test_one_view_is_map_image(photos):
+    """A single view decodes the crop as map_image's RGB path does."""
+    got = [np.asarray(e[0][0]).copy() for e in sluice.Dataset.image_folder(photos)
+           .map_image("resize", SIZE, views=[sluice.View(flip_prob=0.0)])]
+    assert all(np.array_equal(a, b) for a, b in zip(got, images(photos, exact_pixels=1)))
+
+
+def test_views_share_one_decode(photos):
+    """Two views: each close to its own single decode (the shared decode
+    may be at a finer DCT scale than the smaller view alone would take),
+    each with its own size, crop, dtype and augmentations."""
+    views = [sluice.View(preset="resize", size=SIZE, flip_prob=0.0),
+             sluice.View(preset="eval", size=32, grayscale_prob=1.0),
+             sluice.View(preset="resize", size=48, flip_prob=0.0, dtype="float32",
+                         layout="CHW")]
+    ds = sluice.Dataset.image_folder(photos).map_image("train", SIZE, views=views)
+    out = [tuple(np.asarray(v).copy() for v in e[0]) for e in ds]
+    assert [v.shape for v in out[0]] == [(SIZE, SIZE, 3), (32, 32, 3), (3, 48, 48)]
+    assert out[0][2].dtype == np.float32
+    whole = images(photos, exact_pixels=1)
+    centre = [np.asarray(e[0]) for e in sluice.Dataset.image_folder(photos)
+              .map_image("eval", 32, exact_pixels=1, grayscale_prob=1.0)]
+    small = [np.asarray(e[0]) for e in sluice.Dataset.image_folder(photos)
+             .map_image("resize", 48, exact_pixels=1, flip_prob=0.0, dtype="float32",
+                        layout="CHW")]
+    for (a, b, c), wa, wb, wc in zip(out, whole, centre, small):
+        assert np.array_equal(a, wa)
+        assert mae(b, wb) <= 2.0 and np.all(b[..., 0] == b[..., 1])
+        assert float(np.abs(c - wc).mean()) <= 2.0 / 255 / 0.224
+
+
+def test_views_dino(photos):
+    """DINO's multi-crop: 2 x 224 + 6 x 96 as a tuple in the image's place
+    (dict elements too), batched per view, the same on any thread count."""
+    views = [sluice.View(size=SIZE, scale=(0.4, 1.0), count=2,
+                         color_jitter=(0.4, 0.4, 0.2, 0.1), color_jitter_prob=0.8),
+             sluice.View(size=24, scale=(0.05, 0.4), count=6, solarize_prob=0.2)]
+    base = sluice.Dataset.image_folder(photos)
+    def run(threads):
+        ds = base.map_image("train", SIZE, views=views).batch(4).with_options(seed=3,
+                                                                               threads=threads)
+        return [[np.asarray(v).copy() for v in b[0]] for b in ds]
+    one, two = run(1), run(2)
+    assert [v.shape for v in one[0]] == [(4, SIZE, SIZE, 3)] * 2 + [(4, 24, 24, 3)] * 6
+    assert all(np.array_equal(x, y) for a, b in zip(one, two) for x, y in zip(a, b))
+    # the two global crops of an image differ (their own draws)
+    assert not np.array_equal(one[0][0], one[0][1])
+    d = base.map(lambda img, label: {"image": img, "label": label})
+    e = next(iter(d.map_image("train", SIZE, views=views)))
+    assert set(e) == {"image", "label"} and len(e["image"]) == 8
+
+
+def test_view_arguments(photos):
+    with pytest.raises(TypeError):
+        sluice.View(size=96, colour_jitter=0.4)
+    with pytest.raises(ValueError):
+        sluice.View(count=0)
+    ds = sluice.Dataset.image_folder(photos)
+    with pytest.raises(ValueError):
+        ds.map_image("train", SIZE, views=[])
+    with pytest.raises(ValueError):
+        ds.map_image("train", SIZE, views=[sluice.View(gaussian_blur=(4, 1.0))])
