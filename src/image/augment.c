@@ -294,6 +294,7 @@ void sl__aug_draw(const sl_image_spec *s, sl__rng *rng, sl__aug *p)
 
 void sl__colour_fold(const sl__colour *c, double mean_y, sl__colour_map *m)
 {
+    memset(m, 0, sizeof *m);
     double a = 1, o = 0, k[2][2] = {{1, 0}, {0, 1}}, mean = mean_y;
     for (int i = 0; c->jitter && i < 4; i++) {
         double f = c->factor[c->order[i]], t[2][2];
@@ -359,10 +360,14 @@ static inline int16_t mulhi(int16_t x, int16_t c)
     return (int16_t)(((int32_t)x * c) >> 16);
 }
 
-static inline uint8_t from_q3(int16_t v)
+/* Each step typed 16-bit, so that the vectoriser keeps 16-bit lanes. */
+static inline uint8_t from_q3(int16_t v, int16_t round)
 {
-    v = (int16_t)((v + 4) >> 3);
-    return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+    int16_t t = (int16_t)(v + round);
+    t = (int16_t)(t >> 3);
+    t = t < 0 ? 0 : t;
+    t = t > 255 ? 255 : t;
+    return (uint8_t)t;
 }
 
 static inline __attribute__((always_inline)) void
@@ -377,9 +382,9 @@ colour_block(int16_t A, int16_t O, const int16_t K[4], uint8_t *restrict y, uint
         q[i] = (int16_t)(mulhi(u, K[2]) + mulhi(v, K[3]) + 1024);
     }
     for (int i = 0; i < CBLOCK; i++) {
-        y[i] = from_q3(yy[i]);
-        cb[i] = from_q3(p[i]);
-        cr[i] = from_q3(q[i]);
+        y[i] = from_q3(yy[i], 4);
+        cb[i] = from_q3(p[i], 4);
+        cr[i] = from_q3(q[i], 4);
     }
 }
 
@@ -393,20 +398,19 @@ planes_body(int16_t A, int16_t O, const int16_t K[4], uint8_t *y, uint8_t *cb, u
     return x;
 }
 
-/* p[i] -> clamp((A p[i] + O) >> 16) */
+/* p[i] -> clamp(a p[i] + o), truncated: 16-bit lanes, 3 bits of
+ * fraction (A = a in Q12, O = o in Q3, a under 7.9), the rest one by one
+ * in 32 bits (A32 = a in Q16, O32 = o in Q16). */
 static inline __attribute__((always_inline)) void gain_body(uint8_t *restrict p, size_t n,
-                                                            int32_t A, int32_t O)
+                                                            int16_t A, int16_t O, int32_t A32,
+                                                            int32_t O32)
 {
     size_t i = 0;
-    for (; i + BLOCK <= n; i += BLOCK) {
-        int32_t v[BLOCK];
-        for (int j = 0; j < BLOCK; j++)
-            v[j] = (A * p[i + j] + O) >> 16;
-        for (int j = 0; j < BLOCK; j++)
-            p[i + j] = (uint8_t)(v[j] < 0 ? 0 : v[j] > 255 ? 255 : v[j]);
-    }
+    for (; i + CBLOCK <= n; i += CBLOCK)
+        for (int j = 0; j < CBLOCK; j++)
+            p[i + j] = from_q3((int16_t)(mulhi((int16_t)(p[i + j] * 128), A) + O), 0);
     for (; i < n; i++)
-        p[i] = clamp_u8((A * p[i] + O) >> 16);
+        p[i] = clamp_u8((A32 * p[i] + O32) >> 16);
 }
 
 /* acc[i] += w * p[i] for i in [0, n): both passes of the blur are made of
@@ -432,7 +436,7 @@ static inline __attribute__((always_inline)) void axpy_body(float *restrict acc,
 typedef struct aug_kernels {
     int (*planes)(int16_t A, int16_t O, const int16_t K[4], uint8_t *y, uint8_t *cb,
                   uint8_t *cr, int n);
-    void (*gain)(uint8_t *p, size_t n, int32_t A, int32_t O);
+    void (*gain)(uint8_t *p, size_t n, int16_t A, int16_t O, int32_t A32, int32_t O32);
     void (*axpy)(float *restrict acc, const float *restrict p, float w, size_t n);
 } aug_kernels;
 
@@ -442,9 +446,10 @@ typedef struct aug_kernels {
     {                                                                                         \
         return planes_body(A, O, K, y, cb, cr, n);                                            \
     }                                                                                         \
-    attr static void gain_##isa(uint8_t *p, size_t n, int32_t A, int32_t O)                   \
+    attr static void gain_##isa(uint8_t *p, size_t n, int16_t A, int16_t O, int32_t A32,      \
+                                int32_t O32)                                                  \
     {                                                                                         \
-        gain_body(p, n, A, O);                                                                \
+        gain_body(p, n, A, O, A32, O32);                                                      \
     }                                                                                         \
     attr static void axpy_##isa(float *restrict acc, const float *restrict p, float w,        \
                                 size_t n)                                                     \
@@ -482,33 +487,44 @@ static const aug_kernels *kernels(void)
     return chosen;
 }
 
-void sl__colour_planes(const sl__colour_map *m, uint8_t *y, uint8_t *cb, uint8_t *cr, int n)
+static void colour_ints(sl__colour_map *m)
 {
-    int32_t A = (int32_t)floorf(m->a * 65536 + 0.5f);
-    int32_t O = (int32_t)floorf(m->o * 65536 + 0.5f) + 32768;
-    int32_t K[4];
+    m->a32 = (int32_t)floorf(m->a * 65536 + 0.5f);
+    m->o32 = (int32_t)floorf(m->o * 65536 + 0.5f) + 32768;
     float kmax = fabsf(m->a);
     for (int i = 0; i < 4; i++) {
-        K[i] = (int32_t)floorf(m->k[i / 2][i % 2] * 16384 + 0.5f);
-        kmax = fmaxf(kmax, fabsf(m->k[i / 2][i % 2]));
+        float k = m->k[i / 2][i % 2];
+        m->k32[i] = (int32_t)floorf(k * 16384 + 0.5f);
+        m->k16[i] = (int16_t)lrintf(fmaxf(-7.9f, fminf(7.9f, k)) * 4096);
+        kmax = fmaxf(kmax, fabsf(k));
     }
-    int x = 0;
     /* the 16-bit blocks while coefficients stay under 7.9 and the offset
      * under 2000 levels (any ColorJitter short of extreme ranges) */
-    if (kmax < 7.9f && fabsf(m->o) < 2000) {
-        int16_t A16 = (int16_t)lrintf(m->a * 4096), O16 = (int16_t)lrintf(m->o * 8), K16[4];
-        for (int i = 0; i < 4; i++)
-            K16[i] = (int16_t)lrintf(m->k[i / 2][i % 2] * 4096);
-        x = kernels()->planes(A16, O16, K16, y, cb, cr, n);
-    }
-    colour_planes_from(A, O, K, y, cb, cr, x, n);
+    m->fast = kmax < 7.9f && fabsf(m->o) < 2000;
+    m->a16 = m->fast ? (int16_t)lrintf(m->a * 4096) : 0;
+    m->o16 = m->fast ? (int16_t)lrintf(m->o * 8) : 0;
+    m->ready = true;
+}
+
+void sl__colour_planes(sl__colour_map *m, uint8_t *y, uint8_t *cb, uint8_t *cr, int n)
+{
+    if (!m->ready)
+        colour_ints(m);
+    int x = m->fast ? kernels()->planes(m->a16, m->o16, m->k16, y, cb, cr, n) : 0;
+    colour_planes_from(m->a32, m->o32, m->k32, y, cb, cr, x, n);
 }
 
 /* v -> clamp(a v + o), truncated, on n bytes: brightness and contrast,
  * which act on each channel alike. */
 void sl__colour_gain(uint8_t *p, size_t n, float a, float o)
 {
-    kernels()->gain(p, n, (int32_t)floorf(a * 65536 + 0.5f), (int32_t)floorf(o * 65536));
+    int32_t A32 = (int32_t)floorf(a * 65536 + 0.5f), O32 = (int32_t)floorf(o * 65536);
+    if (!(fabsf(a) < 7.9f && fabsf(o) < 4000)) {
+        for (size_t i = 0; i < n; i++)
+            p[i] = clamp_u8((A32 * p[i] + O32) >> 16);
+        return;
+    }
+    kernels()->gain(p, n, (int16_t)lrintf(a * 4096), (int16_t)floorf(o * 8), A32, O32);
 }
 
 /* The fold as a matrix on RGB: RGB -> (Y, Cb, Cr) (JFIF), the map, and
@@ -648,12 +664,38 @@ static void blend_const(uint8_t *img, size_t n, float f, float other)
 /* adjust_saturation: _blend(img, grayscale(img), f). */
 static void blend_gray(uint8_t *img, size_t n, float f)
 {
-    for (size_t i = 0; i < n; i++) {
+    size_t i = 0;
+    for (; i + BLOCK <= n; i += BLOCK) { /* gray of BLOCK pixels, then their bytes */
+        uint8_t *p = img + 3 * i;
+        float g[BLOCK], out[3 * BLOCK];
+        for (int j = 0; j < BLOCK; j++)
+            g[j] = (1 - f) * gray_u8(p + 3 * j);
+        for (int j = 0; j < 3 * BLOCK; j++)
+            out[j] = clampf(f * p[j] + g[j / 3]);
+        for (int j = 0; j < 3 * BLOCK; j++)
+            p[j] = (uint8_t)out[j];
+    }
+    for (; i < n; i++) {
         uint8_t *p = img + 3 * i;
         float g = (1 - f) * gray_u8(p);
         p[0] = (uint8_t)clampf(f * p[0] + g);
         p[1] = (uint8_t)clampf(f * p[1] + g);
         p[2] = (uint8_t)clampf(f * p[2] + g);
+    }
+}
+
+/* One row of adjust_sharpness from i0 to i1 (bytes): the smoothed value
+ * round(s / 13) as (2 s + 13) * 10083 >> 18, exact for every s up to
+ * 13 * 255, then the blend. */
+static void sharpen_bytes(const uint8_t *restrict u, const uint8_t *restrict c,
+                          const uint8_t *restrict d, uint8_t *restrict o, float f, size_t i0,
+                          size_t i1)
+{
+    for (size_t i = i0; i < i1; i++) {
+        int32_t s = u[i - 3] + u[i] + u[i + 3] + c[i - 3] + 5 * c[i] + c[i + 3] + d[i - 3] +
+                    d[i] + d[i + 3];
+        int32_t deg = ((2 * s + 13) * 10083) >> 18;
+        o[i] = (uint8_t)clampf(f * c[i] + (1 - f) * (float)deg);
     }
 }
 
@@ -671,12 +713,22 @@ static int sharpness(sl__augmenter *a, uint8_t *img, int w, int h, float f)
     for (int y = 1; y < h - 1; y++) {
         const uint8_t *u = src + (y - 1) * row, *c = u + row, *d = c + row;
         uint8_t *o = img + y * row;
-        for (size_t i = 3; i < row - 3; i++) {
-            int s = u[i - 3] + u[i] + u[i + 3] + c[i - 3] + 5 * c[i] + c[i + 3] + d[i - 3] +
-                    d[i] + d[i + 3];
-            int deg = (2 * s + 13) / 26; /* round(s / 13); never a tie */
-            o[i] = (uint8_t)clampf(f * c[i] + (1 - f) * deg);
+        size_t i = 3;
+        for (; i + BLOCK <= row - 3; i += BLOCK) {
+            int32_t deg[BLOCK];
+            float out[BLOCK];
+            for (int j = 0; j < BLOCK; j++) {
+                size_t k = i + j;
+                int32_t sum = u[k - 3] + u[k] + u[k + 3] + c[k - 3] + 5 * c[k] + c[k + 3] +
+                              d[k - 3] + d[k] + d[k + 3];
+                deg[j] = ((2 * sum + 13) * 10083) >> 18;
+            }
+            for (int j = 0; j < BLOCK; j++)
+                out[j] = clampf(f * c[i + j] + (1 - f) * (float)deg[j]);
+            for (int j = 0; j < BLOCK; j++)
+                o[i + j] = (uint8_t)out[j];
         }
+        sharpen_bytes(u, c, d, o, f, i, row - 3);
     }
     return 0;
 }
@@ -789,21 +841,27 @@ static void warp(const uint8_t *src, uint8_t *dst, int w, int h, const float m[6
             }
             int x0 = (int)(sx + 1) - 1, y0 = (int)(sy + 1) - 1; /* floor: sx, sy > -1 */
             float ax = sx - (float)x0, ay = sy - (float)y0;
-            float wt[4] = {(1 - ax) * (1 - ay), ax * (1 - ay), (1 - ax) * ay, ax * ay};
-            float acc[3] = {0, 0, 0};
             if (x0 >= 0 && x0 + 1 < w && y0 >= 0 && y0 + 1 < h) {
+                /* inside: weights in 11 bits, integer sums (a level's
+                 * rounding from torchvision's float at most) */
                 const uint8_t *p = src + (size_t)y0 * row + 3 * (size_t)x0, *q = p + row;
-                for (int c = 0; c < 3; c++)
-                    acc[c] = wt[0] * p[c] + wt[1] * p[c + 3] + wt[2] * q[c] + wt[3] * q[c + 3];
-            } else {
-                for (int t = 0; t < 4; t++) {
-                    int xx = x0 + (t & 1), yy = y0 + (t >> 1);
-                    if (xx < 0 || xx >= w || yy < 0 || yy >= h)
-                        continue;
-                    const uint8_t *p = src + (size_t)yy * row + 3 * (size_t)xx;
-                    for (int c = 0; c < 3; c++)
-                        acc[c] += wt[t] * p[c];
+                int32_t bx = (int32_t)(ax * 2048 + 0.5f), by = (int32_t)(ay * 2048 + 0.5f);
+                for (int c = 0; c < 3; c++) {
+                    int32_t top = p[c] * (2048 - bx) + p[c + 3] * bx;
+                    int32_t bot = q[c] * (2048 - bx) + q[c + 3] * bx;
+                    o[c] = (uint8_t)((top * (2048 - by) + bot * by + (1 << 21)) >> 22);
                 }
+                continue;
+            }
+            float wt[4] = {(1 - ax) * (1 - ay), ax * (1 - ay), (1 - ax) * ay, ax * ay};
+            float acc[3] = {0, 0, 0}; /* at the border: zeros outside */
+            for (int t = 0; t < 4; t++) {
+                int xx = x0 + (t & 1), yy = y0 + (t >> 1);
+                if (xx < 0 || xx >= w || yy < 0 || yy >= h)
+                    continue;
+                const uint8_t *p = src + (size_t)yy * row + 3 * (size_t)xx;
+                for (int c = 0; c < 3; c++)
+                    acc[c] += wt[t] * p[c];
             }
             for (int c = 0; c < 3; c++)
                 o[c] = round_u8(acc[c]);

@@ -58,10 +58,14 @@ typedef struct sl__colour {
     float factor[4];
 } sl__colour;
 
-/* The fold: luma gain and offset, and the chroma matrix. */
+/* The fold: luma gain and offset, and the chroma matrix; then the same
+ * in fixed point, made by the first sl__colour_planes (ready). */
 typedef struct sl__colour_map {
     float a, o;
     float k[2][2];
+    bool ready, fast;   /* fast: coefficients fit the 16-bit kernel */
+    int16_t a16, o16, k16[4];
+    int32_t a32, o32, k32[4];
 } sl__colour_map;
 
 void sl__colour_fold(const sl__colour *c, double mean_y, sl__colour_map *m);
@@ -110,6 +114,6 @@ void sl__colour_rgb(const sl__colour_map *m, uint8_t *rgb, size_t n);
 /* v -> clamp(a v + o), truncated, on n bytes. */
 void sl__colour_gain(uint8_t *p, size_t n, float a, float o);
 /* The same on one output row of Y, Cb, Cr samples, before conversion. */
-void sl__colour_planes(const sl__colour_map *m, uint8_t *y, uint8_t *cb, uint8_t *cr, int n);
+void sl__colour_planes(sl__colour_map *m, uint8_t *y, uint8_t *cb, uint8_t *cr, int n);
 
 #endif

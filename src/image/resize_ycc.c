@@ -68,6 +68,41 @@ static int build_axes(sl__resizer *r, const sl__ycc *src, const sl__resize_out *
     return *hc ? 0 : SL_ENOMEM;
 }
 
+/* Adds the row's samples to *sum and widens [*lo, *hi] over them: per
+ * lane in blocks of a constant 32, which gcc -O2 vectorises. */
+static void luma_stats(const uint8_t *y, int n, uint64_t *sum, uint8_t *lo, uint8_t *hi)
+{
+    uint16_t acc[32] = {0};
+    uint8_t mn[32], mx[32];
+    memset(mn, *lo, sizeof mn);
+    memset(mx, *hi, sizeof mx);
+    uint64_t s = 0;
+    int x = 0, blocks = 0;
+    for (; x + 32 <= n; x += 32) {
+        for (int i = 0; i < 32; i++) {
+            acc[i] = (uint16_t)(acc[i] + y[x + i]);
+            mn[i] = y[x + i] < mn[i] ? y[x + i] : mn[i];
+            mx[i] = y[x + i] > mx[i] ? y[x + i] : mx[i];
+        }
+        if (++blocks == 256) { /* before 257 * 255 overflows a lane */
+            for (int i = 0; i < 32; i++)
+                s += acc[i], acc[i] = 0;
+            blocks = 0;
+        }
+    }
+    for (int i = 0; i < 32; i++) {
+        s += acc[i];
+        *lo = mn[i] < *lo ? mn[i] : *lo;
+        *hi = mx[i] > *hi ? mx[i] : *hi;
+    }
+    for (; x < n; x++) {
+        s += y[x];
+        *lo = y[x] < *lo ? y[x] : *lo;
+        *hi = y[x] > *hi ? y[x] : *hi;
+    }
+    *sum += s;
+}
+
 /* With a colour transform (augment.h): every row's Y, Cb and Cr first,
  * for the mean luma that contrast blends with, then the transform on the
  * samples and the plain conversion, row by row. */
@@ -85,11 +120,7 @@ static int resize_colour(sl__resizer *r, plane_job pj[3], const sl__resize_out *
             pj[c].line = at + (size_t)c * W;
             plane_row(r->k->vertical, &pj[c], y, out->flip);
         }
-        for (int x = 0; x < W; x++) {
-            sum += at[x];
-            lo = at[x] < lo ? at[x] : lo;
-            hi = at[x] > hi ? at[x] : hi;
-        }
+        luma_stats(at, W, &sum, &lo, &hi);
     }
     sl__colour_map m;
     sl__colour_fold(out->colour, (double)sum / ((double)W * H), &m);
@@ -102,7 +133,7 @@ static int resize_colour(sl__resizer *r, plane_job pj[3], const sl__resize_out *
     bool gain = direct && m.a > 1e-3f && (m.a * hi + m.o > 255.5f || m.a * lo + m.o < -0.5f);
     sl__colour_map planes = m;
     if (gain) {
-        planes.a = 1, planes.o = 0;
+        planes.a = 1, planes.o = 0, planes.ready = false;
         for (int i = 0; i < 4; i++)
             planes.k[i / 2][i % 2] /= m.a;
     }
