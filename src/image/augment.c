@@ -16,6 +16,9 @@
  */
 #include <math.h>
 #include <pthread.h>
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(SL__RESIZE_PORTABLE)
+#include <immintrin.h>
+#endif
 #include <string.h>
 #include "../core/alloc.h"
 #include "../core/error.h"
@@ -438,6 +441,7 @@ typedef struct aug_kernels {
                   uint8_t *cr, int n);
     void (*gain)(uint8_t *p, size_t n, int16_t A, int16_t O, int32_t A32, int32_t O32);
     void (*axpy)(float *restrict acc, const float *restrict p, float w, size_t n);
+    void (*warp_bilinear)(const uint8_t *src, uint8_t *dst, int w, int h, const float m[6]);
 } aug_kernels;
 
 #define AUG_KERNELS(isa, attr)                                                                \
@@ -456,11 +460,16 @@ typedef struct aug_kernels {
     {                                                                                         \
         axpy_body(acc, p, w, n);                                                              \
     }                                                                                         \
-    static const aug_kernels kernels_##isa = {planes_##isa, gain_##isa, axpy_##isa};
+    static const aug_kernels kernels_##isa = {planes_##isa, gain_##isa, axpy_##isa, warp_##isa};
 
+static void warp_bilinear_base(const uint8_t *src, uint8_t *dst, int w, int h, const float m[6]);
+#define warp_base warp_bilinear_base
 AUG_KERNELS(base, )
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(SL__RESIZE_PORTABLE)
 #define AUG_X86 1
+static void warp_bilinear_avx2(const uint8_t *src, uint8_t *dst, int w, int h, const float m[6]);
+#define warp_avx2 warp_bilinear_avx2
+#define warp_avx512 warp_bilinear_avx2
 AUG_KERNELS(avx2, __attribute__((target("avx2"))))
 AUG_KERNELS(avx512, __attribute__((target("avx512f,avx512bw"))))
 #endif
@@ -812,8 +821,57 @@ static inline uint8_t round_u8(float v)
     return (uint8_t)round_even(clampf(v));
 }
 
-/* grid_sample (align_corners=False, zeros outside) of src through the
- * inverse map m, whose coordinates are centred on the image. */
+/* One output pixel o of grid_sample (align_corners=False, zeros outside)
+ * at source position (sx, sy) of src (w x h, rows of `row` bytes). */
+static inline __attribute__((always_inline)) void
+warp_pixel(const uint8_t *src, uint8_t *o, int w, int h, size_t row, float sx, float sy,
+           bool bilinear)
+{
+    if (!(sx > -1 && sx < w && sy > -1 && sy < h)) { /* NaN too */
+        o[0] = o[1] = o[2] = 0;
+        return;
+    }
+    if (!bilinear) {
+        int rx = (int)round_even(sx), ry = (int)round_even(sy);
+        if (rx >= 0 && rx < w && ry >= 0 && ry < h) {
+            const uint8_t *p = src + (size_t)ry * row + 3 * (size_t)rx;
+            o[0] = p[0], o[1] = p[1], o[2] = p[2];
+        } else {
+            o[0] = o[1] = o[2] = 0;
+        }
+        return;
+    }
+    int x0 = (int)(sx + 1) - 1, y0 = (int)(sy + 1) - 1; /* floor: sx, sy > -1 */
+    float ax = sx - (float)x0, ay = sy - (float)y0;
+    if (x0 >= 0 && x0 + 1 < w && y0 >= 0 && y0 + 1 < h) {
+        /* inside: weights in 11 bits, integer sums (a level's rounding from
+         * torchvision's float at most); the vector kernel computes these
+         * very integers */
+        const uint8_t *p = src + (size_t)y0 * row + 3 * (size_t)x0, *q = p + row;
+        int32_t bx = (int32_t)(ax * 2048 + 0.5f), by = (int32_t)(ay * 2048 + 0.5f);
+        for (int c = 0; c < 3; c++) {
+            int32_t top = p[c] * 2048 + (p[c + 3] - p[c]) * bx;
+            int32_t bot = q[c] * 2048 + (q[c + 3] - q[c]) * bx;
+            o[c] = (uint8_t)((top * 2048 + (bot - top) * by + (1 << 21)) >> 22);
+        }
+        return;
+    }
+    float wt[4] = {(1 - ax) * (1 - ay), ax * (1 - ay), (1 - ax) * ay, ax * ay};
+    float acc[3] = {0, 0, 0}; /* at the border: zeros outside */
+    for (int t = 0; t < 4; t++) {
+        int xx = x0 + (t & 1), yy = y0 + (t >> 1);
+        if (xx < 0 || xx >= w || yy < 0 || yy >= h)
+            continue;
+        const uint8_t *p = src + (size_t)yy * row + 3 * (size_t)xx;
+        for (int c = 0; c < 3; c++)
+            acc[c] += wt[t] * p[c];
+    }
+    for (int c = 0; c < 3; c++)
+        o[c] = round_u8(acc[c]);
+}
+
+/* grid_sample of src through the inverse map m, whose coordinates are
+ * centred on the image. */
 static void warp(const uint8_t *src, uint8_t *dst, int w, int h, const float m[6], bool bilinear)
 {
     size_t row = 3 * (size_t)w;
@@ -824,50 +882,113 @@ static void warp(const uint8_t *src, uint8_t *dst, int w, int h, const float m[6
         uint8_t *o = dst + y * row;
         for (int x = 0; x < w; x++, o += 3) {
             float xc = (float)x + 0.5f - cx;
-            float sx = m[0] * xc + bx, sy = m[3] * xc + by;
-            if (!(sx > -1 && sx < w && sy > -1 && sy < h)) { /* NaN too */
-                o[0] = o[1] = o[2] = 0;
-                continue;
-            }
-            if (!bilinear) {
-                int rx = (int)round_even(sx), ry = (int)round_even(sy);
-                if (rx >= 0 && rx < w && ry >= 0 && ry < h) {
-                    const uint8_t *p = src + (size_t)ry * row + 3 * (size_t)rx;
-                    o[0] = p[0], o[1] = p[1], o[2] = p[2];
-                } else {
-                    o[0] = o[1] = o[2] = 0;
-                }
-                continue;
-            }
-            int x0 = (int)(sx + 1) - 1, y0 = (int)(sy + 1) - 1; /* floor: sx, sy > -1 */
-            float ax = sx - (float)x0, ay = sy - (float)y0;
-            if (x0 >= 0 && x0 + 1 < w && y0 >= 0 && y0 + 1 < h) {
-                /* inside: weights in 11 bits, integer sums (a level's
-                 * rounding from torchvision's float at most) */
-                const uint8_t *p = src + (size_t)y0 * row + 3 * (size_t)x0, *q = p + row;
-                int32_t bx = (int32_t)(ax * 2048 + 0.5f), by = (int32_t)(ay * 2048 + 0.5f);
-                for (int c = 0; c < 3; c++) {
-                    int32_t top = p[c] * (2048 - bx) + p[c + 3] * bx;
-                    int32_t bot = q[c] * (2048 - bx) + q[c + 3] * bx;
-                    o[c] = (uint8_t)((top * (2048 - by) + bot * by + (1 << 21)) >> 22);
-                }
-                continue;
-            }
-            float wt[4] = {(1 - ax) * (1 - ay), ax * (1 - ay), (1 - ax) * ay, ax * ay};
-            float acc[3] = {0, 0, 0}; /* at the border: zeros outside */
-            for (int t = 0; t < 4; t++) {
-                int xx = x0 + (t & 1), yy = y0 + (t >> 1);
-                if (xx < 0 || xx >= w || yy < 0 || yy >= h)
-                    continue;
-                const uint8_t *p = src + (size_t)yy * row + 3 * (size_t)xx;
-                for (int c = 0; c < 3; c++)
-                    acc[c] += wt[t] * p[c];
-            }
-            for (int c = 0; c < 3; c++)
-                o[c] = round_u8(acc[c]);
+            warp_pixel(src, o, w, h, row, m[0] * xc + bx, m[3] * xc + by, bilinear);
         }
     }
 }
+
+static void warp_bilinear_base(const uint8_t *src, uint8_t *dst, int w, int h, const float m[6])
+{
+    warp(src, dst, w, h, m, true);
+}
+
+#ifdef AUG_X86
+/* The bilinear warp 8 pixels a step: coordinates as warp's (the same
+ * float operations), the four neighbours of each gathered as 32-bit
+ * words (src needs 4 readable bytes past its end), the integers of
+ * warp_pixel per channel. Steps with a pixel outside or at the border go
+ * to warp_pixel. */
+__attribute__((target("avx2"))) static void warp_bilinear_avx2(const uint8_t *src, uint8_t *dst,
+                                                                int w, int h, const float m[6])
+{
+    size_t row = 3 * (size_t)w;
+    float cx = 0.5f * (float)w, cy = 0.5f * (float)h;
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), one = _mm256_set1_epi32(1);
+    const __m256i k2048 = _mm256_set1_epi32(2048), bytes = _mm256_set1_epi32(255);
+    const __m256i wlim = _mm256_set1_epi32(w - 1), hlim = _mm256_set1_epi32(h - 1);
+    /* per 128-bit lane: pixels' R, G, B bytes together, the 4 spare last */
+    const __m256i pack = _mm256_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1,
+                                          0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1);
+    for (int y = 0; y < h; y++) {
+        float yc = (float)y + 0.5f - cy;
+        float bx = m[1] * yc + m[2] + cx - 0.5f, by = m[4] * yc + m[5] + cy - 0.5f;
+        uint8_t *o = dst + y * row;
+        int x = 0;
+        for (; x + 8 <= w; x += 8) {
+            __m256 xc = _mm256_sub_ps(
+                _mm256_add_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_set1_epi32(x), lane)),
+                              _mm256_set1_ps(0.5f)),
+                _mm256_set1_ps(cx));
+            __m256 sx = _mm256_add_ps(_mm256_mul_ps(_mm256_set1_ps(m[0]), xc), _mm256_set1_ps(bx));
+            __m256 sy = _mm256_add_ps(_mm256_mul_ps(_mm256_set1_ps(m[3]), xc), _mm256_set1_ps(by));
+            /* floor for sx > -1; NaN and far values fail the range test */
+            __m256i x0 = _mm256_sub_epi32(_mm256_cvttps_epi32(_mm256_add_ps(sx, _mm256_set1_ps(1))), one);
+            __m256i y0 = _mm256_sub_epi32(_mm256_cvttps_epi32(_mm256_add_ps(sy, _mm256_set1_ps(1))), one);
+            __m256i out = _mm256_or_si256(
+                _mm256_or_si256(_mm256_cmpgt_epi32(_mm256_setzero_si256(), x0),
+                                _mm256_cmpgt_epi32(_mm256_add_epi32(x0, one), wlim)),
+                _mm256_or_si256(_mm256_cmpgt_epi32(_mm256_setzero_si256(), y0),
+                                _mm256_cmpgt_epi32(_mm256_add_epi32(y0, one), hlim)));
+            __m256 inrange = _mm256_and_ps(
+                _mm256_and_ps(_mm256_cmp_ps(sx, _mm256_set1_ps(-1), _CMP_GT_OQ),
+                              _mm256_cmp_ps(sx, _mm256_set1_ps((float)w), _CMP_LT_OQ)),
+                _mm256_and_ps(_mm256_cmp_ps(sy, _mm256_set1_ps(-1), _CMP_GT_OQ),
+                              _mm256_cmp_ps(sy, _mm256_set1_ps((float)h), _CMP_LT_OQ)));
+            if (!_mm256_testz_si256(out, out) || _mm256_movemask_ps(inrange) != 0xff) {
+                float fx[8], fy[8];
+                _mm256_storeu_ps(fx, sx);
+                _mm256_storeu_ps(fy, sy);
+                for (int i = 0; i < 8; i++)
+                    warp_pixel(src, o + 3 * (size_t)(x + i), w, h, row, fx[i], fy[i], true);
+                continue;
+            }
+            __m256 ax = _mm256_sub_ps(sx, _mm256_cvtepi32_ps(x0));
+            __m256 ay = _mm256_sub_ps(sy, _mm256_cvtepi32_ps(y0));
+            __m256i wx = _mm256_cvttps_epi32(_mm256_add_ps(_mm256_mul_ps(ax, _mm256_set1_ps(2048)),
+                                                           _mm256_set1_ps(0.5f)));
+            __m256i wy = _mm256_cvttps_epi32(_mm256_add_ps(_mm256_mul_ps(ay, _mm256_set1_ps(2048)),
+                                                           _mm256_set1_ps(0.5f)));
+            __m256i off = _mm256_add_epi32(_mm256_mullo_epi32(y0, _mm256_set1_epi32((int)row)),
+                                           _mm256_mullo_epi32(x0, _mm256_set1_epi32(3)));
+            const int *base = (const int *)(const void *)src;
+            __m256i p0 = _mm256_i32gather_epi32(base, off, 1);
+            __m256i p1 = _mm256_i32gather_epi32(base, _mm256_add_epi32(off, _mm256_set1_epi32(3)), 1);
+            __m256i q0 = _mm256_i32gather_epi32(base, _mm256_add_epi32(off, _mm256_set1_epi32((int)row)), 1);
+            __m256i q1 = _mm256_i32gather_epi32(base, _mm256_add_epi32(off, _mm256_set1_epi32((int)row + 3)), 1);
+            __m256i rgb = _mm256_setzero_si256();
+            for (int c = 0; c < 3; c++) {
+                __m256i a = _mm256_and_si256(_mm256_srli_epi32(p0, 8 * c), bytes);
+                __m256i b = _mm256_and_si256(_mm256_srli_epi32(p1, 8 * c), bytes);
+                __m256i e = _mm256_and_si256(_mm256_srli_epi32(q0, 8 * c), bytes);
+                __m256i f = _mm256_and_si256(_mm256_srli_epi32(q1, 8 * c), bytes);
+                __m256i top = _mm256_add_epi32(_mm256_mullo_epi32(a, k2048),
+                                               _mm256_mullo_epi32(_mm256_sub_epi32(b, a), wx));
+                __m256i bot = _mm256_add_epi32(_mm256_mullo_epi32(e, k2048),
+                                               _mm256_mullo_epi32(_mm256_sub_epi32(f, e), wx));
+                __m256i v = _mm256_add_epi32(_mm256_slli_epi32(top, 11),
+                                             _mm256_mullo_epi32(_mm256_sub_epi32(bot, top), wy));
+                v = _mm256_srai_epi32(_mm256_add_epi32(v, _mm256_set1_epi32(1 << 21)), 22);
+                rgb = _mm256_or_si256(rgb, _mm256_slli_epi32(v, 8 * c));
+            }
+            __m256i packed = _mm256_shuffle_epi8(rgb, pack);
+            uint8_t *at = o + 3 * (size_t)x;
+            if (x + 8 + 2 <= w) { /* the 4 spare bytes land on pixels still to come */
+                _mm_storeu_si128((__m128i *)(void *)at, _mm256_castsi256_si128(packed));
+                _mm_storeu_si128((__m128i *)(void *)(at + 12), _mm256_extracti128_si256(packed, 1));
+            } else {
+                uint8_t tmp[32];
+                _mm256_storeu_si256((__m256i *)(void *)tmp, packed);
+                memcpy(at, tmp, 12);
+                memcpy(at + 12, tmp + 16, 12);
+            }
+        }
+        for (; x < w; x++) {
+            float xc = (float)x + 0.5f - cx;
+            warp_pixel(src, o + 3 * (size_t)x, w, h, row, m[0] * xc + bx, m[3] * xc + by, true);
+        }
+    }
+}
+#endif
 
 /* F.affine with an integer translation only: a shift, zeros let in. */
 static void shift(const uint8_t *src, uint8_t *dst, int w, int h, int tx, int ty)
@@ -890,16 +1011,19 @@ static int geometric(sl__augmenter *a, uint8_t *img, int w, int h, const float m
                      bool bilinear)
 {
     size_t bytes = 3 * (size_t)w * h;
-    if (reserve((void **)&a->tmp, &a->tmp_cap, bytes))
+    if (reserve((void **)&a->tmp, &a->tmp_cap, bytes + 4)) /* the gathers' 4 bytes */
         return SL_ENOMEM;
     memcpy(a->tmp, img, bytes);
+    memset(a->tmp + bytes, 0, 4);
     /* a whole-pixel translation (TranslateX/Y, and RandomAffine's with no
      * rotation, scale or shear) is a copy: the same pixels either way */
     if (m[0] == 1 && m[1] == 0 && m[3] == 0 && m[4] == 1 && m[2] == nearbyintf(m[2]) &&
         m[5] == nearbyintf(m[5]))
         shift(a->tmp, img, w, h, (int)-m[2], (int)-m[5]);
+    else if (bilinear)
+        kernels()->warp_bilinear(a->tmp, img, w, h, m);
     else
-        warp(a->tmp, img, w, h, m, bilinear);
+        warp(a->tmp, img, w, h, m, false);
     return 0;
 }
 

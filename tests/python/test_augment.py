@@ -370,3 +370,36 @@ def test_view_arguments(photos):
         ds.map_image("train", SIZE, views=[])
     with pytest.raises(ValueError):
         ds.map_image("train", SIZE, views=[sluice.View(gaussian_blur=(4, 1.0))])
+
+
+TIER_SCRIPT = r"""
+import hashlib, sys
+import numpy as np
+import sluice
+h = hashlib.sha256()
+for seed in range(3):
+    for kw in (dict(rotate=30, interpolation="bilinear"),
+               dict(affine={"shear": (-20, 20), "scale": (0.7, 1.3)}, interpolation="bilinear"),
+               dict(auto_augment="trivial_augment_wide", interpolation="bilinear"),
+               dict(color_jitter=(0.8, 0.8, 0.8, 0.2), gaussian_blur=(9, (0.5, 2.0)))):
+        ds = sluice.Dataset.image_folder(sys.argv[1]).map_image("train", 64, exact_pixels=1, **kw)
+        for e in ds.with_options(seed=seed):
+            h.update(np.ascontiguousarray(e[0]).tobytes())
+print(h.hexdigest())
+"""
+
+
+def test_same_pixels_on_every_tier(photos):
+    """The AVX2 and AVX-512 kernels (warp, colour gain, blur) compute the
+    portable code's integers: the same images with them turned off (on
+    the RGB decode path, whose resize every tier computes alike)."""
+    import subprocess
+    import sys
+    digests = set()
+    for off in ({}, {"SLUICE_NO_AVX512": "1"}, {"SLUICE_NO_AVX2": "1"}):
+        env = dict(os.environ, **off)
+        r = subprocess.run([sys.executable, "-c", TIER_SCRIPT, photos], env=env,
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        digests.add(r.stdout.strip())
+    assert len(digests) == 1
