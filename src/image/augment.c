@@ -474,19 +474,32 @@ AUG_KERNELS(avx2, __attribute__((target("avx2"))))
 AUG_KERNELS(avx512, __attribute__((target("avx512f,avx512bw"))))
 #endif
 
+/* Byte tables (the point ops, autocontrast, equalize): VBMI's byte
+ * permutes where the CPU has them, chosen with the rest. */
+typedef void (*lut_fn)(const uint8_t lut[3][256], uint8_t *p, size_t from, size_t bytes);
+static void lut_base(const uint8_t lut[3][256], uint8_t *p, size_t from, size_t bytes);
+#ifdef AUG_X86
+static void lut_vbmi(const uint8_t lut[3][256], uint8_t *p, size_t from, size_t bytes);
+#endif
+
 static const aug_kernels *chosen;
+static lut_fn lut_apply;
 static pthread_once_t chosen_once = PTHREAD_ONCE_INIT;
 
 static void choose(void)
 {
     chosen = &kernels_base;
+    lut_apply = lut_base;
 #ifdef AUG_X86
     if (sl__env_on("SLUICE_NO_AVX2") || !__builtin_cpu_supports("avx2"))
         return;
     chosen = &kernels_avx2;
     if (!sl__env_on("SLUICE_NO_AVX512") && __builtin_cpu_supports("avx512f") &&
-        __builtin_cpu_supports("avx512bw"))
+        __builtin_cpu_supports("avx512bw")) {
         chosen = &kernels_avx512;
+        if (__builtin_cpu_supports("avx512vbmi"))
+            lut_apply = lut_vbmi;
+    }
 #endif
 }
 
@@ -652,13 +665,55 @@ static double mean_gray(const uint8_t *img, size_t n)
     return n ? (double)sum / (double)n : 0;
 }
 
+/* The tables on the bytes of RGB pixels from byte `from` to `bytes`:
+ * byte i through table i % 3, its channel's. */
+static void lut_base(const uint8_t lut[3][256], uint8_t *p, size_t from, size_t bytes)
+{
+    for (size_t i = from; i < bytes; i++)
+        p[i] = lut[i % 3][p[i]];
+}
+
+#ifdef AUG_X86
+/* Tables of 256 bytes applied 64 bytes a step with VBMI's two-table byte
+ * permutes (each covers 128 entries; the index's top bit picks the pair):
+ * one table for all channels where they are the same, else one per
+ * channel and blends by each byte's channel. */
+__attribute__((target("avx512f,avx512bw,avx512vbmi"))) static void
+lut_vbmi(const uint8_t lut[3][256], uint8_t *p, size_t from, size_t bytes)
+{
+    (void)from;
+    bool same = !memcmp(lut[0], lut[1], 256) && !memcmp(lut[0], lut[2], 256);
+    __m512i t[3][4];
+    for (int c = 0; c < (same ? 1 : 3); c++)
+        for (int k = 0; k < 4; k++)
+            t[c][k] = _mm512_loadu_si512(lut[c] + 64 * k);
+    /* byte k of step s is channel (s + k) % 3 (64 = 1 mod 3) */
+    static const uint64_t ch1[3] = {0x2492492492492492u, 0x9249249249249249u,
+                                    0x4924924924924924u};
+    static const uint64_t ch2[3] = {0x4924924924924924u, 0x2492492492492492u,
+                                    0x9249249249249249u};
+    size_t i = 0;
+    for (size_t s = 0; i + 64 <= bytes; i += 64, s++) {
+        __m512i v = _mm512_loadu_si512(p + i);
+        __mmask64 top = _mm512_movepi8_mask(v);
+        __m512i r[3];
+        for (int c = 0; c < (same ? 1 : 3); c++)
+            r[c] = _mm512_mask_blend_epi8(top, _mm512_permutex2var_epi8(t[c][0], v, t[c][1]),
+                                          _mm512_permutex2var_epi8(t[c][2], v, t[c][3]));
+        if (!same) {
+            r[0] = _mm512_mask_blend_epi8(ch1[s % 3], r[0], r[1]);
+            r[0] = _mm512_mask_blend_epi8(ch2[s % 3], r[0], r[2]);
+        }
+        _mm512_storeu_si512(p + i, r[0]);
+    }
+    lut_base(lut, p, i, bytes);
+}
+#endif
+
 static void apply_lut(const uint8_t lut[3][256], uint8_t *img, size_t n)
 {
-    for (size_t i = 0; i < n; i++, img += 3) {
-        img[0] = lut[0][img[0]];
-        img[1] = lut[1][img[1]];
-        img[2] = lut[2][img[2]];
-    }
+    kernels();
+    lut_apply(lut, img, 0, 3 * n);
 }
 
 /* _blend(img, other, f) where other is a constant: one table. */
