@@ -657,10 +657,31 @@ static inline uint8_t gray_u8(const uint8_t *p)
     return (uint8_t)(0.2989f * p[0] + 0.587f * p[1] + 0.114f * p[2]);
 }
 
+/* rgb_to_grayscale of BLOCK pixels: the channels into float lanes, then
+ * torchvision's float32 weights and truncation in vector blocks. */
+static inline void gray_block(const uint8_t *p, int32_t *g)
+{
+    float r[BLOCK], gg[BLOCK], b[BLOCK];
+    for (int j = 0; j < BLOCK; j++) {
+        r[j] = p[3 * j];
+        gg[j] = p[3 * j + 1];
+        b[j] = p[3 * j + 2];
+    }
+    for (int j = 0; j < BLOCK; j++)
+        g[j] = (int32_t)(0.2989f * r[j] + 0.587f * gg[j] + 0.114f * b[j]);
+}
+
 static double mean_gray(const uint8_t *img, size_t n)
 {
     uint64_t sum = 0;
-    for (size_t i = 0; i < n; i++)
+    size_t i = 0;
+    for (; i + BLOCK <= n; i += BLOCK) {
+        int32_t g[BLOCK];
+        gray_block(img + 3 * i, g);
+        for (int j = 0; j < BLOCK; j++)
+            sum += (uint64_t)g[j];
+    }
+    for (; i < n; i++)
         sum += gray_u8(img + 3 * i);
     return n ? (double)sum / (double)n : 0;
 }
@@ -731,9 +752,11 @@ static void blend_gray(uint8_t *img, size_t n, float f)
     size_t i = 0;
     for (; i + BLOCK <= n; i += BLOCK) { /* gray of BLOCK pixels, then their bytes */
         uint8_t *p = img + 3 * i;
+        int32_t gi[BLOCK];
         float g[BLOCK], out[3 * BLOCK];
+        gray_block(p, gi);
         for (int j = 0; j < BLOCK; j++)
-            g[j] = (1 - f) * gray_u8(p + 3 * j);
+            g[j] = (1 - f) * (float)gi[j];
         for (int j = 0; j < 3 * BLOCK; j++)
             out[j] = clampf(f * p[j] + g[j / 3]);
         for (int j = 0; j < 3 * BLOCK; j++)
@@ -799,13 +822,24 @@ static int sharpness(sl__augmenter *a, uint8_t *img, int w, int h, float f)
 
 static void autocontrast(uint8_t *img, size_t n)
 {
-    uint8_t lo[3] = {255, 255, 255}, hi[3] = {0, 0, 0};
-    for (size_t i = 0; i < n; i++)
-        for (int c = 0; c < 3; c++) {
-            uint8_t v = img[3 * i + c];
-            lo[c] = v < lo[c] ? v : lo[c];
-            hi[c] = v > hi[c] ? v : hi[c];
+    /* per lane over blocks of 48 bytes (16 pixels), lane j channel j % 3 */
+    uint8_t mn[48], mx[48], lo[3] = {255, 255, 255}, hi[3] = {0, 0, 0};
+    memset(mn, 255, sizeof mn);
+    memset(mx, 0, sizeof mx);
+    size_t i = 0, bytes = 3 * n;
+    for (; i + 48 <= bytes; i += 48)
+        for (int j = 0; j < 48; j++) {
+            mn[j] = img[i + j] < mn[j] ? img[i + j] : mn[j];
+            mx[j] = img[i + j] > mx[j] ? img[i + j] : mx[j];
         }
+    for (int j = 0; j < 48; j++) {
+        lo[j % 3] = mn[j] < lo[j % 3] ? mn[j] : lo[j % 3];
+        hi[j % 3] = mx[j] > hi[j % 3] ? mx[j] : hi[j % 3];
+    }
+    for (; i < bytes; i++) {
+        lo[i % 3] = img[i] < lo[i % 3] ? img[i] : lo[i % 3];
+        hi[i % 3] = img[i] > hi[i % 3] ? img[i] : hi[i % 3];
+    }
     uint8_t lut[3][256];
     for (int c = 0; c < 3; c++) {
         float mn = lo[c], scale = 255.0f / (float)(hi[c] - lo[c]);
