@@ -580,25 +580,35 @@ static inline float clampf(float v)
     return v < 0 ? 0 : v > 255 ? 255 : v;
 }
 
+/* The matrix on BLOCK pixels: channels into float lanes, nine
+ * multiply-adds a pixel in vector blocks, truncated as _blend. */
+static inline void matrix_block(const float M[3][3], float o, uint8_t *p)
+{
+    float r[BLOCK], g[BLOCK], b[BLOCK], out[3][BLOCK];
+    for (int j = 0; j < BLOCK; j++) {
+        r[j] = p[3 * j];
+        g[j] = p[3 * j + 1];
+        b[j] = p[3 * j + 2];
+    }
+    for (int ch = 0; ch < 3; ch++) {
+        float m0 = M[ch][0], m1 = M[ch][1], m2 = M[ch][2];
+        for (int j = 0; j < BLOCK; j++)
+            out[ch][j] = clampf(m0 * r[j] + m1 * g[j] + m2 * b[j] + o);
+    }
+    for (int j = 0; j < BLOCK; j++) {
+        p[3 * j] = (uint8_t)out[0][j];
+        p[3 * j + 1] = (uint8_t)out[1][j];
+        p[3 * j + 2] = (uint8_t)out[2][j];
+    }
+}
+
 void sl__colour_rgb(const sl__colour_map *m, uint8_t *rgb, size_t n)
 {
     float M[3][3], o = m->o;
     rgb_matrix(m, M);
     size_t i = 0;
-    for (; i + BLOCK <= n; i += BLOCK) {
-        float c[3][BLOCK];
-        uint8_t *p = rgb + 3 * i;
-        for (int j = 0; j < BLOCK; j++)
-            for (int ch = 0; ch < 3; ch++)
-                c[ch][j] = p[3 * j + ch];
-        for (int ch = 0; ch < 3; ch++) {
-            float out[BLOCK];
-            for (int j = 0; j < BLOCK; j++)
-                out[j] = clampf(M[ch][0] * c[0][j] + M[ch][1] * c[1][j] + M[ch][2] * c[2][j] + o);
-            for (int j = 0; j < BLOCK; j++)
-                p[3 * j + ch] = (uint8_t)out[j]; /* truncation, as _blend */
-        }
-    }
+    for (; i + BLOCK <= n; i += BLOCK)
+        matrix_block(M, o, rgb + 3 * i);
     for (; i < n; i++) {
         uint8_t *p = rgb + 3 * i;
         float r = p[0], g = p[1], b = p[2];
@@ -1239,7 +1249,12 @@ int sl__aug_apply(sl__augmenter *a, const sl_image_spec *s, const sl__aug *p,
     if (p->colour.on && !colour_folded) {
         sl__colour_map m;
         sl__colour_fold(&p->colour, p->colour.jitter ? mean_gray(img, n) : 0, &m);
-        sl__colour_rgb(&m, img, n);
+        /* a gray image has no chroma for the matrix to move: what is left
+         * of it is the gain and offset on every byte */
+        if (p->gray_source && !p->affine && !p->nops)
+            sl__colour_gain(img, 3 * n, m.a, m.o);
+        else
+            sl__colour_rgb(&m, img, n);
     }
     if (p->blur)
         rc = blur(a, img, w, h, s->blur_kernel, p->sigma);

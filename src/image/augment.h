@@ -82,6 +82,7 @@ typedef struct sl__aug {
     bool erase;
     int ei, ej, eh, ew;   /* the erased box: top row, left column, size */
     uint64_t erase_seed;  /* erasing_random's values' own stream */
+    bool gray_source;     /* set by the caller: the file is grayscale */
 } sl__aug;
 
 /* Whether spec asks for any augmentation. */

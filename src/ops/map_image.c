@@ -135,8 +135,10 @@ static void view_draw(const sl_image_spec *spec, sl__rng *rng, const sl__jpeg_in
     v->dst = dst;
     sl__crop_plan(spec, info->width, info->height, rng, &v->win, &v->flip);
     v->aug = sl__aug_any(spec);
-    if (v->aug)
+    if (v->aug) {
         sl__aug_draw(spec, rng, &v->plan);
+        v->plan.gray_source = info->components == 1;
+    }
 }
 
 /* Resamples the view from YCbCr planes (planes) or from window win of the

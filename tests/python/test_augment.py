@@ -403,3 +403,24 @@ def test_same_pixels_on_every_tier(photos):
         assert r.returncode == 0, r.stderr
         digests.add(r.stdout.strip())
     assert len(digests) == 1
+
+
+def test_gray_files(photos, tmp_path):
+    """A grayscale JPEG comes out as R = G = B; colour jitter on it is the
+    gain and offset alone, as torchvision's ops on such an image are."""
+    from PIL import Image
+    root = tmp_path / "gray"
+    (root / "a").mkdir(parents=True)
+    for i in range(4):
+        Image.open(os.path.join(photos, "a", "%d.jpg" % i)).convert("L").save(
+            root / "a" / ("%d.jpg" % i), quality=95)
+    plain = images(str(root))
+    for f in (0.6, 1.5):
+        got = images(str(root), color_jitter=((f, f), (f, f), 0.5, 0.1))
+        want = [torch_ref(b, lambda t: F.adjust_contrast(F.adjust_brightness(t, f), f))
+                for b in plain]
+        want_other_order = [torch_ref(b, lambda t: F.adjust_brightness(F.adjust_contrast(t, f),
+                                                                           f)) for b in plain]
+        for o, w1, w2 in zip(got, want, want_other_order):
+            assert np.all(o[..., 0] == o[..., 2])
+            assert min(mae(o, w1), mae(o, w2)) <= 1.5
