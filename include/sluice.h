@@ -1295,10 +1295,11 @@ SL_API sl_dataset *sl_map_image(sl_dataset *in, const sl_image_spec *spec, int p
  * caller's sl_image_spec, all the same struct_size and image_index) each
  * with its own crop, size, layout, dtype and augmentations. The file is
  * decoded once, over the union of the views' windows at the DCT scale the
- * most demanding view allows (to RGB: the YCbCr-plane path is not taken),
- * and each view resampled from that. The image's tensor becomes nviews
- * tensors, in order (structure: a tuple of them in the image's place);
- * the other tensors keep theirs. Draws per view in turn from the
+ * most demanding view allows, and each view resampled from that (YCbCr
+ * planes or RGB, as the first view's exact_pixels and fast_upsample
+ * choose). The image's tensor becomes nviews tensors, in order
+ * (structure: a tuple of them in the image's place); the other tensors
+ * keep theirs. Draws per view in turn from the
  * element's stream. A batch after it stacks each view (no fused node).
  * Otherwise as sl_map_image. */
 SL_API sl_dataset *sl_map_image_views(sl_dataset *in, const sl_image_spec *specs, int nviews,

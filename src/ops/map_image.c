@@ -261,14 +261,34 @@ int sl__image_decode_views(const sl_image_spec *specs, int nviews, sl__rng *rng,
     sl__window u = {x0, y0, x1 - x0, y1 - y0};
     r = fmax(r, 1); /* a scale of 1/r or finer serves them all */
     int need_w = (int)fmax(1, ceil(u.w / r - 1e-9)), need_h = (int)fmax(1, ceil(u.h / r - 1e-9));
-    sl__decoded d;
-    rc = sl__jpeg_decode(ws->dec, data, n, &u, need_w, need_h, jpeg_flags(&specs[0]), &d);
-    double sx = d.win.w / u.w, sy = d.win.h / u.h;
-    for (int i = 0; rc == 0 && i < nviews; i++) {
-        const sl__window *w = &v[i].win;
-        sl__window in_region = {d.win.x + (w->x - u.x) * sx, d.win.y + (w->y - u.y) * sy,
-                                w->w * sx, w->h * sy};
-        rc = view_render(ws, &v[i], NULL, &d, &in_region);
+    unsigned flags = jpeg_flags(&specs[0]);
+    rc = SL__JPEG_NOT_YCC;
+    if (!specs[0].exact_pixels && !specs[0].fast_upsample && sl__resize_ycc_pays(ws->rs)) {
+        sl__ycc planes;
+        rc = sl__jpeg_decode_ycc(ws->dec, data, n, &u, need_w, need_h, flags, &planes);
+        for (int i = 0; rc == 0 && i < nviews; i++) {
+            /* each plane's window of the union, narrowed to the view's */
+            sl__ycc mine = planes;
+            const sl__window *w = &v[i].win;
+            for (int c = 0; c < 3; c++) {
+                sl__window *pw = &mine.plane[c].win;
+                double sx = pw->w / u.w, sy = pw->h / u.h;
+                *pw = (sl__window){pw->x + (w->x - u.x) * sx, pw->y + (w->y - u.y) * sy,
+                                   w->w * sx, w->h * sy};
+            }
+            rc = view_render(ws, &v[i], &mine, NULL, NULL);
+        }
+    }
+    if (rc == SL__JPEG_NOT_YCC) {
+        sl__decoded d;
+        rc = sl__jpeg_decode(ws->dec, data, n, &u, need_w, need_h, flags, &d);
+        double sx = d.win.w / u.w, sy = d.win.h / u.h;
+        for (int i = 0; rc == 0 && i < nviews; i++) {
+            const sl__window *w = &v[i].win;
+            sl__window in_region = {d.win.x + (w->x - u.x) * sx, d.win.y + (w->y - u.y) * sy,
+                                    w->w * sx, w->h * sy};
+            rc = view_render(ws, &v[i], NULL, &d, &in_region);
+        }
     }
     return name_file(rc, in);
 }

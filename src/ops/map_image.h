@@ -27,8 +27,9 @@ size_t sl__image_bytes(const sl_image_spec *spec);
 int sl__image_decode(const sl_image_spec *spec, sl__rng *rng, const sl_element *in, void *dst);
 /* The same for several views of one image (specs[i] into dst[i], nviews
  * at most SL__MAX_VIEWS): each view's crop and augmentations drawn in
- * turn, the union of their windows decoded once (to RGB) at the DCT scale
- * the most demanding view allows, each view resampled from it. */
+ * turn, the union of their windows decoded once at the DCT scale the most
+ * demanding view allows (as YCbCr planes or RGB, as the first view's
+ * decode fields choose), each view resampled from it. */
 #define SL__MAX_VIEWS 64
 int sl__image_decode_views(const sl_image_spec *specs, int nviews, sl__rng *rng,
                            const sl_element *in, void *const *dst);

@@ -309,10 +309,13 @@ def test_bad_arguments(photos, kw):
 # ---- several views of one decode ----
 
 def test_one_view_is_map_image(photos):
-    """A single view decodes the crop as map_image's RGB path does."""
-    got = [np.asarray(e[0][0]).copy() for e in sluice.Dataset.image_folder(photos)
-           .map_image("resize", SIZE, views=[sluice.View(flip_prob=0.0)])]
-    assert all(np.array_equal(a, b) for a, b in zip(got, images(photos, exact_pixels=1)))
+    """A single view decodes the crop as map_image does, on either decode
+    path (YCbCr planes, or RGB with exact_pixels)."""
+    for exact in (0, 1):
+        got = [np.asarray(e[0][0]).copy() for e in sluice.Dataset.image_folder(photos)
+               .map_image("resize", SIZE, exact_pixels=exact, views=[sluice.View(flip_prob=0.0)])]
+        assert all(np.array_equal(a, b)
+                   for a, b in zip(got, images(photos, exact_pixels=exact)))
 
 
 def test_views_share_one_decode(photos):
@@ -327,12 +330,11 @@ def test_views_share_one_decode(photos):
     out = [tuple(np.asarray(v).copy() for v in e[0]) for e in ds]
     assert [v.shape for v in out[0]] == [(SIZE, SIZE, 3), (32, 32, 3), (3, 48, 48)]
     assert out[0][2].dtype == np.float32
-    whole = images(photos, exact_pixels=1)
+    whole = images(photos)
     centre = [np.asarray(e[0]) for e in sluice.Dataset.image_folder(photos)
-              .map_image("eval", 32, exact_pixels=1, grayscale_prob=1.0)]
+              .map_image("eval", 32, grayscale_prob=1.0)]
     small = [np.asarray(e[0]) for e in sluice.Dataset.image_folder(photos)
-             .map_image("resize", 48, exact_pixels=1, flip_prob=0.0, dtype="float32",
-                        layout="CHW")]
+             .map_image("resize", 48, flip_prob=0.0, dtype="float32", layout="CHW")]
     for (a, b, c), wa, wb, wc in zip(out, whole, centre, small):
         assert np.array_equal(a, wa)
         assert mae(b, wb) <= 2.0 and np.all(b[..., 0] == b[..., 1])
