@@ -76,6 +76,12 @@ static int64_t *pull_all(sl_dataset *ds, int64_t timeout_ns, size_t *n, int *aga
     return v;
 }
 
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define STALL_SLACK 0.35
+#else
+#define STALL_SLACK 0.15
+#endif
+
 /* Two builds of one pipeline (consumed; two, so that a cache fills in
  * both runs): the second gives with a 1 ms deadline what the first gives
  * with sl_next, and the deadline passed at least once. */
@@ -92,8 +98,10 @@ static void check_same(const char *what, sl_dataset *ds, sl_dataset *again)
                   what, n2, a2, s2, s1);
     assert_int_equal(a1, 0);
     assert_true(a2 > 0);
-    /* the time between the tries is waiting too */
-    assert_true(s2 > s1 - 0.15);
+    /* the time between the tries is waiting too (looser where a
+     * sanitizer makes the timing noisy: a TSan run on 2 cores saw 0.427
+     * against 0.647) */
+    assert_true(s2 > s1 - STALL_SLACK);
     assert_int_equal(n1, n2);
     assert_memory_equal(plain, timed, n1 * sizeof *plain);
     free(plain);
