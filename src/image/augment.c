@@ -469,7 +469,9 @@ AUG_KERNELS(base, )
 #define AUG_X86 1
 static void warp_bilinear_avx2(const uint8_t *src, uint8_t *dst, int w, int h, const float m[6]);
 #define warp_avx2 warp_bilinear_avx2
-#define warp_avx512 warp_bilinear_avx2
+static void warp_bilinear_avx512(const uint8_t *src, uint8_t *dst, int w, int h,
+                                 const float m[6]);
+#define warp_avx512 warp_bilinear_avx512
 AUG_KERNELS(avx2, __attribute__((target("avx2"))))
 AUG_KERNELS(avx512, __attribute__((target("avx512f,avx512bw"))))
 #endif
@@ -763,12 +765,12 @@ static void blend_gray(uint8_t *img, size_t n, float f)
     for (; i + BLOCK <= n; i += BLOCK) { /* gray of BLOCK pixels, then their bytes */
         uint8_t *p = img + 3 * i;
         int32_t gi[BLOCK];
-        float g[BLOCK], out[3 * BLOCK];
+        float g[3 * BLOCK], out[3 * BLOCK];
         gray_block(p, gi);
-        for (int j = 0; j < BLOCK; j++)
-            g[j] = (1 - f) * (float)gi[j];
+        for (int j = 0; j < BLOCK; j++) /* each pixel's gray under its 3 bytes */
+            g[3 * j] = g[3 * j + 1] = g[3 * j + 2] = (1 - f) * (float)gi[j];
         for (int j = 0; j < 3 * BLOCK; j++)
-            out[j] = clampf(f * p[j] + g[j / 3]);
+            out[j] = clampf(f * p[j] + g[j]);
         for (int j = 0; j < 3 * BLOCK; j++)
             p[j] = (uint8_t)out[j];
     }
@@ -1079,6 +1081,97 @@ __attribute__((target("avx2"))) static void warp_bilinear_avx2(const uint8_t *sr
                 _mm256_storeu_si256((__m256i *)(void *)tmp, packed);
                 memcpy(at, tmp, 12);
                 memcpy(at + 12, tmp + 16, 12);
+            }
+        }
+        for (; x < w; x++) {
+            float xc = (float)x + 0.5f - cx;
+            warp_pixel(src, o + 3 * (size_t)x, w, h, row, m[0] * xc + bx, m[3] * xc + by, true);
+        }
+    }
+}
+
+/* The same 16 pixels a step with AVX-512 (gathers of 16 words, mask
+ * registers for the tests). */
+__attribute__((target("avx512f,avx512bw"))) static void
+warp_bilinear_avx512(const uint8_t *src, uint8_t *dst, int w, int h, const float m[6])
+{
+    size_t row = 3 * (size_t)w;
+    float cx = 0.5f * (float)w, cy = 0.5f * (float)h;
+    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512i one = _mm512_set1_epi32(1), k2048 = _mm512_set1_epi32(2048);
+    const __m512i bytes = _mm512_set1_epi32(255), zero = _mm512_setzero_si512();
+    const __m512i wlim = _mm512_set1_epi32(w - 1), hlim = _mm512_set1_epi32(h - 1);
+    const __m512i pack = _mm512_broadcast_i32x4(
+        _mm_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1));
+    for (int y = 0; y < h; y++) {
+        float yc = (float)y + 0.5f - cy;
+        float bx = m[1] * yc + m[2] + cx - 0.5f, by = m[4] * yc + m[5] + cy - 0.5f;
+        uint8_t *o = dst + y * row;
+        int x = 0;
+        for (; x + 16 <= w; x += 16) {
+            __m512 xc = _mm512_sub_ps(
+                _mm512_add_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_set1_epi32(x), lane)),
+                              _mm512_set1_ps(0.5f)),
+                _mm512_set1_ps(cx));
+            __m512 sx = _mm512_add_ps(_mm512_mul_ps(_mm512_set1_ps(m[0]), xc), _mm512_set1_ps(bx));
+            __m512 sy = _mm512_add_ps(_mm512_mul_ps(_mm512_set1_ps(m[3]), xc), _mm512_set1_ps(by));
+            __m512i x0 = _mm512_sub_epi32(_mm512_cvttps_epi32(_mm512_add_ps(sx, _mm512_set1_ps(1))), one);
+            __m512i y0 = _mm512_sub_epi32(_mm512_cvttps_epi32(_mm512_add_ps(sy, _mm512_set1_ps(1))), one);
+            __mmask16 in = _mm512_cmp_epi32_mask(x0, zero, _MM_CMPINT_NLT) &
+                           _mm512_cmp_epi32_mask(_mm512_add_epi32(x0, one), wlim, _MM_CMPINT_LE) &
+                           _mm512_cmp_epi32_mask(y0, zero, _MM_CMPINT_NLT) &
+                           _mm512_cmp_epi32_mask(_mm512_add_epi32(y0, one), hlim, _MM_CMPINT_LE) &
+                           _mm512_cmp_ps_mask(sx, _mm512_set1_ps(-1), _CMP_GT_OQ) &
+                           _mm512_cmp_ps_mask(sx, _mm512_set1_ps((float)w), _CMP_LT_OQ) &
+                           _mm512_cmp_ps_mask(sy, _mm512_set1_ps(-1), _CMP_GT_OQ) &
+                           _mm512_cmp_ps_mask(sy, _mm512_set1_ps((float)h), _CMP_LT_OQ);
+            if (in != 0xffff) {
+                float fx[16], fy[16];
+                _mm512_storeu_ps(fx, sx);
+                _mm512_storeu_ps(fy, sy);
+                for (int i = 0; i < 16; i++)
+                    warp_pixel(src, o + 3 * (size_t)(x + i), w, h, row, fx[i], fy[i], true);
+                continue;
+            }
+            __m512 ax = _mm512_sub_ps(sx, _mm512_cvtepi32_ps(x0));
+            __m512 ay = _mm512_sub_ps(sy, _mm512_cvtepi32_ps(y0));
+            __m512i wx = _mm512_cvttps_epi32(_mm512_add_ps(_mm512_mul_ps(ax, _mm512_set1_ps(2048)),
+                                                           _mm512_set1_ps(0.5f)));
+            __m512i wy = _mm512_cvttps_epi32(_mm512_add_ps(_mm512_mul_ps(ay, _mm512_set1_ps(2048)),
+                                                           _mm512_set1_ps(0.5f)));
+            __m512i off = _mm512_add_epi32(_mm512_mullo_epi32(y0, _mm512_set1_epi32((int)row)),
+                                           _mm512_mullo_epi32(x0, _mm512_set1_epi32(3)));
+            __m512i p0 = _mm512_i32gather_epi32(off, src, 1);
+            __m512i p1 = _mm512_i32gather_epi32(_mm512_add_epi32(off, _mm512_set1_epi32(3)), src, 1);
+            __m512i q0 = _mm512_i32gather_epi32(_mm512_add_epi32(off, _mm512_set1_epi32((int)row)), src, 1);
+            __m512i q1 = _mm512_i32gather_epi32(_mm512_add_epi32(off, _mm512_set1_epi32((int)row + 3)), src, 1);
+            __m512i rgb = zero;
+            for (int c = 0; c < 3; c++) {
+                __m512i a = _mm512_and_si512(_mm512_srli_epi32(p0, 8 * c), bytes);
+                __m512i b = _mm512_and_si512(_mm512_srli_epi32(p1, 8 * c), bytes);
+                __m512i e = _mm512_and_si512(_mm512_srli_epi32(q0, 8 * c), bytes);
+                __m512i f = _mm512_and_si512(_mm512_srli_epi32(q1, 8 * c), bytes);
+                __m512i top = _mm512_add_epi32(_mm512_mullo_epi32(a, k2048),
+                                               _mm512_mullo_epi32(_mm512_sub_epi32(b, a), wx));
+                __m512i bot = _mm512_add_epi32(_mm512_mullo_epi32(e, k2048),
+                                               _mm512_mullo_epi32(_mm512_sub_epi32(f, e), wx));
+                __m512i v = _mm512_add_epi32(_mm512_slli_epi32(top, 11),
+                                             _mm512_mullo_epi32(_mm512_sub_epi32(bot, top), wy));
+                v = _mm512_srai_epi32(_mm512_add_epi32(v, _mm512_set1_epi32(1 << 21)), 22);
+                rgb = _mm512_or_si512(rgb, _mm512_slli_epi32(v, 8 * c));
+            }
+            __m512i packed = _mm512_shuffle_epi8(rgb, pack);
+            uint8_t *at = o + 3 * (size_t)x;
+            if (x + 16 + 2 <= w) { /* the 4 spare bytes land on pixels still to come */
+                _mm_storeu_si128((__m128i *)(void *)at, _mm512_castsi512_si128(packed));
+                _mm_storeu_si128((__m128i *)(void *)(at + 12), _mm512_extracti32x4_epi32(packed, 1));
+                _mm_storeu_si128((__m128i *)(void *)(at + 24), _mm512_extracti32x4_epi32(packed, 2));
+                _mm_storeu_si128((__m128i *)(void *)(at + 36), _mm512_extracti32x4_epi32(packed, 3));
+            } else {
+                uint8_t tmp[64];
+                _mm512_storeu_si512(tmp, packed);
+                for (int k = 0; k < 4; k++)
+                    memcpy(at + 12 * k, tmp + 16 * k, 12);
             }
         }
         for (; x < w; x++) {
