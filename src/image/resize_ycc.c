@@ -144,11 +144,11 @@ static int resize_colour(sl__resizer *r, plane_job pj[3], const sl__resize_out *
         sl__colour_planes(&planes, pj[0].line, pj[1].line, pj[2].line, W);
         uint8_t *line = direct ? (uint8_t *)out->data + (size_t)y * row : r->line;
         colour_row(r, pj, line, W);
+        if (gain) /* the row while it is in cache */
+            sl__colour_gain(line, row, m.a, m.o);
         if (!direct)
             sl__resize_store(r, out, y, line);
     }
-    if (gain)
-        sl__colour_gain(out->data, 3 * (size_t)W * H, m.a, m.o);
     return 0;
 }
 
