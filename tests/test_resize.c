@@ -770,6 +770,8 @@ static void test_ycc_rgb_every_value(void **state)
         const sl__resize_kernels *k = sl__resize_kernels_for(level);
         if (k && sl__resize_ycc_rgb_agree(k) != 1)
             fail_msg("%s: colour pass differs", sl__resize_kernels_name(k));
+        if (k && sl__resize_ycc_colour_agree(k) != 1)
+            fail_msg("%s: colour pass with a transform differs", sl__resize_kernels_name(k));
     }
 }
 

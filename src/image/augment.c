@@ -530,6 +530,15 @@ static void colour_ints(sl__colour_map *m)
     m->ready = true;
 }
 
+bool sl__colour_coef(sl__colour_map *m, int16_t c[6])
+{
+    if (!m->ready)
+        colour_ints(m);
+    c[0] = m->a16, c[1] = m->o16;
+    memcpy(c + 2, m->k16, sizeof m->k16);
+    return m->fast;
+}
+
 void sl__colour_planes(sl__colour_map *m, uint8_t *y, uint8_t *cb, uint8_t *cr, int n)
 {
     if (!m->ready)

@@ -112,6 +112,10 @@ void sl__aug_erase(const sl_image_spec *spec, const sl__aug *plan, void *out);
 /* The colour transform on RGB pixels (a whole image when the YCbCr
  * conversion could not take it); exposed for tests. */
 void sl__colour_rgb(const sl__colour_map *m, uint8_t *rgb, size_t n);
+/* The map's 16-bit coefficients for the resampler's fused colour pass
+ * (resize_kernels.h, ycc_rgb_colour): A, O, K00, K01, K10, K11; false
+ * where they do not fit (gains of 7.9 and more, offsets past 2000). */
+bool sl__colour_coef(sl__colour_map *m, int16_t c[6]);
 /* v -> clamp(a v + o), truncated, on n bytes. */
 void sl__colour_gain(uint8_t *p, size_t n, float a, float o);
 /* The same on one output row of Y, Cb, Cr samples, before conversion. */

@@ -335,8 +335,10 @@ static void tiers_init(void)
             tiers[SL__RESIZE_AVX512] = sl__resize_avx512;
             /* the colour pass alone needs VBMI (Skylake-X and Cascade Lake
              * lack it) */
-            if (!__builtin_cpu_supports("avx512vbmi"))
+            if (!__builtin_cpu_supports("avx512vbmi")) {
                 tiers[SL__RESIZE_AVX512].ycc_rgb = sl__ycc_rgb_ssse3;
+                tiers[SL__RESIZE_AVX512].ycc_rgb_colour = sl__ycc_rgb_colour_c;
+            }
         }
     }
 #endif

@@ -101,5 +101,6 @@ const sl__resize_kernels sl__resize_avx2 = {
     .horizontal_for = horizontal_for,
     .horizontal1_for = sl__horizontal1_sse2_for,
     .ycc_rgb = sl__ycc_rgb_ssse3,
+    .ycc_rgb_colour = sl__ycc_rgb_colour_c,
 };
 #endif

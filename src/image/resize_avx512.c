@@ -403,6 +403,61 @@ ycc_rgb(const uint8_t *yl, const uint8_t *cbl, const uint8_t *crl, uint8_t *rgb,
     }
 }
 
+/* The same with the colour transform of sl__ycc_rgb_colour_c on each
+ * 32-sample half before the conversion. */
+__attribute__((target(AVX512_VBMI))) static void
+ycc_rgb_colour(const uint8_t *yl, const uint8_t *cbl, const uint8_t *crl, uint8_t *rgb, int n,
+               const int16_t c[6])
+{
+    const __m512i zero = _mm512_setzero_si512(), c128 = _mm512_set1_epi16(128);
+    const __m512i four = _mm512_set1_epi16(4);
+    const __m512i kcrr = _mm512_set1_epi16(K_CR_R), kcbg = _mm512_set1_epi16(K_CB_G);
+    const __m512i kcrg = _mm512_set1_epi16(K_CR_G), kcbb = _mm512_set1_epi16(K_CB_B);
+    const __m512i ka = _mm512_set1_epi16(c[0]), ko = _mm512_set1_epi16(c[1]);
+    const __m512i k00 = _mm512_set1_epi16(c[2]), k01 = _mm512_set1_epi16(c[3]);
+    const __m512i k10 = _mm512_set1_epi16(c[4]), k11 = _mm512_set1_epi16(c[5]);
+    if (n < 64) {
+        sl__ycc_rgb_colour_c(yl, cbl, crl, rgb, n, c);
+        return;
+    }
+    for (int x = 0; x < n; x += 64) {
+        if (x > n - 64)
+            x = n - 64; /* the last step overlaps the one before: same bytes */
+        __m512i y8 = _mm512_loadu_si512(yl + x), b8 = _mm512_loadu_si512(cbl + x),
+                r8 = _mm512_loadu_si512(crl + x);
+        __m512i ch[2][3];
+        for (int h = 0; h < 2; h++) {
+            __m512i ys = _mm512_slli_epi16(
+                h ? _mm512_unpackhi_epi8(y8, zero) : _mm512_unpacklo_epi8(y8, zero), 7);
+            __m512i us = _mm512_slli_epi16(_mm512_sub_epi16(
+                h ? _mm512_unpackhi_epi8(b8, zero) : _mm512_unpacklo_epi8(b8, zero), c128), 7);
+            __m512i vs = _mm512_slli_epi16(_mm512_sub_epi16(
+                h ? _mm512_unpackhi_epi8(r8, zero) : _mm512_unpacklo_epi8(r8, zero), c128), 7);
+            __m512i y = _mm512_srai_epi16(
+                _mm512_add_epi16(_mm512_add_epi16(_mm512_mulhi_epi16(ys, ka), ko), four), 3);
+            __m512i cb = _mm512_srai_epi16(
+                _mm512_add_epi16(_mm512_add_epi16(_mm512_mulhi_epi16(us, k00),
+                                                  _mm512_mulhi_epi16(vs, k01)), four), 3);
+            __m512i cr = _mm512_srai_epi16(
+                _mm512_add_epi16(_mm512_add_epi16(_mm512_mulhi_epi16(us, k10),
+                                                  _mm512_mulhi_epi16(vs, k11)), four), 3);
+            ch[h][0] = _mm512_add_epi16(_mm512_add_epi16(y, cr), _mm512_mulhrs_epi16(cr, kcrr));
+            ch[h][1] = _mm512_sub_epi16(_mm512_sub_epi16(y, _mm512_mulhrs_epi16(cb, kcbg)),
+                                        _mm512_mulhrs_epi16(cr, kcrg));
+            ch[h][2] = _mm512_add_epi16(_mm512_add_epi16(y, cb), _mm512_mulhrs_epi16(cb, kcbb));
+        }
+        __m512i R = _mm512_packus_epi16(ch[0][0], ch[1][0]),
+                G = _mm512_packus_epi16(ch[0][1], ch[1][1]),
+                B = _mm512_packus_epi16(ch[0][2], ch[1][2]);
+        for (int j = 0; j < 3; j++) {
+            __m512i v = _mm512_permutex2var_epi8(R, _mm512_loadu_si512(rgb_rg_idx + 64 * j), G);
+            v = _mm512_mask_permutexvar_epi8(v, rgb_b_mask[j],
+                                             _mm512_loadu_si512(rgb_b_idx + 64 * j), B);
+            _mm512_storeu_si512(rgb + 3 * x + 64 * j, v);
+        }
+    }
+}
+
 /* Without VBMI, resize.c puts SSSE3's colour pass in the tier's place. */
 const sl__resize_kernels sl__resize_avx512 = {
     .name = "avx512",
@@ -411,6 +466,7 @@ const sl__resize_kernels sl__resize_avx512 = {
     .horizontal_for = horizontal_for,
     .horizontal1_for = horizontal1_for,
     .ycc_rgb = ycc_rgb,
+    .ycc_rgb_colour = ycc_rgb_colour,
     .weights8 = weights8,
     .planes_pay = true,
 };

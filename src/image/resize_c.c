@@ -128,6 +128,25 @@ void sl__ycc_rgb_c(const uint8_t *yl, const uint8_t *cbl, const uint8_t *crl, ui
     }
 }
 
+static inline int mulhi16(int x, int c)
+{
+    return (int16_t)((x * c) >> 16);
+}
+
+void sl__ycc_rgb_colour_c(const uint8_t *yl, const uint8_t *cbl, const uint8_t *crl, uint8_t *rgb,
+                          int n, const int16_t c[6])
+{
+    for (int x = 0; x < n; x++) {
+        int ys = yl[x] * 128, us = (cbl[x] - 128) * 128, vs = (crl[x] - 128) * 128;
+        int y = (mulhi16(ys, c[0]) + c[1] + 4) >> 3;
+        int cb = (mulhi16(us, c[2]) + mulhi16(vs, c[3]) + 4) >> 3;
+        int cr = (mulhi16(us, c[4]) + mulhi16(vs, c[5]) + 4) >> 3;
+        rgb[3 * x] = sat8(y + cr + mulhrs(cr, K_CR_R));
+        rgb[3 * x + 1] = sat8(y - mulhrs(cb, K_CB_G) - mulhrs(cr, K_CR_G));
+        rgb[3 * x + 2] = sat8(y + cb + mulhrs(cb, K_CB_B));
+    }
+}
+
 const sl__resize_kernels sl__resize_c = {
     .name = "c",
     .level = SL__RESIZE_C,
@@ -135,4 +154,5 @@ const sl__resize_kernels sl__resize_c = {
     .horizontal_for = horizontal_for,
     .horizontal1_for = horizontal1_for,
     .ycc_rgb = sl__ycc_rgb_c,
+    .ycc_rgb_colour = sl__ycc_rgb_colour_c,
 };

@@ -89,6 +89,13 @@ typedef void (*sl__hpass)(const sl__axis *a, const int16_t *row, uint8_t *line, 
 /* n pixels of Y, Cb and Cr rows to RGB bytes (BT.601 full range, as JFIF). */
 typedef void (*sl__ycc_rgb_pass)(const uint8_t *y, const uint8_t *cb, const uint8_t *cr,
                                  uint8_t *rgb, int n);
+/* The same after a colour transform of the samples in 16-bit lanes
+ * (augment.h, sl__colour_coef): Y' = (Y * 128 *h A + O + 4) >> 3 and
+ * (Cb', Cr') = (K (Cb - 128, Cr - 128) * 128 *h + 4) >> 3, where *h keeps
+ * the high 16 bits of the product, kept unclamped into the conversion, so
+ * that only R, G and B clip. c: A, O, K00, K01, K10, K11. */
+typedef void (*sl__ycc_rgb_colour_pass)(const uint8_t *y, const uint8_t *cb, const uint8_t *cr,
+                                        uint8_t *rgb, int n, const int16_t c[6]);
 
 struct sl__resize_kernels {
     const char *name;
@@ -102,6 +109,7 @@ struct sl__resize_kernels {
     sl__hpass (*horizontal_for)(sl__axis *a);
     sl__hpass (*horizontal1_for)(sl__axis *a);
     sl__ycc_rgb_pass ycc_rgb;
+    sl__ycc_rgb_colour_pass ycc_rgb_colour;
     /* The weights of samples i .. i + 7 of an axis of at most 8 taps, equal
      * to sl__axis_sample's; false, with nothing written, for samples it
      * leaves to that. NULL where the portable builder is all. */
@@ -169,6 +177,8 @@ void sl__vertical_c(const uint8_t *src, size_t stride, const int16_t *w, int tap
 void sl__horizontal1_c(const sl__axis *a, const int16_t *row, uint8_t *line, bool flip, int o0,
                        int o1); /* output columns [o0, o1) */
 void sl__ycc_rgb_c(const uint8_t *y, const uint8_t *cb, const uint8_t *cr, uint8_t *rgb, int n);
+void sl__ycc_rgb_colour_c(const uint8_t *y, const uint8_t *cb, const uint8_t *cr, uint8_t *rgb,
+                          int n, const int16_t c[6]);
 
 #ifdef SL__RESIZE_HAVE_SSE2
 extern const sl__resize_kernels sl__resize_sse2;

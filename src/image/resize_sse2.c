@@ -169,5 +169,6 @@ const sl__resize_kernels sl__resize_sse2 = {
     .horizontal_for = horizontal_for,
     .horizontal1_for = sl__horizontal1_sse2_for,
     .ycc_rgb = sl__ycc_rgb_c,
+    .ycc_rgb_colour = sl__ycc_rgb_colour_c,
 };
 #endif

@@ -70,12 +70,14 @@ static int build_axes(sl__resizer *r, const sl__ycc *src, const sl__resize_out *
 
 /* Adds the row's samples to *sum and widens [*lo, *hi] over them: per
  * lane in blocks of a constant 32, which gcc -O2 vectorises. */
-static void luma_stats(const uint8_t *y, int n, uint64_t *sum, uint8_t *lo, uint8_t *hi)
+static void luma_stats(const uint8_t *restrict y, int n, uint64_t *sum, uint8_t *lo_out,
+                       uint8_t *hi_out)
 {
-    uint16_t acc[32] = {0};
+    uint8_t lo0 = *lo_out, hi0 = *hi_out, *lo = &lo0, *hi = &hi0; /* not aliasing y */
+    uint16_t acc[32];
     uint8_t mn[32], mx[32];
-    memset(mn, *lo, sizeof mn);
-    memset(mx, *hi, sizeof mx);
+    for (int i = 0; i < 32; i++)
+        acc[i] = 0, mn[i] = lo0, mx[i] = hi0;
     uint64_t s = 0;
     int x = 0, blocks = 0;
     for (; x + 32 <= n; x += 32) {
@@ -101,6 +103,8 @@ static void luma_stats(const uint8_t *y, int n, uint64_t *sum, uint8_t *lo, uint
         *hi = y[x] > *hi ? y[x] : *hi;
     }
     *sum += s;
+    *lo_out = lo0;
+    *hi_out = hi0;
 }
 
 /* With a colour transform (augment.h): every row's Y, Cb and Cr first,
@@ -110,38 +114,59 @@ static int resize_colour(sl__resizer *r, plane_job pj[3], const sl__resize_out *
 {
     int W = out->width, H = out->height;
     size_t row = 3 * (size_t)W;
-    if (sl__resize_reserve((void **)&r->planes, &r->planes_cap, row * H))
+    /* the rows' Y, Cb and Cr, then each row's luma range */
+    if (sl__resize_reserve((void **)&r->planes, &r->planes_cap, row * H + 2 * (size_t)H))
         return SL_ENOMEM;
+    uint8_t *lo = r->planes + row * H, *hi = lo + H;
     uint64_t sum = 0;
-    uint8_t lo = 255, hi = 0;
     for (int y = 0; y < H; y++) {
         uint8_t *at = r->planes + y * row;
         for (int c = 0; c < 3; c++) {
             pj[c].line = at + (size_t)c * W;
             plane_row(r->k->vertical, &pj[c], y, out->flip);
         }
-        luma_stats(at, W, &sum, &lo, &hi);
+        lo[y] = 255, hi[y] = 0;
+        luma_stats(at, W, &sum, &lo[y], &hi[y]);
     }
     sl__colour_map m;
     sl__colour_fold(out->colour, (double)sum / ((double)W * H), &m);
     bool direct = out->dtype == SL_UINT8 && out->layout != SL_LAYOUT_CHW;
-    /* Luma pushed past 255 (or below 0) would be clipped before the
-     * conversion, where RGB clips each channel after it: a brightened
-     * saturated colour would lose its hue. For such an image the planes
-     * take only the chroma part (the matrix over a), and the gain a and
-     * offset o, which act on R, G and B alike, follow on the RGB bytes. */
-    bool gain = direct && m.a > 1e-3f && (m.a * hi + m.o > 255.5f || m.a * lo + m.o < -0.5f);
-    sl__colour_map planes = m;
-    if (gain) {
-        planes.a = 1, planes.o = 0, planes.ready = false;
+    /* The transform inside the conversion: samples changed in 16-bit
+     * lanes and kept unclamped, so only R, G and B clip, as torchvision's
+     * do; every tier has the pass (the portable one where it lacks its
+     * own). */
+    int16_t coef[6];
+    if (sl__colour_coef(&m, coef)) {
+        for (int y = 0; y < H; y++) {
+            const uint8_t *at = r->planes + y * row;
+            uint8_t *line = direct ? (uint8_t *)out->data + (size_t)y * row : r->line;
+            r->k->ycc_rgb_colour(at, at + W, at + 2 * (size_t)W, line, W, coef);
+            if (!direct)
+                sl__resize_store(r, out, y, line);
+        }
+        return 0;
+    }
+    /* Coefficients too large for 16 bits: the samples in 32 bits,
+     * clamped to bytes for the plain conversion. Luma pushed past 255 (or
+     * below 0) would be clipped before the conversion, where RGB clips
+     * each channel after it: a brightened saturated colour would lose its
+     * hue. A row where that can happen
+     * gives the planes only the chroma part (the matrix over a), and the
+     * gain a and offset o, which act on R, G and B alike, follow on its
+     * RGB bytes; the two ways differ by rounding alone elsewhere. */
+    sl__colour_map chroma = m;
+    bool split = direct && m.a > 1e-3f;
+    if (split) {
+        chroma.a = 1, chroma.o = 0, chroma.ready = false;
         for (int i = 0; i < 4; i++)
-            planes.k[i / 2][i % 2] /= m.a;
+            chroma.k[i / 2][i % 2] /= m.a;
     }
     for (int y = 0; y < H; y++) {
         uint8_t *at = r->planes + y * row;
         for (int c = 0; c < 3; c++)
             pj[c].line = at + (size_t)c * W;
-        sl__colour_planes(&planes, pj[0].line, pj[1].line, pj[2].line, W);
+        bool gain = split && (m.a * hi[y] + m.o > 255.5f || m.a * lo[y] + m.o < -0.5f);
+        sl__colour_planes(gain ? &chroma : &m, pj[0].line, pj[1].line, pj[2].line, W);
         uint8_t *line = direct ? (uint8_t *)out->data + (size_t)y * row : r->line;
         colour_row(r, pj, line, W);
         if (gain) /* the row while it is in cache */
@@ -214,6 +239,38 @@ int sl__resize_ycc_rgb_agree(const sl__resize_kernels *k)
         if (memcmp(want, got, 3 * (size_t)n) || got[3 * n] != 0x5a)
             rc = 0;
     }
+    sl__free(in, 3 * N);
+    sl__free(want, 3 * N);
+    sl__free(got, 3 * N + 1);
+    return rc;
+}
+
+int sl__resize_ycc_colour_agree(const sl__resize_kernels *k)
+{
+    enum { N = 4096 };
+    uint8_t *in = sl__alloc(3 * N), *want = sl__alloc(3 * N), *got = sl__alloc(3 * N + 1);
+    int rc = in && want && got ? 1 : SL_ENOMEM;
+    /* coefficient sets at and inside the fast bounds: identity, gains,
+     * offsets, turns, gray; each over every (Y, Cb, Cr) step of a row */
+    static const int16_t sets[][6] = {
+        {4096, 0, 4096, 0, 0, 4096},          {5734, -900, 5734, 0, 0, 5734},
+        {2048, 1020, 2458, -1100, 1100, 2458}, {32358, -15990, 32358, -32358, 32358, 32358},
+        {32358, 15990, -32358, 32358, -32358, -32358}, {4096, 0, 0, 0, 0, 0},
+        {1, 3, -7, 11, -13, 17}};
+    for (size_t c = 0; rc == 1 && c < sizeof sets / sizeof *sets; c++)
+        for (uint32_t v = 0; rc == 1 && v < (1u << 24); v += 16 * N) {
+            for (int i = 0; i < N; i++) {
+                uint32_t u = v + (uint32_t)i * 16 + (uint32_t)c;
+                in[i] = (uint8_t)u, in[N + i] = (uint8_t)(u >> 8),
+                in[2 * N + i] = (uint8_t)(u >> 16);
+            }
+            int n = N - (int)(v / N % 61);
+            sl__ycc_rgb_colour_c(in, in + N, in + 2 * N, want, n, sets[c]);
+            got[3 * n] = 0x5a;
+            k->ycc_rgb_colour(in, in + N, in + 2 * N, got, n, sets[c]);
+            if (memcmp(want, got, 3 * (size_t)n) || got[3 * n] != 0x5a)
+                rc = 0;
+        }
     sl__free(in, 3 * N);
     sl__free(want, 3 * N);
     sl__free(got, 3 * N + 1);

@@ -35,5 +35,8 @@ int sl__resize_weights_agree(const sl__resize_kernels *k, double pos, double len
 /* Whether k's YCbCr-to-RGB pass gives the portable integers for every
  * (Y, Cb, Cr) and writes nothing past the row: 1, 0, or SL_ENOMEM. */
 int sl__resize_ycc_rgb_agree(const sl__resize_kernels *k);
+/* The same for the pass with a colour transform (ycc_rgb_colour), over
+ * coefficient sets up to the bounds sl__colour_coef allows. */
+int sl__resize_ycc_colour_agree(const sl__resize_kernels *k);
 
 #endif
