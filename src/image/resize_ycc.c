@@ -110,11 +110,48 @@ static void luma_stats(const uint8_t *restrict y, int n, uint64_t *sum, uint8_t 
 /* With a colour transform (augment.h): every row's Y, Cb and Cr first,
  * for the mean luma that contrast blends with, then the transform on the
  * samples and the plain conversion, row by row. */
+/* The mean luma of the plane's window from every 4th of its rows: what
+ * contrast blends with (torchvision: the output's mean gray), known
+ * before the first output row so that each row is resampled and
+ * converted in one go; a quarter of the window's samples. */
+static double window_mean(const sl__plane *p)
+{
+    int x0 = (int)fmax(0, floor(p->win.x)), x1 = (int)fmin(p->width, ceil(p->win.x + p->win.w));
+    int y0 = (int)fmax(0, floor(p->win.y)), y1 = (int)fmin(p->height, ceil(p->win.y + p->win.h));
+    uint64_t sum = 0, count = 0;
+    uint8_t lo = 255, hi = 0;
+    for (int y = y0; x1 > x0 && y < y1; y += 4, count += (uint64_t)(x1 - x0))
+        luma_stats(p->data + (size_t)y * p->stride + x0, x1 - x0, &sum, &lo, &hi);
+    return count ? (double)sum / (double)count : 128;
+}
+
 static int resize_colour(sl__resizer *r, plane_job pj[3], const sl__resize_out *out)
 {
     int W = out->width, H = out->height;
     size_t row = 3 * (size_t)W;
-    /* the rows' Y, Cb and Cr, then each row's luma range */
+    bool direct = out->dtype == SL_UINT8 && out->layout != SL_LAYOUT_CHW;
+    /* The transform inside the conversion: samples changed in 16-bit
+     * lanes and kept unclamped, so only R, G and B clip, as torchvision's
+     * do; every tier has the pass (the portable one where it lacks its
+     * own). The rows' lines are sl__resize_ycc's. */
+    sl__colour_map m;
+    int16_t coef[6];
+    sl__colour_fold(out->colour, window_mean(pj[0].src), &m);
+    if (sl__colour_coef(&m, coef)) {
+        for (int y = 0; y < H; y++) {
+            for (int c = 0; c < 3; c++)
+                plane_row(r->k->vertical, &pj[c], y, out->flip);
+            uint8_t *line = direct ? (uint8_t *)out->data + (size_t)y * row : r->line;
+            r->k->ycc_rgb_colour(pj[0].line, pj[1].line, pj[2].line, line, W, coef);
+            if (!direct)
+                sl__resize_store(r, out, y, line);
+        }
+        return 0;
+    }
+    /* Coefficients too large for 16 bits (gains past 7.9): the samples in
+     * 32 bits, clamped to bytes for the plain conversion, after every row
+     * is resampled, for the output's own mean and each row's range (the
+     * rows' Y, Cb and Cr, then the ranges). */
     if (sl__resize_reserve((void **)&r->planes, &r->planes_cap, row * H + 2 * (size_t)H))
         return SL_ENOMEM;
     uint8_t *lo = r->planes + row * H, *hi = lo + H;
@@ -128,29 +165,10 @@ static int resize_colour(sl__resizer *r, plane_job pj[3], const sl__resize_out *
         lo[y] = 255, hi[y] = 0;
         luma_stats(at, W, &sum, &lo[y], &hi[y]);
     }
-    sl__colour_map m;
     sl__colour_fold(out->colour, (double)sum / ((double)W * H), &m);
-    bool direct = out->dtype == SL_UINT8 && out->layout != SL_LAYOUT_CHW;
-    /* The transform inside the conversion: samples changed in 16-bit
-     * lanes and kept unclamped, so only R, G and B clip, as torchvision's
-     * do; every tier has the pass (the portable one where it lacks its
-     * own). */
-    int16_t coef[6];
-    if (sl__colour_coef(&m, coef)) {
-        for (int y = 0; y < H; y++) {
-            const uint8_t *at = r->planes + y * row;
-            uint8_t *line = direct ? (uint8_t *)out->data + (size_t)y * row : r->line;
-            r->k->ycc_rgb_colour(at, at + W, at + 2 * (size_t)W, line, W, coef);
-            if (!direct)
-                sl__resize_store(r, out, y, line);
-        }
-        return 0;
-    }
-    /* Coefficients too large for 16 bits: the samples in 32 bits,
-     * clamped to bytes for the plain conversion. Luma pushed past 255 (or
-     * below 0) would be clipped before the conversion, where RGB clips
-     * each channel after it: a brightened saturated colour would lose its
-     * hue. A row where that can happen
+    /* Luma pushed past 255 (or below 0) would be clipped before the
+     * conversion, where RGB clips each channel after it: a brightened
+     * saturated colour would lose its hue. A row where that can happen
      * gives the planes only the chroma part (the matrix over a), and the
      * gain a and offset o, which act on R, G and B alike, follow on its
      * RGB bytes; the two ways differ by rounding alone elsewhere. */

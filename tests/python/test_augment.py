@@ -426,3 +426,32 @@ def test_gray_files(photos, tmp_path):
         for o, w1, w2 in zip(got, want, want_other_order):
             assert np.all(o[..., 0] == o[..., 2])
             assert min(mae(o, w1), mae(o, w2)) <= 1.5
+
+
+def test_colour_at_full_scale(tmp_path):
+    """Outputs near the files' size decode at DCT scale 1, where 4:2:0
+    files take the YCbCr-plane path on CPUs with AVX-512 (the colour
+    transform inside the conversion); elsewhere the RGB path. The same
+    bound either way."""
+    from PIL import Image
+    root = tmp_path / "big"
+    (root / "a").mkdir(parents=True)
+    rng = np.random.default_rng(9)
+    for i in range(4):
+        y, x = np.mgrid[0:300, 0:400] / 400.0
+        img = np.stack([np.sin(7 * x + i) + np.cos(5 * y), np.sin(4 * y + 2 * x + i),
+                        np.cos(6 * x - 3 * y + i)], -1)
+        img = (img - img.min()) / np.ptp(img) * 255 + rng.normal(0, 4, img.shape)
+        Image.fromarray(np.clip(img, 0, 255).astype(np.uint8)).save(
+            root / "a" / ("%d.jpg" % i), quality=95)
+    def run(**kw):
+        ds = sluice.Dataset.image_folder(str(root)).map_image("resize", 224, flip_prob=0.0, **kw)
+        return [np.asarray(e[0]).copy() for e in ds]
+    plain = run()
+    for f in (0.6, 1.4, 1.8):
+        for i, fn in enumerate((F.adjust_brightness, F.adjust_contrast, F.adjust_saturation)):
+            jitter = [0, 0, 0, 0]
+            jitter[i] = (f, f)
+            got = run(color_jitter=tuple(jitter))
+            assert max(mae(o, torch_ref(b, lambda t: fn(t, f)))
+                       for o, b in zip(got, plain)) <= 1.5, (fn.__name__, f)
