@@ -1161,11 +1161,13 @@ typedef enum sl_layout { SL_LAYOUT_HWC = 0, SL_LAYOUT_CHW } sl_layout;
 /* Configuration of sl_map_image, versioned by struct_size: the size of the
  * struct the caller was compiled with. Fill it with SL_IMAGE_SPEC_INIT (or
  * sl_image_spec_init with your sizeof), then change fields. Fields are only
- * ever appended, and each one after allow_warnings has 0 as its default,
- * so a library reads a smaller struct from an older program (down to the
- * fields through allow_warnings) with defaults for the rest, and a larger
- * one from a newer program if what it does not know is all zero (up to
- * 4 KiB: a larger struct_size is taken for an uninitialised spec). */
+ * ever appended, and each one after allow_warnings means "off" at 0 (init
+ * still fills the augmentations' parameters with torchvision's defaults,
+ * used once a feature is turned on), so a library reads a smaller struct
+ * from an older program (down to the fields through allow_warnings) with
+ * the rest off, and a larger one from a newer program if what it does not
+ * know is all zero (up to 4 KiB: a larger struct_size is taken for an
+ * uninitialised spec). */
 typedef struct sl_image_spec {
     size_t struct_size;
     int crop;           /* sl_crop_policy */
@@ -1209,13 +1211,18 @@ typedef struct sl_image_spec {
                          * sl_structure_leaf_index(sl_structure_get(
                          * sl_dataset_structure(in), "image")) */
     int reserved[5];
-    /* ---- Augmentations (0.4). Each is off at its zero (what an older
+    /* ---- Augmentations (0.3). Each is off at its zero (what an older
      * program's smaller struct reads as) and draws from the element's
      * stream only when on, so a seed gives the same images on any thread
      * count and new ones each epoch. They run in this order, after the
      * crop and flip: rotate/affine, auto_augment, colour jitter,
      * grayscale, blur, solarize, then (on the output, after normalising)
-     * erasing. Parameters mean what torchvision's do. */
+     * erasing. Parameters mean what torchvision's do, within these
+     * bounds (SL_EINVAL past them): probabilities in [0, 1]; factor ranges
+     * 0 <= lo <= hi <= 100; hue within [-0.5, 0.5]; blur kernel odd, 1 to
+     * 255, sigma > 0; shear within 89 degrees; translate in [0, 1];
+     * affine scale 0 < lo <= hi; rand_augment_num_ops 0 to 16 and
+     * rand_augment_magnitude below num_magnitude_bins (1 to 1000). */
     int auto_augment;           /* sl_auto_augment (0: none) */
     int rand_augment_num_ops;   /* RandAugment: ops per image (init: 2) */
     int rand_augment_magnitude; /* RandAugment: magnitude bin (init: 9) */

@@ -352,7 +352,10 @@ def _augment_spec(spec, color_jitter, color_jitter_prob, grayscale_prob, gaussia
                              "hue)")
         for field, value in zip(("brightness", "contrast", "saturation"), values[:3]):
             if value not in (None, 0):
-                getattr(spec, field)[:] = _pair(field, value)
+                lo, hi = _pair(field, value)
+                # an explicit (0, 0) is factor 0 in torchvision; the spec
+                # reads [0, 0] as "left out", so the least float stands in
+                getattr(spec, field)[:] = (lo or 1e-30, hi or 1e-30)
         if values[3] not in (None, 0):
             hue = _pair("hue", values[3], center=0.0, lo_bound=-0.5)
             if not -0.5 <= hue[0] <= hue[1] <= 0.5:

@@ -337,19 +337,21 @@ void sl__colour_fold(const sl__colour *c, double mean_y, sl__colour_map *m)
             m->k[r][col] = (float)k[r][col];
 }
 
-static inline uint8_t clamp_u8(int32_t v)
+static inline float clampf(float v)
 {
-    return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+    return v < 0 ? 0 : v > 255 ? 255 : v;
 }
 
-static void colour_planes_from(int32_t A, int32_t O, const int32_t K[4], uint8_t *y,
-                               uint8_t *cb, uint8_t *cr, int x, int n)
+/* Samples [x, n) of the map in float: coefficients too large for the
+ * 16-bit blocks (rounded, clamped to bytes). */
+static void colour_planes_float(const sl__colour_map *m, uint8_t *y, uint8_t *cb, uint8_t *cr,
+                                int x, int n)
 {
     for (; x < n; x++) {
-        int32_t u = cb[x] - 128, v = cr[x] - 128;
-        y[x] = clamp_u8((A * y[x] + O) >> 16);
-        cb[x] = clamp_u8(((K[0] * u + K[1] * v + (1 << 13)) >> 14) + 128);
-        cr[x] = clamp_u8(((K[2] * u + K[3] * v + (1 << 13)) >> 14) + 128);
+        float u = (float)cb[x] - 128, v = (float)cr[x] - 128;
+        y[x] = (uint8_t)clampf(m->a * y[x] + m->o + 0.5f);
+        cb[x] = (uint8_t)clampf(m->k[0][0] * u + m->k[0][1] * v + 128.5f);
+        cr[x] = (uint8_t)clampf(m->k[1][0] * u + m->k[1][1] * v + 128.5f);
     }
 }
 
@@ -371,6 +373,16 @@ static inline uint8_t from_q3(int16_t v, int16_t round)
     t = t < 0 ? 0 : t;
     t = t > 255 ? 255 : t;
     return (uint8_t)t;
+}
+
+/* One sample of colour_block, for the samples after the last block. */
+static inline void colour_one(int16_t A, int16_t O, const int16_t K[4], uint8_t *y, uint8_t *cb,
+                              uint8_t *cr)
+{
+    int16_t u = (int16_t)((*cb - 128) * 128), v = (int16_t)((*cr - 128) * 128);
+    *y = from_q3((int16_t)(mulhi((int16_t)(*y * 128), A) + O), 4);
+    *cb = from_q3((int16_t)(mulhi(u, K[0]) + mulhi(v, K[1]) + 1024), 4);
+    *cr = from_q3((int16_t)(mulhi(u, K[2]) + mulhi(v, K[3]) + 1024), 4);
 }
 
 static inline __attribute__((always_inline)) void
@@ -402,18 +414,17 @@ planes_body(int16_t A, int16_t O, const int16_t K[4], uint8_t *y, uint8_t *cb, u
 }
 
 /* p[i] -> clamp(a p[i] + o), truncated: 16-bit lanes, 3 bits of
- * fraction (A = a in Q12, O = o in Q3, a under 7.9), the rest one by one
- * in 32 bits (A32 = a in Q16, O32 = o in Q16). */
+ * fraction (A = a in Q12, O = o in Q3; 255 |a| + |o| under 4000 keeps the
+ * sum in 16 bits). */
 static inline __attribute__((always_inline)) void gain_body(uint8_t *restrict p, size_t n,
-                                                            int16_t A, int16_t O, int32_t A32,
-                                                            int32_t O32)
+                                                            int16_t A, int16_t O)
 {
     size_t i = 0;
     for (; i + CBLOCK <= n; i += CBLOCK)
         for (int j = 0; j < CBLOCK; j++)
             p[i + j] = from_q3((int16_t)(mulhi((int16_t)(p[i + j] * 128), A) + O), 0);
     for (; i < n; i++)
-        p[i] = clamp_u8((A32 * p[i] + O32) >> 16);
+        p[i] = from_q3((int16_t)(mulhi((int16_t)(p[i] * 128), A) + O), 0);
 }
 
 /* acc[i] += w * p[i] for i in [0, n): both passes of the blur are made of
@@ -439,9 +450,10 @@ static inline __attribute__((always_inline)) void axpy_body(float *restrict acc,
 typedef struct aug_kernels {
     int (*planes)(int16_t A, int16_t O, const int16_t K[4], uint8_t *y, uint8_t *cb,
                   uint8_t *cr, int n);
-    void (*gain)(uint8_t *p, size_t n, int16_t A, int16_t O, int32_t A32, int32_t O32);
+    void (*gain)(uint8_t *p, size_t n, int16_t A, int16_t O);
     void (*axpy)(float *restrict acc, const float *restrict p, float w, size_t n);
-    void (*warp_bilinear)(const uint8_t *src, uint8_t *dst, int w, int h, const float m[6]);
+    void (*warp_bilinear)(const uint8_t *src, uint8_t *dst, int w, int h, const float m[6],
+                          bool masked);
 } aug_kernels;
 
 #define AUG_KERNELS(isa, attr)                                                                \
@@ -450,10 +462,9 @@ typedef struct aug_kernels {
     {                                                                                         \
         return planes_body(A, O, K, y, cb, cr, n);                                            \
     }                                                                                         \
-    attr static void gain_##isa(uint8_t *p, size_t n, int16_t A, int16_t O, int32_t A32,      \
-                                int32_t O32)                                                  \
+    attr static void gain_##isa(uint8_t *p, size_t n, int16_t A, int16_t O)                   \
     {                                                                                         \
-        gain_body(p, n, A, O, A32, O32);                                                      \
+        gain_body(p, n, A, O);                                                                \
     }                                                                                         \
     attr static void axpy_##isa(float *restrict acc, const float *restrict p, float w,        \
                                 size_t n)                                                     \
@@ -462,15 +473,17 @@ typedef struct aug_kernels {
     }                                                                                         \
     static const aug_kernels kernels_##isa = {planes_##isa, gain_##isa, axpy_##isa, warp_##isa};
 
-static void warp_bilinear_base(const uint8_t *src, uint8_t *dst, int w, int h, const float m[6]);
+static void warp_bilinear_base(const uint8_t *src, uint8_t *dst, int w, int h, const float m[6],
+                               bool masked);
 #define warp_base warp_bilinear_base
 AUG_KERNELS(base, )
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(SL__RESIZE_PORTABLE)
 #define AUG_X86 1
-static void warp_bilinear_avx2(const uint8_t *src, uint8_t *dst, int w, int h, const float m[6]);
+static void warp_bilinear_avx2(const uint8_t *src, uint8_t *dst, int w, int h, const float m[6],
+                               bool masked);
 #define warp_avx2 warp_bilinear_avx2
 static void warp_bilinear_avx512(const uint8_t *src, uint8_t *dst, int w, int h,
-                                 const float m[6]);
+                                 const float m[6], bool masked);
 #define warp_avx512 warp_bilinear_avx512
 AUG_KERNELS(avx2, __attribute__((target("avx2"))))
 AUG_KERNELS(avx512, __attribute__((target("avx512f,avx512bw"))))
@@ -513,20 +526,18 @@ static const aug_kernels *kernels(void)
 
 static void colour_ints(sl__colour_map *m)
 {
-    m->a32 = (int32_t)floorf(m->a * 65536 + 0.5f);
-    m->o32 = (int32_t)floorf(m->o * 65536 + 0.5f) + 32768;
     float kmax = fabsf(m->a);
-    for (int i = 0; i < 4; i++) {
-        float k = m->k[i / 2][i % 2];
-        m->k32[i] = (int32_t)floorf(k * 16384 + 0.5f);
-        m->k16[i] = (int16_t)lrintf(fmaxf(-7.9f, fminf(7.9f, k)) * 4096);
-        kmax = fmaxf(kmax, fabsf(k));
-    }
+    for (int i = 0; i < 4; i++)
+        kmax = fmaxf(kmax, fabsf(m->k[i / 2][i % 2]));
     /* the 16-bit blocks while coefficients stay under 7.9 and the offset
      * under 2000 levels (any ColorJitter short of extreme ranges) */
     m->fast = kmax < 7.9f && fabsf(m->o) < 2000;
-    m->a16 = m->fast ? (int16_t)lrintf(m->a * 4096) : 0;
-    m->o16 = m->fast ? (int16_t)lrintf(m->o * 8) : 0;
+    if (m->fast) {
+        m->a16 = (int16_t)lrintf(m->a * 4096);
+        m->o16 = (int16_t)lrintf(m->o * 8);
+        for (int i = 0; i < 4; i++)
+            m->k16[i] = (int16_t)lrintf(m->k[i / 2][i % 2] * 4096);
+    }
     m->ready = true;
 }
 
@@ -543,21 +554,25 @@ void sl__colour_planes(sl__colour_map *m, uint8_t *y, uint8_t *cb, uint8_t *cr, 
 {
     if (!m->ready)
         colour_ints(m);
-    int x = m->fast ? kernels()->planes(m->a16, m->o16, m->k16, y, cb, cr, n) : 0;
-    colour_planes_from(m->a32, m->o32, m->k32, y, cb, cr, x, n);
+    if (!m->fast) {
+        colour_planes_float(m, y, cb, cr, 0, n);
+        return;
+    }
+    int x = kernels()->planes(m->a16, m->o16, m->k16, y, cb, cr, n);
+    for (; x < n; x++)
+        colour_one(m->a16, m->o16, m->k16, y + x, cb + x, cr + x);
 }
 
 /* v -> clamp(a v + o), truncated, on n bytes: brightness and contrast,
  * which act on each channel alike. */
 void sl__colour_gain(uint8_t *p, size_t n, float a, float o)
 {
-    int32_t A32 = (int32_t)floorf(a * 65536 + 0.5f), O32 = (int32_t)floorf(o * 65536);
-    if (!(fabsf(a) < 7.9f && fabsf(o) < 4000)) {
+    if (!(255 * fabsf(a) + fabsf(o) < 4000)) { /* past the 16-bit lanes: float */
         for (size_t i = 0; i < n; i++)
-            p[i] = clamp_u8((A32 * p[i] + O32) >> 16);
+            p[i] = (uint8_t)clampf(a * p[i] + o);
         return;
     }
-    kernels()->gain(p, n, (int16_t)lrintf(a * 4096), (int16_t)floorf(o * 8), A32, O32);
+    kernels()->gain(p, n, (int16_t)lrintf(a * 4096), (int16_t)floorf(o * 8));
 }
 
 /* The fold as a matrix on RGB: RGB -> (Y, Cb, Cr) (JFIF), the map, and
@@ -586,10 +601,6 @@ static void rgb_matrix(const sl__colour_map *m, float M[3][3])
         }
 }
 
-static inline float clampf(float v)
-{
-    return v < 0 ? 0 : v > 255 ? 255 : v;
-}
 
 /* The matrix on BLOCK pixels: channels into float lanes, nine
  * multiply-adds a pixel in vector blocks, truncated as _blend. */
@@ -935,7 +946,7 @@ static inline uint8_t round_u8(float v)
  * at source position (sx, sy) of src (w x h, rows of `row` bytes). */
 static inline __attribute__((always_inline)) void
 warp_pixel(const uint8_t *src, uint8_t *o, int w, int h, size_t row, float sx, float sy,
-           bool bilinear)
+           bool bilinear, bool masked)
 {
     if (!(sx > -1 && sx < w && sy > -1 && sy < h)) { /* NaN too */
         o[0] = o[1] = o[2] = 0;
@@ -967,7 +978,7 @@ warp_pixel(const uint8_t *src, uint8_t *o, int w, int h, size_t row, float sx, f
         return;
     }
     float wt[4] = {(1 - ax) * (1 - ay), ax * (1 - ay), (1 - ax) * ay, ax * ay};
-    float acc[3] = {0, 0, 0}; /* at the border: zeros outside */
+    float acc[3] = {0, 0, 0}, cover = 0; /* at the border: zeros outside */
     for (int t = 0; t < 4; t++) {
         int xx = x0 + (t & 1), yy = y0 + (t >> 1);
         if (xx < 0 || xx >= w || yy < 0 || yy >= h)
@@ -975,14 +986,19 @@ warp_pixel(const uint8_t *src, uint8_t *o, int w, int h, size_t row, float sx, f
         const uint8_t *p = src + (size_t)yy * row + 3 * (size_t)xx;
         for (int c = 0; c < 3; c++)
             acc[c] += wt[t] * p[c];
+        cover += wt[t];
     }
+    /* with a fill colour (RandomRotation's and RandomAffine's 0, not the
+     * auto_augment ops' None) torchvision also samples a mask of ones the
+     * same way and blends: the sample times its coverage */
     for (int c = 0; c < 3; c++)
-        o[c] = round_u8(acc[c]);
+        o[c] = round_u8(masked ? acc[c] * cover : acc[c]);
 }
 
 /* grid_sample of src through the inverse map m, whose coordinates are
  * centred on the image. */
-static void warp(const uint8_t *src, uint8_t *dst, int w, int h, const float m[6], bool bilinear)
+static void warp(const uint8_t *src, uint8_t *dst, int w, int h, const float m[6], bool bilinear,
+                 bool masked)
 {
     size_t row = 3 * (size_t)w;
     float cx = 0.5f * (float)w, cy = 0.5f * (float)h;
@@ -992,14 +1008,15 @@ static void warp(const uint8_t *src, uint8_t *dst, int w, int h, const float m[6
         uint8_t *o = dst + y * row;
         for (int x = 0; x < w; x++, o += 3) {
             float xc = (float)x + 0.5f - cx;
-            warp_pixel(src, o, w, h, row, m[0] * xc + bx, m[3] * xc + by, bilinear);
+            warp_pixel(src, o, w, h, row, m[0] * xc + bx, m[3] * xc + by, bilinear, masked);
         }
     }
 }
 
-static void warp_bilinear_base(const uint8_t *src, uint8_t *dst, int w, int h, const float m[6])
+static void warp_bilinear_base(const uint8_t *src, uint8_t *dst, int w, int h, const float m[6],
+                               bool masked)
 {
-    warp(src, dst, w, h, m, true);
+    warp(src, dst, w, h, m, true, masked);
 }
 
 #ifdef AUG_X86
@@ -1009,7 +1026,8 @@ static void warp_bilinear_base(const uint8_t *src, uint8_t *dst, int w, int h, c
  * warp_pixel per channel. Steps with a pixel outside or at the border go
  * to warp_pixel. */
 __attribute__((target("avx2"))) static void warp_bilinear_avx2(const uint8_t *src, uint8_t *dst,
-                                                                int w, int h, const float m[6])
+                                                                int w, int h, const float m[6],
+                                                                bool masked)
 {
     size_t row = 3 * (size_t)w;
     float cx = 0.5f * (float)w, cy = 0.5f * (float)h;
@@ -1049,7 +1067,8 @@ __attribute__((target("avx2"))) static void warp_bilinear_avx2(const uint8_t *sr
                 _mm256_storeu_ps(fx, sx);
                 _mm256_storeu_ps(fy, sy);
                 for (int i = 0; i < 8; i++)
-                    warp_pixel(src, o + 3 * (size_t)(x + i), w, h, row, fx[i], fy[i], true);
+                    warp_pixel(src, o + 3 * (size_t)(x + i), w, h, row, fx[i], fy[i], true,
+                               masked);
                 continue;
             }
             __m256 ax = _mm256_sub_ps(sx, _mm256_cvtepi32_ps(x0));
@@ -1094,7 +1113,8 @@ __attribute__((target("avx2"))) static void warp_bilinear_avx2(const uint8_t *sr
         }
         for (; x < w; x++) {
             float xc = (float)x + 0.5f - cx;
-            warp_pixel(src, o + 3 * (size_t)x, w, h, row, m[0] * xc + bx, m[3] * xc + by, true);
+            warp_pixel(src, o + 3 * (size_t)x, w, h, row, m[0] * xc + bx, m[3] * xc + by, true,
+                       masked);
         }
     }
 }
@@ -1102,7 +1122,8 @@ __attribute__((target("avx2"))) static void warp_bilinear_avx2(const uint8_t *sr
 /* The same 16 pixels a step with AVX-512 (gathers of 16 words, mask
  * registers for the tests). */
 __attribute__((target("avx512f,avx512bw"))) static void
-warp_bilinear_avx512(const uint8_t *src, uint8_t *dst, int w, int h, const float m[6])
+warp_bilinear_avx512(const uint8_t *src, uint8_t *dst, int w, int h, const float m[6],
+                     bool masked)
 {
     size_t row = 3 * (size_t)w;
     float cx = 0.5f * (float)w, cy = 0.5f * (float)h;
@@ -1139,7 +1160,8 @@ warp_bilinear_avx512(const uint8_t *src, uint8_t *dst, int w, int h, const float
                 _mm512_storeu_ps(fx, sx);
                 _mm512_storeu_ps(fy, sy);
                 for (int i = 0; i < 16; i++)
-                    warp_pixel(src, o + 3 * (size_t)(x + i), w, h, row, fx[i], fy[i], true);
+                    warp_pixel(src, o + 3 * (size_t)(x + i), w, h, row, fx[i], fy[i], true,
+                               masked);
                 continue;
             }
             __m512 ax = _mm512_sub_ps(sx, _mm512_cvtepi32_ps(x0));
@@ -1185,7 +1207,8 @@ warp_bilinear_avx512(const uint8_t *src, uint8_t *dst, int w, int h, const float
         }
         for (; x < w; x++) {
             float xc = (float)x + 0.5f - cx;
-            warp_pixel(src, o + 3 * (size_t)x, w, h, row, m[0] * xc + bx, m[3] * xc + by, true);
+            warp_pixel(src, o + 3 * (size_t)x, w, h, row, m[0] * xc + bx, m[3] * xc + by, true,
+                       masked);
         }
     }
 }
@@ -1208,8 +1231,15 @@ static void shift(const uint8_t *src, uint8_t *dst, int w, int h, int tx, int ty
     }
 }
 
+static size_t row_pad(int w)
+{
+    return 3 * (size_t)w + 8; /* the last gathers: one row and a pixel on */
+}
+
+/* img through the inverse map m; masked: with torchvision's fill of 0
+ * (RandomRotation, RandomAffine) rather than none (auto_augment's ops). */
 static int geometric(sl__augmenter *a, uint8_t *img, int w, int h, const float m[6],
-                     bool bilinear)
+                     bool bilinear, bool masked)
 {
     size_t bytes = 3 * (size_t)w * h;
     if (reserve((void **)&a->tmp, &a->tmp_cap, bytes + 4)) /* the gathers' 4 bytes */
@@ -1221,10 +1251,10 @@ static int geometric(sl__augmenter *a, uint8_t *img, int w, int h, const float m
     if (m[0] == 1 && m[1] == 0 && m[3] == 0 && m[4] == 1 && m[2] == nearbyintf(m[2]) &&
         m[5] == nearbyintf(m[5]))
         shift(a->tmp, img, w, h, (int)-m[2], (int)-m[5]);
-    else if (bilinear)
-        kernels()->warp_bilinear(a->tmp, img, w, h, m);
+    else if (bilinear && bytes + row_pad(w) < ((size_t)1 << 31)) /* 32-bit gather offsets */
+        kernels()->warp_bilinear(a->tmp, img, w, h, m, masked);
     else
-        warp(a->tmp, img, w, h, m, false);
+        warp(a->tmp, img, w, h, m, bilinear, masked);
     return 0;
 }
 
@@ -1238,20 +1268,20 @@ static int apply_op(sl__augmenter *a, const sl_image_spec *s, const sl__aug_op *
     switch (op->kind) {
     case SL__OP_SHEAR_X: /* about the top-left corner */
         inverse_affine(-0.5 * w, -0.5 * h, 0, 0, 0, 1, deg, 0, m);
-        return geometric(a, img, w, h, m, bilinear);
+        return geometric(a, img, w, h, m, bilinear, false);
     case SL__OP_SHEAR_Y:
         inverse_affine(-0.5 * w, -0.5 * h, 0, 0, 0, 1, 0, deg, m);
-        return geometric(a, img, w, h, m, bilinear);
+        return geometric(a, img, w, h, m, bilinear, false);
     case SL__OP_TRANSLATE_X:
     case SL__OP_TRANSLATE_Y: { /* int(magnitude): towards zero */
         double t = trunc(mag);
         inverse_affine(0, 0, 0, op->kind == SL__OP_TRANSLATE_X ? t : 0,
                        op->kind == SL__OP_TRANSLATE_Y ? t : 0, 1, 0, 0, m);
-        return geometric(a, img, w, h, m, bilinear);
+        return geometric(a, img, w, h, m, bilinear, false);
     }
     case SL__OP_ROTATE:
         inverse_affine(0, 0, -mag, 0, 0, 1, 0, 0, m);
-        return geometric(a, img, w, h, m, bilinear);
+        return geometric(a, img, w, h, m, bilinear, false);
     case SL__OP_BRIGHTNESS:
         blend_const(img, n, 1 + mag, 0);
         return 0;
@@ -1343,7 +1373,7 @@ int sl__aug_apply(sl__augmenter *a, const sl_image_spec *s, const sl__aug *p,
     size_t n = (size_t)w * h;
     int rc = 0;
     if (p->affine)
-        rc = geometric(a, img, w, h, p->m, s->interpolation == SL_INTERP_BILINEAR);
+        rc = geometric(a, img, w, h, p->m, s->interpolation == SL_INTERP_BILINEAR, true);
     for (int i = 0; rc == 0 && i < p->nops; i++)
         rc = apply_op(a, s, &p->op[i], img, w, h);
     if (rc)

@@ -65,7 +65,6 @@ typedef struct sl__colour_map {
     float k[2][2];
     bool ready, fast;   /* fast: coefficients fit the 16-bit kernel */
     int16_t a16, o16, k16[4];
-    int32_t a32, o32, k32[4];
 } sl__colour_map;
 
 void sl__colour_fold(const sl__colour *c, double mean_y, sl__colour_map *m);

@@ -620,9 +620,9 @@ static int check_augment(const sl_image_spec *s)
                              s->rand_augment_magnitude, s->num_magnitude_bins - 1);
     const float *factors[] = {s->brightness, s->contrast, s->saturation};
     for (int i = 0; i < 3; i++)
-        if ((factors[i][0] || factors[i][1]) && !range_ok(factors[i], 0, 1e6))
+        if ((factors[i][0] || factors[i][1]) && !range_ok(factors[i], 0, 100))
             return sl__set_error(SL_EINVAL, "map_image: colour jitter factor range [%g, %g] "
-                                 "must be 0 <= lo <= hi", factors[i][0], factors[i][1]);
+                                 "must be 0 <= lo <= hi <= 100", factors[i][0], factors[i][1]);
     if (!range_ok(s->hue, -0.5, 0.5))
         return sl__set_error(SL_EINVAL, "map_image: hue range [%g, %g] must be within "
                              "[-0.5, 0.5]", s->hue[0], s->hue[1]);

@@ -110,16 +110,22 @@ def test_gaussian_blur(photos, base, kernel, sigma):
 
 @pytest.mark.parametrize("interp", ["nearest", "bilinear"])
 def test_geometric(photos, base, interp):
+    """rotate= and affine= are RandomRotation and RandomAffine, whose fill
+    is 0 (not None): torchvision blends the border ring with a sampled
+    coverage mask, and so does sluice."""
     mode = InterpolationMode(interp)
+    fill = [0.0, 0.0, 0.0]
     for a in (10, -30, 90):
-        assert worst(photos, base, lambda t: F.rotate(t, a, interpolation=mode),
+        assert worst(photos, base, lambda t: F.rotate(t, a, interpolation=mode, fill=fill),
                      rotate=(a, a), interpolation=interp) <= 0.5
-    assert worst(photos, base, lambda t: F.affine(t, 0, [0, 0], 1, [12, 0], interpolation=mode),
+    assert worst(photos, base, lambda t: F.affine(t, 0, [0, 0], 1, [12, 0], interpolation=mode,
+                                                  fill=fill),
                  affine={"shear": (12, 12)}, interpolation=interp) <= 0.5
     assert worst(photos, base, lambda t: F.affine(t, 0, [0, 0], 1, [0, -7],
-                                                  interpolation=mode),
+                                                  interpolation=mode, fill=fill),
                  affine={"shear": (0, 0, -7, -7)}, interpolation=interp) <= 0.5
-    assert worst(photos, base, lambda t: F.affine(t, 0, [0, 0], 0.8, [0, 0], interpolation=mode),
+    assert worst(photos, base, lambda t: F.affine(t, 0, [0, 0], 0.8, [0, 0], interpolation=mode,
+                                                  fill=fill),
                  affine={"scale": (0.8, 0.8)}, interpolation=interp) <= 0.5
 
 
@@ -455,3 +461,21 @@ def test_colour_at_full_scale(tmp_path):
             got = run(color_jitter=tuple(jitter))
             assert max(mae(o, torch_ref(b, lambda t: fn(t, f)))
                        for o, b in zip(got, plain)) <= 1.5, (fn.__name__, f)
+
+
+def test_zero_factor_pair(photos):
+    """torchvision's ColorJitter(brightness=(0, 0)) makes the image black
+    (factor 0); the pair means the same here, not "left out"."""
+    got = images(photos, color_jitter=((0, 0), 0, 0, 0))
+    assert all(int(o.max()) == 0 for o in got)
+
+
+def test_fill_mask_matters(photos, base):
+    """The border ring of a bilinear turn is what separates fill 0 from
+    fill None: sluice's rotate= is nearer the former."""
+    got = images(photos, rotate=(17, 17), interpolation="bilinear")
+    for o, b in zip(got, base):
+        masked = torch_ref(b, lambda t: F.rotate(t, 17, interpolation=InterpolationMode.BILINEAR,
+                                                   fill=[0.0, 0.0, 0.0]))
+        plain = torch_ref(b, lambda t: F.rotate(t, 17, interpolation=InterpolationMode.BILINEAR))
+        assert mae(o, masked) < mae(o, plain)
