@@ -56,9 +56,9 @@ bool sl__aug_any(const sl_image_spec *s)
            s->blur_prob > 0 || s->solarize_prob > 0 || affine_on(s) || s->erasing_prob > 0;
 }
 
-bool sl__aug_pixels(const sl__aug *p, bool colour_folded)
+bool sl__aug_pixels(const sl__aug *p)
 {
-    return p->affine || p->nops || (p->colour.on && !colour_folded) || p->blur || p->solarize;
+    return p->affine || p->nops || p->colour.on || p->blur || p->solarize;
 }
 
 /* ---- geometry: torchvision's inverse affine map ---- */
@@ -624,7 +624,7 @@ static inline void matrix_block(const float M[3][3], float o, uint8_t *p)
     }
 }
 
-void sl__colour_rgb(const sl__colour_map *m, uint8_t *rgb, size_t n)
+static void colour_rgb(const sl__colour_map *m, uint8_t *rgb, size_t n)
 {
     float M[3][3], o = m->o;
     rgb_matrix(m, M);
@@ -1386,7 +1386,7 @@ int sl__aug_apply(sl__augmenter *a, const sl_image_spec *s, const sl__aug *p,
         if (p->gray_source && !p->affine && !p->nops)
             sl__colour_gain(img, 3 * n, m.a, m.o);
         else
-            sl__colour_rgb(&m, img, n);
+            colour_rgb(&m, img, n);
     }
     if (p->blur)
         rc = blur(a, img, w, h, s->blur_kernel, p->sigma);

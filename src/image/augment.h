@@ -88,9 +88,9 @@ typedef struct sl__aug {
 bool sl__aug_any(const sl_image_spec *spec);
 /* Draws the plan for one output image (spec->width x spec->height). */
 void sl__aug_draw(const sl_image_spec *spec, sl__rng *rng, sl__aug *plan);
-/* Whether the plan has pixel ops after the resize besides the colour
- * transform (which the YCbCr conversion can take when it is first). */
-bool sl__aug_pixels(const sl__aug *plan, bool colour_folded);
+/* Whether the plan has pixel ops after the resize (erasing aside, which
+ * writes the finished output). */
+bool sl__aug_pixels(const sl__aug *plan);
 
 typedef struct sl__augmenter sl__augmenter; /* scratch; one per thread */
 sl__augmenter *sl__augmenter_new(void);
@@ -108,9 +108,6 @@ int sl__aug_apply(sl__augmenter *a, const sl_image_spec *spec, const sl__aug *pl
  * dtype). */
 void sl__aug_erase(const sl_image_spec *spec, const sl__aug *plan, void *out);
 
-/* The colour transform on RGB pixels (a whole image when the YCbCr
- * conversion could not take it); exposed for tests. */
-void sl__colour_rgb(const sl__colour_map *m, uint8_t *rgb, size_t n);
 /* The map's 16-bit coefficients for the resampler's fused colour pass
  * (resize_kernels.h, ycc_rgb_colour): A, O, K00, K01, K10, K11; false
  * where they do not fit (gains of 7.9 and more, offsets past 2000). */

@@ -361,6 +361,36 @@ static const uint8_t rgb_b_idx[192] = {X64(B_AT, 0), X64(B_AT, 64), X64(B_AT, 12
 static const uint64_t rgb_b_mask[3] = {0x4924924924924924u, 0x2492492492492492u,
                                        0x9249249249249249u};
 
+/* One half's R, G and B words from Y and centred Cb, Cr (16-bit lanes):
+ * the SSSE3 pass's integers (pmulhrsw). */
+__attribute__((target(AVX512_VBMI))) static inline __attribute__((always_inline)) void
+rgb_words(__m512i y, __m512i cb, __m512i cr, __m512i out[3])
+{
+    out[0] = _mm512_add_epi16(_mm512_add_epi16(y, cr),
+                              _mm512_mulhrs_epi16(cr, _mm512_set1_epi16(K_CR_R)));
+    out[1] = _mm512_sub_epi16(
+        _mm512_sub_epi16(y, _mm512_mulhrs_epi16(cb, _mm512_set1_epi16(K_CB_G))),
+        _mm512_mulhrs_epi16(cr, _mm512_set1_epi16(K_CR_G)));
+    out[2] = _mm512_add_epi16(_mm512_add_epi16(y, cb),
+                              _mm512_mulhrs_epi16(cb, _mm512_set1_epi16(K_CB_B)));
+}
+
+/* 64 pixels' words (two halves) packed to bytes with saturation and
+ * interleaved into rgb by byte permutes. */
+__attribute__((target(AVX512_VBMI))) static inline __attribute__((always_inline)) void
+store_rgb(__m512i ch[2][3], uint8_t *rgb)
+{
+    __m512i R = _mm512_packus_epi16(ch[0][0], ch[1][0]),
+            G = _mm512_packus_epi16(ch[0][1], ch[1][1]),
+            B = _mm512_packus_epi16(ch[0][2], ch[1][2]);
+    for (int j = 0; j < 3; j++) {
+        __m512i v = _mm512_permutex2var_epi8(R, _mm512_loadu_si512(rgb_rg_idx + 64 * j), G);
+        v = _mm512_mask_permutexvar_epi8(v, rgb_b_mask[j],
+                                         _mm512_loadu_si512(rgb_b_idx + 64 * j), B);
+        _mm512_storeu_si512(rgb + 64 * j, v);
+    }
+}
+
 /* YCbCr to RGB bytes at 64 pixels a step: the SSSE3 pass's integers
  * (pmulhrsw), widened, then interleaved by byte permutes (VBMI). Rows
  * under 64 pixels go to the SSSE3 pass. */
@@ -368,8 +398,6 @@ __attribute__((target(AVX512_VBMI))) static void
 ycc_rgb(const uint8_t *yl, const uint8_t *cbl, const uint8_t *crl, uint8_t *rgb, int n)
 {
     const __m512i zero = _mm512_setzero_si512(), c128 = _mm512_set1_epi16(128);
-    const __m512i kcrr = _mm512_set1_epi16(K_CR_R), kcbg = _mm512_set1_epi16(K_CB_G);
-    const __m512i kcrg = _mm512_set1_epi16(K_CR_G), kcbb = _mm512_set1_epi16(K_CB_B);
     if (n < 64) {
         sl__ycc_rgb_ssse3(yl, cbl, crl, rgb, n);
         return;
@@ -386,20 +414,9 @@ ycc_rgb(const uint8_t *yl, const uint8_t *cbl, const uint8_t *crl, uint8_t *rgb,
                 h ? _mm512_unpackhi_epi8(b8, zero) : _mm512_unpacklo_epi8(b8, zero), c128);
             __m512i cr = _mm512_sub_epi16(
                 h ? _mm512_unpackhi_epi8(r8, zero) : _mm512_unpacklo_epi8(r8, zero), c128);
-            ch[h][0] = _mm512_add_epi16(_mm512_add_epi16(y, cr), _mm512_mulhrs_epi16(cr, kcrr));
-            ch[h][1] = _mm512_sub_epi16(_mm512_sub_epi16(y, _mm512_mulhrs_epi16(cb, kcbg)),
-                                        _mm512_mulhrs_epi16(cr, kcrg));
-            ch[h][2] = _mm512_add_epi16(_mm512_add_epi16(y, cb), _mm512_mulhrs_epi16(cb, kcbb));
+            rgb_words(y, cb, cr, ch[h]);
         }
-        __m512i R = _mm512_packus_epi16(ch[0][0], ch[1][0]),
-                G = _mm512_packus_epi16(ch[0][1], ch[1][1]),
-                B = _mm512_packus_epi16(ch[0][2], ch[1][2]);
-        for (int j = 0; j < 3; j++) {
-            __m512i v = _mm512_permutex2var_epi8(R, _mm512_loadu_si512(rgb_rg_idx + 64 * j), G);
-            v = _mm512_mask_permutexvar_epi8(v, rgb_b_mask[j],
-                                             _mm512_loadu_si512(rgb_b_idx + 64 * j), B);
-            _mm512_storeu_si512(rgb + 3 * x + 64 * j, v);
-        }
+        store_rgb(ch, rgb + 3 * x);
     }
 }
 
@@ -411,8 +428,6 @@ ycc_rgb_colour(const uint8_t *yl, const uint8_t *cbl, const uint8_t *crl, uint8_
 {
     const __m512i zero = _mm512_setzero_si512(), c128 = _mm512_set1_epi16(128);
     const __m512i four = _mm512_set1_epi16(4);
-    const __m512i kcrr = _mm512_set1_epi16(K_CR_R), kcbg = _mm512_set1_epi16(K_CB_G);
-    const __m512i kcrg = _mm512_set1_epi16(K_CR_G), kcbb = _mm512_set1_epi16(K_CB_B);
     const __m512i ka = _mm512_set1_epi16(c[0]), ko = _mm512_set1_epi16(c[1]);
     const __m512i k00 = _mm512_set1_epi16(c[2]), k01 = _mm512_set1_epi16(c[3]);
     const __m512i k10 = _mm512_set1_epi16(c[4]), k11 = _mm512_set1_epi16(c[5]);
@@ -441,20 +456,9 @@ ycc_rgb_colour(const uint8_t *yl, const uint8_t *cbl, const uint8_t *crl, uint8_
             __m512i cr = _mm512_srai_epi16(
                 _mm512_add_epi16(_mm512_add_epi16(_mm512_mulhi_epi16(us, k10),
                                                   _mm512_mulhi_epi16(vs, k11)), four), 3);
-            ch[h][0] = _mm512_add_epi16(_mm512_add_epi16(y, cr), _mm512_mulhrs_epi16(cr, kcrr));
-            ch[h][1] = _mm512_sub_epi16(_mm512_sub_epi16(y, _mm512_mulhrs_epi16(cb, kcbg)),
-                                        _mm512_mulhrs_epi16(cr, kcrg));
-            ch[h][2] = _mm512_add_epi16(_mm512_add_epi16(y, cb), _mm512_mulhrs_epi16(cb, kcbb));
+            rgb_words(y, cb, cr, ch[h]);
         }
-        __m512i R = _mm512_packus_epi16(ch[0][0], ch[1][0]),
-                G = _mm512_packus_epi16(ch[0][1], ch[1][1]),
-                B = _mm512_packus_epi16(ch[0][2], ch[1][2]);
-        for (int j = 0; j < 3; j++) {
-            __m512i v = _mm512_permutex2var_epi8(R, _mm512_loadu_si512(rgb_rg_idx + 64 * j), G);
-            v = _mm512_mask_permutexvar_epi8(v, rgb_b_mask[j],
-                                             _mm512_loadu_si512(rgb_b_idx + 64 * j), B);
-            _mm512_storeu_si512(rgb + 3 * x + 64 * j, v);
-        }
+        store_rgb(ch, rgb + 3 * x);
     }
 }
 

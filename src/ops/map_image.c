@@ -153,7 +153,7 @@ static int view_render(workspace *ws, view *v, const sl__ycc *planes, const sl__
                           {spec->mean[0], spec->mean[1], spec->mean[2]},
                           {spec->std[0], spec->std[1], spec->std[2]}, NULL};
     sl__resize_out to = out;
-    bool pixels = v->aug && sl__aug_pixels(&v->plan, false), folded = false;
+    bool pixels = v->aug && sl__aug_pixels(&v->plan), folded = false;
     if (pixels) {
         bool direct = spec->dtype == SL_UINT8 && spec->layout == SL_LAYOUT_HWC;
         to.data = direct ? v->dst : sl__augmenter_image(ws->aug, spec->width, spec->height);
@@ -198,45 +198,22 @@ static int name_file(int rc, const sl_element *in)
     return rc;
 }
 
-int sl__image_decode(const sl_image_spec *spec, sl__rng *rng, const sl_element *in, void *dst)
+/* Window w of the source (inside the union u) in the decoded pixels,
+ * where u became `region`; the union itself exactly as decoded. */
+static sl__window narrow(const sl__window *region, const sl__window *u, const sl__window *w)
 {
-    const uint8_t *data;
-    size_t n;
-    int rc = image_bytes(spec, in, &data, &n);
-    if (rc)
-        return rc;
-    workspace *ws = ws_get();
-    if (!ws)
-        return SL_ENOMEM;
-    sl__jpeg_info info;
-    rc = sl__jpeg_header(ws->dec, data, n, spec->max_pixels, &info);
-    if (rc == 0) {
-        view v;
-        view_draw(spec, rng, &info, dst, &v);
-        unsigned flags = jpeg_flags(spec);
-        rc = SL__JPEG_NOT_YCC;
-        if (!spec->exact_pixels && !spec->fast_upsample && sl__resize_ycc_pays(ws->rs)) {
-            sl__ycc planes;
-            rc = sl__jpeg_decode_ycc(ws->dec, data, n, &v.win, spec->width, spec->height, flags,
-                                     &planes);
-            if (rc == 0)
-                rc = view_render(ws, &v, &planes, NULL, NULL);
-        }
-        if (rc == SL__JPEG_NOT_YCC) {
-            sl__decoded d;
-            rc = sl__jpeg_decode(ws->dec, data, n, &v.win, spec->width, spec->height, flags, &d);
-            if (rc == 0)
-                rc = view_render(ws, &v, NULL, &d, &d.win);
-        }
-    }
-    return name_file(rc, in);
+    if (w->x == u->x && w->y == u->y && w->w == u->w && w->h == u->h)
+        return *region;
+    double sx = region->w / u->w, sy = region->h / u->h;
+    return (sl__window){region->x + (w->x - u->x) * sx, region->y + (w->y - u->y) * sy,
+                        w->w * sx, w->h * sy};
 }
 
 int sl__image_decode_views(const sl_image_spec *specs, int nviews, sl__rng *rng,
                            const sl_element *in, void *const *dst)
 {
-    const uint8_t *data;
-    size_t n;
+    const uint8_t *data = NULL;
+    size_t n = 0;
     int rc = image_bytes(&specs[0], in, &data, &n);
     if (rc)
         return rc;
@@ -261,36 +238,34 @@ int sl__image_decode_views(const sl_image_spec *specs, int nviews, sl__rng *rng,
     sl__window u = {x0, y0, x1 - x0, y1 - y0};
     r = fmax(r, 1); /* a scale of 1/r or finer serves them all */
     int need_w = (int)fmax(1, ceil(u.w / r - 1e-9)), need_h = (int)fmax(1, ceil(u.h / r - 1e-9));
+    if (nviews == 1) /* one view: its own size picks the scale, as always */
+        need_w = specs[0].width, need_h = specs[0].height;
     unsigned flags = jpeg_flags(&specs[0]);
     rc = SL__JPEG_NOT_YCC;
     if (!specs[0].exact_pixels && !specs[0].fast_upsample && sl__resize_ycc_pays(ws->rs)) {
         sl__ycc planes;
         rc = sl__jpeg_decode_ycc(ws->dec, data, n, &u, need_w, need_h, flags, &planes);
         for (int i = 0; rc == 0 && i < nviews; i++) {
-            /* each plane's window of the union, narrowed to the view's */
-            sl__ycc mine = planes;
-            const sl__window *w = &v[i].win;
-            for (int c = 0; c < 3; c++) {
-                sl__window *pw = &mine.plane[c].win;
-                double sx = pw->w / u.w, sy = pw->h / u.h;
-                *pw = (sl__window){pw->x + (w->x - u.x) * sx, pw->y + (w->y - u.y) * sy,
-                                   w->w * sx, w->h * sy};
-            }
+            sl__ycc mine = planes; /* each plane's window, the view's part */
+            for (int c = 0; c < 3; c++)
+                mine.plane[c].win = narrow(&planes.plane[c].win, &u, &v[i].win);
             rc = view_render(ws, &v[i], &mine, NULL, NULL);
         }
     }
     if (rc == SL__JPEG_NOT_YCC) {
         sl__decoded d;
         rc = sl__jpeg_decode(ws->dec, data, n, &u, need_w, need_h, flags, &d);
-        double sx = d.win.w / u.w, sy = d.win.h / u.h;
         for (int i = 0; rc == 0 && i < nviews; i++) {
-            const sl__window *w = &v[i].win;
-            sl__window in_region = {d.win.x + (w->x - u.x) * sx, d.win.y + (w->y - u.y) * sy,
-                                    w->w * sx, w->h * sy};
-            rc = view_render(ws, &v[i], NULL, &d, &in_region);
+            sl__window mine = narrow(&d.win, &u, &v[i].win);
+            rc = view_render(ws, &v[i], NULL, &d, &mine);
         }
     }
     return name_file(rc, in);
+}
+
+int sl__image_decode(const sl_image_spec *spec, sl__rng *rng, const sl_element *in, void *dst)
+{
+    return sl__image_decode_views(spec, 1, rng, in, &dst);
 }
 
 sl_element *sl__image_rest(const sl_element *in, int extra_slots)
@@ -314,56 +289,32 @@ int sl__image_add_rest(sl_element *el, const sl_element *in, const sl_image_spec
 
 /* ---- the dataset ---- */
 
+/* The image's tensor becomes the decoded image, or with views one tensor
+ * per view. */
 static int map_fn(sl_map_ctx *ctx, const sl_element *in, sl_element **out, void *user)
 {
-    const sl_image_spec *spec = user;
-    int k = spec->image_index;
-    if (in->n <= k)
-        return sl__set_error(SL_EINVAL, "map_image: an element of %d tensors has no tensor %d",
-                             in->n, k);
-    sl_element *el = sl__image_rest(in, 1);
-    if (!el)
-        return SL_ENOMEM;
-    int64_t shape[3];
-    sl__image_shape(spec, shape);
-    int rc = sl__image_add_rest(el, in, spec, 0, k);
-    struct sl_tensor *t = rc ? NULL : sl__element_push(el, spec->dtype, 3, shape,
-                                                       sl__image_bytes(spec));
-    if (rc == 0)
-        rc = t ? sl__image_decode(spec, &ctx->rng, in, t->data) : SL_ENOMEM;
-    if (rc == 0)
-        rc = sl__image_add_rest(el, in, spec, k + 1, in->n);
-    if (rc < 0) {
-        sl_element_release(el);
-        return rc;
-    }
-    *out = el;
-    return 0;
-}
-
-/* Several views: the image's tensor becomes nviews tensors. */
-static int map_fn_views(sl_map_ctx *ctx, const sl_element *in, sl_element **out, void *user)
-{
     const map_image_ds *d = user;
+    const sl_image_spec *specs = d->nviews ? d->views : &d->spec;
+    int nviews = d->nviews ? d->nviews : 1;
     int k = d->spec.image_index;
     if (in->n <= k)
         return sl__set_error(SL_EINVAL, "map_image: an element of %d tensors has no tensor %d",
                              in->n, k);
-    sl_element *el = sl__image_rest(in, d->nviews);
+    sl_element *el = sl__image_rest(in, nviews);
     if (!el)
         return SL_ENOMEM;
     void *dst[SL__MAX_VIEWS];
     int rc = sl__image_add_rest(el, in, &d->spec, 0, k);
-    for (int i = 0; rc == 0 && i < d->nviews; i++) {
+    for (int i = 0; rc == 0 && i < nviews; i++) {
         int64_t shape[3];
-        sl__image_shape(&d->views[i], shape);
-        struct sl_tensor *t = sl__element_push(el, d->views[i].dtype, 3, shape,
-                                               sl__image_bytes(&d->views[i]));
+        sl__image_shape(&specs[i], shape);
+        struct sl_tensor *t = sl__element_push(el, specs[i].dtype, 3, shape,
+                                               sl__image_bytes(&specs[i]));
         rc = t ? 0 : SL_ENOMEM;
         dst[i] = t ? t->data : NULL;
     }
     if (rc == 0)
-        rc = sl__image_decode_views(d->views, d->nviews, &ctx->rng, in, dst);
+        rc = sl__image_decode_views(specs, nviews, &ctx->rng, in, dst);
     if (rc == 0)
         rc = sl__image_add_rest(el, in, &d->spec, k + 1, in->n);
     if (rc < 0) {
@@ -378,11 +329,7 @@ static int map_image_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, in
                       sl__iter **out)
 {
     const map_image_ds *d = (const map_image_ds *)ds;
-    if (d->nviews)
-        return sl__map_iter_make(ds, tree, key, epoch, map_fn_views, (void *)d, d->parallelism,
-                                 0, out);
-    return sl__map_iter_make(ds, tree, key, epoch, map_fn, (void *)&d->spec, d->parallelism, 0,
-                             out);
+    return sl__map_iter_make(ds, tree, key, epoch, map_fn, (void *)d, d->parallelism, 0, out);
 }
 
 static void map_image_destroy(sl_dataset *ds)

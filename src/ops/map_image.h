@@ -21,9 +21,10 @@ typedef struct map_image_ds {
 int sl__image_shape(const sl_image_spec *spec, int64_t *shape);
 size_t sl__image_bytes(const sl_image_spec *spec);
 
-/* Decodes tensor 0 of `in` (encoded bytes) through the calling thread's
- * decoder into dst, sl__image_bytes(spec) bytes, drawing the crop and flip
- * from rng. An error names the element's file where it has one. */
+/* Decodes tensor spec->image_index of `in` (encoded bytes) through the
+ * calling thread's decoder into dst, sl__image_bytes(spec) bytes, drawing
+ * the crop, flip and augmentations from rng. An error names the element's
+ * file where it has one. The one-view case of sl__image_decode_views. */
 int sl__image_decode(const sl_image_spec *spec, sl__rng *rng, const sl_element *in, void *dst);
 /* The same for several views of one image (specs[i] into dst[i], nviews
  * at most SL__MAX_VIEWS): each view's crop and augmentations drawn in
