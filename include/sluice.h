@@ -403,7 +403,9 @@ typedef enum sl_profile {
     SL_PROFILE_EDGE,
 } sl_profile;
 
-typedef enum sl_io_backend { SL_IO_AUTO = 0, SL_IO_URING, SL_IO_PREAD } sl_io_backend;
+/* SL_IO_HTTP is never asked for: SL_STAT_IO_BACKEND reports it where reads
+ * go to URLs (libcurl). */
+typedef enum sl_io_backend { SL_IO_AUTO = 0, SL_IO_URING, SL_IO_PREAD, SL_IO_HTTP } sl_io_backend;
 
 typedef enum sl_error_policy {
     SL_ERRORS_FAIL = 0, /* the element's error comes out of sl_next() */

@@ -25,6 +25,8 @@ typedef struct sl__io sl__io;
 typedef struct sl__io_cqe {
     void *user;
     int64_t res; /* bytes read (0 at end of file), or -errno */
+    int code;        /* remote reads: 0, or the failure's SL_E* code ... */
+    const char *msg; /* ... and its message (valid until the next reap) */
 } sl__io_cqe;
 
 /* Opens an engine with room for `depth` outstanding reads. `requested` is a
@@ -78,5 +80,30 @@ int sl__io_uring_open(int depth, sl__io **out, int *sys_err);
 /* 0 or a code with the message set. */
 /* threads: 0 for reads done inline by submit, < 0 for the default. */
 int sl__io_pread_open(int depth, int threads, sl__io **out);
+
+/* ---- remote objects (io_http.c): libcurl's multi interface ----
+ *
+ * The `fd` of sl__io_prep is an object added with sl__http_add. A read
+ * completes with every byte asked for, or fewer where the object ends
+ * (0 past its end), or with `code` set when a fault outlived the retries
+ * or cannot be retried (code SL_EACCES: 401/403, SL_ENOENT: 404, SL_EIO:
+ * the rest, an object that changed between two reads included). */
+
+typedef struct sl__http_opts {
+    int max_attempts;       /* per request, counted since its last progress */
+    double max_seconds;     /* per request without progress, retries included */
+    double timeout_seconds; /* to connect; a transfer stalled this long is cut */
+} sl__http_opts;
+
+#define SL__HTTP_UNKNOWN UINT64_MAX
+
+int sl__http_open(int depth, const sl__http_opts *o, sl__io **out);
+/* The object url names (its credentials resolved now): a handle >= 0, or
+ * a negative code with the message set. */
+int sl__http_add(sl__io *io, const char *url);
+/* Its size, once a response has told it (SL__HTTP_UNKNOWN before). */
+uint64_t sl__http_size(const sl__io *io, int obj);
+/* Its URL as messages show it: no credentials, no query. */
+const char *sl__http_shown(const sl__io *io, int obj);
 
 #endif

@@ -77,7 +77,7 @@ static void *worker_main(void *arg)
         pthread_mutex_unlock(&p->mu);
         int64_t res = read_fully(&r);
         pthread_mutex_lock(&p->mu);
-        p->done[(p->dhead + p->dlen) % depth] = (sl__io_cqe){r.user, res};
+        p->done[(p->dhead + p->dlen) % depth] = (sl__io_cqe){r.user, res, 0, NULL};
         p->dlen++;
         pthread_cond_signal(&p->cv_done);
     }
@@ -104,7 +104,7 @@ static int pread_submit(sl__io *base)
     if (p->nthreads == 0) { /* inline: read now, on this thread */
         for (int i = 0; i < p->nstaged; i++)
             p->done[(p->dhead + p->dlen++) % depth] =
-                (sl__io_cqe){p->staged[i].user, read_fully(&p->staged[i])};
+                (sl__io_cqe){p->staged[i].user, read_fully(&p->staged[i]), 0, NULL};
         p->nstaged = 0;
         return 0;
     }

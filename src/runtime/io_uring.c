@@ -136,6 +136,8 @@ static int uring_reap(sl__io *base, sl__io_cqe *out, int max, bool wait)
         for (unsigned i = 0; i < k; i++) {
             out[n].user = io_uring_cqe_get_data(cqes[i]);
             out[n].res = cqes[i]->res;
+            out[n].code = 0;
+            out[n].msg = NULL;
             n++;
         }
         /* io_uring_cqe_seen for the whole batch at once */

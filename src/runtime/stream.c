@@ -24,11 +24,14 @@
 #include "../core/alloc.h"
 #include "../core/crc32c.h"
 #include "../core/error.h"
+#include "../remote/remote.h"
 #include "io.h"
 #include "stream.h"
 
 #define DEFAULT_CHUNK ((size_t)128 << 10)
 #define DEFAULT_AHEAD 4
+#define REMOTE_CHUNK ((size_t)1 << 20)
+#define REMOTE_AHEAD 8
 #define ADVISE_AHEAD ((uint64_t)4 << 20)
 #define ADVISE_STEP ((uint64_t)1 << 20)
 #define SKIP_BUF 65536
@@ -42,8 +45,9 @@ typedef struct chunk {
 
 struct sl__stream {
     char *path;
-    int fd;
-    uint64_t size;     /* the file's, at open */
+    int fd;            /* remote: the engine's object */
+    bool remote;
+    uint64_t size;     /* the file's, at open (remote: SL__HTTP_UNKNOWN until told) */
     sl__io *io;
     sl__io_cqe *cqes;
     chunk *c;
@@ -74,6 +78,8 @@ static int fail(const sl__stream *s, int code, const char *what, uint64_t at)
  * past the chunks asked for (a hint: its failure changes nothing). */
 static void advise(sl__stream *s)
 {
+    if (s->remote)
+        return;
     if (s->advised < s->next_off)
         s->advised = s->next_off;
     while (s->advised < s->size && s->advised < s->next_off + ADVISE_AHEAD) {
@@ -88,7 +94,9 @@ static void advise(sl__stream *s)
 static int request(sl__stream *s)
 {
     bool any = false;
-    while (s->queued < s->n && s->next_off < s->size) {
+    /* a remote object of unknown size: its first chunk alone */
+    int room = s->size == SL__HTTP_UNKNOWN ? 1 : s->n;
+    while (s->queued < room && s->next_off < s->size) {
         chunk *c = &s->c[(s->head + s->queued) % s->n];
         c->off = s->next_off;
         c->want = s->size - s->next_off < s->csize ? (size_t)(s->size - s->next_off) : s->csize;
@@ -115,6 +123,20 @@ static int reap(sl__stream *s)
     for (int i = 0; i < k; i++) {
         chunk *c = s->cqes[i].user;
         int64_t res = s->cqes[i].res;
+        if (s->cqes[i].code)
+            return sl__set_error(s->cqes[i].code, "%s", s->cqes[i].msg);
+        if (s->remote) { /* whole, or cut by the object's end */
+            c->got += (size_t)res;
+            s->file_bytes += res;
+            s->size = sl__http_size(s->io, s->fd);
+            if (s->size == SL__HTTP_UNKNOWN) /* no size said: it ends here */
+                s->size = c->off + c->got;
+            if (c->got < c->want) {
+                c->want = c->got;
+                s->next_off = c->off + c->got;
+            }
+            continue;
+        }
         if (res == -EINTR || res == -EAGAIN) {
             res = 0;
         } else if (res < 0) {
@@ -302,6 +324,28 @@ int sl__stream_skip(sl__stream *s, uint64_t n, uint64_t *skipped)
     return 0;
 }
 
+/* A URL: the engine that fetches it, and the object in it. */
+static int open_remote(sl__stream *s, const sl__stream_opts *o)
+{
+    static const sl__http_opts defaults = {8, 60, 30};
+    s->remote = true;
+    s->size = SL__HTTP_UNKNOWN;
+    int rc = sl__http_open(s->n, o->http ? o->http : &defaults, &s->io);
+    if (rc < 0) {
+        sl__error_prefix(s->path);
+        return rc;
+    }
+    s->fd = sl__http_add(s->io, s->path);
+    if (s->fd < 0)
+        return s->fd;
+    char *shown = sl__strdup(sl__http_shown(s->io, s->fd)); /* no secrets in messages */
+    if (!shown)
+        return SL_ENOMEM;
+    sl__strfree(s->path);
+    s->path = shown;
+    return 0;
+}
+
 static int open_file(sl__stream *s)
 {
     /* O_NONBLOCK so that a FIFO named like a shard cannot hang the open */
@@ -366,33 +410,40 @@ int sl__stream_open(const char *path, const sl__stream_opts *o, sl__stream **out
     if (!s)
         return SL_ENOMEM;
     s->fd = -1;
-    s->csize = o->chunk ? o->chunk : DEFAULT_CHUNK;
-    s->n = o->ahead > 0 ? o->ahead : DEFAULT_AHEAD;
+    bool url = sl__is_url(path);
+    s->csize = o->chunk ? o->chunk : url ? REMOTE_CHUNK : DEFAULT_CHUNK;
+    s->n = o->ahead > 0 ? o->ahead : url ? REMOTE_AHEAD : DEFAULT_AHEAD;
     s->path = sl__strdup(path);
     s->c = sl__calloc((size_t)s->n, sizeof *s->c);
     s->cqes = sl__calloc((size_t)s->n, sizeof *s->cqes);
-    int rc = s->path && s->c && s->cqes ? open_file(s) : SL_ENOMEM;
+    int rc = s->path && s->c && s->cqes ? 0 : SL_ENOMEM;
+    if (rc == 0)
+        rc = url ? open_remote(s, o) : open_file(s);
     for (int i = 0; rc == 0 && i < s->n; i++)
         if (!(s->c[i].buf = sl__obj_get(s->csize))) /* pooled: pages stay mapped */
             rc = SL_ENOMEM;
-    if (rc == 0)
+    if (rc == 0 && !url)
         rc = sl__io_open(o->backend, s->n, path, &s->io);
     bool seek = rc == 0 && o->compression == SL_COMPRESSION_NONE && o->start;
-    if (seek) {
-        if (o->start > s->size)
-            rc = sl__set_error(SL_ECORRUPT, "%s: position %llu is past the end (%llu bytes)",
-                               path, (unsigned long long)o->start, (unsigned long long)s->size);
+    if (seek)
         s->next_off = s->off = o->start;
-    }
     if (rc == 0)
         rc = request(s);
+    /* a URL's first chunk tells its size; then the rest of the ring */
+    while (rc == 0 && s->size == SL__HTTP_UNKNOWN)
+        rc = reap(s);
+    if (rc == 0 && url)
+        rc = request(s);
+    if (rc == 0 && seek && o->start > s->size)
+        rc = sl__set_error(SL_ECORRUPT, "%s: position %llu is past the end (%llu bytes)",
+                           s->path, (unsigned long long)o->start, (unsigned long long)s->size);
     if (rc == 0)
         rc = start_inflate(s, o->compression);
     uint64_t skipped;
     if (rc == 0 && o->start && !seek) {
         rc = sl__stream_skip(s, o->start, &skipped);
         if (rc == 0 && skipped < o->start)
-            rc = sl__set_error(SL_ECORRUPT, "%s: position %llu is past the end", path,
+            rc = sl__set_error(SL_ECORRUPT, "%s: position %llu is past the end", s->path,
                                (unsigned long long)o->start);
     }
     if (rc < 0) {
@@ -433,7 +484,7 @@ void sl__stream_close(sl__stream *s)
     if (!s)
         return;
     sl__io_close(s->io); /* reads in flight write into the chunks until they end */
-    if (s->fd >= 0)
+    if (s->fd >= 0 && !s->remote)
         close(s->fd);
 #ifndef SLUICE_NO_ZLIB
     if (s->zon)

@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "io.h"
 
 typedef struct sl__stream sl__stream;
 
@@ -25,13 +26,17 @@ typedef struct sl__stream_opts {
     size_t chunk;    /* bytes per read, 0: 128 KiB */
     int ahead;       /* reads in flight, 0: 4 */
     uint64_t start;  /* offset to start at (uncompressed: a seek; compressed: inflated past) */
+    const sl__http_opts *http; /* for URLs (sl__is_url); NULL: the defaults */
 } sl__stream_opts;
 
 /* The compression n bytes from a file's start look like: SL_COMPRESSION_GZIP
  * (gzip's magic), SL_COMPRESSION_ZLIB (a valid zlib header: two bytes that
  * plain data also matches about once in 500), else SL_COMPRESSION_NONE. */
 int sl__stream_sniff(const unsigned char *p, size_t n);
-/* 0 and *out, or a negative code with the message set (naming path). */
+/* 0 and *out, or a negative code with the message set (naming path).
+ * A URL (http, https, s3, gs) streams through ranged GETs (io_http.c): 1 MiB
+ * chunks unless o->chunk says, the first alone (it tells the size), and
+ * messages name the URL without credentials or query. */
 int sl__stream_open(const char *path, const sl__stream_opts *o, sl__stream **out);
 /* Copies up to n bytes into dst; *got is less than n only at the end of the
  * stream. 0, or a code with the message set (the file, the offset). */
