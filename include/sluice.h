@@ -386,6 +386,14 @@ typedef enum sl_option {
     /* One of sl_profile: defaults for a kind of machine. Options set
      * explicitly win over a profile's defaults. */
     SL_OPT_PROFILE,
+    /* Remote reads (URLs): attempts per request before its error goes to
+     * the error policy (default 8), counted since the request last
+     * received a byte, so a transfer cut again and again while it
+     * progresses is not given up on. */
+    SL_OPT_REMOTE_MAX_ATTEMPTS,
+    /* ... and the seconds a request may go without receiving a byte, retries
+     * and their backoff included (default 120). */
+    SL_OPT_REMOTE_RETRY_SECONDS,
     SL_OPT_COUNT
 } sl_option;
 

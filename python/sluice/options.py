@@ -5,7 +5,8 @@ from ._constants import (SL_ERRORS_FAIL, SL_ERRORS_SKIP, SL_ERRORS_SKIP_RATE, SL
                          SL_OPT_CPU_BUDGET, SL_OPT_DETERMINISTIC, SL_OPT_EPOCH,
                          SL_OPT_ERROR_LOG_LIMIT, SL_OPT_ERROR_MAX_PPM, SL_OPT_ERROR_POLICY,
                          SL_OPT_IO_BACKEND, SL_OPT_IO_DEPTH, SL_OPT_MAX_RECORD_BYTES,
-                         SL_OPT_PROFILE, SL_OPT_RAM_BUDGET, SL_OPT_SEED, SL_OPT_STALL_TARGET_PPM,
+                         SL_OPT_PROFILE, SL_OPT_RAM_BUDGET, SL_OPT_REMOTE_MAX_ATTEMPTS,
+                         SL_OPT_REMOTE_RETRY_SECONDS, SL_OPT_SEED, SL_OPT_STALL_TARGET_PPM,
                          SL_OPT_THREADS, SL_OPT_TRACE_EVENTS, SL_PROFILE_DEFAULT, SL_PROFILE_EDGE)
 from ._errors import make_error
 from ._lib import lib
@@ -29,6 +30,8 @@ _KEYS = {
     "epoch": SL_OPT_EPOCH,
     "max_record_bytes": SL_OPT_MAX_RECORD_BYTES,
     "profile": SL_OPT_PROFILE,
+    "remote_max_attempts": SL_OPT_REMOTE_MAX_ATTEMPTS,
+    "remote_retry_seconds": SL_OPT_REMOTE_RETRY_SECONDS,
 }
 
 _CHOICES = {
@@ -71,6 +74,11 @@ class Options:
                     (every node runs on the thread that iterates), no
                     autotune, a 64 MiB RAM budget, pread; options given
                     explicitly win over these
+    remote_max_attempts  URLs: attempts per request (default 8), counted
+                    since it last received a byte; then the error (naming
+                    the URL and the status) goes to error_policy
+    remote_retry_seconds URLs: how long a request may go without a byte,
+                    retries included (default 120)
 
     Options combine: ``a.merge(b)`` is a with b's non-None fields on top.
     """

@@ -28,6 +28,8 @@ static const struct {
     [SL_OPT_EPOCH] = {-1, -1, INT64_MAX},
     [SL_OPT_MAX_RECORD_BYTES] = {256 << 20, 1, (int64_t)1 << 40},
     [SL_OPT_PROFILE] = {SL_PROFILE_DEFAULT, SL_PROFILE_DEFAULT, SL_PROFILE_EDGE},
+    [SL_OPT_REMOTE_MAX_ATTEMPTS] = {8, 1, 1000},
+    [SL_OPT_REMOTE_RETRY_SECONDS] = {120, 1, 86400},
 };
 
 SL_API sl_options *sl_options_create(void)

@@ -350,6 +350,8 @@ int sl__tree_init(sl__tree *t, const sl_options *opts)
     t->io_backend = (int)sl__options_get(opts, SL_OPT_IO_BACKEND);
     t->io_depth = (int)sl__options_get(opts, SL_OPT_IO_DEPTH);
     t->max_record = sl__options_get(opts, SL_OPT_MAX_RECORD_BYTES);
+    t->http = (sl__http_opts){(int)sl__options_get(opts, SL_OPT_REMOTE_MAX_ATTEMPTS),
+                              (double)sl__options_get(opts, SL_OPT_REMOTE_RETRY_SECONDS), 30};
     /* the edge profile's one thread: every node works on the caller's */
     t->inline_nodes = sl__options_get(opts, SL_OPT_PROFILE) == SL_PROFILE_EDGE && threads == 1;
     if (t->inline_nodes && t->io_backend == SL_IO_PREAD)

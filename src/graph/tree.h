@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include "../runtime/io.h"
 #include "learned.h"
 #include "state.h"
 #include "stats.h"
@@ -31,6 +32,7 @@ struct sl__tree {
     bool deterministic;
     int io_backend;        /* requested sl_io_backend */
     int io_depth;          /* reads in flight per reading node */
+    sl__http_opts http;    /* remote reads' retry limits */
     int64_t max_record;    /* SL_OPT_MAX_RECORD_BYTES */
     /* SL_PROFILE_EDGE on one thread: the runtime has no workers and the
      * async nodes do their producers' work on the thread that calls next */

@@ -85,7 +85,8 @@ static void header(obs_text *o, const sl_stats *s)
         char rate[32];
         bytes_str(rate, sizeof rate, g[SL_GLOBAL_IO_BYTES_PER_S]);
         sl__obs_printf(o, "; reads: %s, %s/s, %.0f in flight",
-                       st[SL_STAT_IO_BACKEND] == SL_IO_URING ? "io_uring" : "pread", rate,
+                       st[SL_STAT_IO_BACKEND] == SL_IO_URING ? "io_uring"
+                       : st[SL_STAT_IO_BACKEND] == SL_IO_HTTP ? "http (libcurl)" : "pread", rate,
                        g[SL_GLOBAL_IO_IN_FLIGHT]);
     }
     if (st[SL_STAT_ERRORS_SKIPPED] > 0)

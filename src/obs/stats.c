@@ -332,7 +332,10 @@ static const char *placement_name(int p)
 
 static const char *backend_name(int b)
 {
-    return b == SL_IO_URING ? "io_uring" : b == SL_IO_PREAD ? "pread" : "none";
+    return b == SL_IO_URING  ? "io_uring"
+           : b == SL_IO_PREAD ? "pread"
+           : b == SL_IO_HTTP  ? "http"
+                              : "none";
 }
 
 /* JSON has no NaN or infinity. */

@@ -327,7 +327,7 @@ int sl__stream_skip(sl__stream *s, uint64_t n, uint64_t *skipped)
 /* A URL: the engine that fetches it, and the object in it. */
 static int open_remote(sl__stream *s, const sl__stream_opts *o)
 {
-    static const sl__http_opts defaults = {8, 60, 30};
+    static const sl__http_opts defaults = {8, 120, 30};
     s->remote = true;
     s->size = SL__HTTP_UNKNOWN;
     int rc = sl__http_open(s->n, o->http ? o->http : &defaults, &s->io);

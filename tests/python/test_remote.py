@@ -209,6 +209,17 @@ def test_retries_run_out_with_a_clear_error(store):
     assert "HTTP 503" in msg and "SlowDown" in msg and "8 attempts" in msg, msg
     assert "/bucket/train/data-00000.tfrecord" in msg
     assert 0.5 < took < 30  # backed off, not hammered, not hung
+    # the limits are options; the error policy takes the failure as it
+    # takes a local read error
+    with Server(store) as srv:
+        srv.fail_next = 10 ** 6
+        urls = ["%s/bucket/%s" % (srv.url, n) for n in _names("tfrecord")]
+        ds = Dataset.tfrecord(urls).with_options(remote_max_attempts=3, error_policy="skip",
+                                                 error_log_limit=0)
+        it = ds.iterator()
+        assert list(it) == []
+        assert srv.requests == 9
+        assert it.stats()["errors_skipped"] == 3
 
 
 def test_object_replaced_between_ranges_is_an_error(store, tmp_path):
