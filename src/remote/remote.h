@@ -57,6 +57,12 @@ int sl__remote_resolve(const char *url, const char *extra, sl__remote *r);
  * another into buf (cap bytes), their count returned (-1: buf too small). */
 int sl__remote_headers(const sl__remote *r, const char *range, time_t now, char *buf,
                        size_t cap, const char **lines);
+/* list_files over a bucket: the objects of s3:// or gs:// pattern's bucket
+ * whose keys match it (fnmatch, '*' not crossing '/'), pushed as URLs
+ * (scheme://bucket/key) onto out, in the store's order. 0 (none may have
+ * matched) or a code with the message set. */
+struct sl__strs;
+int sl__remote_glob(const char *pattern, struct sl__strs *out);
 /* Percent-encodes s (n bytes) as SigV4 wants: unreserved characters kept,
  * and '/' too when keep_slash. Returns the length written, or -1 when it
  * does not fit cap (NUL included). */

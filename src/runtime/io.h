@@ -105,5 +105,7 @@ int sl__http_add(sl__io *io, const char *url);
 uint64_t sl__http_size(const sl__io *io, int obj);
 /* Its URL as messages show it: no credentials, no query. */
 const char *sl__http_shown(const sl__io *io, int obj);
+/* libcurl initialised once per process (with libcurl only). */
+bool sl__curl_ready(void);
 
 #endif

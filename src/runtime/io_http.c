@@ -607,11 +607,16 @@ static int setup_easy(sl__http *h, hreq *q)
     return 0;
 }
 
+bool sl__curl_ready(void)
+{
+    pthread_once(&once, global_init);
+    return global_ok;
+}
+
 int sl__http_open(int depth, const sl__http_opts *o, sl__io **out)
 {
     *out = NULL;
-    pthread_once(&once, global_init);
-    if (!global_ok)
+    if (!sl__curl_ready())
         return sl__set_error(SL_EIO, "libcurl could not be initialised");
     sl__http *h = sl__calloc(1, sizeof *h);
     if (!h)

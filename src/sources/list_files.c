@@ -6,6 +6,7 @@
  */
 #include <glob.h>
 #include <string.h>
+#include "../remote/remote.h"
 #include "listing.h"
 
 typedef struct list_files_ds {
@@ -121,6 +122,17 @@ SL_API sl_dataset *sl_list_files(const char *const *patterns, int n, unsigned fl
             sl__set_error(SL_EINVAL, "list_files: pattern %d is %s", i,
                           patterns[i] ? "empty" : "NULL");
             return NULL;
+        }
+        if (sl__is_url(patterns[i])) { /* a bucket's listing */
+            size_t before = all.n;
+            int rc = sl__remote_glob(patterns[i], &all);
+            if (rc == 0 && all.n == before)
+                rc = sl__set_error(SL_ENOENT, "list_files: no object matches %s", patterns[i]);
+            if (rc < 0) {
+                sl__strs_free(&all);
+                return NULL;
+            }
+            continue;
         }
         glob_t g;
         int r = glob(patterns[i], 0, glob_error, &g);

@@ -150,6 +150,28 @@ def test_session_token_is_signed_and_never_shown(store, aws_env):
     assert "TOKEN" not in str(e.value) and "404" in str(e.value)
 
 
+def test_list_files_over_a_bucket(store, aws_env):
+    # ListObjectsV2 page by page (2 keys a page here), the pattern matched
+    # on each key, sorted: list_files -> tfrecord as over a local folder
+    with Server(store, secret=SECRET, access_key=KEY) as srv:
+        srv.max_keys = 2
+        aws_env.setenv("AWS_ENDPOINT_URL", srv.url)
+        aws_env.setenv("AWS_ACCESS_KEY_ID", KEY)
+        aws_env.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
+        files = Dataset.list_files("s3://bucket/train/data-*.tfrecord", shuffle=False)
+        got = [x.decode() for x in files.as_numpy_iterator()]
+        assert got == ["s3://bucket/" + n for n in _names("tfrecord")]
+        assert srv.lists == 3 and srv.bad_signatures == 0  # 6 keys under the prefix
+        recs = Dataset.tfrecord(files)
+        assert [bytes(x) for x in recs.as_numpy_iterator()] == _local(store, "tfrecord")
+        assert len(list(Dataset.list_files("s3://bucket/*/shard-*.tar"))) == 3
+        with pytest.raises(sluice.NotFoundError) as e:
+            Dataset.list_files("s3://bucket/train/nothing-*")
+        assert "s3://bucket/train/nothing-*" in str(e.value)
+        with pytest.raises(sluice.UnsupportedError):
+            Dataset.list_files(srv.url + "/bucket/*.tar")
+
+
 def test_not_found_and_forbidden_are_not_retried(store):
     with Server(store) as srv:
         srv.forbidden = "bucket/train/data-00001"
