@@ -13,6 +13,11 @@
  *
  * The node is 1:1 and order-preserving, so take/skip/shard/shuffle-all
  * move below it (rebuild) and files they drop are never opened.
+ *
+ * A URL (http, https, s3, gs) goes to a second engine, libcurl's
+ * (io_http.c), opened at the first URL: its first FIRST_PIECE bytes are
+ * asked for before the size is known, which is all of most images in one
+ * request; the answer tells the size, and the rest comes in a second.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -24,11 +29,13 @@
 #include "../core/clock.h"
 #include "../graph/node.h"
 #include "read.h"
+#include "../remote/remote.h"
 #include "../runtime/io.h"
 
 #define DEFAULT_DEPTH 32
 #define MAX_AUTO_DEPTH 256 /* what the controller may raise io_depth to */
 #define PATH_CAP 4096
+#define FIRST_PIECE ((size_t)256 << 10)
 
 typedef struct read_ds {
     sl_dataset base;
@@ -41,6 +48,12 @@ typedef struct slot {
     uint64_t size, got;
     int64_t bytes;       /* held against the RAM budget */
     int fd;
+    /* a URL: its object in the remote engine, and until its size is known
+     * the input element and the buffer of the first piece */
+    bool remote;
+    int obj;
+    sl_element *in;
+    unsigned char *first;
     int rc;              /* 0, or the element's error */
     char *msg;           /* its message (owned) */
     bool done;           /* under mu: the consumer may take it */
@@ -50,6 +63,8 @@ typedef struct read_iter {
     sl__iter base;
     sl__iter *in;
     sl__io *io;
+    sl__io *http;       /* opened at the first URL */
+    int inflight_remote;
     sl__async a;
     atomic_int count; /* occupied slots: being read or ready */
     sl__knob *io_depth; /* reads in flight at most, read at each decision */
@@ -112,9 +127,18 @@ static const char *out_path(const slot *s, int *len)
 /* Drops what the slot holds. Only for slots no read is writing into. */
 static void slot_clear(read_iter *it, slot *s)
 {
-    if (s->fd >= 0)
+    if (s->fd >= 0 && !s->remote)
         close(s->fd);
     s->fd = -1;
+    if (s->remote) {
+        sl__http_drop(it->http, s->obj);
+        sl_element_release(s->in);
+        s->in = NULL;
+        if (s->first)
+            sl__obj_put(s->first, FIRST_PIECE);
+        s->first = NULL;
+        s->remote = false;
+    }
     sl_element_release(s->el);
     s->el = NULL;
     if (s->bytes)
@@ -196,6 +220,34 @@ static int open_file(read_iter *it, const char *path, slot *s)
     return 0;
 }
 
+/* A URL: its object, and the read of its first piece (the element is
+ * made when that says the size). */
+static int open_remote(read_iter *it, const char *path, slot *s)
+{
+    int plen = (int)strlen(path);
+    if (!it->http) {
+        int rc = sl__http_open(it->depth, &it->base.tree->http, &it->http);
+        if (rc < 0)
+            return path_error(it, rc, path, plen, "%s", sl__error_msg());
+    }
+    s->remote = true;
+    s->obj = sl__http_add(it->http, path);
+    if (s->obj < 0) {
+        s->remote = false; /* no object to drop */
+        sl__error_prefix(sl_dataset_name(it->base.ds));
+        return s->obj;
+    }
+    s->first = sl__obj_get(FIRST_PIECE);
+    if (!s->first)
+        return path_error(it, SL_ENOMEM, path, plen, "out of memory");
+    int rc = sl__io_prep(it->http, s->obj, s->first, FIRST_PIECE, 0, s);
+    if (rc < 0)
+        return path_error(it, rc, path, plen, "%s", sl__error_msg());
+    it->inflight++;
+    it->inflight_remote++;
+    return 0;
+}
+
 /* (bytes, the input's other tensors[, path]): the bytes in a pooled buffer
  * of the file's size, the input's tensors shared with it. */
 static int make_output(read_iter *it, sl_element *in, const char *path, slot *s)
@@ -234,13 +286,15 @@ static int queue_piece(read_iter *it, slot *s)
 {
     uint64_t left = s->size - s->got;
     size_t len = left > SL__IO_MAX_READ ? SL__IO_MAX_READ : (size_t)left;
-    int rc = sl__io_prep(it->io, s->fd, s->data + s->got, len, s->got, s);
+    int rc = s->remote ? sl__io_prep(it->http, s->obj, s->data + s->got, len, s->got, s)
+                       : sl__io_prep(it->io, s->fd, s->data + s->got, len, s->got, s);
     if (rc < 0) {
         int plen;
         const char *p = out_path(s, &plen);
         return path_error(it, rc, p, plen, "%s", sl__error_msg());
     }
     it->inflight++;
+    it->inflight_remote += s->remote;
     return 0;
 }
 
@@ -274,8 +328,19 @@ static void start_one(read_iter *it)
     *s = (slot){.fd = -1};
     char path[PATH_CAP];
     int rc = in_path(it, in, path);
-    if (rc == 0)
+    bool url = rc == 0 && sl__is_url(path);
+    if (url) {
+        rc = open_remote(it, path, s);
+        if (rc == 0) { /* the element comes with the size */
+            s->in = in;
+            sl__bytes_swap(&it->snaps[it->tail % it->nslots], &it->pulling);
+            it->tail++;
+            atomic_fetch_add(&it->count, 1);
+            return;
+        }
+    } else if (rc == 0) {
         rc = open_file(it, path, s);
+    }
     if (rc > 0) {
         it->pending = in;
         it->fd_starved = true;
@@ -297,10 +362,69 @@ static void start_one(read_iter *it)
 
 /* Handles one finished read; true when the slot is complete (its file
  * read, or failed). */
+/* The same for a URL's read. */
+static bool complete_remote(read_iter *it, const sl__io_cqe *c)
+{
+    slot *s = c->user;
+    int rc = 0;
+    it->inflight_remote--;
+    if (c->code) {
+        rc = sl__set_error_str(c->code, c->msg);
+        sl__error_prefix(sl_dataset_name(it->base.ds));
+    } else if (!s->el) { /* the first piece: now the size is known */
+        uint64_t size = sl__http_size(it->http, s->obj);
+        if (size == SL__HTTP_UNKNOWN || (uint64_t)c->res < FIRST_PIECE)
+            size = (uint64_t)c->res; /* it ended there */
+        const char *shown = sl__http_shown(it->http, s->obj);
+        s->size = size;
+        if (size == 0) {
+            rc = path_error(it, SL_ECORRUPT, shown, (int)strlen(shown), "empty file");
+        } else {
+            char path[PATH_CAP];
+            rc = in_path(it, s->in, path);
+            if (rc == 0)
+                rc = make_output(it, s->in, path, s);
+        }
+        if (rc == 0) {
+            memcpy(s->data, s->first, (size_t)c->res);
+            s->got = (uint64_t)c->res;
+        }
+        sl_element_release(s->in);
+        s->in = NULL;
+        sl__obj_put(s->first, FIRST_PIECE);
+        s->first = NULL;
+    } else {
+        s->got += (uint64_t)c->res;
+        if (s->got < s->size) {
+            int plen;
+            const char *p = out_path(s, &plen);
+            rc = path_error(it, SL_EIO, p, plen, "the object ended at %llu bytes of %llu",
+                            (unsigned long long)s->got, (unsigned long long)s->size);
+        }
+    }
+    if (rc == 0) {
+        atomic_fetch_add(&it->base.tree->bytes_read, c->res);
+        sl__stat_add(&it->base.stats->bytes_read, c->res);
+        if (s->got < s->size) {
+            rc = queue_piece(it, s);
+            if (rc == 0)
+                return false;
+        } else {
+            sl__http_drop(it->http, s->obj);
+            s->remote = false;
+            return true;
+        }
+    }
+    slot_fail(it, s, rc);
+    return true;
+}
+
 static bool complete(read_iter *it, const sl__io_cqe *c)
 {
     slot *s = c->user;
     it->inflight--;
+    if (s->remote)
+        return complete_remote(it, c);
     int plen, rc;
     const char *p = out_path(s, &plen);
     if (c->res == -EINTR || c->res == -EAGAIN) {
@@ -329,9 +453,27 @@ static bool complete(read_iter *it, const sl__io_cqe *c)
     return true;
 }
 
+/* Finished reads from the engine that has reads in flight; from both,
+ * taking turns, when both have. */
+static int reap_any(read_iter *it)
+{
+    if (it->inflight_remote == 0)
+        return sl__io_reap(it->io, it->cqes, it->depth, true);
+    if (it->inflight_remote == it->inflight)
+        return sl__io_reap(it->http, it->cqes, it->depth, true);
+    for (;;) {
+        int n = sl__io_reap(it->io, it->cqes, it->depth, false);
+        if (n == 0)
+            n = sl__io_reap(it->http, it->cqes, it->depth, false);
+        if (n != 0)
+            return n;
+        sl__http_poll(it->http, 1);
+    }
+}
+
 static int reap(read_iter *it)
 {
-    int n = sl__io_reap(it->io, it->cqes, it->depth, true);
+    int n = reap_any(it);
     if (n < 0)
         return n;
     int nfin = 0;
@@ -423,6 +565,8 @@ static void producer_finish(read_iter *it, int rc)
          * destroy */
         sl__io_close(it->io);
         it->io = NULL;
+        sl__io_close(it->http);
+        it->http = NULL;
     }
     sl__async_finish(&it->a, rc, msg);
 }
@@ -437,6 +581,8 @@ static int producer_round(read_iter *it)
     fill(it);
     account(it);
     int rc = sl__io_submit(it->io);
+    if (rc == 0 && it->http)
+        rc = sl__io_submit(it->http);
     if (rc == 0 && it->inflight == 0) {
         if (!it->input_done)
             return stopped(it) ? ROUND_STOPPED : ROUND_IDLE;
@@ -559,6 +705,8 @@ static void read_destroy(sl__iter *base)
     sl__async_join(&it->a, base->tree);
     /* reads in flight write into the slots' buffers until they end */
     sl__io_close(it->io);
+    sl__io_close(it->http); /* (after: slot_clear drops objects) */
+    it->http = NULL;
     atomic_store(&base->stats->in_flight, 0);
     for (int64_t q = it->head; it->slots && q < it->tail; q++)
         slot_clear(it, &it->slots[q % it->nslots]);

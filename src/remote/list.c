@@ -14,8 +14,13 @@
 int sl__remote_glob(const char *pattern, struct sl__strs *out)
 {
     (void)out;
-    return sl__set_error(SL_EUNSUPPORTED, "list_files: %.300s: listing a bucket needs libcurl, "
-                         "and this build has none (SLUICE_WITH_CURL=OFF)", pattern);
+    return sl__set_error(SL_EUNSUPPORTED, "%.300s: listing a bucket needs libcurl, and this "
+                         "build has none (SLUICE_WITH_CURL=OFF)", pattern);
+}
+
+int sl__remote_list(const char *url, struct sl__strs *out)
+{
+    return sl__remote_glob(url, out);
 }
 
 #else
@@ -65,7 +70,7 @@ static int get_page(const sl__remote *r, body *b)
             h = curl_slist_append(h, lines[i]);
         if (!e || nh < 0) {
             curl_easy_cleanup(e);
-            return sl__set_error(SL_ENOMEM, "list_files: %s: out of memory", r->shown);
+            return sl__set_error(SL_ENOMEM, "%s: out of memory", r->shown);
         }
         char err[CURL_ERROR_SIZE] = "";
         curl_easy_setopt(e, CURLOPT_URL, r->url);
@@ -97,9 +102,9 @@ static int get_page(const sl__remote *r, body *b)
             int code = cc != CURLE_OK ? SL_EIO : st == 401 || st == 403 ? SL_EACCES
                                               : st == 404 ? SL_ENOENT : SL_EIO;
             if (cc != CURLE_OK)
-                return sl__set_error(code, "list_files: %s: %s", r->shown,
+                return sl__set_error(code, "%s: %s", r->shown,
                                      err[0] ? err : curl_easy_strerror(cc));
-            return sl__set_error(code, "list_files: %s: HTTP %ld%s%.*s", r->shown, st,
+            return sl__set_error(code, "%s: HTTP %ld%s%.*s", r->shown, st,
                                  a && z && z - a < 80 ? ", " : "",
                                  a && z && z - a < 80 ? (int)(z - a - 6) : 0, a ? a + 6 : "");
         }
@@ -145,21 +150,23 @@ static bool next_tag(const char **p, const char *end, const char *tag, char *out
     return true;
 }
 
-int sl__remote_glob(const char *pattern, struct sl__strs *out)
+/* Lists pattern's bucket under its fixed prefix; every key when all,
+ * else those matching the pattern. */
+static int list(const char *pattern, bool all, struct sl__strs *out)
 {
     if (strncmp(pattern, "s3://", 5) && strncmp(pattern, "gs://", 5))
-        return sl__set_error(SL_EUNSUPPORTED, "list_files: %.300s: only s3:// and gs:// "
-                             "buckets can be listed (HTTP has no listing)", pattern);
+        return sl__set_error(SL_EUNSUPPORTED, "%.300s: only s3:// and gs:// buckets can be "
+                             "listed (HTTP has no listing)", pattern);
     if (!sl__curl_ready())
         return sl__set_error(SL_EIO, "libcurl could not be initialised");
     const char *bucket = pattern + 5, *slash = strchr(bucket, '/');
     const char *key = slash ? slash + 1 : "";
     size_t blen = slash ? (size_t)(slash - bucket) : strlen(bucket);
-    size_t plen = strcspn(key, "*?[\\");
+    size_t plen = all ? strlen(key) : strcspn(key, "*?[\\");
     char base[128], prefix[1024], token[1024] = "", extra[3200], k[1100];
     snprintf(base, sizeof base, "%.5s%.*s/", pattern, (int)(blen < 100 ? blen : 100), bucket);
     if (plen >= sizeof prefix)
-        return sl__set_error(SL_EINVAL, "list_files: %.300s: pattern too long", pattern);
+        return sl__set_error(SL_EINVAL, "%.300s: pattern too long", pattern);
     snprintf(prefix, sizeof prefix, "%.*s", (int)plen, key);
     body b = {0};
     sl__remote *r = malloc(sizeof *r);
@@ -179,7 +186,7 @@ int sl__remote_glob(const char *pattern, struct sl__strs *out)
         more = next_tag(&q, end, "IsTruncated", trunc, sizeof trunc) && !strcmp(trunc, "true");
         q = p;
         if (more && !next_tag(&q, end, "NextContinuationToken", token, sizeof token))
-            rc = sl__set_error(SL_EIO, "list_files: %s: a truncated listing without a "
+            rc = sl__set_error(SL_EIO, "%s: a truncated listing without a "
                                "continuation token", r->shown);
         const char *c = p;
         while (rc == 0 && (c = strstr(c, "<Contents>")) != NULL) {
@@ -187,15 +194,31 @@ int sl__remote_glob(const char *pattern, struct sl__strs *out)
             if (!ce)
                 break;
             const char *kp = c;
-            if (next_tag(&kp, ce, "Key", k, sizeof k) && fnmatch(key, k, FNM_PATHNAME) == 0 &&
+            if (next_tag(&kp, ce, "Key", k, sizeof k) &&
+                (all || fnmatch(key, k, FNM_PATHNAME) == 0) &&
                 sl__strs_push(out, base, strlen(base) - 1, k, strlen(k)) < 0)
-                rc = sl__set_error(SL_ENOMEM, "list_files: out of memory");
+                rc = sl__set_error(SL_ENOMEM, "out of memory listing %s", r->shown);
             c = ce;
         }
     }
     free(b.p);
     free(r);
     return rc;
+}
+
+int sl__remote_glob(const char *pattern, struct sl__strs *out)
+{
+    return list(pattern, false, out);
+}
+
+int sl__remote_list(const char *url, struct sl__strs *out)
+{
+    char prefix[2048];
+    size_t n = strlen(url);
+    if (n + 2 > sizeof prefix)
+        return sl__set_error(SL_EINVAL, "%.300s: URL too long", url);
+    snprintf(prefix, sizeof prefix, "%s%s", url, n && url[n - 1] == '/' ? "" : "/");
+    return list(prefix, true, out);
 }
 
 #endif

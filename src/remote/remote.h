@@ -63,6 +63,9 @@ int sl__remote_headers(const sl__remote *r, const char *range, time_t now, char 
  * matched) or a code with the message set. */
 struct sl__strs;
 int sl__remote_glob(const char *pattern, struct sl__strs *out);
+/* The same for every object under the "folder" url (s3:// or gs://, with
+ * or without its trailing '/'), whatever the depth. */
+int sl__remote_list(const char *url, struct sl__strs *out);
 /* Percent-encodes s (n bytes) as SigV4 wants: unreserved characters kept,
  * and '/' too when keep_slash. Returns the length written, or -1 when it
  * does not fit cap (NUL included). */

@@ -105,6 +105,12 @@ int sl__http_add(sl__io *io, const char *url);
 uint64_t sl__http_size(const sl__io *io, int obj);
 /* Its URL as messages show it: no credentials, no query. */
 const char *sl__http_shown(const sl__io *io, int obj);
+/* Forgets obj (no read of it may be in flight); its handle is reused.
+ * NULL io ok. */
+void sl__http_drop(sl__io *io, int obj);
+/* Waits up to ms for a transfer to make progress (for callers that
+ * poll two engines). */
+void sl__http_poll(sl__io *io, int ms);
 /* libcurl initialised once per process (with libcurl only). */
 bool sl__curl_ready(void);
 

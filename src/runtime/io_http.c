@@ -48,6 +48,18 @@ const char *sl__http_shown(const sl__io *io, int obj)
     (void)io, (void)obj;
     return "";
 }
+void sl__http_drop(sl__io *io, int obj)
+{
+    (void)io, (void)obj;
+}
+void sl__http_poll(sl__io *io, int ms)
+{
+    (void)io, (void)ms;
+}
+bool sl__curl_ready(void)
+{
+    return false;
+}
 
 #else
 
@@ -57,6 +69,7 @@ const char *sl__http_shown(const sl__io *io, int obj)
 enum { FREE, QUEUED, ACTIVE, WAITING };
 
 typedef struct hobj {
+    bool used;
     sl__remote r;
     uint64_t size; /* SL__HTTP_UNKNOWN until a response says */
     char etag[128], lastmod[64];
@@ -94,7 +107,7 @@ typedef struct sl__http {
     CURLM *multi;
     hreq *q;
     hobj *obj;
-    int nobj, capobj;
+    int nobj, capobj; /* entries made (used or dropped), room */
     sl__io_cqe *done;
     int ndone;
     sl__http_opts o;
@@ -650,7 +663,10 @@ int sl__http_open(int depth, const sl__http_opts *o, sl__io **out)
 int sl__http_add(sl__io *io, const char *url)
 {
     sl__http *h = (sl__http *)io;
-    if (h->nobj == h->capobj) {
+    int k = 0;
+    while (k < h->nobj && h->obj[k].used)
+        k++;
+    if (k == h->capobj) {
         int cap = h->capobj ? 2 * h->capobj : 1;
         hobj *n = sl__calloc((size_t)cap, sizeof *n);
         if (!n)
@@ -661,13 +677,27 @@ int sl__http_add(sl__io *io, const char *url)
         h->obj = n;
         h->capobj = cap;
     }
-    hobj *o = &h->obj[h->nobj];
+    hobj *o = &h->obj[k];
     memset(o, 0, sizeof *o);
     int rc = sl__remote_resolve(url, NULL, &o->r);
     if (rc < 0)
         return rc;
     o->size = SL__HTTP_UNKNOWN;
-    return h->nobj++;
+    o->used = true;
+    if (k == h->nobj)
+        h->nobj++;
+    return k;
+}
+
+void sl__http_drop(sl__io *io, int obj)
+{
+    if (io && obj >= 0)
+        ((sl__http *)io)->obj[obj].used = false;
+}
+
+void sl__http_poll(sl__io *io, int ms)
+{
+    curl_multi_poll(((sl__http *)io)->multi, NULL, 0, ms, NULL);
 }
 
 uint64_t sl__http_size(const sl__io *io, int obj)

@@ -10,15 +10,21 @@
  * come from getdents64, so only untyped entries and symlinks cost a stat.
  *
  * The result is read_files over the listing node, with the flags given.
+ *
+ * A root that is a bucket's folder (s3://bucket/train, gs://...) is listed
+ * with ListObjectsV2 instead, and the keys under it ordered as the walk
+ * would order the same tree: class, then folder path, then name.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include "../core/log.h"
+#include "../remote/remote.h"
 #include "listing.h"
 #include "../ops/read.h"
 
@@ -269,8 +275,93 @@ static int find_classes(scan *s)
     return rc;
 }
 
+/* A remote key (relative to the root) split as the walk sees it. */
+typedef struct key_parts {
+    const char *p;
+    size_t cls, dir, len; /* lengths: class name, folder path, whole */
+} key_parts;
+
+static int cmp_bytes(const char *a, size_t na, const char *b, size_t nb)
+{
+    int c = memcmp(a, b, na < nb ? na : nb);
+    return c ? c : (na > nb) - (na < nb);
+}
+
+static int key_cmp(const void *x, const void *y)
+{
+    const key_parts *a = x, *b = y;
+    int c = cmp_bytes(a->p, a->cls, b->p, b->cls);
+    if (!c)
+        c = cmp_bytes(a->p, a->dir, b->p, b->dir);
+    return c ? c : cmp_bytes(a->p + a->dir + 1, a->len - a->dir - 1, b->p + b->dir + 1,
+                             b->len - b->dir - 1);
+}
+
+/* Whether a key (relative to the root) is a file the walk keeps: inside a
+ * class folder, no hidden part, a matching extension. */
+static bool key_kept(const scan *s, const char *k, size_t n, key_parts *kp)
+{
+    const char *slash = memchr(k, '/', n), *last = k;
+    if (!slash)
+        return false; /* directly under the root: not in a class */
+    for (const char *p = k; p < k + n; p++)
+        if ((p == k || p[-1] == '/') && *p == '.')
+            return false;
+    for (const char *p = k; p < k + n; p++)
+        if (*p == '/')
+            last = p;
+    if (last == k + n - 1)
+        return false; /* a "folder" marker object */
+    *kp = (key_parts){k, (size_t)(slash - k), (size_t)(last - k), n};
+    return ext_matches(s, last + 1, n - (size_t)(last - k) - 1);
+}
+
+static int scan_remote(scan *s, sl__listing_ds *l)
+{
+    int rc = parse_exts(s);
+    sl__strs keys = {0};
+    if (rc == 0)
+        rc = sl__remote_list(s->root, &keys);
+    if (rc < 0) {
+        sl__strs_free(&keys);
+        sl__error_prefix("image_folder");
+        return rc;
+    }
+    size_t skip = strlen(s->root) + (s->root[strlen(s->root) - 1] != '/');
+    key_parts *kp = keys.n ? sl__alloc(keys.n * sizeof *kp) : NULL;
+    size_t n = 0;
+    for (size_t i = 0; kp && i < keys.n; i++) {
+        const char *k = sl__strs_get(&keys, i);
+        size_t len = sl__strs_len(&keys, i);
+        if (len > skip && key_kept(s, k + skip, len - skip, &kp[n]))
+            n++;
+    }
+    if (keys.n && !kp)
+        rc = SL_ENOMEM;
+    if (rc == 0 && n)
+        qsort(kp, n, sizeof *kp, key_cmp);
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        bool new_class = i == 0 || cmp_bytes(kp[i].p, kp[i].cls, kp[i - 1].p, kp[i - 1].cls);
+        if (new_class)
+            rc = sl__strs_push(&s->classes, kp[i].p, kp[i].cls, NULL, 0);
+        if (rc == 0)
+            rc = sl__listing_add(l, kp[i].p, kp[i].len, NULL, 0, (int64_t)s->classes.n - 1);
+    }
+    if (kp)
+        sl__free(kp, keys.n * sizeof *kp);
+    sl__strs_free(&keys);
+    if (rc == SL_ENOMEM)
+        return sl__set_error(SL_ENOMEM, "image_folder: %s: out of memory", s->root);
+    if (rc == 0 && !n)
+        return sl__set_error(SL_ENOENT, "image_folder: %s: no objects with extensions \"%s\" in "
+                             "class folders", s->root, s->ext_spec);
+    return rc;
+}
+
 static int scan_all(scan *s, sl__listing_ds *l)
 {
+    if (sl__is_url(s->root))
+        return scan_remote(s, l);
     int rc = parse_exts(s);
     if (rc == 0)
         rc = open_root(s);

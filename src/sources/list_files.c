@@ -126,6 +126,8 @@ SL_API sl_dataset *sl_list_files(const char *const *patterns, int n, unsigned fl
         if (sl__is_url(patterns[i])) { /* a bucket's listing */
             size_t before = all.n;
             int rc = sl__remote_glob(patterns[i], &all);
+            if (rc < 0)
+                sl__error_prefix("list_files");
             if (rc == 0 && all.n == before)
                 rc = sl__set_error(SL_ENOENT, "list_files: no object matches %s", patterns[i]);
             if (rc < 0) {

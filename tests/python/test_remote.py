@@ -172,6 +172,66 @@ def test_list_files_over_a_bucket(store, aws_env):
             Dataset.list_files(srv.url + "/bucket/*.tar")
 
 
+@pytest.fixture(scope="module")
+def image_store(image_dir, tmp_path_factory):
+    """bucket/imgs: the test images as ImageFolder classes, plus what the
+    walk must order or leave out: a nested folder, a file over the first
+    piece's 256 KiB, hidden files, other extensions, a file in no class."""
+    root = tmp_path_factory.mktemp("imgstore")
+    imgs = root / "bucket" / "imgs"
+    shutil.copytree(image_dir, imgs)
+    first = sorted(os.listdir(imgs))[0]
+    (imgs / first / "sub").mkdir()
+    shutil.copy(imgs / first / "00.jpg", imgs / first / "sub" / "zz.jpg")
+    (imgs / first / "zzz-big.jpg").write_bytes(os.urandom(700000))
+    (imgs / first / ".hidden.jpg").write_bytes(b"x")
+    (imgs / first / "notes.txt").write_bytes(b"x")
+    (imgs / "loose.jpg").write_bytes(b"x")
+    return str(root)
+
+
+def test_image_folder_over_a_bucket(image_store, aws_env):
+    local = os.path.join(image_store, "bucket", "imgs")
+    want = [(bytes(b), int(l), p.decode()[len(local):]) for b, l, p in
+            Dataset.image_folder(local, with_paths=True).as_numpy_iterator()]
+    with Server(image_store, secret=SECRET, access_key=KEY) as srv:
+        aws_env.setenv("AWS_ENDPOINT_URL", srv.url)
+        aws_env.setenv("AWS_ACCESS_KEY_ID", KEY)
+        aws_env.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
+        root = "s3://bucket/imgs"
+        got = [(bytes(b), int(l), p.decode()[len(root):]) for b, l, p in
+               Dataset.image_folder(root, with_paths=True).as_numpy_iterator()]
+        assert srv.bad_signatures == 0
+        # decoded through map_image, as from local disk
+        skip = sluice.Options(error_policy="skip", error_log_limit=0)  # the big file: noise
+        a = [x for x, _ in Dataset.image_folder(local).map_image("eval", 32)
+             .with_options(skip).as_numpy_iterator()]
+        b = [x for x, _ in Dataset.image_folder(root + "/").map_image("eval", 32)
+             .with_options(skip).as_numpy_iterator()]
+    assert got == want and len(got) == 38
+    assert any(p.endswith("/sub/zz.jpg") for _, _, p in got)
+    assert len(a) == len(b) == 37 and all((x == y).all() for x, y in zip(a, b))
+
+
+def test_from_files_mixes_urls_and_local_paths(image_store):
+    local = os.path.join(image_store, "bucket", "imgs")
+    paths = sorted(os.path.join(d, f) for d, _, fs in os.walk(local) for f in fs)
+    want = [open(p, "rb").read() for p in paths]
+    with Server(image_store) as srv:
+        mixed = [p if i % 3 == 0 and "big" not in p else srv.url + "/bucket/imgs" + p[len(local):]
+                 for i, p in enumerate(paths)]
+        got = [bytes(b) for b in Dataset.from_files(mixed).as_numpy_iterator()]
+        assert got == [w for w in want]
+        # a missing object: NotFoundError naming it, or skipped by the policy
+        gone = mixed[:2] + [srv.url + "/bucket/imgs/gone.jpg"] + mixed[2:4]
+        with pytest.raises(sluice.NotFoundError) as e:
+            list(Dataset.from_files(gone))
+        assert "/bucket/imgs/gone.jpg" in str(e.value)
+        ds = Dataset.from_files(gone).with_options(error_policy="skip", error_log_limit=0)
+        assert [bytes(b) for b in ds.as_numpy_iterator()] == want[:4]
+        assert srv.bytes_sent > 700000  # the big file came in two pieces
+
+
 def test_not_found_and_forbidden_are_not_retried(store):
     with Server(store) as srv:
         srv.forbidden = "bucket/train/data-00001"
