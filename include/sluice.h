@@ -394,6 +394,9 @@ typedef enum sl_option {
     /* ... and the seconds a request may go without receiving a byte, retries
      * and their backoff included (default 120). */
     SL_OPT_REMOTE_RETRY_SECONDS,
+    /* The local shard cache's size limit, bytes (default 0: none); the
+     * folder is set with sl_options_set_remote_cache_dir. */
+    SL_OPT_REMOTE_CACHE_BYTES,
     SL_OPT_COUNT
 } sl_option;
 
@@ -435,6 +438,14 @@ SL_API int sl_option_bounds(sl_option key, int64_t *min, int64_t *max);
 /* Shares `rt` (not owned; must outlive iterators made with these options).
  * NULL returns to the default runtime. */
 SL_API int sl_options_set_runtime(sl_options *opts, sl_runtime *rt);
+/* The local shard cache (NULL or "": none, the default): remote objects
+ * (URLs) read whole by tfrecord and tar_shards are kept in dir, written
+ * under a temporary name and renamed when complete (size and ETag
+ * checked), and read from there at the next pass; the processes of a host
+ * may share it (an flock), and past SL_OPT_REMOTE_CACHE_BYTES the copies
+ * used least recently go. The folder is made when missing. dir is copied.
+ * 0, SL_EINVAL or SL_ENOMEM. */
+SL_API int sl_options_set_remote_cache_dir(sl_options *opts, const char *dir);
 
 /* ------------------------------------------------------------------------ */
 /* Datasets                                                                 */

@@ -182,6 +182,7 @@ _PROTOTYPES = {
     "sl_options_create": (c_void_p, []),
     "sl_options_free": (None, [c_void_p]),
     "sl_options_set": (c_int, [c_void_p, c_int, c_int64]),
+    "sl_options_set_remote_cache_dir": (c_int, [c_void_p, c_char_p]),
     "sl_options_get": (c_int64, [c_void_p, c_int]),
     "sl_option_bounds": (c_int, [c_int, P(c_int64), P(c_int64)]),
     "sl_dataset_retain": (c_void_p, [c_void_p]),

@@ -1,12 +1,14 @@
 """Iterator options (sl_options), as a plain Python value."""
 
+import os
+
 from ._constants import (SL_ERRORS_FAIL, SL_ERRORS_SKIP, SL_ERRORS_SKIP_RATE, SL_IO_AUTO,
                          SL_IO_PREAD, SL_IO_URING, SL_OPT_AUTOTUNE, SL_OPT_AUTOTUNE_LOG,
                          SL_OPT_CPU_BUDGET, SL_OPT_DETERMINISTIC, SL_OPT_EPOCH,
                          SL_OPT_ERROR_LOG_LIMIT, SL_OPT_ERROR_MAX_PPM, SL_OPT_ERROR_POLICY,
                          SL_OPT_IO_BACKEND, SL_OPT_IO_DEPTH, SL_OPT_MAX_RECORD_BYTES,
                          SL_OPT_PROFILE, SL_OPT_RAM_BUDGET, SL_OPT_REMOTE_MAX_ATTEMPTS,
-                         SL_OPT_REMOTE_RETRY_SECONDS, SL_OPT_SEED, SL_OPT_STALL_TARGET_PPM,
+                         SL_OPT_REMOTE_CACHE_BYTES, SL_OPT_REMOTE_RETRY_SECONDS, SL_OPT_SEED, SL_OPT_STALL_TARGET_PPM,
                          SL_OPT_THREADS, SL_OPT_TRACE_EVENTS, SL_PROFILE_DEFAULT, SL_PROFILE_EDGE)
 from ._errors import make_error
 from ._lib import lib
@@ -32,6 +34,8 @@ _KEYS = {
     "profile": SL_OPT_PROFILE,
     "remote_max_attempts": SL_OPT_REMOTE_MAX_ATTEMPTS,
     "remote_retry_seconds": SL_OPT_REMOTE_RETRY_SECONDS,
+    "remote_cache_bytes": SL_OPT_REMOTE_CACHE_BYTES,
+    "remote_cache_dir": None,  # a string: its own setter
 }
 
 _CHOICES = {
@@ -79,6 +83,11 @@ class Options:
                     the URL and the status) goes to error_policy
     remote_retry_seconds URLs: how long a request may go without a byte,
                     retries included (default 120)
+    remote_cache_dir a folder where shards read from URLs are kept (written
+                    whole, then renamed; shared by the processes of a host)
+                    and read from at the next epoch; None: no cache
+    remote_cache_bytes its size limit (default 0: none); the copies used
+                    least recently go first
 
     Options combine: ``a.merge(b)`` is a with b's non-None fields on top.
     """
@@ -128,7 +137,10 @@ class Options:
             raise make_error(lib.sl_last_error_code(), lib.sl_last_error().decode())
         try:
             for name, value in self.items():
-                rc = lib.sl_options_set(opts, _KEYS[name], self._c_value(name, value))
+                if name == "remote_cache_dir":
+                    rc = lib.sl_options_set_remote_cache_dir(opts, os.fsencode(value))
+                else:
+                    rc = lib.sl_options_set(opts, _KEYS[name], self._c_value(name, value))
                 if rc < 0:
                     raise make_error(rc, "option %s=%r: %s" % (name, value,
                                                               lib.sl_last_error().decode()))

@@ -6,6 +6,7 @@ struct sl_options {
     int64_t v[SL_OPT_COUNT];
     uint64_t set; /* bit k: key k set explicitly (a profile's default yields) */
     sl_runtime *rt;
+    char *cache_dir;
 };
 
 static const struct {
@@ -30,6 +31,7 @@ static const struct {
     [SL_OPT_PROFILE] = {SL_PROFILE_DEFAULT, SL_PROFILE_DEFAULT, SL_PROFILE_EDGE},
     [SL_OPT_REMOTE_MAX_ATTEMPTS] = {8, 1, 1000},
     [SL_OPT_REMOTE_RETRY_SECONDS] = {120, 1, 86400},
+    [SL_OPT_REMOTE_CACHE_BYTES] = {0, 0, INT64_MAX},
 };
 
 SL_API sl_options *sl_options_create(void)
@@ -44,6 +46,8 @@ SL_API sl_options *sl_options_create(void)
 
 SL_API void sl_options_free(sl_options *o)
 {
+    if (o)
+        sl__strfree(o->cache_dir);
     sl__free(o, sizeof *o);
 }
 
@@ -108,6 +112,23 @@ SL_API int sl_options_set_runtime(sl_options *o, sl_runtime *rt)
         return sl__set_error(SL_EINVAL, "sl_options_set_runtime: NULL options");
     o->rt = rt;
     return 0;
+}
+
+SL_API int sl_options_set_remote_cache_dir(sl_options *o, const char *dir)
+{
+    if (!o)
+        return sl__set_error(SL_EINVAL, "sl_options_set_remote_cache_dir: NULL options");
+    char *d = dir && *dir ? sl__strdup(dir) : NULL;
+    if (dir && *dir && !d)
+        return SL_ENOMEM;
+    sl__strfree(o->cache_dir);
+    o->cache_dir = d;
+    return 0;
+}
+
+const char *sl__options_cache_dir(const sl_options *o)
+{
+    return o ? o->cache_dir : NULL;
 }
 
 sl_runtime *sl__options_runtime(const sl_options *o)

@@ -315,6 +315,8 @@ void sl__tree_fini(sl__tree *t)
     sl__learned_free(t->learned);
     t->learned = NULL;
     sl__trace_free(t->trace);
+    sl__strfree((char *)t->rcache.dir);
+    t->rcache.dir = NULL;
     pthread_cond_destroy(&t->budget_cv);
     pthread_mutex_destroy(&t->mu);
 }
@@ -352,6 +354,11 @@ int sl__tree_init(sl__tree *t, const sl_options *opts)
     t->max_record = sl__options_get(opts, SL_OPT_MAX_RECORD_BYTES);
     t->http = (sl__http_opts){(int)sl__options_get(opts, SL_OPT_REMOTE_MAX_ATTEMPTS),
                               (double)sl__options_get(opts, SL_OPT_REMOTE_RETRY_SECONDS), 30};
+    const char *cache_dir = sl__options_cache_dir(opts);
+    t->rcache.dir = cache_dir ? sl__strdup(cache_dir) : NULL;
+    t->rcache.max_bytes = sl__options_get(opts, SL_OPT_REMOTE_CACHE_BYTES);
+    if (cache_dir && !t->rcache.dir)
+        return SL_ENOMEM;
     /* the edge profile's one thread: every node works on the caller's */
     t->inline_nodes = sl__options_get(opts, SL_OPT_PROFILE) == SL_PROFILE_EDGE && threads == 1;
     if (t->inline_nodes && t->io_backend == SL_IO_PREAD)

@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include "../remote/cache.h"
 #include "../runtime/io.h"
 #include "learned.h"
 #include "state.h"
@@ -33,6 +34,7 @@ struct sl__tree {
     int io_backend;        /* requested sl_io_backend */
     int io_depth;          /* reads in flight per reading node */
     sl__http_opts http;    /* remote reads' retry limits */
+    sl__rcache_opts rcache; /* the local shard cache (dir owned) */
     int64_t max_record;    /* SL_OPT_MAX_RECORD_BYTES */
     /* SL_PROFILE_EDGE on one thread: the runtime has no workers and the
      * async nodes do their producers' work on the thread that calls next */
@@ -135,6 +137,7 @@ int64_t sl__tree_stat(const sl__tree *t, sl_stat key);
 int sl__iter_make_root(const sl_dataset *ds, sl__tree *t, int64_t epoch, sl__iter **out);
 /* The runtime set with sl_options_set_runtime, or NULL. */
 sl_runtime *sl__options_runtime(const sl_options *opts);
+const char *sl__options_cache_dir(const sl_options *opts);
 /* An option as the iterator uses it: set explicitly, else the profile's
  * default (SL_OPT_PROFILE), else the option's. */
 int64_t sl__options_get(const sl_options *opts, sl_option key);

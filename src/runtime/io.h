@@ -103,6 +103,9 @@ int sl__http_open(int depth, const sl__http_opts *o, sl__io **out);
 int sl__http_add(sl__io *io, const char *url);
 /* Its size, once a response has told it (SL__HTTP_UNKNOWN before). */
 uint64_t sl__http_size(const sl__io *io, int obj);
+/* The validator its responses carried: ETag, else Last-Modified ("" for
+ * none). */
+const char *sl__http_validator(const sl__io *io, int obj);
 /* Its URL as messages show it: no credentials, no query. */
 const char *sl__http_shown(const sl__io *io, int obj);
 /* Forgets obj (no read of it may be in flight); its handle is reused.

@@ -52,6 +52,11 @@ void sl__http_drop(sl__io *io, int obj)
 {
     (void)io, (void)obj;
 }
+const char *sl__http_validator(const sl__io *io, int obj)
+{
+    (void)io, (void)obj;
+    return "";
+}
 void sl__http_poll(sl__io *io, int ms)
 {
     (void)io, (void)ms;
@@ -687,6 +692,12 @@ int sl__http_add(sl__io *io, const char *url)
     if (k == h->nobj)
         h->nobj++;
     return k;
+}
+
+const char *sl__http_validator(const sl__io *io, int obj)
+{
+    const hobj *o = &((const sl__http *)io)->obj[obj];
+    return o->etag[0] ? o->etag : o->lastmod;
 }
 
 void sl__http_drop(sl__io *io, int obj)

@@ -24,6 +24,7 @@
 #include "../core/alloc.h"
 #include "../core/crc32c.h"
 #include "../core/error.h"
+#include "../remote/cache.h"
 #include "../remote/remote.h"
 #include "io.h"
 #include "stream.h"
@@ -66,6 +67,9 @@ struct sl__stream {
     z_stream z;
 #endif
     unsigned char *skip; /* scratch for skipping compressed bytes */
+    /* the local cache: reading its copy, or filling one */
+    bool cached;
+    sl__rcache_writer *tee;
 };
 
 static int fail(const sl__stream *s, int code, const char *what, uint64_t at)
@@ -165,6 +169,10 @@ static int raw(sl__stream *s, const unsigned char **p, size_t *len)
 {
     for (;;) {
         if (s->queued == 0) {
+            if (s->tee) { /* the whole object came: keep its copy */
+                sl__rcache_commit(s->tee, s->size, sl__http_validator(s->io, s->fd));
+                s->tee = NULL;
+            }
             *len = 0;
             return 0;
         }
@@ -175,6 +183,10 @@ static int raw(sl__stream *s, const unsigned char **p, size_t *len)
             return 0;
         }
         if (s->pos == c->want) { /* used up: its buffer takes the next offset */
+            if (s->tee && !sl__rcache_write(s->tee, c->buf, c->got)) {
+                sl__rcache_abort(s->tee);
+                s->tee = NULL;
+            }
             s->head = (s->head + 1) % s->n;
             s->queued--;
             s->pos = 0;
@@ -346,6 +358,34 @@ static int open_remote(sl__stream *s, const sl__stream_opts *o)
     return 0;
 }
 
+/* A URL with a copy in the cache: that file, the URL kept for messages.
+ * 1 when there is one; 0 when not, with a writer set up for a read from
+ * the start. */
+static int open_cached(sl__stream *s, const sl__stream_opts *o)
+{
+    char key[65], shown[1024];
+    if (!sl__rcache_key(s->path, key, shown, sizeof shown))
+        return 0; /* a bad URL: open_remote says what is wrong */
+    uint64_t size;
+    int fd = sl__rcache_open(o->cache, key, &size);
+    if (fd < 0) {
+        if (o->start == 0)
+            s->tee = sl__rcache_begin(o->cache, key);
+        return 0;
+    }
+    char *p = sl__strdup(shown);
+    if (!p) {
+        close(fd);
+        return SL_ENOMEM;
+    }
+    sl__strfree(s->path);
+    s->path = p;
+    s->fd = fd;
+    s->size = size;
+    s->cached = true;
+    return 1;
+}
+
 static int open_file(sl__stream *s)
 {
     /* O_NONBLOCK so that a FIFO named like a shard cannot hang the open */
@@ -417,8 +457,18 @@ int sl__stream_open(const char *path, const sl__stream_opts *o, sl__stream **out
     s->c = sl__calloc((size_t)s->n, sizeof *s->c);
     s->cqes = sl__calloc((size_t)s->n, sizeof *s->cqes);
     int rc = s->path && s->c && s->cqes ? 0 : SL_ENOMEM;
-    if (rc == 0)
+    if (rc == 0 && url && o->cache && o->cache->dir && o->cache->dir[0]) {
+        rc = open_cached(s, o);
+        if (rc == 1) { /* a local file now, read in local chunks */
+            url = false;
+            rc = 0;
+            s->csize = o->chunk ? o->chunk : DEFAULT_CHUNK;
+        } else if (rc == 0) {
+            rc = open_remote(s, o);
+        }
+    } else if (rc == 0) {
         rc = url ? open_remote(s, o) : open_file(s);
+    }
     for (int i = 0; rc == 0 && i < s->n; i++)
         if (!(s->c[i].buf = sl__obj_get(s->csize))) /* pooled: pages stay mapped */
             rc = SL_ENOMEM;
@@ -479,10 +529,36 @@ int sl__stream_backend(const sl__stream *s)
     return sl__io_backend(s->io);
 }
 
+bool sl__stream_cached(const sl__stream *s)
+{
+    return s->cached;
+}
+
+/* Reads what is left of a URL being copied into the cache, when that is
+ * little; else drops the copy. */
+static void finish_tee(sl__stream *s)
+{
+    const uint64_t most = (uint64_t)4 << 20;
+    uint64_t at = s->queued ? s->c[s->head].off : s->next_off;
+    if (s->size == SL__HTTP_UNKNOWN || s->size - at > most) {
+        sl__rcache_abort(s->tee);
+        s->tee = NULL;
+        return;
+    }
+    const unsigned char *p;
+    size_t len;
+    while (s->tee && raw(s, &p, &len) == 0 && len > 0)
+        s->pos += len;
+    sl__rcache_abort(s->tee); /* NULL when raw() committed it */
+    s->tee = NULL;
+}
+
 void sl__stream_close(sl__stream *s)
 {
     if (!s)
         return;
+    if (s->tee)
+        finish_tee(s);
     sl__io_close(s->io); /* reads in flight write into the chunks until they end */
     if (s->fd >= 0 && !s->remote)
         close(s->fd);

@@ -27,6 +27,7 @@ typedef struct sl__stream_opts {
     int ahead;       /* reads in flight, 0: 4 */
     uint64_t start;  /* offset to start at (uncompressed: a seek; compressed: inflated past) */
     const sl__http_opts *http; /* for URLs (sl__is_url); NULL: the defaults */
+    const struct sl__rcache_opts *cache; /* URLs read whole are kept there; NULL: not */
 } sl__stream_opts;
 
 /* The compression n bytes from a file's start look like: SL_COMPRESSION_GZIP
@@ -36,7 +37,9 @@ int sl__stream_sniff(const unsigned char *p, size_t n);
 /* 0 and *out, or a negative code with the message set (naming path).
  * A URL (http, https, s3, gs) streams through ranged GETs (io_http.c): 1 MiB
  * chunks unless o->chunk says, the first alone (it tells the size), and
- * messages name the URL without credentials or query. */
+ * messages name the URL without credentials or query. With o->cache, a
+ * URL with a copy in the cache is read from it, and one streamed from its
+ * start is copied into it as it goes (remote/cache.h). */
 int sl__stream_open(const char *path, const sl__stream_opts *o, sl__stream **out);
 /* Copies up to n bytes into dst; *got is less than n only at the end of the
  * stream. 0, or a code with the message set (the file, the offset). */
@@ -54,7 +57,11 @@ const char *sl__stream_path(const sl__stream *s);
  * backend it uses (SL_IO_URING / SL_IO_PREAD). */
 int64_t sl__stream_file_bytes(const sl__stream *s);
 int sl__stream_backend(const sl__stream *s);
-/* Waits for its reads in flight and frees it. NULL ok. */
+/* Whether it reads a URL from the local cache's copy. */
+bool sl__stream_cached(const sl__stream *s);
+/* Waits for its reads in flight and frees it. NULL ok. A URL streamed
+ * into the cache and read to within 4 MiB of its end (a tar's padding, a
+ * gzip's trailer) has the rest fetched so that its copy is kept. */
 void sl__stream_close(sl__stream *s);
 
 #endif

@@ -45,7 +45,7 @@ void sl__shards_fini(sl__shards *sh)
 void sl__shards_stream_opts(const sl__iter *it, const sl__shards *sh, sl__stream_opts *o)
 {
     *o = (sl__stream_opts){.backend = it->tree->io_backend, .compression = sh->compression,
-                           .http = &it->tree->http};
+                           .http = &it->tree->http, .cache = &it->tree->rcache};
 }
 
 /* File bytes read since the last call, into the statistics. */

@@ -355,6 +355,126 @@ def test_resume_mid_shard_in_a_new_process(store, tmp_path):
                       for n in _names("tfrecord")) * 2
 
 
+# ---- the local shard cache ----
+
+def _cache_files(d):
+    names = os.listdir(d) if os.path.isdir(d) else []
+    return sorted(n for n in names if not n.startswith("."))
+
+
+def test_cache_second_epoch_reads_nothing_remotely(store, tmp_path):
+    want = _local(store, "tfrecord")
+    cache = str(tmp_path / "cache")
+    with Server(store) as srv:
+        urls = ["%s/bucket/%s" % (srv.url, n) for n in _names("tfrecord")]
+        ds = Dataset.tfrecord(urls).with_options(remote_cache_dir=cache)
+        assert [bytes(x) for x in ds.as_numpy_iterator()] == want
+        n, sent = srv.requests, srv.bytes_sent
+        assert len(_cache_files(cache)) == 6  # 3 copies and their .meta
+        for _ in range(2):
+            it = ds.iterator()
+            assert [bytes(x) for x in it] == want
+        assert srv.requests == n and srv.bytes_sent == sent
+        # a tar shard, whose reader stops before the archive's padding, and
+        # a gzip file: both kept whole
+        tars = Dataset.webdataset(srv.url + "/bucket/train/shard-{00000..00002}.tar")
+        gz = Dataset.tfrecord([u + ".gz" for u in urls], compression_type="GZIP")
+        for d in (tars, gz):
+            first = [tuple(map(bytes, x)) if isinstance(x, tuple) else bytes(x)
+                     for x in d.with_options(remote_cache_dir=cache).as_numpy_iterator()]
+            n = srv.requests
+            again = [tuple(map(bytes, x)) if isinstance(x, tuple) else bytes(x)
+                     for x in d.with_options(remote_cache_dir=cache).as_numpy_iterator()]
+            assert again == first and srv.requests == n
+    for name in _cache_files(cache):
+        if not name.endswith(".meta"):
+            assert os.path.getsize(os.path.join(cache, name)) in {
+                os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(store) for f in fs}
+
+
+SHARE = r"""
+import sys, sluice
+from sluice import Dataset
+urls, cache = sys.argv[1].split(","), sys.argv[2]
+ds = Dataset.tfrecord(urls).with_options(remote_cache_dir=cache)
+n = 0
+for x in ds:
+    n += 1
+print(n)
+"""
+
+
+def test_cache_shared_by_processes(store, tmp_path):
+    cache = str(tmp_path / "cache")
+    with Server(store) as srv:
+        srv.delay = 0.002
+        urls = ",".join("%s/bucket/%s" % (srv.url, n) for n in _names("tfrecord"))
+        procs = [subprocess.Popen([sys.executable, "-c", SHARE, urls, cache],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for _ in range(3)]
+        outs = [p.communicate(timeout=120) for p in procs]
+        assert all(p.returncode == 0 for p in procs), outs
+        assert [o.strip() for o, _ in outs] == ["390"] * 3
+        n = srv.requests
+        r = subprocess.run([sys.executable, "-c", SHARE, urls, cache], capture_output=True,
+                           text=True, timeout=120)
+        assert r.stdout.strip() == "390" and srv.requests == n  # all from the cache
+    assert len(_cache_files(cache)) == 6
+    assert not [f for f in os.listdir(cache) if f.startswith(".tmp")]
+
+
+def test_cache_killed_writer_leaves_nothing_served(store, tmp_path):
+    cache = str(tmp_path / "cache")
+    want = _local(store, "tfrecord")
+    with Server(store) as srv:
+        srv.delay = 0.3  # slow: the writer is killed mid-shard
+        urls = ",".join("%s/bucket/%s" % (srv.url, n) for n in _names("tfrecord"))
+        p = subprocess.Popen([sys.executable, "-c", SHARE, urls, cache],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for _ in range(200):
+            if os.path.isdir(cache) and any(f.startswith(".tmp") for f in os.listdir(cache)):
+                break
+            time.sleep(0.05)
+        time.sleep(0.4)
+        p.kill()
+        p.wait()
+        assert [f for f in os.listdir(cache) if f.startswith(".tmp")]
+        assert _cache_files(cache) == []  # nothing under a name that is served
+        srv.delay = 0
+        got = [bytes(x) for x in Dataset.tfrecord(urls.split(","))
+               .with_options(remote_cache_dir=cache).as_numpy_iterator()]
+    assert got == want
+    # the dead writer's file went with the next copy's eviction pass
+    assert not [f for f in os.listdir(cache) if f.startswith(".tmp")]
+    assert len(_cache_files(cache)) == 6
+
+
+def test_cache_evicts_least_recently_used(store, tmp_path):
+    cache = str(tmp_path / "cache")
+    sizes = [os.path.getsize(os.path.join(store, "bucket", n)) for n in _names("tfrecord")]
+    with Server(store) as srv:
+        urls = ["%s/bucket/%s" % (srv.url, n) for n in _names("tfrecord")]
+        opts = dict(remote_cache_dir=cache, remote_cache_bytes=sizes[0] + max(sizes[1:]) + 1000)
+        for u in urls[:2]:
+            list(Dataset.tfrecord(u).with_options(**opts))
+        time.sleep(0.05)
+        list(Dataset.tfrecord(urls[0]).with_options(**opts))  # used again: newest
+        n = srv.requests
+        list(Dataset.tfrecord(urls[0]).with_options(**opts))
+        assert srv.requests == n
+        time.sleep(0.05)
+        list(Dataset.tfrecord(urls[2]).with_options(**opts))  # evicts urls[1]
+        total = sum(os.path.getsize(os.path.join(cache, f)) for f in _cache_files(cache)
+                    if not f.endswith(".meta"))
+        assert total <= opts["remote_cache_bytes"]
+        n = srv.requests
+        list(Dataset.tfrecord(urls[0]).with_options(**opts))
+        list(Dataset.tfrecord(urls[2]).with_options(**opts))
+        assert srv.requests == n  # both still cached
+        list(Dataset.tfrecord(urls[1]).with_options(**opts))
+        assert srv.requests > n  # gone: fetched again
+
+
 # ---- nginx, over HTTP and HTTPS ----
 
 def _free_port():
