@@ -5,7 +5,9 @@
 #   setup.sh run    what building the library and running sluice-bench needs
 #   setup.sh test   that, plus what the tests need (cmocka, Python with
 #                   numpy, PIL, pytest, PyTorch and torchvision, pip; Open MPI for the
-#                   mpirun tests, which link it: the library does not)
+#                   mpirun tests, which link it: the library does not; libcurl,
+#                   nginx and openssl for the object-store tests, and s3rver
+#                   from npm into build-node/)
 #
 #   - everything present: silent, status 0;
 #   - something missing and we are root: apt-get installs it;
@@ -56,10 +58,33 @@ sluice_setup() {
     return 1
 }
 
+# The object-store tests' S3 server: s3rver from the npm registry, into
+# build-node/ (ignored by git). Node and npm from apt where neither is
+# there. Never fatal: without them those tests skip, saying so.
+sluice_setup_node() {
+    [ "${SLUICE_SKIP_SETUP:-0}" = 1 ] && return 0
+    local dir=${SLUICE_NODE_DIR:-build-node}
+    [ -x "$dir/node_modules/.bin/s3rver" ] && return 0
+    if ! command -v npm > /dev/null 2>&1 && [ "$(id -u)" -eq 0 ]; then
+        echo "setup: installing nodejs and npm (for the S3 server of the tests)" >&2
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+            nodejs npm >&2 || echo "setup: no npm; the s3rver tests will skip" >&2
+    fi
+    if command -v npm > /dev/null 2>&1; then
+        echo "setup: npm install s3rver into $dir/" >&2
+        mkdir -p "$dir"
+        (cd "$dir" && npm install --no-audit --no-fund --loglevel=error s3rver@3 >&2) ||
+            echo "setup: npm install s3rver failed; the s3rver tests will skip" >&2
+    fi
+    return 0
+}
+
 # Sourced: return the status; executed: exit with it.
 if [ "${BASH_SOURCE[0]}" != "$0" ]; then
-    sluice_setup "$@"
-    return $?
+    sluice_setup "$@" || return $?
+    [ "${1:-test}" = test ] && sluice_setup_node
+    return 0
 fi
-sluice_setup "$@"
-exit $?
+sluice_setup "$@" || exit $?
+[ "${1:-test}" = test ] && sluice_setup_node
+exit 0

@@ -36,6 +36,45 @@ def _quote(s, safe):
     return urllib.parse.quote(s, safe=safe)
 
 
+def signature(secret, method, path, query, headers, signed, stamp, scope):
+    """AWS Signature V4 of a request, computed here from the secret:
+    headers maps lowercase names to values, signed lists the names."""
+    pairs = urllib.parse.parse_qsl(query, keep_blank_values=True)
+    cq = "&".join(sorted("%s=%s" % (_quote(k, "-_.~"), _quote(v, "-_.~")) for k, v in pairs))
+    cpath = _quote(urllib.parse.unquote(path), "/-_.~")
+    hdrs = "".join("%s:%s\n" % (h, " ".join(str(headers.get(h, "")).split())) for h in signed)
+    creq = "\n".join([method, cpath, cq, hdrs, ";".join(signed),
+                      headers.get("x-amz-content-sha256", "")])
+    sts = "\n".join(["AWS4-HMAC-SHA256", stamp, scope,
+                     hashlib.sha256(creq.encode()).hexdigest()])
+    k = ("AWS4" + secret).encode()
+    for m in scope.split("/"):
+        k = hmac.new(k, m.encode(), hashlib.sha256).digest()
+    return hmac.new(k, sts.encode(), hashlib.sha256).hexdigest()
+
+
+def put_object(endpoint, bucket, key, data, akid, secret, region="us-east-1"):
+    """Uploads data to endpoint/bucket/key (path-style), signed."""
+    import http.client
+    host = endpoint.split("://", 1)[1]
+    path = "/%s/%s" % (bucket, _quote(key, "/-_.~"))
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    scope = "%s/%s/s3/aws4_request" % (stamp[:8], region)
+    headers = {"host": host, "x-amz-date": stamp,
+               "x-amz-content-sha256": hashlib.sha256(data).hexdigest()}
+    signed = sorted(headers)
+    sig = signature(secret, "PUT", path, "", headers, signed, stamp, scope)
+    headers["Authorization"] = ("AWS4-HMAC-SHA256 Credential=%s/%s, SignedHeaders=%s, "
+                                "Signature=%s" % (akid, scope, ";".join(signed), sig))
+    c = http.client.HTTPConnection(host, timeout=30)
+    c.request("PUT", path, body=data, headers=headers)
+    r = c.getresponse()
+    body = r.read()
+    c.close()
+    if r.status != 200:
+        raise RuntimeError("PUT %s: %d %s" % (path, r.status, body[:300]))
+
+
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
@@ -56,21 +95,10 @@ class Handler(BaseHTTPRequestHandler):
         signed = parts["SignedHeaders"].split(";")
         if "host" not in signed or "x-amz-date" not in signed:
             return False
-        pairs = urllib.parse.parse_qsl(query, keep_blank_values=True)
-        cq = "&".join(sorted("%s=%s" % (_quote(k, "-_.~"), _quote(v, "-_.~")) for k, v in pairs))
-        cpath = _quote(urllib.parse.unquote(path), "/-_.~")
-        headers = "".join("%s:%s\n" % (h, " ".join(self.headers.get(h, "").split()))
-                          for h in signed)
-        creq = "\n".join(["GET", cpath, cq, headers, ";".join(signed),
-                          self.headers.get("x-amz-content-sha256", "")])
-        stamp = self.headers.get("x-amz-date", "")
-        scope = "/".join([date, region, service, term])
-        sts = "\n".join(["AWS4-HMAC-SHA256", stamp, scope,
-                         hashlib.sha256(creq.encode()).hexdigest()])
-        k = ("AWS4" + srv.secret).encode()
-        for m in (date, region, service, term):
-            k = hmac.new(k, m.encode(), hashlib.sha256).digest()
-        want = hmac.new(k, sts.encode(), hashlib.sha256).hexdigest()
+        headers = {h: self.headers.get(h, "") for h in signed}
+        want = signature(srv.secret, "GET", path, query, headers, signed,
+                         self.headers.get("x-amz-date", ""),
+                         "/".join([date, region, service, term]))
         srv.signed += 1
         return hmac.compare_digest(want, parts["Signature"])
 

@@ -19,7 +19,7 @@ import pytest
 
 import sluice
 from sluice import Dataset
-from remote_server import Server
+from remote_server import Server, put_object
 from test_records import frame
 
 KEY, SECRET = "AKIDTEST", "s3cr3t/with+chars"
@@ -473,6 +473,71 @@ def test_cache_evicts_least_recently_used(store, tmp_path):
         assert srv.requests == n  # both still cached
         list(Dataset.tfrecord(urls[1]).with_options(**opts))
         assert srv.requests > n  # gone: fetched again
+
+
+# ---- s3rver (npm), a third-party S3 implementation ----
+
+def _s3rver_exe():
+    src = os.environ.get("SLUICE_SOURCE_DIR") or os.path.dirname(
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    exe = os.environ.get("SLUICE_S3RVER") or os.path.join(
+        src, "build-node", "node_modules", ".bin", "s3rver")
+    return exe if os.path.exists(exe) and shutil.which("node") else None
+
+
+@pytest.fixture(scope="module")
+def s3rver(store, tmp_path_factory):
+    exe = _s3rver_exe()
+    if not exe:
+        pytest.skip("s3rver is not installed (node and npm; ./test.sh runs npm install s3rver "
+                    "into build-node/)")
+    d = tmp_path_factory.mktemp("s3rver")
+    port = _free_port()
+    p = subprocess.Popen([exe, "-d", str(d), "-a", "127.0.0.1", "-p", str(port), "-s",
+                          "--configure-bucket", "bucket", "--no-vhost-buckets"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    url = "http://127.0.0.1:%d" % port
+    for _ in range(200):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
+            break
+        except OSError:
+            if p.poll() is not None:
+                pytest.fail("s3rver exited: %s" % p.stderr.read().decode())
+            time.sleep(0.05)
+    # the shards, uploaded with signed PUTs (s3rver's keys are S3RVER/S3RVER)
+    base = os.path.join(store, "bucket")
+    for dirpath, _, files in os.walk(base):
+        for f in files:
+            full = os.path.join(dirpath, f)
+            with open(full, "rb") as fh:
+                put_object(url, "bucket", os.path.relpath(full, base), fh.read(),
+                           "S3RVER", "S3RVER")
+    yield url
+    p.terminate()
+    try:
+        p.wait(10)
+    except subprocess.TimeoutExpired:
+        p.kill()
+
+
+def test_s3rver_listing_ranges_and_signatures(store, s3rver, aws_env):
+    aws_env.setenv("AWS_ENDPOINT_URL_S3", s3rver)
+    aws_env.setenv("AWS_ACCESS_KEY_ID", "S3RVER")
+    aws_env.setenv("AWS_SECRET_ACCESS_KEY", "S3RVER")
+    files = Dataset.list_files("s3://bucket/train/data-*.tfrecord", shuffle=False)
+    assert [x.decode() for x in files.as_numpy_iterator()] == \
+        ["s3://bucket/" + n for n in _names("tfrecord")]
+    recs = [bytes(x) for x in Dataset.tfrecord(files).as_numpy_iterator()]
+    assert recs == _local(store, "tfrecord")
+    tars = Dataset.webdataset(Dataset.list_files("s3://bucket/train/shard-*.tar", shuffle=False))
+    assert len(list(tars)) == 120
+    # s3rver knows its access keys (not its secrets: the store of the
+    # test's own checks signatures)
+    aws_env.setenv("AWS_ACCESS_KEY_ID", "NOSUCHKEY")
+    with pytest.raises(sluice.PermissionDeniedError) as e:
+        list(Dataset.tfrecord("s3://bucket/" + _names("tfrecord")[0]))
+    assert "InvalidAccessKeyId" in str(e.value) and "NOSUCHKEY" not in str(e.value)
 
 
 # ---- nginx, over HTTP and HTTPS ----
