@@ -602,7 +602,10 @@ int run_epochs(run_state *st, sl_dataset *src, const path_list *pl)
 
 const char *io_name(int backend)
 {
-    return backend == SL_IO_URING ? "io_uring" : backend == SL_IO_PREAD ? "pread" : "none";
+    return backend == SL_IO_URING   ? "io_uring"
+           : backend == SL_IO_PREAD ? "pread"
+           : backend == SL_IO_HTTP  ? "http"
+                                    : "none";
 }
 
 double rate(double n, double seconds)

@@ -355,8 +355,38 @@ sl_dataset *shards_source(const config *cfg, unsigned flags)
     return ds;
 }
 
+/* A bucket's shards (s3://, gs://): listed, then read once for their
+ * sizes, as the folder's files are. */
+static int remote_paths(const config *cfg, path_list *pl)
+{
+    char pat[4096];
+    const char *pats[] = {pattern(cfg, pat, sizeof pat)};
+    sl_dataset *ds = sl_read_files(sl_list_files(pats, 1, 0, -1), SL_WITH_PATHS);
+    sl_iterator *it = ds ? sl_iterator_create(ds, NULL) : NULL;
+    int rc = it ? 0 : -1;
+    if (!it)
+        fprintf(stderr, "sluice-bench: listing %s: %s\n", pat, sl_last_error());
+    sl_element *el;
+    while (it && (rc = sl_next(it, &el)) == 0) {
+        size_t len;
+        const char *s = sl_tensor_string(sl_element_tensor(el, 1), 0, &len);
+        pl->bytes += (int64_t)sl_tensor_nbytes(sl_element_tensor(el, 0));
+        rc = s ? path_list_add(pl, s, len) : -1;
+        sl_element_release(el);
+        if (rc < 0)
+            break;
+    }
+    if (it && rc != SL_EOF)
+        fprintf(stderr, "sluice-bench: reading %s: %s\n", pat, sl_iterator_errmsg(it));
+    sl_iterator_free(it);
+    sl_dataset_release(ds);
+    return rc == SL_EOF ? 0 : -1;
+}
+
 int shards_paths(const config *cfg, path_list *pl)
 {
+    if (!strncmp(cfg->dir, "s3://", 5) || !strncmp(cfg->dir, "gs://", 5))
+        return remote_paths(cfg, pl);
     char pat[4096];
     glob_t g;
     if (glob(pattern(cfg, pat, sizeof pat), 0, NULL, &g) != 0) {

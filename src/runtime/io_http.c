@@ -572,9 +572,67 @@ static int http_reap(sl__io *io, sl__io_cqe *out, int max, bool wait)
     return k;
 }
 
+/* Engines closed are kept for the next open of the same depth, with their
+ * easy handles (and buffers) and their multi handle's connection cache:
+ * the next shard of a host goes over a connection already open (no TCP or
+ * TLS handshake) into memory already faulted in. */
+#define POOL_MAX 16
+static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
+static sl__http *pool[POOL_MAX];
+static int npool;
+
+static void destroy(sl__http *h);
+
+static void current_cainfo(char *out, size_t cap)
+{
+    const char *ca = getenv("SSL_CERT_FILE");
+    if (!ca || !*ca)
+        ca = getenv("CURL_CA_BUNDLE");
+    snprintf(out, cap, "%s", ca && *ca ? ca : "");
+}
+
+/* An engine from the pool (the same depth and CA bundle), or NULL. */
+static sl__http *pool_take(int depth)
+{
+    char ca[1024];
+    current_cainfo(ca, sizeof ca);
+    sl__http *h = NULL;
+    pthread_mutex_lock(&pool_mu);
+    for (int i = npool - 1; i >= 0 && !h; i--)
+        if (pool[i]->base.depth == depth && !strcmp(pool[i]->cainfo, ca)) {
+            h = pool[i];
+            pool[i] = pool[--npool];
+        }
+    pthread_mutex_unlock(&pool_mu);
+    return h;
+}
+
 static void http_close(sl__io *io)
 {
     sl__http *h = (sl__http *)io;
+    /* transfers still going (a stream closed early) are dropped, and with
+     * them their connections */
+    for (int i = 0; i < io->depth; i++) {
+        hreq *q = &h->q[i];
+        if (q->state == ACTIVE)
+            curl_multi_remove_handle(h->multi, q->easy);
+        q->state = FREE;
+    }
+    h->ndone = 0;
+    for (int k = 0; k < h->nobj; k++)
+        h->obj[k].used = false;
+    pthread_mutex_lock(&pool_mu);
+    bool kept = npool < POOL_MAX;
+    if (kept)
+        pool[npool++] = h;
+    pthread_mutex_unlock(&pool_mu);
+    if (!kept)
+        destroy(h);
+}
+
+static void destroy(sl__http *h)
+{
+    sl__io *io = &h->base;
     for (int i = 0; h->q && i < io->depth; i++) {
         hreq *q = &h->q[i];
         if (q->easy) {
@@ -617,7 +675,7 @@ static int setup_easy(sl__http *h, hreq *q)
     curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
     curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, (long)(h->o.timeout_seconds + 0.999));
     curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
-    curl_easy_setopt(e, CURLOPT_BUFFERSIZE, 256L << 10);
+    curl_easy_setopt(e, CURLOPT_BUFFERSIZE, 64L << 10);
     if (h->cainfo[0])
         curl_easy_setopt(e, CURLOPT_CAINFO, h->cainfo);
     if (share)
@@ -636,7 +694,15 @@ int sl__http_open(int depth, const sl__http_opts *o, sl__io **out)
     *out = NULL;
     if (!sl__curl_ready())
         return sl__set_error(SL_EIO, "libcurl could not be initialised");
-    sl__http *h = sl__calloc(1, sizeof *h);
+    sl__http *h = pool_take(depth);
+    if (h) {
+        h->o = *o; /* the options may differ; the timeouts set on the handles stay */
+        if (h->o.max_attempts < 1)
+            h->o.max_attempts = 1;
+        *out = &h->base;
+        return 0;
+    }
+    h = sl__calloc(1, sizeof *h);
     if (!h)
         return SL_ENOMEM;
     h->base = (sl__io){&http_ops, SL_IO_HTTP, depth};
@@ -646,11 +712,7 @@ int sl__http_open(int depth, const sl__http_opts *o, sl__io **out)
     if (h->o.timeout_seconds <= 0)
         h->o.timeout_seconds = 30;
     h->rng = (uint64_t)now_ns() ^ (uint64_t)(uintptr_t)h ^ 0x9e3779b97f4a7c15u;
-    const char *ca = getenv("SSL_CERT_FILE");
-    if (!ca || !*ca)
-        ca = getenv("CURL_CA_BUNDLE");
-    if (ca && *ca)
-        snprintf(h->cainfo, sizeof h->cainfo, "%s", ca);
+    current_cainfo(h->cainfo, sizeof h->cainfo);
     h->q = sl__calloc((size_t)depth, sizeof *h->q);
     h->done = sl__calloc((size_t)depth, sizeof *h->done);
     h->multi = curl_multi_init();
@@ -658,7 +720,7 @@ int sl__http_open(int depth, const sl__http_opts *o, sl__io **out)
     for (int i = 0; rc == 0 && i < depth; i++)
         rc = setup_easy(h, &h->q[i]);
     if (rc < 0) {
-        http_close(&h->base);
+        destroy(h);
         return rc;
     }
     *out = &h->base;
