@@ -11,14 +11,15 @@ cd "$root"
 allowed() {
     case $1 in
         core) echo "" ;;
-        runtime) echo "core" ;;
+        remote) echo "core" ;;
+        runtime) echo "core remote" ;;
         image) echo "core" ;;
-        graph) echo "core runtime" ;;
-        ops) echo "core runtime graph image" ;;
-        sources) echo "core runtime graph ops" ;;
+        graph) echo "core remote runtime" ;;
+        ops) echo "core remote runtime graph image" ;;
+        sources) echo "core remote runtime graph ops" ;;
         autotune) echo "core runtime graph" ;;
         obs) echo "core runtime graph" ;;
-        iterator) echo "core runtime graph image ops sources autotune obs" ;;
+        iterator) echo "core remote runtime graph image ops sources autotune obs" ;;
         *) echo "?" ;;
     esac
 }

@@ -5,22 +5,21 @@
 #include <string.h>
 #include "../core/alloc.h"
 #include "../core/error.h"
-#include "../runtime/io.h"
-#include "../sources/listing.h"
+#include "curl.h"
 #include "remote.h"
 
 #ifdef SLUICE_NO_CURL
 
-int sl__remote_glob(const char *pattern, struct sl__strs *out)
+int sl__remote_glob(const char *pattern, sl__remote_push push, void *user)
 {
-    (void)out;
+    (void)push, (void)user;
     return sl__set_error(SL_EUNSUPPORTED, "%.300s: listing a bucket needs libcurl, and this "
                          "build has none (SLUICE_WITH_CURL=OFF)", pattern);
 }
 
-int sl__remote_list(const char *url, struct sl__strs *out)
+int sl__remote_list(const char *url, sl__remote_push push, void *user)
 {
-    return sl__remote_glob(url, out);
+    return sl__remote_glob(url, push, user);
 }
 
 #else
@@ -152,7 +151,7 @@ static bool next_tag(const char **p, const char *end, const char *tag, char *out
 
 /* Lists pattern's bucket under its fixed prefix; every key when all,
  * else those matching the pattern. */
-static int list(const char *pattern, bool all, struct sl__strs *out)
+static int list(const char *pattern, bool all, sl__remote_push push, void *user)
 {
     if (strncmp(pattern, "s3://", 5) && strncmp(pattern, "gs://", 5))
         return sl__set_error(SL_EUNSUPPORTED, "%.300s: only s3:// and gs:// buckets can be "
@@ -163,7 +162,7 @@ static int list(const char *pattern, bool all, struct sl__strs *out)
     const char *key = slash ? slash + 1 : "";
     size_t blen = slash ? (size_t)(slash - bucket) : strlen(bucket);
     size_t plen = all ? strlen(key) : strcspn(key, "*?[\\");
-    char base[128], prefix[1024], token[1024] = "", extra[3200], k[1100];
+    char base[128], prefix[1024], token[1024] = "", extra[3200], k[1100], url[1300];
     snprintf(base, sizeof base, "%.5s%.*s/", pattern, (int)(blen < 100 ? blen : 100), bucket);
     if (plen >= sizeof prefix)
         return sl__set_error(SL_EINVAL, "%.300s: pattern too long", pattern);
@@ -195,9 +194,10 @@ static int list(const char *pattern, bool all, struct sl__strs *out)
                 break;
             const char *kp = c;
             if (next_tag(&kp, ce, "Key", k, sizeof k) &&
-                (all || fnmatch(key, k, FNM_PATHNAME) == 0) &&
-                sl__strs_push(out, base, strlen(base) - 1, k, strlen(k)) < 0)
-                rc = sl__set_error(SL_ENOMEM, "out of memory listing %s", r->shown);
+                (all || fnmatch(key, k, FNM_PATHNAME) == 0)) {
+                int n = snprintf(url, sizeof url, "%s%s", base, k);
+                rc = push(user, url, (size_t)n);
+            }
             c = ce;
         }
     }
@@ -206,19 +206,19 @@ static int list(const char *pattern, bool all, struct sl__strs *out)
     return rc;
 }
 
-int sl__remote_glob(const char *pattern, struct sl__strs *out)
+int sl__remote_glob(const char *pattern, sl__remote_push push, void *user)
 {
-    return list(pattern, false, out);
+    return list(pattern, false, push, user);
 }
 
-int sl__remote_list(const char *url, struct sl__strs *out)
+int sl__remote_list(const char *url, sl__remote_push push, void *user)
 {
     char prefix[2048];
     size_t n = strlen(url);
     if (n + 2 > sizeof prefix)
         return sl__set_error(SL_EINVAL, "%.300s: URL too long", url);
     snprintf(prefix, sizeof prefix, "%s%s", url, n && url[n - 1] == '/' ? "" : "/");
-    return list(prefix, true, out);
+    return list(prefix, true, push, user);
 }
 
 #endif

@@ -57,15 +57,17 @@ int sl__remote_resolve(const char *url, const char *extra, sl__remote *r);
  * another into buf (cap bytes), their count returned (-1: buf too small). */
 int sl__remote_headers(const sl__remote *r, const char *range, time_t now, char *buf,
                        size_t cap, const char **lines);
+/* Called with each URL a listing finds (n bytes, not NUL-terminated):
+ * 0, or a negative code that stops the listing. */
+typedef int (*sl__remote_push)(void *user, const char *url, size_t n);
 /* list_files over a bucket: the objects of s3:// or gs:// pattern's bucket
- * whose keys match it (fnmatch, '*' not crossing '/'), pushed as URLs
- * (scheme://bucket/key) onto out, in the store's order. 0 (none may have
+ * whose keys match it (fnmatch, '*' not crossing '/'), given to push as
+ * URLs (scheme://bucket/key) in the store's order. 0 (none may have
  * matched) or a code with the message set. */
-struct sl__strs;
-int sl__remote_glob(const char *pattern, struct sl__strs *out);
+int sl__remote_glob(const char *pattern, sl__remote_push push, void *user);
 /* The same for every object under the "folder" url (s3:// or gs://, with
  * or without its trailing '/'), whatever the depth. */
-int sl__remote_list(const char *url, struct sl__strs *out);
+int sl__remote_list(const char *url, sl__remote_push push, void *user);
 /* Percent-encodes s (n bytes) as SigV4 wants: unreserved characters kept,
  * and '/' too when keep_slash. Returns the length written, or -1 when it
  * does not fit cap (NUL included). */

@@ -114,7 +114,5 @@ void sl__http_drop(sl__io *io, int obj);
 /* Waits up to ms for a transfer to make progress (for callers that
  * poll two engines). */
 void sl__http_poll(sl__io *io, int ms);
-/* libcurl initialised once per process (with libcurl only). */
-bool sl__curl_ready(void);
 
 #endif

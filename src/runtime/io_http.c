@@ -21,6 +21,7 @@
 #include "../core/alloc.h"
 #include "../core/clock.h"
 #include "../core/error.h"
+#include "../remote/curl.h"
 #include "../remote/remote.h"
 #include "io.h"
 
@@ -60,10 +61,6 @@ const char *sl__http_validator(const sl__io *io, int obj)
 void sl__http_poll(sl__io *io, int ms)
 {
     (void)io, (void)ms;
-}
-bool sl__curl_ready(void)
-{
-    return false;
 }
 
 #else
@@ -119,41 +116,6 @@ typedef struct sl__http {
     uint64_t rng;
     char cainfo[1024];
 } sl__http;
-
-static pthread_once_t once = PTHREAD_ONCE_INIT;
-static CURLSH *share;
-static pthread_mutex_t share_mu[CURL_LOCK_DATA_LAST];
-static bool global_ok;
-
-static void share_lock(CURL *e, curl_lock_data d, curl_lock_access a, void *u)
-{
-    (void)e, (void)a, (void)u;
-    pthread_mutex_lock(&share_mu[d]);
-}
-
-static void share_unlock(CURL *e, curl_lock_data d, void *u)
-{
-    (void)e, (void)u;
-    pthread_mutex_unlock(&share_mu[d]);
-}
-
-static void global_init(void)
-{
-    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
-        return;
-    global_ok = true;
-    for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
-        pthread_mutex_init(&share_mu[i], NULL);
-    /* DNS answers and TLS sessions; not connections, which libcurl does not
-     * share safely between threads */
-    share = curl_share_init();
-    if (share) {
-        curl_share_setopt(share, CURLSHOPT_LOCKFUNC, share_lock);
-        curl_share_setopt(share, CURLSHOPT_UNLOCKFUNC, share_unlock);
-        curl_share_setopt(share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
-        curl_share_setopt(share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
-    }
-}
 
 static int64_t now_ns(void)
 {
@@ -678,15 +640,10 @@ static int setup_easy(sl__http *h, hreq *q)
     curl_easy_setopt(e, CURLOPT_BUFFERSIZE, 64L << 10);
     if (h->cainfo[0])
         curl_easy_setopt(e, CURLOPT_CAINFO, h->cainfo);
+    CURLSH *share = sl__curl_share();
     if (share)
         curl_easy_setopt(e, CURLOPT_SHARE, share);
     return 0;
-}
-
-bool sl__curl_ready(void)
-{
-    pthread_once(&once, global_init);
-    return global_ok;
 }
 
 int sl__http_open(int depth, const sl__http_opts *o, sl__io **out)

@@ -316,12 +316,17 @@ static bool key_kept(const scan *s, const char *k, size_t n, key_parts *kp)
     return ext_matches(s, last + 1, n - (size_t)(last - k) - 1);
 }
 
+static int push_key(void *user, const char *url, size_t n)
+{
+    return sl__strs_push(user, url, n, NULL, 0) < 0 ? SL_ENOMEM : 0;
+}
+
 static int scan_remote(scan *s, sl__listing_ds *l)
 {
     int rc = parse_exts(s);
     sl__strs keys = {0};
     if (rc == 0)
-        rc = sl__remote_list(s->root, &keys);
+        rc = sl__remote_list(s->root, push_key, &keys);
     if (rc < 0) {
         sl__strs_free(&keys);
         sl__error_prefix("image_folder");

@@ -101,6 +101,12 @@ static const sl__node_ops list_files_ops = {
     .get = list_files_get,
 };
 
+static int push_url(void *user, const char *url, size_t n)
+{
+    return sl__strs_push(user, url, n, NULL, 0) < 0
+               ? sl__set_error(SL_ENOMEM, "list_files: out of memory") : 0;
+}
+
 static int glob_error(const char *path, int err)
 {
     (void)path, (void)err;
@@ -125,7 +131,7 @@ SL_API sl_dataset *sl_list_files(const char *const *patterns, int n, unsigned fl
         }
         if (sl__is_url(patterns[i])) { /* a bucket's listing */
             size_t before = all.n;
-            int rc = sl__remote_glob(patterns[i], &all);
+            int rc = sl__remote_glob(patterns[i], push_url, &all);
             if (rc < 0)
                 sl__error_prefix("list_files");
             if (rc == 0 && all.n == before)
