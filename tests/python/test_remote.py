@@ -25,6 +25,14 @@ from test_records import frame
 KEY, SECRET = "AKIDTEST", "s3cr3t/with+chars"
 
 
+def _tool_env():
+    """The environment for the servers and tools the tests start: without
+    the sanitizer runtime run.py preloads for this interpreter."""
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    return env
+
+
 def _records(seed, n):
     rnd = random.Random(seed)
     return [bytes(rnd.getrandbits(8) for _ in range(rnd.randrange(1, 24000)))
@@ -213,7 +221,7 @@ def test_image_folder_over_a_bucket(image_store, aws_env):
     assert len(a) == len(b) == 37 and all((x == y).all() for x, y in zip(a, b))
 
 
-def test_from_files_mixes_urls_and_local_paths(image_store):
+def test_from_files_mixes_urls_and_local_paths(image_store, tmp_path):
     local = os.path.join(image_store, "bucket", "imgs")
     paths = sorted(os.path.join(d, f) for d, _, fs in os.walk(local) for f in fs)
     want = [open(p, "rb").read() for p in paths]
@@ -230,6 +238,14 @@ def test_from_files_mixes_urls_and_local_paths(image_store):
         ds = Dataset.from_files(gone).with_options(error_policy="skip", error_log_limit=0)
         assert [bytes(b) for b in ds.as_numpy_iterator()] == want[:4]
         assert srv.bytes_sent > 700000  # the big file came in two pieces
+        # file_list: a local list of relative paths, the root a URL
+        lst = os.path.join(str(tmp_path), "list.txt")
+        with open(lst, "w") as f:
+            for i, p in enumerate(paths[:6]):
+                f.write("%s %d\n" % (p[len(local) + 1:], i))
+        got = [(bytes(b), int(l)) for b, l in
+               Dataset.file_list(lst, root=srv.url + "/bucket/imgs").as_numpy_iterator()]
+        assert got == [(w, i) for i, w in enumerate(want[:6])]
 
 
 def test_not_found_and_forbidden_are_not_retried(store):
@@ -495,7 +511,7 @@ def s3rver(store, tmp_path_factory):
     port = _free_port()
     p = subprocess.Popen([exe, "-d", str(d), "-a", "127.0.0.1", "-p", str(port), "-s",
                           "--configure-bucket", "bucket", "--no-vhost-buckets"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_tool_env())
     url = "http://127.0.0.1:%d" % port
     for _ in range(200):
         try:
@@ -558,7 +574,7 @@ def nginx(store, tmp_path_factory):
     subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
                     "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
                     "-keyout", str(d / "key.pem"), "-out", str(d / "cert.pem")],
-                   check=True, capture_output=True)
+                   check=True, capture_output=True, env=_tool_env())
     http, https = _free_port(), _free_port()
     # as root, nginx's workers would drop to nobody, who cannot read the
     # test's private temporary folders
@@ -585,7 +601,7 @@ http {
 }
 """ % {"d": d, "http": http, "https": https, "root": store})
     p = subprocess.Popen([exe, "-c", str(d / "nginx.conf"), "-p", str(d)],
-                         stderr=subprocess.PIPE)
+                         stderr=subprocess.PIPE, env=_tool_env())
     for _ in range(100):
         try:
             socket.create_connection(("127.0.0.1", https), timeout=0.1).close()
