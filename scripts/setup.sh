@@ -18,7 +18,7 @@
 
 # The lists; extend them here.
 SLUICE_APT_RUN="build-essential cmake pkg-config liburing-dev libjpeg62-turbo-dev zlib1g-dev"
-SLUICE_APT_TEST="$SLUICE_APT_RUN libcurl4-openssl-dev nginx-light openssl libcmocka-dev python3 python3-numpy python3-pil python3-pytest python3-torch python3-torchvision python3-pip openmpi-bin libopenmpi-dev"
+SLUICE_APT_TEST="$SLUICE_APT_RUN libspng-dev libwebp-dev libcurl4-openssl-dev nginx-light openssl libcmocka-dev python3 python3-numpy python3-pil python3-pytest python3-torch python3-torchvision python3-pip openmpi-bin libopenmpi-dev"
 
 sluice_setup() {
     local job=${1:-test} want pkg missing=""

@@ -105,6 +105,39 @@ int sl__jpeg_decode_ycc(sl__jpeg *dec, const uint8_t *data, size_t n, const sl__
 int sl__jpeg_decode_full(sl__jpeg *dec, const uint8_t *data, size_t n, int64_t max_pixels,
                          unsigned flags, sl__decoded *out);
 
+/* ---- other formats (png.c, webp.c) ---- */
+
+/* What the bytes' signature says: never the file's name. */
+enum { SL__FMT_OTHER, SL__FMT_JPEG, SL__FMT_PNG, SL__FMT_WEBP };
+int sl__image_format(const uint8_t *data, size_t n);
+
+typedef struct sl__png sl__png;   /* reusable scratch; one per thread */
+typedef struct sl__webp sl__webp;
+
+/* NULL: out of memory, or a build without the decoder (then the header
+ * call says so). */
+sl__png *sl__png_new(void);
+void sl__png_free(sl__png *dec);
+/* The header, after checking every chunk's CRC and the IEND (without it:
+ * truncated, unless flags has SL__JPEG_ALLOW_WARNINGS), so that the verdict
+ * does not depend on the window; SL_ERANGE past max_pixels, before any
+ * pixel is allocated. Errors as sl__jpeg_header's. */
+int sl__png_header(sl__png *dec, const uint8_t *data, size_t n, int64_t max_pixels,
+                   unsigned flags, sl__jpeg_info *info);
+/* RGB rows from the top to the window's last (Adam7: all), full width,
+ * after a successful sl__png_header on the same data. */
+int sl__png_decode(sl__png *dec, const uint8_t *data, size_t n, const sl__window *win,
+                   sl__decoded *out);
+
+sl__webp *sl__webp_new(void);
+void sl__webp_free(sl__webp *dec);
+int sl__webp_header(sl__webp *dec, const uint8_t *data, size_t n, int64_t max_pixels,
+                    sl__jpeg_info *info);
+/* Only the window (libwebp's cropping), scaled down by the largest whole
+ * factor that keeps it at least out_w x out_h. */
+int sl__webp_decode(sl__webp *dec, const uint8_t *data, size_t n, const sl__window *win,
+                    int out_w, int out_h, sl__decoded *out);
+
 /* ---- resampling (resize.c, resize_ycc.c; resize_kernels.h lists the rest) ---- */
 
 typedef struct sl__resize_out {

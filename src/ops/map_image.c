@@ -21,6 +21,8 @@
 
 typedef struct workspace {
     sl__jpeg *dec;
+    sl__png *png;   /* made at the first PNG */
+    sl__webp *webp; /* ... WebP */
     sl__resizer *rs;
     sl__augmenter *aug;
 } workspace;
@@ -32,6 +34,8 @@ static void ws_destroy(void *p)
 {
     workspace *ws = p;
     sl__jpeg_free(ws->dec);
+    sl__png_free(ws->png);
+    sl__webp_free(ws->webp);
     sl__resizer_free(ws->rs);
     sl__augmenter_free(ws->aug);
     sl__free(ws, sizeof *ws);
@@ -220,8 +224,20 @@ int sl__image_decode_views(const sl_image_spec *specs, int nviews, sl__rng *rng,
     workspace *ws = ws_get();
     if (!ws)
         return SL_ENOMEM;
+    /* the format from the bytes' signature; JPEG's header names the others */
+    int fmt = sl__image_format(data, n);
     sl__jpeg_info info;
-    rc = sl__jpeg_header(ws->dec, data, n, specs[0].max_pixels, &info);
+    if (fmt == SL__FMT_PNG) {
+        if (!ws->png)
+            ws->png = sl__png_new();
+        rc = sl__png_header(ws->png, data, n, specs[0].max_pixels, jpeg_flags(&specs[0]), &info);
+    } else if (fmt == SL__FMT_WEBP) {
+        if (!ws->webp)
+            ws->webp = sl__webp_new();
+        rc = sl__webp_header(ws->webp, data, n, specs[0].max_pixels, &info);
+    } else {
+        rc = sl__jpeg_header(ws->dec, data, n, specs[0].max_pixels, &info);
+    }
     if (rc)
         return name_file(rc, in);
     /* every view's draws first, in order; then the union of their windows,
@@ -240,6 +256,16 @@ int sl__image_decode_views(const sl_image_spec *specs, int nviews, sl__rng *rng,
     int need_w = (int)fmax(1, ceil(u.w / r - 1e-9)), need_h = (int)fmax(1, ceil(u.h / r - 1e-9));
     if (nviews == 1) /* one view: its own size picks the scale, as always */
         need_w = specs[0].width, need_h = specs[0].height;
+    if (fmt == SL__FMT_PNG || fmt == SL__FMT_WEBP) {
+        sl__decoded d;
+        rc = fmt == SL__FMT_PNG ? sl__png_decode(ws->png, data, n, &u, &d)
+                                : sl__webp_decode(ws->webp, data, n, &u, need_w, need_h, &d);
+        for (int i = 0; rc == 0 && i < nviews; i++) {
+            sl__window mine = narrow(&d.win, &u, &v[i].win);
+            rc = view_render(ws, &v[i], NULL, &d, &mine);
+        }
+        return name_file(rc, in);
+    }
     unsigned flags = jpeg_flags(&specs[0]);
     rc = SL__JPEG_NOT_YCC;
     if (!specs[0].exact_pixels && !specs[0].fast_upsample && sl__resize_ycc_pays(ws->rs)) {

@@ -1,0 +1,16 @@
+/* Which decoder a file goes to (image.h, sl__image_format): its first
+ * bytes, never its name; a folder may mix formats. */
+#include <string.h>
+#include "image.h"
+
+int sl__image_format(const uint8_t *d, size_t n)
+{
+    static const uint8_t png[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    if (n >= 3 && d[0] == 0xff && d[1] == 0xd8 && d[2] == 0xff)
+        return SL__FMT_JPEG;
+    if (n >= 8 && !memcmp(d, png, 8))
+        return SL__FMT_PNG;
+    if (n >= 12 && !memcmp(d, "RIFF", 4) && !memcmp(d + 8, "WEBP", 4))
+        return SL__FMT_WEBP;
+    return SL__FMT_OTHER;
+}

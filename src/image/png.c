@@ -1,0 +1,171 @@
+/*
+ * PNG through libspng (image.h, sl__png_*): RGB8 out of every colour type
+ * and bit depth, alpha dropped as PIL's convert("RGB") drops it, 16-bit
+ * samples to their high byte as PIL reads them.
+ *
+ * Rows below the window are never inflated: the decode stops at its last
+ * row (Adam7 images, whose passes spread every row across the file, are
+ * decoded whole). So that a damaged file gets the same verdict whatever
+ * the crop, the whole chunk structure is checked first, cheaply: every
+ * chunk's CRC, and an IEND at the end (a file without one is truncated,
+ * refused unless allow_warnings).
+ */
+#include <stdio.h>
+#include <string.h>
+#include "../core/alloc.h"
+#include "../core/crc32c.h"
+#include "../core/error.h"
+#include "image.h"
+
+#ifdef SLUICE_NO_PNG
+
+sl__png *sl__png_new(void)
+{
+    return NULL;
+}
+void sl__png_free(sl__png *dec)
+{
+    (void)dec;
+}
+int sl__png_header(sl__png *dec, const uint8_t *data, size_t n, int64_t max_pixels,
+                   unsigned flags, sl__jpeg_info *info)
+{
+    (void)dec, (void)data, (void)n, (void)max_pixels, (void)flags, (void)info;
+    return sl__set_error(SL_EUNSUPPORTED, "a PNG, and this build has no PNG decoder "
+                         "(SLUICE_WITH_PNG=OFF)");
+}
+int sl__png_decode(sl__png *dec, const uint8_t *data, size_t n, const sl__window *win,
+                   sl__decoded *out)
+{
+    (void)dec, (void)data, (void)n, (void)win, (void)out;
+    return SL_EUNSUPPORTED;
+}
+
+#else
+
+#include <spng.h>
+
+struct sl__png {
+    uint8_t *buf;
+    size_t cap;
+    struct spng_ihdr ihdr;
+};
+
+sl__png *sl__png_new(void)
+{
+    return sl__calloc(1, sizeof(sl__png));
+}
+
+void sl__png_free(sl__png *dec)
+{
+    if (!dec)
+        return;
+    sl__free(dec->buf, dec->cap);
+    sl__free(dec, sizeof *dec);
+}
+
+static uint32_t be32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* Every chunk's length and CRC, and the IEND: the verdict's part that does
+ * not depend on the window. */
+static int check_chunks(const uint8_t *d, size_t n, unsigned flags)
+{
+    size_t off = 8;
+    while (off + 12 <= n) {
+        uint32_t len = be32(d + off);
+        if (len > n - off - 12)
+            break; /* runs past the end: truncated */
+        uint32_t want = be32(d + off + 8 + len);
+        if (sl__crc32(0, d + off + 4, len + 4) != want)
+            return sl__set_error(SL_ECORRUPT, "PNG chunk %.4s at byte %zu: bad CRC",
+                                 (const char *)d + off + 4, off);
+        if (!memcmp(d + off + 4, "IEND", 4))
+            return 0;
+        off += (size_t)len + 12;
+    }
+    if (flags & SL__JPEG_ALLOW_WARNINGS)
+        return 0;
+    return sl__set_error(SL_ECORRUPT, "PNG truncated at byte %zu of %zu (no IEND chunk)", off,
+                         n);
+}
+
+static int spng_fail(int e, const char *what)
+{
+    int code = e == SPNG_EMEM ? SL_ENOMEM : SL_ECORRUPT;
+    return sl__set_error(code, "PNG %s: %s", what, spng_strerror(e));
+}
+
+int sl__png_header(sl__png *dec, const uint8_t *data, size_t n, int64_t max_pixels,
+                   unsigned flags, sl__jpeg_info *info)
+{
+    if (!dec)
+        return sl__set_error(SL_ENOMEM, "out of memory (PNG decoder)");
+    int rc = check_chunks(data, n, flags);
+    if (rc < 0)
+        return rc;
+    spng_ctx *c = spng_ctx_new(0);
+    if (!c)
+        return SL_ENOMEM;
+    int e = spng_set_png_buffer(c, data, n);
+    if (!e)
+        e = spng_get_ihdr(c, &dec->ihdr);
+    spng_ctx_free(c);
+    if (e)
+        return spng_fail(e, "header");
+    int64_t px = (int64_t)dec->ihdr.width * dec->ihdr.height;
+    if (max_pixels > 0 && px > max_pixels)
+        return sl__set_error(SL_ERANGE, "PNG of %ux%u = %lld pixels, over max_pixels %lld",
+                             dec->ihdr.width, dec->ihdr.height, (long long)px,
+                             (long long)max_pixels);
+    int t = dec->ihdr.color_type;
+    *info = (sl__jpeg_info){(int)dec->ihdr.width, (int)dec->ihdr.height,
+                            t == SPNG_COLOR_TYPE_GRAYSCALE || t == SPNG_COLOR_TYPE_GRAYSCALE_ALPHA
+                                ? 1 : 3,
+                            dec->ihdr.interlace_method != 0};
+    return 0;
+}
+
+int sl__png_decode(sl__png *dec, const uint8_t *data, size_t n, const sl__window *win,
+                   sl__decoded *out)
+{
+    spng_ctx *c = spng_ctx_new(0);
+    if (!c)
+        return SL_ENOMEM;
+    int e = spng_set_png_buffer(c, data, n);
+    size_t row = (size_t)dec->ihdr.width * 3;
+    /* the rows up to the window's last; Adam7: all of them */
+    uint32_t rows = dec->ihdr.interlace_method ? dec->ihdr.height
+                                               : (uint32_t)(win->y + win->h + 0.999999);
+    if (rows > dec->ihdr.height)
+        rows = dec->ihdr.height;
+    size_t need = row * dec->ihdr.height;
+    if (!e && need > dec->cap) {
+        sl__free(dec->buf, dec->cap);
+        dec->cap = 0;
+        dec->buf = sl__alloc(need);
+        if (!dec->buf) {
+            spng_ctx_free(c);
+            return sl__set_error(SL_ENOMEM, "PNG: out of memory for %zu bytes", need);
+        }
+        dec->cap = need;
+    }
+    if (!e && dec->ihdr.interlace_method) {
+        e = spng_decode_image(c, dec->buf, need, SPNG_FMT_RGB8, 0);
+    } else if (!e) {
+        e = spng_decode_image(c, NULL, 0, SPNG_FMT_RGB8, SPNG_DECODE_PROGRESSIVE);
+        for (uint32_t y = 0; !e && y < rows; y++)
+            e = spng_decode_row(c, dec->buf + y * row, row);
+        if (e == SPNG_EOI)
+            e = 0;
+    }
+    spng_ctx_free(c);
+    if (e)
+        return spng_fail(e, "data");
+    *out = (sl__decoded){dec->buf, (int)dec->ihdr.width, (int)rows, row, *win, 1};
+    return 0;
+}
+
+#endif
