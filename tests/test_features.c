@@ -87,6 +87,92 @@ static void test_uring_part(void **state)
     tu_rmdir(dir);
 }
 
+/* One image file through map_image: its iterator's first code, and the
+ * message in msg. */
+static int map_one(const void *bytes, size_t n, char *msg)
+{
+    char dir[256], path[300];
+    tu_tmpdir(dir);
+    snprintf(path, sizeof path, "%s/img", dir);
+    FILE *f = fopen(path, "wb");
+    fwrite(bytes, 1, n, f);
+    fclose(f);
+    sl_image_spec spec;
+    sl_image_spec_init(&spec, sizeof spec, SL_CROP_RESIZE, 4);
+    const char *pp = path;
+    sl_dataset *ds = sl_map_image(sl_read_files(sl_from_files(&pp, NULL, 1), 0), &spec, 1);
+    sl_options *o = tu_opts(1, 0);
+    sl_iterator *it = ds ? sl_iterator_create(ds, o) : NULL;
+    sl_element *el = NULL;
+    int rc = it ? sl_next(it, &el) : sl_last_error_code();
+    snprintf(msg, 1024, "%s", it ? sl_iterator_errmsg(it) : sl_last_error());
+    sl_element_release(el);
+    sl_iterator_free(it);
+    sl_options_free(o);
+    sl_dataset_release(ds);
+    tu_rmdir(dir);
+    return rc;
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)(v >> 24), p[1] = (uint8_t)(v >> 16), p[2] = (uint8_t)(v >> 8);
+    p[3] = (uint8_t)v;
+}
+
+/* A chunk at p: length, type, data, CRC; returns its size. */
+static size_t chunk(uint8_t *p, const char *type, const uint8_t *d, uint32_t n)
+{
+    put32(p, n);
+    memcpy(p + 4, type, 4);
+    memcpy(p + 8, d, n);
+    put32(p + 8 + n, sl__crc32(0, p + 4, n + 4));
+    return n + 12;
+}
+
+static void test_png_webp_parts(void **state)
+{
+    (void)state;
+#ifdef SLUICE_NO_JPEG
+    return; /* no map_image at all (test_jpeg_part) */
+#endif
+    /* a 2x1 RGB PNG, written here: its deflate stream one stored block */
+    static const uint8_t sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    uint8_t png[128], ihdr[13] = {0, 0, 0, 2, 0, 0, 0, 1, 8, 2, 0, 0, 0};
+    uint8_t raw[7] = {0, 200, 10, 20, 30, 40, 250}; /* filter 0, two pixels */
+    uint8_t z[2 + 5 + 7 + 4] = {0x78, 0x01, 1, 7, 0, 0xf8, 0xff};
+    memcpy(z + 7, raw, 7);
+    uint32_t a = 1, b = 0; /* adler32 */
+    for (int i = 0; i < 7; i++)
+        a = (a + raw[i]) % 65521, b = (b + a) % 65521;
+    put32(z + 14, b << 16 | a);
+    size_t n = 8;
+    memcpy(png, sig, 8);
+    n += chunk(png + n, "IHDR", ihdr, 13);
+    n += chunk(png + n, "IDAT", z, sizeof z);
+    n += chunk(png + n, "IEND", NULL, 0);
+    char msg[1024];
+    int rc = map_one(png, n, msg);
+#ifdef SLUICE_NO_PNG
+    assert_int_equal(rc, SL_EUNSUPPORTED);
+    assert_non_null(strstr(msg, "SLUICE_WITH_PNG=OFF"));
+#else
+    assert_int_equal(rc, 0);
+#endif
+    /* a WebP's signature: without libwebp, refused by name; with it, the
+     * bytes after it are not a picture */
+    static const uint8_t webp[20] = {'R', 'I', 'F', 'F', 12, 0, 0, 0, 'W', 'E', 'B', 'P',
+                                     'V', 'P', '8', 'L', 0, 0, 0, 0};
+    rc = map_one(webp, sizeof webp, msg);
+#ifdef SLUICE_NO_WEBP
+    assert_int_equal(rc, SL_EUNSUPPORTED);
+    assert_non_null(strstr(msg, "SLUICE_WITH_WEBP=OFF"));
+#else
+    assert_int_equal(rc, SL_ECORRUPT);
+    assert_non_null(strstr(msg, "WebP"));
+#endif
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -94,6 +180,7 @@ int main(void)
         cmocka_unit_test(test_jpeg_part),
         cmocka_unit_test(test_zlib_part),
         cmocka_unit_test(test_uring_part),
+        cmocka_unit_test(test_png_webp_parts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
