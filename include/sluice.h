@@ -990,8 +990,8 @@ typedef enum sl_cache_placement {
  * subdirectories (label = index), walked recursively like os.walk with
  * symlinks followed (a directory named x.jpg is walked, not listed); files
  * are sorted, so the order is deterministic; hidden entries are skipped.
- * `extensions`: comma-separated, matched case-insensitively ("jpg,jpeg";
- * NULL means that). Scans at build time (no stat per file where the
+ * `extensions`: comma-separated, matched case-insensitively (NULL:
+ * "jpg,jpeg,png,webp", what map_image decodes). Scans at build time (no stat per file where the
  * directory entry has a type); NULL with SL_ENOENT if root is missing or
  * holds no matching file. Elements: (bytes: uint8 [n] file contents,
  * label: int64), as torchvision's ImageFolder and DALI's file reader

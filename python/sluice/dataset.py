@@ -732,7 +732,9 @@ class Dataset:
     @staticmethod
     def image_folder(root, extensions=None, with_paths=False, rescan=False):
         """torchvision's ImageFolder: (bytes uint8 [n], label int64) pairs,
-        classes from the sorted subdirectory names, files in sorted order;
+        classes from the sorted subdirectory names, files in sorted order
+        (extensions: comma-separated, default "jpg,jpeg,png,webp", what
+        map_image decodes; the format comes from the bytes, not the name);
         with_paths=True adds the path (a str) as a third value. Messages
         about a file name it either way. rescan=True lists the folder again
         at the start of every epoch (and every repeat) after the first:

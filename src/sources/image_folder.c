@@ -486,7 +486,7 @@ SL_API sl_dataset *sl_image_folder(const char *root, const char *extensions, uns
                                : sl__listing_new(&image_folder_ops, sizeof *l, root);
     if (!l)
         return NULL;
-    const char *exts = extensions ? extensions : "jpg,jpeg";
+    const char *exts = extensions ? extensions : "jpg,jpeg,png,webp";
     scan s = {.root = l->root, .ext_spec = exts, .rootfd = -1};
     int rc = scan_all(&s, l);
     if (rc == 0 && rescan) {
