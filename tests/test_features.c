@@ -125,7 +125,8 @@ static size_t chunk(uint8_t *p, const char *type, const uint8_t *d, uint32_t n)
 {
     put32(p, n);
     memcpy(p + 4, type, 4);
-    memcpy(p + 8, d, n);
+    if (n)
+        memcpy(p + 8, d, n);
     put32(p + 8 + n, sl__crc32(0, p + 4, n + 4));
     return n + 12;
 }
