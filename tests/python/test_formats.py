@@ -81,6 +81,40 @@ def test_png_16_bit_keeps_the_high_byte(tmp_path):
     assert (np.asarray(Image.open(str(p)).convert("RGB")) == got).all()
 
 
+def _adam7_png(img):
+    """img (h, w, 3 uint8) as an interlaced (Adam7) PNG, written here: PIL
+    reads these but does not write them."""
+    h, w, _ = img.shape
+    passes = [(0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4),
+              (1, 0, 2, 2), (0, 1, 1, 2)]
+    raw = b""
+    for x0, y0, dx, dy in passes:
+        sub = img[y0::dy, x0::dx]
+        if sub.size:
+            raw += b"".join(b"\0" + row.tobytes() for row in sub)
+
+    def chunk(t, d):
+        return struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 1))
+            + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+
+
+def test_png_adam7_equals_pil(tmp_path):
+    src = _pixels(61, 45, 11)
+    p = tmp_path / "adam7.png"
+    p.write_bytes(_adam7_png(src))
+    pil = np.asarray(Image.open(str(p)).convert("RGB"))
+    assert (pil == src).all()  # the file is right
+    (got,) = _decode([str(p)], "resize", 61, height=45, width=61)
+    assert (got == src).all()
+    # a crop of it: the whole image is decoded (passes spread every row),
+    # the window cut from it as from a plain PNG of the same pixels
+    plain = _save(Image.fromarray(src), str(tmp_path / "plain.png"))
+    a = _decode([str(p)], "eval", 32)[0]
+    b = _decode([plain], "eval", 32)[0]
+    assert (a == b).all()
+
+
 def test_png_resized_against_pil(tmp_path):
     src = _pixels(200, 120, 5)
     p = _save(Image.fromarray(src), str(tmp_path / "wide.png"))
