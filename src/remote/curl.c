@@ -1,5 +1,14 @@
 /* libcurl set up once per process (curl.h). */
+#include <stdlib.h>
 #include "curl.h"
+
+const char *sl__curl_ca_bundle(void)
+{
+    const char *ca = getenv("SSL_CERT_FILE");
+    if (!ca || !*ca)
+        ca = getenv("CURL_CA_BUNDLE");
+    return ca && *ca ? ca : NULL;
+}
 
 #ifdef SLUICE_NO_CURL
 

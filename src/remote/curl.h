@@ -6,6 +6,9 @@
 
 /* curl_global_init done (once, any thread); false when it failed. */
 bool sl__curl_ready(void);
+/* The CA bundle the environment names (SSL_CERT_FILE, else
+ * CURL_CA_BUNDLE), or NULL for libcurl's own. */
+const char *sl__curl_ca_bundle(void);
 
 #ifndef SLUICE_NO_CURL
 #include <curl/curl.h>

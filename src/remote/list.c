@@ -82,11 +82,11 @@ static int get_page(const sl__remote *r, body *b)
         curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
         curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, 30L);
         curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-        const char *ca = getenv("SSL_CERT_FILE");
-        if (!ca || !*ca)
-            ca = getenv("CURL_CA_BUNDLE");
-        if (ca && *ca)
+        const char *ca = sl__curl_ca_bundle();
+        if (ca)
             curl_easy_setopt(e, CURLOPT_CAINFO, ca);
+        if (sl__curl_share())
+            curl_easy_setopt(e, CURLOPT_SHARE, sl__curl_share());
         CURLcode cc = curl_easy_perform(e);
         long st = 0;
         curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &st);

@@ -547,10 +547,8 @@ static void destroy(sl__http *h);
 
 static void current_cainfo(char *out, size_t cap)
 {
-    const char *ca = getenv("SSL_CERT_FILE");
-    if (!ca || !*ca)
-        ca = getenv("CURL_CA_BUNDLE");
-    snprintf(out, cap, "%s", ca && *ca ? ca : "");
+    const char *ca = sl__curl_ca_bundle();
+    snprintf(out, cap, "%s", ca ? ca : "");
 }
 
 /* An engine from the pool (the same depth and CA bundle), or NULL. */
