@@ -1,5 +1,6 @@
 /* The WebP path of map_image: header, crop plan, the cropped and scaled
- * decode, resize. */
+ * decode, then the resize (alpha dropped or blended), or raw mode's decode
+ * and nearest resampling. */
 #include <stdbool.h>
 #include <stdlib.h>
 #include <webp/encode.h>
@@ -23,8 +24,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     sl__window win;
     bool flip;
     sl__crop_plan(&spec, info.width, info.height, &rng, &win, &flip);
+    if (size & 4) { /* raw: RGB or RGBA into 3 or 4 channels */
+        static uint8_t raw[12 * 12 * 4];
+        static int cols[12];
+        sl__raw r;
+        if (sl__webp_decode_raw(dec, data, size, &win, &r) == 0)
+            sl__raw_resample(&r, &r.win, raw, 12, 12, 3 + (int)(size >> 3 & 1), SL_UINT8,
+                             SL_LAYOUT_HWC, flip, cols);
+        return 0;
+    }
+    static const int gray[3] = {128, 128, 128};
     sl__decoded d;
-    if (sl__webp_decode(dec, data, size, &win, 12, 12, &d) != 0)
+    if (sl__webp_decode(dec, data, size, &win, 12, 12, size & 8 ? gray : NULL, &d) != 0)
         return 0;
     static uint8_t out[12 * 12 * 3];
     sl__resize_out o = {out, 12, 12, SL_LAYOUT_HWC, SL_UINT8, flip, {0, 0, 0}, {1, 1, 1}, NULL};
@@ -32,17 +43,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     return 0;
 }
 
-/* Seeds: lossy and lossless, from libwebp's encoder. */
+/* Seeds: lossy and lossless, from libwebp's encoder; the last with alpha. */
 void fuzz_seeds(void (*add)(const uint8_t *data, size_t size))
 {
-    for (int k = 0; k < 3; k++) {
-        int w = 41 + 13 * k, h = 37 + 9 * k;
-        uint8_t *px = malloc((size_t)w * h * 3);
-        for (int i = 0; i < w * h * 3; i++)
+    for (int k = 0; k < 4; k++) {
+        int w = 41 + 13 * k, h = 37 + 9 * k, bpp = k == 3 ? 4 : 3;
+        uint8_t *px = malloc((size_t)w * h * bpp);
+        for (int i = 0; i < w * h * bpp; i++)
             px[i] = (uint8_t)(i * 5 + i / 11 + k * 40);
         uint8_t *webp = NULL;
-        size_t n = k == 1 ? WebPEncodeLosslessRGB(px, w, h, w * 3, &webp)
-                          : WebPEncodeRGB(px, w, h, w * 3, k == 0 ? 75.f : 20.f, &webp);
+        size_t n = k == 3   ? WebPEncodeLosslessRGBA(px, w, h, w * 4, &webp)
+                   : k == 1 ? WebPEncodeLosslessRGB(px, w, h, w * 3, &webp)
+                            : WebPEncodeRGB(px, w, h, w * 3, k == 0 ? 75.f : 20.f, &webp);
         if (n)
             add(webp, n);
         WebPFree(webp);

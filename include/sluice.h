@@ -1279,7 +1279,33 @@ typedef struct sl_image_spec {
     float erasing_value[3];     /* per channel, in the output's units */
     int erasing_random;         /* 1: random values instead (float32:
                                  * N(0, 1); uint8: uniform bytes) */
+    /* ---- Decoding (0.3), off at zero as above. */
+    int decode;         /* sl_image_decode */
+    int channels;       /* SL_DECODE_RAW: output channels, 1 to 4 */
+    int blend_alpha;    /* SL_DECODE_RGB, a file with alpha (PNG, WebP):
+                         * 0 drops it, as PIL's convert("RGB"); 1
+                         * composites the image over background */
+    int background[3];  /* blend_alpha's colour, 0 to 255 each */
 } sl_image_spec;
+
+/* sl_image_spec.decode. SL_DECODE_RGB: every file becomes 8-bit RGB (gray
+ * replicated, palette looked up, alpha dropped or blended, 16-bit samples
+ * to their high byte), resampled with the antialiased filter and then
+ * augmented and normalised. SL_DECODE_RAW, for label maps and depth: the
+ * file's own samples, with no colour conversion and no interpolation. A
+ * PNG gives its channels (gray 1, gray+alpha 2, RGB 3, RGBA 4, palette 1:
+ * the indices, not the colours) at its bit depth (16-bit as uint16; gray
+ * of 1, 2 or 4 bits scaled to 8 as libpng and tf scale it); a JPEG gray 1
+ * or RGB 3; a WebP RGB 3 or RGBA 4. Resampling is nearest-neighbour (the
+ * source pixel under each output pixel's centre, as PIL's NEAREST), so
+ * every output value is one of the file's. The output has `channels`: a
+ * file with fewer gets its gray replicated and an opaque alpha (the
+ * largest value) added, a palette with 3 or 4 wanted is looked up, an
+ * alpha the output has no room for is dropped; a colour file into 1 or 2
+ * channels is an element error (SL_EUNSUPPORTED), as is a 16-bit file
+ * into uint8 (SL_ERANGE). dtype SL_UINT8 or SL_UINT16; the crop policies
+ * and flip apply, augmentations and normalisation do not. */
+typedef enum sl_image_decode { SL_DECODE_RGB = 0, SL_DECODE_RAW } sl_image_decode;
 
 /* sl_image_spec.auto_augment: torchvision's policies, with its op lists
  * and magnitude tables (Identity, ShearX/Y, TranslateX/Y, Rotate,
@@ -1308,11 +1334,14 @@ SL_API int sl_image_spec_init(sl_image_spec *spec, size_t struct_size, int crop,
     sl_image_spec_init((spec), sizeof *(spec), (crop), (size))
 
 /* Decodes and transforms images: tensor spec.image_index (0) of each input
- * element is an encoded JPEG (uint8 [n], e.g. from sl_image_folder); the
- * output element is the input's with that tensor replaced by the image,
- * uint8 or float32 [H, W, 3] (HWC) or [3, H, W] (CHW), and the structure
- * the same with the image's leaf. Decodes only what the output needs
- * (DCT-domain scaling, region-of-interest crop). Random choices come from
+ * element is an encoded JPEG, PNG or WebP (uint8 [n], e.g. from
+ * sl_image_folder; the format from the bytes' signature); the output
+ * element is the input's with that tensor replaced by the image, uint8 or
+ * float32 [H, W, 3] (HWC) or [3, H, W] (CHW) (SL_DECODE_RAW: uint8 or
+ * uint16 with `channels`), and the structure the same with the image's
+ * leaf. Decodes only what the output needs (JPEG: DCT-domain scaling and
+ * region-of-interest crop; WebP: cropping and scaling; PNG: no rows below
+ * the window). Random choices come from
  * the per-element stream, so a seed gives the same crops on any thread
  * count. Grayscale and CMYK become RGB. Followed by sl_batch, decoding
  * writes straight into the batch tensor. parallelism as for sl_map. The

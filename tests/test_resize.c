@@ -878,6 +878,61 @@ static int accuracy(const char *dir, int limit)
     return files ? 0 : 1;
 }
 
+/* Raw mode's nearest neighbour: the pixel under each output pixel's
+ * centre, channels filled or dropped as sl_image_decode says, flip and
+ * CHW, and the two refusals. Then the alpha blend. */
+static void test_raw_nearest(void **state)
+{
+    (void)state;
+    enum { W = 9, H = 7 };
+    uint16_t src[H][W][2]; /* gray + alpha, 16-bit */
+    for (int y = 0; y < H; y++)
+        for (int x = 0; x < W; x++)
+            src[y][x][0] = (uint16_t)(1000 * y + x), src[y][x][1] = (uint16_t)(50000 + x);
+    sl__raw r = {(const uint8_t *)src, W, H, sizeof src[0], 2, 2, 4, {0, 0, W, H}};
+    int cols[W];
+    uint16_t out[H * W * 4];
+    /* identity, 2 -> 4: gray replicated, alpha kept */
+    assert_int_equal(sl__raw_resample(&r, &r.win, out, W, H, 4, SL_UINT16, SL_LAYOUT_HWC, false,
+                                      cols), 0);
+    for (int y = 0; y < H; y++)
+        for (int x = 0; x < W; x++) {
+            const uint16_t *px = out + (y * W + x) * 4;
+            assert_int_equal(px[0], src[y][x][0]);
+            assert_int_equal(px[2], src[y][x][0]);
+            assert_int_equal(px[3], src[y][x][1]);
+        }
+    /* halved (window 8 x 6 -> 4 x 3), flipped, CHW, alpha dropped: output
+     * x takes source 2x + 1 (the centre of its pair), mirrored */
+    sl__window half = {0, 0, 8, 6};
+    assert_int_equal(sl__raw_resample(&r, &half, out, 4, 3, 1, SL_UINT16, SL_LAYOUT_CHW, true,
+                                      cols), 0);
+    for (int y = 0; y < 3; y++)
+        for (int x = 0; x < 4; x++)
+            assert_int_equal(out[y * 4 + x], src[2 * y + 1][2 * (3 - x) + 1][0]);
+    /* 8-bit gray -> RGB + opaque alpha, into uint16: values kept */
+    uint8_t g[2][3] = {{0, 7, 255}, {1, 2, 3}};
+    sl__raw gr = {&g[0][0], 3, 2, 3, 1, 1, 1, {0, 0, 3, 2}};
+    assert_int_equal(sl__raw_resample(&gr, &gr.win, out, 3, 2, 4, SL_UINT16, SL_LAYOUT_HWC, false,
+                                      cols), 0);
+    assert_int_equal(out[4 * 2 + 1], 255);
+    assert_int_equal(out[4 * 2 + 3], 255);
+    assert_int_equal(out[4 * 1 + 0], 7);
+    /* refused: colour into gray, 16 bits into uint8 */
+    uint8_t rgb[3] = {1, 2, 3};
+    sl__raw c = {rgb, 1, 1, 3, 3, 1, 3, {0, 0, 1, 1}};
+    assert_int_equal(sl__raw_resample(&c, &c.win, out, 1, 1, 1, SL_UINT8, SL_LAYOUT_HWC, false,
+                                      cols), SL_EUNSUPPORTED);
+    assert_int_equal(sl__raw_resample(&r, &r.win, out, W, H, 2, SL_UINT8, SL_LAYOUT_HWC, false,
+                                      cols), SL_ERANGE);
+    /* the blend: over white, half alpha, exact rounding of v / 255 */
+    uint8_t px[2][4] = {{0, 100, 255, 128}, {10, 20, 30, 255}};
+    const int white[3] = {255, 255, 255};
+    sl__blend_rows(&px[0][0], 2, 1, 8, white);
+    const uint8_t want[6] = {127, 177, 255, 10, 20, 30};
+    assert_memory_equal(&px[0][0], want, 6);
+}
+
 int main(int argc, char **argv)
 {
     if (argc >= 3 && strcmp(argv[1], "--accuracy") == 0)
@@ -897,6 +952,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_ycc_simd_levels_match),
         cmocka_unit_test(test_weights_simd_match_scalar),
         cmocka_unit_test(test_ycc_rgb_every_value),
+        cmocka_unit_test(test_raw_nearest),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

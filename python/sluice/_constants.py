@@ -152,6 +152,10 @@ SL_CROP_RESIZE = 2
 SL_LAYOUT_HWC = 0
 SL_LAYOUT_CHW = 1
 
+# enum sl_image_decode
+SL_DECODE_RGB = 0
+SL_DECODE_RAW = 1
+
 # enum sl_auto_augment
 SL_AUTO_AUGMENT_NONE = 0
 SL_TRIVIAL_AUGMENT_WIDE = 1

@@ -81,6 +81,10 @@ class ImageSpec(ctypes.Structure):
         ("erasing_ratio", c_float * 2),
         ("erasing_value", c_float * 3),
         ("erasing_random", c_int),
+        ("decode", c_int),
+        ("channels", c_int),
+        ("blend_alpha", c_int),
+        ("background", c_int * 3),
     ]
 
 

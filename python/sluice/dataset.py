@@ -9,14 +9,14 @@ from ._constants import (SL_AUTOTUNE, SL_COMPRESSION_GZIP, SL_COMPRESSION_NONE,
                          SL_COMPRESSION_ZLIB, SL_CROP_CENTER, SL_CROP_RANDOM_RESIZED,
                          SL_CROP_RESIZE, SL_DISTRIBUTE_BY_DATA, SL_DISTRIBUTE_BY_FILE,
                          SL_DISTRIBUTE_DROP, SL_DISTRIBUTE_PAD, SL_DROP_REMAINDER, SL_ECALLBACK,
-                         SL_EINVAL,
+                         SL_DECODE_RAW, SL_DECODE_RGB, SL_EINVAL,
                          SL_ESTATE, SL_FLOAT32, SL_FOLDER_RESCAN, SL_INFINITE,
                          SL_INT64, SL_LAYOUT_CHW, SL_LAYOUT_HWC, SL_LIST_SHUFFLE, SL_LOG_ERRORS,
                          SL_MAX_DIMS,
                          SL_MAP_ORDERED, SL_NONDETERMINISTIC, SL_SHUFFLE_ALL,
                          SL_SAME_EACH_EPOCH, SL_SHUFFLE_NO_RESHUFFLE, SL_STOP_ON_EMPTY,
                          SL_STRING,
-                         SL_TFRECORD_NO_DATA_CRC, SL_UINT8,
+                         SL_TFRECORD_NO_DATA_CRC, SL_UINT8, SL_UINT16,
                          SL_UNKNOWN, SL_WITH_PATHS)
 from . import _callbacks
 from ._callbacks import Callback
@@ -47,7 +47,7 @@ _CROPS = {"train": SL_CROP_RANDOM_RESIZED, "random_resized": SL_CROP_RANDOM_RESI
           "eval": SL_CROP_CENTER, "center": SL_CROP_CENTER,
           "resize": SL_CROP_RESIZE, "decode": SL_CROP_RESIZE}
 _LAYOUTS = {"HWC": SL_LAYOUT_HWC, "CHW": SL_LAYOUT_CHW}
-_DTYPES = {"uint8": SL_UINT8, "float32": SL_FLOAT32}
+_DTYPES = {"uint8": SL_UINT8, "uint16": SL_UINT16, "float32": SL_FLOAT32}
 _COMPRESSIONS = {None: SL_COMPRESSION_NONE, "": SL_COMPRESSION_NONE,
                  "NONE": SL_COMPRESSION_NONE, "ZLIB": SL_COMPRESSION_ZLIB,
                  "GZIP": SL_COMPRESSION_GZIP}
@@ -457,6 +457,19 @@ def _image_spec(preset, size, kw, image_index):
     if kw["std"] is not None:
         spec.std[:] = list(kw["std"])
     spec.image_index = image_index
+    if kw["decode"] not in ("rgb", "raw"):
+        raise ValueError("map_image: decode must be \"rgb\" or \"raw\", not %r"
+                         % (kw["decode"],))
+    spec.decode = SL_DECODE_RAW if kw["decode"] == "raw" else SL_DECODE_RGB
+    if kw["channels"] is not None:
+        spec.channels = kw["channels"]
+    if kw["background"] is not None:
+        bg = kw["background"]
+        bg = (bg,) * 3 if isinstance(bg, (int, float)) else tuple(bg)
+        if len(bg) != 3:
+            raise ValueError("map_image: background is one gray level or (r, g, b)")
+        spec.blend_alpha = 1
+        spec.background[:] = [int(round(c)) for c in bg]
     _augment_spec(spec, kw["color_jitter"], kw["color_jitter_prob"], kw["grayscale_prob"],
                   kw["gaussian_blur"], kw["blur_prob"], kw["solarize_prob"],
                   kw["solarize_threshold"], kw["random_erasing_prob"], kw["erasing_scale"],
@@ -992,7 +1005,7 @@ class Dataset:
                   erasing_scale=(0.02, 0.33), erasing_ratio=(0.3, 3.3), erasing_value=0,
                   rotate=None, affine=None, interpolation="nearest", auto_augment=None,
                   rand_augment_num_ops=2, rand_augment_magnitude=9, num_magnitude_bins=31,
-                  views=None):
+                  decode="rgb", channels=None, background=None, views=None):
         """Decodes a JPEG and transforms it (in C, in parallel), leaving the
         element's other values in place: the value under image_key of a
         dict element ("image" by default, or "image/encoded" as
@@ -1010,6 +1023,19 @@ class Dataset:
         interpolating it: faster, pixels differ slightly from PIL's.
         allow_warnings=1 accepts damaged files that libjpeg can recover from
         (a truncated file then decodes with its missing rows grey).
+
+        JPEG, PNG and WebP files all decode (the format from the bytes).
+        A PNG or WebP with alpha loses it, as PIL's convert("RGB"), unless
+        background=(r, g, b) (or one gray level) is given: then it is
+        composited over that colour. decode="raw" is for label maps and
+        depth: the file's own samples, no colour conversion, resampled by
+        nearest neighbour, so every value is one the file holds; a palette
+        PNG gives its indices (PIL's np.array(Image.open(mask))), a 16-bit
+        PNG uint16 values (dtype="uint16"). channels= (1 to 4) is then
+        required: gray is replicated and an opaque alpha added to fill it,
+        alpha dropped to fit; colour into 1 or 2 channels, or 16-bit into
+        uint8, is an element error. Crop and flip apply; augmentations and
+        normalisation do not.
 
         Augmentations, with torchvision's meanings and defaults, drawn per
         image from the seed (new each epoch), in this order after the crop

@@ -125,18 +125,54 @@ void sl__png_free(sl__png *dec);
 int sl__png_header(sl__png *dec, const uint8_t *data, size_t n, int64_t max_pixels,
                    unsigned flags, sl__jpeg_info *info);
 /* RGB rows from the top to the window's last (Adam7: all), full width,
- * after a successful sl__png_header on the same data. */
+ * after a successful sl__png_header on the same data. background: NULL
+ * drops alpha; else {r, g, b} the image is composited over. */
 int sl__png_decode(sl__png *dec, const uint8_t *data, size_t n, const sl__window *win,
-                   sl__decoded *out);
+                   const int *background, sl__decoded *out);
 
 sl__webp *sl__webp_new(void);
 void sl__webp_free(sl__webp *dec);
 int sl__webp_header(sl__webp *dec, const uint8_t *data, size_t n, int64_t max_pixels,
                     sl__jpeg_info *info);
 /* Only the window (libwebp's cropping), scaled down by the largest whole
- * factor that keeps it at least out_w x out_h. */
+ * factor that keeps it at least out_w x out_h. background as for PNG. */
 int sl__webp_decode(sl__webp *dec, const uint8_t *data, size_t n, const sl__window *win,
-                    int out_w, int out_h, sl__decoded *out);
+                    int out_w, int out_h, const int *background, sl__decoded *out);
+
+/* Rows of RGBA (stride apart) become RGB in place, each pixel composited
+ * over background {r, g, b}: the first 3 * w bytes of each row. */
+void sl__blend_rows(uint8_t *rows, int w, int h, size_t stride, const int *background);
+
+/* ---- raw decode (SL_DECODE_RAW; raw.c resamples) ---- */
+
+/* A decode in the file's own terms. */
+typedef struct sl__raw {
+    const uint8_t *data;  /* owned by the decoder, valid until its next call */
+    int width, height;
+    size_t stride;        /* bytes per row */
+    int channels;         /* 1 gray (or palette indices), 2 gray+alpha, 3 RGB, 4 RGBA */
+    int bytes;            /* per sample: 1, or 2 (uint16, host order) */
+    int step;             /* bytes from a pixel to the next */
+    sl__window win;       /* the requested window in these pixels */
+} sl__raw;
+
+/* PNG: rows to the window's last, as sl__png_decode, in the file's own
+ * channels and depth, except that a palette is looked up (RGB or RGBA,
+ * its tRNS the alpha) when `channels` (the output's) is 3 or 4. */
+int sl__png_decode_raw(sl__png *dec, const uint8_t *data, size_t n, const sl__window *win,
+                       int channels, sl__raw *out);
+/* WebP: the window, unscaled, RGB or (a file with alpha) RGBA. */
+int sl__webp_decode_raw(sl__webp *dec, const uint8_t *data, size_t n, const sl__window *win,
+                        sl__raw *out);
+
+/* Nearest-neighbour resampling of window win of src into dst: out_w x
+ * out_h pixels of `channels` samples, dtype SL_UINT8 or SL_UINT16, layout
+ * sl_layout, mirrored when flip. Each output pixel takes the source pixel
+ * under its centre (PIL's NEAREST). Channels are matched as sl_image_decode
+ * says (SL_EUNSUPPORTED for colour into gray; SL_ERANGE for 16-bit samples
+ * into uint8). cols: scratch of out_w ints. */
+int sl__raw_resample(const sl__raw *src, const sl__window *win, void *dst, int out_w, int out_h,
+                     int channels, int dtype, int layout, bool flip, int *cols);
 
 /* ---- resampling (resize.c, resize_ycc.c; resize_kernels.h lists the rest) ---- */
 

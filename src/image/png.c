@@ -35,9 +35,15 @@ int sl__png_header(sl__png *dec, const uint8_t *data, size_t n, int64_t max_pixe
                          "(SLUICE_WITH_PNG=OFF)");
 }
 int sl__png_decode(sl__png *dec, const uint8_t *data, size_t n, const sl__window *win,
-                   sl__decoded *out)
+                   const int *background, sl__decoded *out)
 {
-    (void)dec, (void)data, (void)n, (void)win, (void)out;
+    (void)dec, (void)data, (void)n, (void)win, (void)background, (void)out;
+    return SL_EUNSUPPORTED;
+}
+int sl__png_decode_raw(sl__png *dec, const uint8_t *data, size_t n, const sl__window *win,
+                       int channels, sl__raw *out)
+{
+    (void)dec, (void)data, (void)n, (void)win, (void)channels, (void)out;
     return SL_EUNSUPPORTED;
 }
 
@@ -128,20 +134,23 @@ int sl__png_header(sl__png *dec, const uint8_t *data, size_t n, int64_t max_pixe
     return 0;
 }
 
-int sl__png_decode(sl__png *dec, const uint8_t *data, size_t n, const sl__window *win,
-                   sl__decoded *out)
+/* Rows 0 .. rows-1 of the image in spng format fmt, `stride` bytes apart
+ * (at least the format's row), into dec->buf; Adam7: every row, whatever
+ * rows says, and packed (*pitch says how far apart). flags: spng decode
+ * flags. */
+static int decode_rows(sl__png *dec, const uint8_t *data, size_t n, int fmt, int flags,
+                       size_t stride, uint32_t rows, size_t *pitch)
 {
     spng_ctx *c = spng_ctx_new(0);
     if (!c)
         return SL_ENOMEM;
+    size_t len = 0;
     int e = spng_set_png_buffer(c, data, n);
-    size_t row = (size_t)dec->ihdr.width * 3;
-    /* the rows up to the window's last; Adam7: all of them */
-    uint32_t rows = dec->ihdr.interlace_method ? dec->ihdr.height
-                                               : (uint32_t)(win->y + win->h + 0.999999);
-    if (rows > dec->ihdr.height)
-        rows = dec->ihdr.height;
-    size_t need = row * dec->ihdr.height;
+    if (!e)
+        e = spng_decoded_image_size(c, fmt, &len);
+    size_t row = dec->ihdr.height ? len / dec->ihdr.height : 0;
+    size_t need = stride * dec->ihdr.height > len ? stride * dec->ihdr.height : len;
+    *pitch = dec->ihdr.interlace_method ? row : stride;
     if (!e && need > dec->cap) {
         sl__free(dec->buf, dec->cap);
         dec->cap = 0;
@@ -153,18 +162,106 @@ int sl__png_decode(sl__png *dec, const uint8_t *data, size_t n, const sl__window
         dec->cap = need;
     }
     if (!e && dec->ihdr.interlace_method) {
-        e = spng_decode_image(c, dec->buf, need, SPNG_FMT_RGB8, 0);
+        /* packed samples are merged into their bytes pass by pass: those
+         * bytes must start at zero */
+        if (fmt == SPNG_FMT_PNG && dec->ihdr.bit_depth < 8)
+            memset(dec->buf, 0, len);
+        e = spng_decode_image(c, dec->buf, len, fmt, flags);
     } else if (!e) {
-        e = spng_decode_image(c, NULL, 0, SPNG_FMT_RGB8, SPNG_DECODE_PROGRESSIVE);
+        e = spng_decode_image(c, NULL, 0, fmt, flags | SPNG_DECODE_PROGRESSIVE);
         for (uint32_t y = 0; !e && y < rows; y++)
-            e = spng_decode_row(c, dec->buf + y * row, row);
+            e = spng_decode_row(c, dec->buf + y * stride, row);
         if (e == SPNG_EOI)
             e = 0;
     }
     spng_ctx_free(c);
-    if (e)
-        return spng_fail(e, "data");
+    return e ? spng_fail(e, "data") : 0;
+}
+
+/* The rows the window needs: to its last, never past the image. */
+static uint32_t window_rows(const sl__png *dec, const sl__window *win)
+{
+    uint32_t rows = (uint32_t)(win->y + win->h + 0.999999);
+    return dec->ihdr.interlace_method || rows > dec->ihdr.height ? dec->ihdr.height : rows;
+}
+
+/* Whether the file carries alpha: an alpha channel, or a tRNS chunk. */
+static bool has_alpha(const sl__png *dec, const uint8_t *data, size_t n)
+{
+    int t = dec->ihdr.color_type;
+    if (t == SPNG_COLOR_TYPE_GRAYSCALE_ALPHA || t == SPNG_COLOR_TYPE_TRUECOLOR_ALPHA)
+        return true;
+    for (size_t off = 8; off + 12 <= n;) { /* the chunks were checked: lengths fit */
+        const uint8_t *type = data + off + 4;
+        if (!memcmp(type, "tRNS", 4))
+            return true;
+        if (!memcmp(type, "IDAT", 4) || !memcmp(type, "IEND", 4))
+            return false;
+        uint32_t len = be32(data + off);
+        if (len > n - off - 12)
+            return false;
+        off += (size_t)len + 12;
+    }
+    return false;
+}
+
+int sl__png_decode(sl__png *dec, const uint8_t *data, size_t n, const sl__window *win,
+                   const int *background, sl__decoded *out)
+{
+    uint32_t rows = window_rows(dec, win);
+    size_t row = (size_t)dec->ihdr.width * 3, pitch;
+    int rc;
+    if (background && has_alpha(dec, data, n)) {
+        size_t wide = (size_t)dec->ihdr.width * 4;
+        rc = decode_rows(dec, data, n, SPNG_FMT_RGBA8, SPNG_DECODE_TRNS, wide, rows, &pitch);
+        if (rc == 0)
+            sl__blend_rows(dec->buf, (int)dec->ihdr.width, (int)rows, wide, background);
+        row = wide;
+    } else {
+        rc = decode_rows(dec, data, n, SPNG_FMT_RGB8, 0, row, rows, &pitch);
+    }
+    if (rc)
+        return rc;
     *out = (sl__decoded){dec->buf, (int)dec->ihdr.width, (int)rows, row, *win, 1};
+    return 0;
+}
+
+int sl__png_decode_raw(sl__png *dec, const uint8_t *data, size_t n, const sl__window *win,
+                       int channels, sl__raw *out)
+{
+    uint32_t rows = window_rows(dec, win), w = dec->ihdr.width;
+    int t = dec->ihdr.color_type, depth = dec->ihdr.bit_depth;
+    int fmt = SPNG_FMT_PNG, flags = 0, ch, bytes = depth == 16 ? 2 : 1;
+    switch (t) {
+    case SPNG_COLOR_TYPE_GRAYSCALE: ch = 1, fmt = depth < 16 ? SPNG_FMT_G8 : fmt; break;
+    case SPNG_COLOR_TYPE_GRAYSCALE_ALPHA: ch = 2; break;
+    case SPNG_COLOR_TYPE_TRUECOLOR: ch = 3; break;
+    case SPNG_COLOR_TYPE_TRUECOLOR_ALPHA: ch = 4; break;
+    default: /* indexed: the indices, or the colours looked up */
+        ch = channels >= 3 ? channels : 1;
+        fmt = ch == 4 ? SPNG_FMT_RGBA8 : ch == 3 ? SPNG_FMT_RGB8 : fmt;
+        flags = ch == 4 ? SPNG_DECODE_TRNS : 0;
+        bytes = 1;
+        break;
+    }
+    size_t stride = (size_t)w * ch * bytes, pitch;
+    int rc = decode_rows(dec, data, n, fmt, flags, stride, rows, &pitch);
+    if (rc)
+        return rc;
+    if (fmt == SPNG_FMT_PNG && t == SPNG_COLOR_TYPE_INDEXED && depth < 8) {
+        /* packed indices (rows pitch apart), unpacked in place from the
+         * last row's end: every write lands at or past what is left to read */
+        unsigned mask = (1u << depth) - 1, per = 8 / (unsigned)depth;
+        for (uint32_t y = dec->ihdr.interlace_method ? dec->ihdr.height : rows; y-- > 0;) {
+            const uint8_t *from = dec->buf + y * pitch;
+            uint8_t *to = dec->buf + y * stride;
+            for (uint32_t x = w; x-- > 0;) {
+                unsigned shift = 8 - (unsigned)depth * (x % per + 1);
+                to[x] = (uint8_t)(from[x / per] >> shift & mask);
+            }
+        }
+    }
+    *out = (sl__raw){dec->buf, (int)w, (int)rows, stride, ch, bytes, ch * bytes, *win};
     return 0;
 }
 

@@ -3,7 +3,8 @@
  * window is decoded (use_cropping), and scaled down by libwebp's own
  * rescaler by a whole factor while the result still covers the output
  * (use_scaling), as the JPEG path picks a DCT scale; sluice's resampler
- * does the rest. Alpha is dropped, as PIL's convert("RGB") drops it.
+ * does the rest. Alpha is dropped, as PIL's convert("RGB") drops it, or
+ * blended over a background; raw mode keeps it.
  */
 #include <math.h>
 #include <string.h>
@@ -29,9 +30,16 @@ int sl__webp_header(sl__webp *dec, const uint8_t *data, size_t n, int64_t max_pi
                          "(SLUICE_WITH_WEBP=OFF)");
 }
 int sl__webp_decode(sl__webp *dec, const uint8_t *data, size_t n, const sl__window *win,
-                    int out_w, int out_h, sl__decoded *out)
+                    int out_w, int out_h, const int *background, sl__decoded *out)
 {
-    (void)dec, (void)data, (void)n, (void)win, (void)out_w, (void)out_h, (void)out;
+    (void)dec, (void)data, (void)n, (void)win, (void)out_w, (void)out_h, (void)background;
+    (void)out;
+    return SL_EUNSUPPORTED;
+}
+int sl__webp_decode_raw(sl__webp *dec, const uint8_t *data, size_t n, const sl__window *win,
+                        sl__raw *out)
+{
+    (void)dec, (void)data, (void)n, (void)win, (void)out;
     return SL_EUNSUPPORTED;
 }
 
@@ -43,6 +51,7 @@ struct sl__webp {
     uint8_t *buf;
     size_t cap;
     int width, height;
+    bool alpha; /* the file has an alpha channel */
 };
 
 sl__webp *sl__webp_new(void)
@@ -95,12 +104,16 @@ int sl__webp_header(sl__webp *dec, const uint8_t *data, size_t n, int64_t max_pi
                              f.width, f.height, (long long)px, (long long)max_pixels);
     dec->width = f.width;
     dec->height = f.height;
+    dec->alpha = f.has_alpha;
     *info = (sl__jpeg_info){f.width, f.height, 3, false};
     return 0;
 }
 
-int sl__webp_decode(sl__webp *dec, const uint8_t *data, size_t n, const sl__window *win,
-                    int out_w, int out_h, sl__decoded *out)
+/* The pixels around window win, scaled down by the whole factor k, in
+ * libwebp's colour mode (bpp bytes a pixel) into dec->buf: their size in
+ * *w x *h and the window in them in *in. */
+static int decode_window(sl__webp *dec, const uint8_t *data, size_t n, const sl__window *win,
+                         int k, WEBP_CSP_MODE mode, int bpp, int *w, int *h, sl__window *in)
 {
     /* whole pixels around the window, the corner on even coordinates (the
      * lossy decoder's chroma grid) */
@@ -109,12 +122,8 @@ int sl__webp_decode(sl__webp *dec, const uint8_t *data, size_t n, const sl__wind
     x1 = x1 > dec->width ? dec->width : x1;
     y1 = y1 > dec->height ? dec->height : y1;
     int cw = x1 - x0 > 0 ? x1 - x0 : 1, ch = y1 - y0 > 0 ? y1 - y0 : 1;
-    /* the largest whole factor that keeps the window at least the output */
-    int k = 1;
-    while (win->w / (k + 1) >= out_w && win->h / (k + 1) >= out_h)
-        k++;
     int sw = (cw + k - 1) / k, sh = (ch + k - 1) / k;
-    size_t stride = (size_t)sw * 3, need = stride * (size_t)sh;
+    size_t stride = (size_t)sw * bpp, need = stride * (size_t)sh;
     if (need > dec->cap) {
         sl__free(dec->buf, dec->cap);
         dec->cap = 0;
@@ -136,7 +145,7 @@ int sl__webp_decode(sl__webp *dec, const uint8_t *data, size_t n, const sl__wind
         cfg.options.scaled_width = sw;
         cfg.options.scaled_height = sh;
     }
-    cfg.output.colorspace = MODE_RGB;
+    cfg.output.colorspace = mode;
     cfg.output.is_external_memory = 1;
     cfg.output.u.RGBA.rgba = dec->buf;
     cfg.output.u.RGBA.stride = (int)stride;
@@ -146,8 +155,40 @@ int sl__webp_decode(sl__webp *dec, const uint8_t *data, size_t n, const sl__wind
     if (s != VP8_STATUS_OK)
         return webp_fail(s, "data");
     double fx = (double)sw / cw, fy = (double)sh / ch;
-    *out = (sl__decoded){dec->buf, sw, sh, stride,
-                         {(win->x - x0) * fx, (win->y - y0) * fy, win->w * fx, win->h * fy}, k};
+    *w = sw, *h = sh;
+    *in = (sl__window){(win->x - x0) * fx, (win->y - y0) * fy, win->w * fx, win->h * fy};
+    return 0;
+}
+
+int sl__webp_decode(sl__webp *dec, const uint8_t *data, size_t n, const sl__window *win,
+                    int out_w, int out_h, const int *background, sl__decoded *out)
+{
+    /* the largest whole factor that keeps the window at least the output */
+    int k = 1;
+    while (win->w / (k + 1) >= out_w && win->h / (k + 1) >= out_h)
+        k++;
+    bool blend = background && dec->alpha;
+    int w, h, bpp = blend ? 4 : 3;
+    sl__window in;
+    int rc = decode_window(dec, data, n, win, k, blend ? MODE_RGBA : MODE_RGB, bpp, &w, &h, &in);
+    if (rc)
+        return rc;
+    if (blend)
+        sl__blend_rows(dec->buf, w, h, (size_t)w * 4, background);
+    *out = (sl__decoded){dec->buf, w, h, (size_t)w * bpp, in, k};
+    return 0;
+}
+
+int sl__webp_decode_raw(sl__webp *dec, const uint8_t *data, size_t n, const sl__window *win,
+                        sl__raw *out)
+{
+    int w, h, ch = dec->alpha ? 4 : 3;
+    sl__window in;
+    int rc = decode_window(dec, data, n, win, 1, dec->alpha ? MODE_RGBA : MODE_RGB, ch, &w, &h,
+                           &in);
+    if (rc)
+        return rc;
+    *out = (sl__raw){dec->buf, w, h, (size_t)w * ch, ch, 1, ch, in};
     return 0;
 }
 

@@ -25,6 +25,8 @@ typedef struct workspace {
     sl__webp *webp; /* ... WebP */
     sl__resizer *rs;
     sl__augmenter *aug;
+    int *cols;      /* raw mode's column table */
+    int ncols;
 } workspace;
 
 static pthread_key_t ws_key;
@@ -38,6 +40,7 @@ static void ws_destroy(void *p)
     sl__webp_free(ws->webp);
     sl__resizer_free(ws->rs);
     sl__augmenter_free(ws->aug);
+    sl__free(ws->cols, (size_t)ws->ncols * sizeof *ws->cols);
     sl__free(ws, sizeof *ws);
 }
 
@@ -70,23 +73,29 @@ static workspace *ws_get(void)
 
 /* ---- one image ---- */
 
+static int image_channels(const sl_image_spec *spec)
+{
+    return spec->decode == SL_DECODE_RAW ? spec->channels : 3;
+}
+
 int sl__image_shape(const sl_image_spec *spec, int64_t *shape)
 {
     if (spec->layout == SL_LAYOUT_CHW) {
-        shape[0] = 3;
+        shape[0] = image_channels(spec);
         shape[1] = spec->height;
         shape[2] = spec->width;
     } else {
         shape[0] = spec->height;
         shape[1] = spec->width;
-        shape[2] = 3;
+        shape[2] = image_channels(spec);
     }
     return 3;
 }
 
 size_t sl__image_bytes(const sl_image_spec *spec)
 {
-    return (size_t)spec->height * (size_t)spec->width * 3 * sl_dtype_size(spec->dtype);
+    return (size_t)spec->height * (size_t)spec->width * (size_t)image_channels(spec) *
+           sl_dtype_size(spec->dtype);
 }
 
 /* The path of an element from an image source, for messages: its origin
@@ -213,6 +222,43 @@ static sl__window narrow(const sl__window *region, const sl__window *u, const sl
                         w->w * sx, w->h * sy};
 }
 
+/* Raw mode (SL_DECODE_RAW): the union u in the file's own samples, each
+ * view sampled from it by nearest neighbour. JPEG at full scale (a DCT
+ * scale would average samples). */
+static int decode_raw(workspace *ws, int fmt, const uint8_t *data, size_t n,
+                      const sl__jpeg_info *info, const sl__window *u, view *v, int nviews)
+{
+    const sl_image_spec *spec = v[0].spec;
+    sl__raw src;
+    int rc;
+    if (fmt == SL__FMT_PNG) {
+        rc = sl__png_decode_raw(ws->png, data, n, u, spec->channels, &src);
+    } else if (fmt == SL__FMT_WEBP) {
+        rc = sl__webp_decode_raw(ws->webp, data, n, u, &src);
+    } else {
+        sl__decoded d;
+        rc = sl__jpeg_decode(ws->dec, data, n, u, (int)ceil(u->w), (int)ceil(u->h),
+                             jpeg_flags(spec), &d);
+        src = (sl__raw){d.rgb, d.width, d.height, d.stride, info->components == 1 ? 1 : 3,
+                        1, 3, d.win};
+    }
+    for (int i = 0; rc == 0 && i < nviews; i++) {
+        const sl_image_spec *s = v[i].spec;
+        if (s->width > ws->ncols) {
+            sl__free(ws->cols, (size_t)ws->ncols * sizeof *ws->cols);
+            ws->ncols = 0;
+            ws->cols = sl__alloc((size_t)s->width * sizeof *ws->cols);
+            if (!ws->cols)
+                return SL_ENOMEM;
+            ws->ncols = s->width;
+        }
+        sl__window mine = narrow(&src.win, u, &v[i].win);
+        rc = sl__raw_resample(&src, &mine, v[i].dst, s->width, s->height, s->channels, s->dtype,
+                              s->layout, v[i].flip, ws->cols);
+    }
+    return rc;
+}
+
 int sl__image_decode_views(const sl_image_spec *specs, int nviews, sl__rng *rng,
                            const sl_element *in, void *const *dst)
 {
@@ -256,10 +302,13 @@ int sl__image_decode_views(const sl_image_spec *specs, int nviews, sl__rng *rng,
     int need_w = (int)fmax(1, ceil(u.w / r - 1e-9)), need_h = (int)fmax(1, ceil(u.h / r - 1e-9));
     if (nviews == 1) /* one view: its own size picks the scale, as always */
         need_w = specs[0].width, need_h = specs[0].height;
+    if (specs[0].decode == SL_DECODE_RAW)
+        return name_file(decode_raw(ws, fmt, data, n, &info, &u, v, nviews), in);
     if (fmt == SL__FMT_PNG || fmt == SL__FMT_WEBP) {
+        const int *bg = specs[0].blend_alpha ? specs[0].background : NULL;
         sl__decoded d;
-        rc = fmt == SL__FMT_PNG ? sl__png_decode(ws->png, data, n, &u, &d)
-                                : sl__webp_decode(ws->webp, data, n, &u, need_w, need_h, &d);
+        rc = fmt == SL__FMT_PNG ? sl__png_decode(ws->png, data, n, &u, bg, &d)
+                                : sl__webp_decode(ws->webp, data, n, &u, need_w, need_h, bg, &d);
         for (int i = 0; rc == 0 && i < nviews; i++) {
             sl__window mine = narrow(&d.win, &u, &v[i].win);
             rc = view_render(ws, &v[i], NULL, &d, &mine);
@@ -391,6 +440,11 @@ static uint64_t hash_spec(uint64_t h, const sl_image_spec *s)
     if (sl__aug_any(s)) {
         size_t from = offsetof(sl_image_spec, auto_augment);
         size_t to = offsetof(sl_image_spec, erasing_random) + sizeof s->erasing_random;
+        h = sl__hash_bytes(h, (const char *)s + from, to - from);
+    }
+    if (s->decode || s->blend_alpha) { /* likewise */
+        size_t from = offsetof(sl_image_spec, decode);
+        size_t to = offsetof(sl_image_spec, background) + sizeof s->background;
         h = sl__hash_bytes(h, (const char *)s + from, to - from);
     }
     return h;
@@ -646,8 +700,28 @@ static int spec_check(const sl_image_spec *s)
         return sl__set_error(SL_EINVAL, "map_image: flip_prob %g is outside [0, 1]", s->flip_prob);
     if (s->layout != SL_LAYOUT_HWC && s->layout != SL_LAYOUT_CHW)
         return sl__set_error(SL_EINVAL, "map_image: bad layout %d", s->layout);
-    if (s->dtype != SL_UINT8 && s->dtype != SL_FLOAT32)
-        return sl__set_error(SL_EINVAL, "map_image: dtype must be uint8 or float32");
+    if (s->decode != SL_DECODE_RGB && s->decode != SL_DECODE_RAW)
+        return sl__set_error(SL_EINVAL, "map_image: bad decode %d", s->decode);
+    if (s->decode == SL_DECODE_RAW) {
+        if (s->channels < 1 || s->channels > 4)
+            return sl__set_error(SL_EINVAL, "map_image: decode=raw needs channels 1 to 4, not "
+                                 "%d (the output's shape is fixed before any file is read)",
+                                 s->channels);
+        if (s->dtype != SL_UINT8 && s->dtype != SL_UINT16)
+            return sl__set_error(SL_EINVAL, "map_image: decode=raw gives uint8 or uint16");
+        if (sl__aug_any(s) || s->blend_alpha)
+            return sl__set_error(SL_EINVAL, "map_image: decode=raw keeps the file's samples: "
+                                 "no augmentations and no alpha blending (crop and flip only)");
+    } else if (s->dtype != SL_UINT8 && s->dtype != SL_FLOAT32) {
+        return sl__set_error(SL_EINVAL, "map_image: dtype must be uint8 or float32 (uint16: "
+                             "decode=raw)");
+    }
+    if (s->blend_alpha != 0 && s->blend_alpha != 1)
+        return sl__set_error(SL_EINVAL, "map_image: blend_alpha must be 0 or 1");
+    for (int c = 0; c < 3; c++)
+        if (s->background[c] < 0 || s->background[c] > 255)
+            return sl__set_error(SL_EINVAL, "map_image: background[%d] = %d is outside 0 to 255",
+                                 c, s->background[c]);
     for (int c = 0; c < 3; c++)
         if (!(s->std[c] > 0))
             return sl__set_error(SL_EINVAL, "map_image: std[%d] must be > 0", c);
@@ -749,6 +823,12 @@ SL_API sl_dataset *sl_map_image_views(sl_dataset *in, const sl_image_spec *specs
             rc = spec_check(&d->views[i]);
         if (rc == 0 && d->views[i].image_index != d->views[0].image_index)
             rc = sl__set_error(SL_EINVAL, "map_image: views read different image_index");
+        if (rc == 0 && (d->views[i].decode != d->views[0].decode ||
+                        d->views[i].blend_alpha != d->views[0].blend_alpha ||
+                        memcmp(d->views[i].background, d->views[0].background,
+                               sizeof d->views[0].background)))
+            rc = sl__set_error(SL_EINVAL, "map_image: views decode the file once: the same "
+                               "decode, blend_alpha and background for all");
         if (rc < 0) {
             char what[32];
             snprintf(what, sizeof what, "view %d", i);

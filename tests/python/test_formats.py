@@ -68,35 +68,50 @@ def test_png_16_bit_keeps_the_high_byte(tmp_path):
     hi = _pixels(64, 64, 3).astype(np.uint16)
     lo = _pixels(64, 64, 4).astype(np.uint16)
     v = (hi << 8) | lo
-    raw = b"".join(b"\0" + row.astype(">u2").tobytes() for row in v.reshape(64, 64 * 3))
-
-    def chunk(t, d):
-        return struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d))
-    png = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 64, 64, 16, 2, 0, 0, 0))
-           + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
     p = tmp_path / "rgb16.png"
-    p.write_bytes(png)
+    p.write_bytes(_png(v, 16))
     (got,) = _decode([str(p)])
     assert (got == hi.astype(np.uint8)).all()
     assert (np.asarray(Image.open(str(p)).convert("RGB")) == got).all()
 
 
-def _adam7_png(img):
-    """img (h, w, 3 uint8) as an interlaced (Adam7) PNG, written here: PIL
-    reads these but does not write them."""
-    h, w, _ = img.shape
-    passes = [(0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4),
-              (1, 0, 2, 2), (0, 1, 1, 2)]
+def _chunk(t, d):
+    return struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d))
+
+
+def _png(samples, depth=8, ctype=2, interlace=False, plte=None, trns=None):
+    """A PNG written here, sample for sample (PIL writes neither Adam7 nor
+    packed palettes): samples (h, w) or (h, w, c) ints at depth bits,
+    colour type ctype."""
+    a = np.asarray(samples)
+    h, w = a.shape[:2]
+    passes = ([(0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4),
+               (1, 0, 2, 2), (0, 1, 1, 2)] if interlace else [(0, 0, 1, 1)])
     raw = b""
     for x0, y0, dx, dy in passes:
-        sub = img[y0::dy, x0::dx]
-        if sub.size:
-            raw += b"".join(b"\0" + row.tobytes() for row in sub)
+        sub = a[y0::dy, x0::dx]
+        if not sub.size:
+            continue
+        rows = sub.reshape(sub.shape[0], -1).astype(np.int64)
+        if depth == 16:
+            packed = rows.astype(">u2").view(np.uint8)
+        elif depth == 8:
+            packed = rows.astype(np.uint8)
+        else:  # several samples a byte, the first in the high bits
+            per = 8 // depth
+            r = np.pad(rows, ((0, 0), (0, -rows.shape[1] % per))).reshape(rows.shape[0], -1, per)
+            packed = (r << (8 - depth * (np.arange(per) + 1))).sum(-1).astype(np.uint8)
+        raw += b"".join(b"\0" + row.tobytes() for row in packed)
+    return (b"\x89PNG\r\n\x1a\n"
+            + _chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, depth, ctype, 0, 0, int(interlace)))
+            + (_chunk(b"PLTE", bytes(plte)) if plte is not None else b"")
+            + (_chunk(b"tRNS", bytes(trns)) if trns is not None else b"")
+            + _chunk(b"IDAT", zlib.compress(raw)) + _chunk(b"IEND", b""))
 
-    def chunk(t, d):
-        return struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d))
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 1))
-            + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+
+def _adam7_png(img):
+    """img (h, w, 3 uint8) as an interlaced (Adam7) PNG."""
+    return _png(img, interlace=True)
 
 
 def test_png_adam7_equals_pil(tmp_path):
@@ -209,13 +224,176 @@ def _err(path):
 def test_png_bomb_refused_before_allocating(tmp_path):
     # 1 KB that declares 100000 x 100000 RGB: max_pixels says no before a
     # pixel is allocated
-    def chunk(t, d):
-        return struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d))
     png = (b"\x89PNG\r\n\x1a\n"
-           + chunk(b"IHDR", struct.pack(">IIBBBBB", 100000, 100000, 8, 2, 0, 0, 0))
-           + chunk(b"IDAT", zlib.compress(b"\0" * 1000)) + chunk(b"IEND", b""))
+           + _chunk(b"IHDR", struct.pack(">IIBBBBB", 100000, 100000, 8, 2, 0, 0, 0))
+           + _chunk(b"IDAT", zlib.compress(b"\0" * 1000)) + _chunk(b"IEND", b""))
     p = tmp_path / "bomb.png"
     p.write_bytes(png)
     with pytest.raises(sluice.OutOfRangeError) as e:
         _decode([str(p)])
     assert "bomb.png" in str(e.value) and "max_pixels" in str(e.value)
+
+
+# ---- decode="raw": label maps and depth, the file's own values ----
+
+def _raw(paths, preset="resize", size=None, channels=1, dtype="uint8", **kw):
+    if size is None:  # the image's own size
+        w, h = Image.open(paths[0]).size
+        kw.setdefault("height", h)
+        kw.setdefault("width", w)
+        size = max(w, h)
+    return _decode(paths, preset, size, decode="raw", channels=channels, dtype=dtype, **kw)
+
+
+def _mask(tmp_path, w=70, h=50, classes=21, seed=0):
+    """A VOC-style palette mask: class indices, 255 on the borders."""
+    rng = np.random.default_rng(seed)
+    m = np.kron(rng.integers(0, classes, (h // 5 + 1, w // 5 + 1)), np.ones((5, 5), int))[:h, :w]
+    m[:2] = 255
+    img = Image.fromarray(m.astype(np.uint8), "P")
+    img.putpalette([(i * 37 + c * 91) % 256 for i in range(256) for c in range(3)])
+    return _save(img, str(tmp_path / "mask.png")), m.astype(np.uint8)
+
+
+def test_raw_palette_mask_gives_its_indices(tmp_path):
+    path, m = _mask(tmp_path)
+    assert (np.asarray(Image.open(path)) == m).all()  # what PIL gives, indices
+    (got,) = _raw([path])
+    assert got.shape == (50, 70, 1) and got.dtype == np.uint8
+    assert (got[..., 0] == m).all()
+    # train crops: nearest neighbour, so only the file's values, and the
+    # same crop for a seed
+    ds = (Dataset.from_files([path] * 8).map_image("train", 32, decode="raw", channels=1)
+          .with_options(seed=3))
+    a = np.stack(list(ds.as_numpy_iterator()))
+    b = np.stack([np.asarray(x) for x in ds.iterator(epoch=0)])
+    assert (a == b).all() and set(np.unique(a)) <= set(np.unique(m))
+
+
+def test_raw_eval_equals_torchvision_nearest(tmp_path):
+    T = pytest.importorskip("torchvision.transforms")
+    path, m = _mask(tmp_path, 97, 61, seed=1)
+    for size, shorter in ((32, 37), (48, 55), (40, 61)):
+        (got,) = _raw([path], "eval", size, resize_shorter=shorter)
+        tf = T.Compose([T.Resize(shorter, T.InterpolationMode.NEAREST),
+                        T.CenterCrop(size)])
+        want = np.asarray(tf(Image.open(path)))
+        assert (got[..., 0] == want).all(), size
+
+
+def test_raw_16_bit_depth_exact_and_refused_into_uint8(tmp_path):
+    rng = np.random.default_rng(2)
+    depth = rng.integers(0, 65536, (40, 30)).astype(np.uint16)
+    p = tmp_path / "depth.png"
+    p.write_bytes(_png(depth, 16, 0))
+    assert (np.asarray(Image.open(str(p))) == depth).all()
+    (got,) = _raw([str(p)], dtype="uint16")
+    assert got.dtype == np.uint16 and (got[..., 0] == depth).all()
+    (chw,) = _raw([str(p)], dtype="uint16", layout="CHW")
+    assert chw.shape == (1, 40, 30) and (chw[0] == depth).all()
+    with pytest.raises(sluice.OutOfRangeError) as e:
+        _raw([str(p)])
+    assert "depth.png" in str(e.value) and "uint16" in str(e.value)
+    # decode="rgb" reads 16 bits as their high byte (tf's and libpng's
+    # strip); PIL's convert("RGB") of mode I clips to 255 instead
+    (rgb,) = _decode([str(p)], "resize", 40, height=40, width=30)
+    assert (rgb == (depth >> 8).astype(np.uint8)[..., None]).all()
+
+
+def test_raw_packed_palettes_gray_bits_and_adam7(tmp_path):
+    rng = np.random.default_rng(4)
+    plte = [v for i in range(16) for v in (i * 16, 255 - i * 16, 7)]
+    for depth in (1, 2, 4):
+        idx = rng.integers(0, 1 << depth, (13, 21))
+        for interlace in (False, True):
+            p = tmp_path / ("p%d_%d.png" % (depth, interlace))
+            p.write_bytes(_png(idx, depth, 3, interlace, plte[:3 << depth]))
+            assert (np.asarray(Image.open(str(p))) == idx).all()
+            (got,) = _raw([str(p)])
+            assert (got[..., 0] == idx).all(), (depth, interlace)
+            # 3 channels: the palette looked up, as PIL's convert("RGB")
+            (rgb,) = _raw([str(p)], channels=3)
+            assert (rgb == np.asarray(Image.open(str(p)).convert("RGB"))).all()
+        # gray below 8 bits: scaled to 8 as libpng, tf and torchvision do
+        g = tmp_path / ("g%d.png" % depth)
+        g.write_bytes(_png(idx, depth, 0))
+        (got,) = _raw([str(g)])
+        assert (got[..., 0] == idx * (255 // ((1 << depth) - 1))).all(), depth
+
+
+def test_raw_channels_filled_and_dropped(tmp_path):
+    rgba = np.dstack([_pixels(24, 16, 5), _pixels(24, 16, 6)[..., :1]])
+    p = _save(Image.fromarray(rgba, "RGBA"), str(tmp_path / "rgba.png"))
+    assert (_raw([p], channels=4)[0] == rgba).all()
+    assert (_raw([p], channels=3)[0] == rgba[..., :3]).all()
+    gray = rgba[..., 0]
+    g = _save(Image.fromarray(gray, "L"), str(tmp_path / "gray.png"))
+    assert (_raw([g], channels=3)[0] == gray[..., None]).all()
+    four = _raw([g], channels=4, dtype="uint16")[0]
+    assert (four[..., :3] == gray[..., None]).all() and (four[..., 3] == 255).all()
+    la = _save(Image.fromarray(rgba[..., [0, 3]], "LA"), str(tmp_path / "la.png"))
+    assert (_raw([la], channels=2)[0] == rgba[..., [0, 3]]).all()
+    assert (_raw([la], channels=1)[0][..., 0] == gray).all()
+    # WebP lossless: RGB, RGBA when it has alpha
+    w = _save(Image.fromarray(rgba, "RGBA"), str(tmp_path / "rgba.webp"), lossless=True,
+              exact=True)
+    assert (_raw([w], channels=4)[0] == rgba).all()
+    # a JPEG: gray 1 channel, colour 3, the decode PIL gives
+    j = _save(Image.fromarray(gray, "L"), str(tmp_path / "gray.jpg"), quality=90)
+    assert (_raw([j])[0][..., 0] == np.asarray(Image.open(j))).all()
+    # colour into gray is a colour conversion: an element error by name
+    with pytest.raises(sluice.UnsupportedError) as e:
+        _raw([p], channels=1)
+    assert "rgba.png" in str(e.value) and "colour" in str(e.value)
+    ds = (Dataset.from_files([p, g]).map_image("resize", 8, decode="raw", channels=1)
+          .with_options(error_policy="skip", error_log_limit=0))
+    assert len(list(ds)) == 1
+
+
+def test_raw_batches_and_refuses_what_it_cannot_keep(tmp_path):
+    path, m = _mask(tmp_path)
+    ds = (Dataset.from_files([path] * 5)
+          .map_image("eval", 32, decode="raw", channels=1, dtype="uint16", layout="CHW")
+          .batch(2))
+    assert "uint16" in repr(ds.element_spec) and "1, 32, 32" in repr(ds.element_spec)
+    shapes = [b.shape for b in ds.as_numpy_iterator()]
+    assert shapes == [(2, 1, 32, 32), (2, 1, 32, 32), (1, 1, 32, 32)]
+    src = Dataset.from_files([path])
+    with pytest.raises(sluice.InvalidArgumentError, match="channels"):
+        src.map_image("eval", 32, decode="raw")
+    with pytest.raises(sluice.InvalidArgumentError, match="augmentations"):
+        src.map_image("eval", 32, decode="raw", channels=1, color_jitter=(0.4, 0.4, 0.4, 0))
+    with pytest.raises(sluice.InvalidArgumentError, match="uint16"):
+        src.map_image("eval", 32, dtype="uint16")
+    with pytest.raises(ValueError, match="decode"):
+        src.map_image("eval", 32, decode="rgba")
+
+
+# ---- alpha over a background ----
+
+def test_background_composites_alpha(tmp_path):
+    rgba = np.dstack([_pixels(32, 24, 7), _pixels(32, 24, 8)[..., :1]])
+    a = rgba[..., 3:].astype(int)
+    cases = [_save(Image.fromarray(rgba, "RGBA"), str(tmp_path / "a.png")),
+             _save(Image.fromarray(rgba, "RGBA"), str(tmp_path / "a.webp"), lossless=True,
+                   exact=True)]
+    for path in cases:
+        for bg in ((255, 255, 255), (0, 128, 30)):
+            (got,) = _decode([path], "resize", 32, height=24, width=32, background=bg)
+            want = (rgba[..., :3] * a + np.array(bg) * (255 - a)) / 255
+            assert np.abs(got - want).max() <= 0.5 + 1e-9, (path, bg)
+            # PIL's own compositing, within a level
+            pil = Image.new("RGBA", (32, 24), bg + (255,))
+            pil.alpha_composite(Image.open(path).convert("RGBA"))
+            assert np.abs(got.astype(int) - np.asarray(pil.convert("RGB"))).max() <= 1
+    # a palette's tRNS is alpha too; an opaque file is unchanged
+    idx = np.arange(64).reshape(8, 8) % 4
+    t = tmp_path / "trns.png"
+    t.write_bytes(_png(idx, 8, 3, plte=[10, 20, 30, 200, 100, 50, 0, 0, 0, 9, 9, 9],
+                       trns=[0, 128]))
+    (got,) = _decode([str(t)], "resize", 8, background=255)
+    assert got[0, 0].tolist() == [255] * 3 and got[0, 1].tolist() == [227, 177, 152]
+    assert got[0, 2].tolist() == [0, 0, 0]
+    opaque = _save(Image.fromarray(rgba[..., :3]), str(tmp_path / "rgb.png"))
+    assert (_decode([opaque], "resize", 32, height=24, width=32, background=0)[0]
+            == rgba[..., :3]).all()
