@@ -83,6 +83,9 @@ static void json_ceiling(FILE *f, const run_state *st, const ceilings *c)
     json_number(f, c->after.images_per_s);
     fprintf(f, ",\"ceiling_files\":%lld,\"ceiling_failed\":%lld",
             (long long)c->before.files, (long long)c->before.failed);
+    const int64_t *k = c->before.formats;
+    fprintf(f, ",\"ceiling_formats\":{\"jpeg\":%lld,\"png\":%lld,\"webp\":%lld}",
+            (long long)k[CEILING_JPEG], (long long)k[CEILING_PNG], (long long)k[CEILING_WEBP]);
 }
 
 static void json_limit(FILE *f, const run_state *st, const ceilings *c)
@@ -503,9 +506,11 @@ static void usage(FILE *f)
         "                       pixels differ slightly from PIL's)\n"
         "  --exact-pixels       decode the window to RGB first (fancy upsampling), not\n"
         "                       as YCbCr planes resampled separately (the default)\n"
-        "  --ceiling            also measure full-size libjpeg decode of the same files\n"
-        "  --decode-limit       also measure libjpeg decoding only each crop's window, at\n"
-        "                       the DCT scale map_image takes: what decoding alone allows\n"
+        "  --ceiling            also measure a full-size decode of the same files, each\n"
+        "                       with its format's library (libjpeg-turbo, libspng, libwebp)\n"
+        "  --decode-limit       also measure decoding only each crop's window (JPEG at the\n"
+        "                       DCT scale, WebP at the whole factor map_image takes, PNG\n"
+        "                       down to the window's last row): what decoding alone allows\n"
         "  --on-error fail|skip stop at a bad file (default) or skip it\n"
         "  --json FILE          write the result object to FILE\n"
         "  --seed S             shuffle and crop seed (default 0)\n"

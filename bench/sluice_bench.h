@@ -39,12 +39,15 @@ int sample_write_folder(const char *dir, int count);
 
 /* ---- sluice_bench_ceiling.c ---- */
 
+enum { CEILING_JPEG, CEILING_PNG, CEILING_WEBP, CEILING_FORMATS };
+
 typedef struct ceiling_result {
     double images_per_s; /* decoded images / wall time */
     double seconds;      /* timed wall time, all passes */
     int64_t files;       /* files preloaded (may be fewer than asked: cap) */
     int64_t bytes;       /* their total size */
-    int64_t failed;      /* files libjpeg could not decode (left out) */
+    int64_t failed;      /* files that did not decode (left out) */
+    int64_t formats[CEILING_FORMATS]; /* files of each format (by signature) */
     int passes;
 } ceiling_result;
 
@@ -57,9 +60,10 @@ typedef struct crop_window crop_window; /* crop_window.h */
  * neither its preloaded files nor its threads show in this process's peak
  * RSS), reads the files into memory untimed, then `threads` threads decode
  * them into reused buffers, as many whole passes as take at least a
- * second: at full size to RGB with libjpeg's default settings (crop NULL:
- * the ceiling), or only each image's window as the crop plans it, at the
- * DCT scale map_image would take, to RGB (the limit). 0, or -1 after
+ * second: at full size to RGB with each format's library and its default
+ * settings (crop NULL: the ceiling), or only each image's window as the
+ * crop plans it, at the DCT scale (JPEG) or whole factor (WebP) map_image
+ * would take, or down to its last row (PNG), to RGB (the limit). 0, or -1 after
  * printing why to stderr. */
 int ceiling_measure(char *const *paths, size_t n, int threads, const crop_window *crop,
                     ceiling_result *out);

@@ -1,6 +1,8 @@
 /*
  * The decode ceiling: what this machine's cores can do when the only work
- * is libjpeg-turbo decoding files that are already in memory. A pipeline's
+ * is decoding files that are already in memory, each with its own format's
+ * library (the bytes' signature says which): libjpeg-turbo, libspng,
+ * libwebp. A pipeline's
  * images/s divided by this says how much the library adds or saves on top
  * of decoding (map_image can beat it: it decodes DCT-scaled and only the
  * crop). The decode limit (a crop_window given) decodes instead only what
@@ -26,6 +28,12 @@
 #include <time.h>
 #include <unistd.h>
 #include <jpeglib.h>
+#ifndef SLUICE_NO_PNG
+#include <spng.h>
+#endif
+#ifndef SLUICE_NO_WEBP
+#include <webp/decode.h>
+#endif
 #include "crop_window.h"
 #include "sluice_bench.h"
 
@@ -198,6 +206,100 @@ static int decode_window(decoder *d, const blob *b, const crop_window *c, uint64
     return 0;
 }
 
+/* ---- PNG and WebP ---- */
+
+static int sniff(const blob *b)
+{
+    if (b->size >= 8 && !memcmp(b->data, "\x89PNG\r\n\x1a\n", 8))
+        return CEILING_PNG;
+    if (b->size >= 12 && !memcmp(b->data, "RIFF", 4) && !memcmp(b->data + 8, "WEBP", 4))
+        return CEILING_WEBP;
+    return CEILING_JPEG; /* libjpeg judges the rest */
+}
+
+/* A PNG to RGB8 with libspng: whole, or (crop given) its rows down to the
+ * window's last, as map_image reads them (Adam7: whole). */
+static int png_decode(decoder *d, const blob *b, const crop_window *c, uint64_t seed)
+{
+#ifdef SLUICE_NO_PNG
+    (void)d, (void)b, (void)c, (void)seed;
+    return -1;
+#else
+    spng_ctx *ctx = spng_ctx_new(0);
+    struct spng_ihdr ih;
+    size_t len = 0;
+    int e = !ctx || spng_set_png_buffer(ctx, b->data, b->size) || spng_get_ihdr(ctx, &ih) ||
+            spng_decoded_image_size(ctx, SPNG_FMT_RGB8, &len) || grow_output(d, len) < 0;
+    if (!e) {
+        uint32_t rows = ih.height;
+        if (c && !ih.interlace_method) {
+            double win[4];
+            plan(c, (int)ih.width, (int)ih.height, seed, win);
+            rows = (uint32_t)fmin(ih.height, ceil(win[1] + win[3]));
+        }
+        if (rows == ih.height) {
+            e = spng_decode_image(ctx, d->out, len, SPNG_FMT_RGB8, 0);
+        } else {
+            size_t row = (size_t)ih.width * 3;
+            e = spng_decode_image(ctx, NULL, 0, SPNG_FMT_RGB8, SPNG_DECODE_PROGRESSIVE);
+            for (uint32_t y = 0; !e && y < rows; y++)
+                e = spng_decode_row(ctx, d->out + y * row, row);
+            e = e == SPNG_EOI ? 0 : e;
+        }
+    }
+    spng_ctx_free(ctx);
+    return e ? -1 : 0;
+#endif
+}
+
+/* A WebP to RGB with libwebp: whole, or (crop given) only the window,
+ * cropped and scaled down by the whole factor map_image picks. */
+static int webp_decode(decoder *d, const blob *b, const crop_window *c, uint64_t seed)
+{
+#ifdef SLUICE_NO_WEBP
+    (void)d, (void)b, (void)c, (void)seed;
+    return -1;
+#else
+    int w, h;
+    if (!WebPGetInfo(b->data, b->size, &w, &h))
+        return -1;
+    WebPDecoderConfig cfg;
+    if (!WebPInitDecoderConfig(&cfg))
+        return -1;
+    int ow = w, oh = h;
+    if (c) {
+        double win[4];
+        plan(c, w, h, seed, win);
+        int x0 = (int)floor(win[0]) & ~1, y0 = (int)floor(win[1]) & ~1;
+        int cw = (int)fmin(w, ceil(win[0] + win[2])) - x0;
+        int ch = (int)fmin(h, ceil(win[1] + win[3])) - y0;
+        cw = cw > 0 ? cw : 1, ch = ch > 0 ? ch : 1;
+        int k = 1;
+        while (win[2] / (k + 1) >= c->width && win[3] / (k + 1) >= c->height)
+            k++;
+        cfg.options.use_cropping = 1;
+        cfg.options.crop_left = x0, cfg.options.crop_top = y0;
+        cfg.options.crop_width = cw, cfg.options.crop_height = ch;
+        ow = (cw + k - 1) / k, oh = (ch + k - 1) / k;
+        if (k > 1) {
+            cfg.options.use_scaling = 1;
+            cfg.options.scaled_width = ow, cfg.options.scaled_height = oh;
+        }
+    }
+    size_t stride = (size_t)ow * 3;
+    if (grow_output(d, stride * (size_t)oh) < 0)
+        return -1;
+    cfg.output.colorspace = MODE_RGB;
+    cfg.output.is_external_memory = 1;
+    cfg.output.u.RGBA.rgba = d->out;
+    cfg.output.u.RGBA.stride = (int)stride;
+    cfg.output.u.RGBA.size = stride * (size_t)oh;
+    VP8StatusCode st = WebPDecode(b->data, b->size, &cfg);
+    WebPFreeDecBuffer(&cfg.output);
+    return st == VP8_STATUS_OK ? 0 : -1;
+#endif
+}
+
 static void *decode_worker(void *arg)
 {
     shared *sh = arg;
@@ -208,8 +310,12 @@ static void *decode_worker(void *arg)
     while ((k = atomic_fetch_add(&sh->next, 1)) < sh->n) {
         /* a new window for every image and pass, as epochs draw them */
         uint64_t seed = ((uint64_t)sh->pass << 32) ^ (uint64_t)k;
-        if ((sh->crop ? decode_window(&d, &sh->files[k], sh->crop, seed)
-                      : decode_one(&d, &sh->files[k])) == 0)
+        const blob *b = &sh->files[k];
+        int f = sniff(b), rc = f == CEILING_PNG    ? png_decode(&d, b, sh->crop, seed)
+                               : f == CEILING_WEBP ? webp_decode(&d, b, sh->crop, seed)
+                               : sh->crop          ? decode_window(&d, b, sh->crop, seed)
+                                                   : decode_one(&d, b);
+        if (rc == 0)
             atomic_fetch_add(&sh->decoded, 1);
         else
             atomic_fetch_add(&sh->failed, 1);
@@ -297,6 +403,8 @@ static int measure(char *const *paths, size_t n, int threads, const crop_window 
     shared sh = {.files = files, .crop = crop};
     sh.n = preload(paths, n, files, &r->bytes);
     r->files = (int64_t)sh.n;
+    for (size_t i = 0; i < sh.n; i++)
+        r->formats[sniff(&files[i])]++;
     atomic_init(&sh.next, 0);
     atomic_init(&sh.decoded, 0);
     atomic_init(&sh.failed, 0);
