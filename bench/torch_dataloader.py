@@ -149,6 +149,8 @@ def run_sluice(args, threads):
         cmd = [args.versus, args.dir, "--preset", args.preset, "--batch", str(args.batch),
                "--epochs", str(args.epochs), "--size", str(args.size), "--threads", str(threads),
                "--seed", str(args.seed), "--json", out.name]
+        if args.ceiling:
+            cmd.append("--ceiling")
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
         with open(out.name) as f:
             return json.load(f)
@@ -156,18 +158,29 @@ def run_sluice(args, threads):
 
 def versus(args, workers_list):
     threads = args.threads or max(max(workers_list), 1)
-    torch_rates, sluice_rates, torch_best = [], [], []
+    torch_rates, sluice_rates, torch_best, ceilings = [], [], [], []
     for r in range(args.rounds):
         t = baseline(args, workers_list)
         s = run_sluice(args, threads)
         torch_rates.append(t["images_per_s"])
         torch_best.append(t["best_num_workers"])
         sluice_rates.append(s["images_per_s"])
-        print("round %d: torch %.1f images/s (num_workers=%d), sluice %.1f images/s (%d threads)"
-              % (r + 1, t["images_per_s"], t["best_num_workers"], s["images_per_s"], threads),
+        if args.ceiling:
+            ceilings.append(s["ceiling_images_per_s"])
+        print("round %d: torch %.1f images/s (num_workers=%d), sluice %.1f images/s (%d threads)%s"
+              % (r + 1, t["images_per_s"], t["best_num_workers"], s["images_per_s"], threads,
+                 ", ceiling %.1f" % ceilings[-1] if ceilings else ""),
               file=sys.stderr)
     tm, sm = statistics.median(torch_rates), statistics.median(sluice_rates)
-    return {
+    extra = {}
+    if ceilings:
+        # the ceiling: each format's library decoding the whole files, in
+        # memory, on sluice-bench's threads (the best of before and after)
+        cm = statistics.median(ceilings)
+        extra = {"ceiling_images_per_s": ceilings, "ceiling_median_images_per_s": cm,
+                 "sluice_ratio_to_ceiling": round(sm / cm, 2),
+                 "torch_ratio_to_ceiling": round(tm / cm, 2)}
+    return {**extra,
         "bench": "sluice_vs_torch", "dir": args.dir, "preset": args.preset, "size": args.size,
         "batch": args.batch, "epochs": args.epochs, "rounds": args.rounds,
         "sluice_threads": threads, "torch_num_workers": workers_list,
@@ -202,6 +215,9 @@ def parse_args():
     p.add_argument("--versus", metavar="SLUICE_BENCH",
                    help="alternate with this sluice-bench binary and compare")
     p.add_argument("--rounds", type=int, default=3, help="--versus: rounds (default 3)")
+    p.add_argument("--ceiling", action="store_true",
+                   help="--versus: sluice-bench also measures the decode ceiling (each "
+                        "format's library, whole files, in memory, on its threads)")
     p.add_argument("--malloc", choices=["default", "tuned"], default="default",
                    help="glibc malloc as it is, or told to keep freed memory")
     p.add_argument("--threads", type=int, default=0,

@@ -27,11 +27,12 @@ library may hand the same memory out again (cache).
 
 import warnings
 
+import numpy as _np
 import torch as _torch
 from torch.utils.dlpack import from_dlpack as _from_dlpack
 
 from . import _dlpack, _structure, _tensor
-from ._constants import SL_STRING
+from ._constants import SL_STRING, SL_UINT16
 from ._lib import lib
 
 __all__ = ["DataLoader", "to_torch"]
@@ -45,8 +46,14 @@ def to_torch(owner, as_bytes=False):
     out = []
     for i in range(lib.sl_element_size(el)):
         t = lib.sl_element_tensor(el, i)
-        if lib.sl_tensor_dtype(t) == SL_STRING:
+        code = lib.sl_tensor_dtype(t)
+        if code == SL_STRING:
             out.append(_tensor.tensor_value(t, owner, as_bytes))
+        elif code == SL_UINT16 and not hasattr(_torch, "uint16"):
+            # torch before 2.3 has no uint16 (decode="raw" depth maps):
+            # widened to int32, every value kept, at the cost of a copy
+            v = _tensor.tensor_value(t, owner)
+            out.append(_torch.from_numpy(_np.asarray(v).astype(_np.int32)))
         else:
             out.append(_from_dlpack(_dlpack.element_capsule(el, i)))
     return tuple(out)

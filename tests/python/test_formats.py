@@ -397,3 +397,19 @@ def test_background_composites_alpha(tmp_path):
     opaque = _save(Image.fromarray(rgba[..., :3]), str(tmp_path / "rgb.png"))
     assert (_decode([opaque], "resize", 32, height=24, width=32, background=0)[0]
             == rgba[..., :3]).all()
+
+
+def test_raw_uint16_through_torch(tmp_path):
+    torch = pytest.importorskip("torch")
+    import sluice.torch as st
+    depth = (np.arange(12 * 10).reshape(12, 10) * 500).astype(np.uint16)
+    p = tmp_path / "d.png"
+    p.write_bytes(_png(depth, 16, 0))
+    ds = (Dataset.from_files([str(p)] * 2)
+          .map_image("resize", 10, height=12, width=10, decode="raw", channels=1,
+                     dtype="uint16").batch(2))
+    (x,) = list(st.DataLoader(ds))
+    # NCHW; torch before 2.3 has no uint16: int32, the values kept
+    want = torch.uint16 if hasattr(torch, "uint16") else torch.int32
+    assert x.shape == (2, 1, 12, 10) and x.dtype == want
+    assert (x[1, 0].to(torch.int64).numpy() == depth).all()
