@@ -1198,7 +1198,8 @@ typedef struct sl_image_spec {
     float ratio_min, ratio_max; /* SL_CROP_RANDOM_RESIZED: aspect w/h */
     float flip_prob;    /* horizontal flip probability */
     int layout;         /* sl_layout */
-    int dtype;          /* SL_UINT8, or SL_FLOAT32: (v / 255 - mean) / std */
+    int dtype;          /* SL_UINT8, or SL_FLOAT32: (v / 255 - mean) / std
+                         * (SL_DECODE_RAW: SL_UINT8 or SL_UINT16) */
     float mean[3], std[3];
     int64_t max_pixels; /* larger declared images are element errors */
     int allow_warnings; /* 0: libjpeg warnings (corrupt data it can
