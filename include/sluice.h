@@ -1287,6 +1287,16 @@ typedef struct sl_image_spec {
                          * 0 drops it, as PIL's convert("RGB"); 1
                          * composites the image over background */
     int background[3];  /* blend_alpha's colour, 0 to 255 each */
+    int with_mask;      /* sl_map_image, 1: tensor mask_index is a second
+                         * encoded image of the same scene (a segmentation
+                         * mask, a depth map) cropped and flipped with the
+                         * image: the image's window (scaled where the
+                         * mask's size differs) and flip, decoded as
+                         * SL_DECODE_RAW into the output's height, width and
+                         * layout; it replaces that tensor. Draws nothing */
+    int mask_index;     /* its tensor (a structured input: its leaf index) */
+    int mask_channels;  /* 1 to 4 */
+    int mask_dtype;     /* SL_UINT8 or SL_UINT16 */
 } sl_image_spec;
 
 /* sl_image_spec.decode. SL_DECODE_RGB: every file becomes 8-bit RGB (gray

@@ -472,6 +472,62 @@ static void test_cancel_mid_batch(void **state)
     }
 }
 
+/* An image and its mask (the same JPEG twice: tensor 1 decoded raw,
+ * nearest): the same window and flip, so the two outputs agree within
+ * the texture the image's filter smooths; far apart were the crops
+ * drawn apart (the gradients span 150 levels). A batch after it stacks
+ * both (no fused node). */
+static void test_mask_paired(void **state)
+{
+    (void)state;
+    enum { N = 12, S = 24 };
+    sl_element *els[N];
+    for (int i = 0; i < N; i++) {
+        sl_element *im = image_element(i, false);
+        const sl_tensor *t = sl_element_tensor(im, 0);
+        els[i] = sl_element_create(2);
+        for (int k = 0; k < 2; k++) {
+            int64_t n = (int64_t)sl_tensor_nbytes(t);
+            memcpy(sl_element_add_tensor(els[i], SL_UINT8, 1, &n), sl_tensor_data(t), (size_t)n);
+        }
+        sl_element_release(im);
+    }
+    sl_image_spec s = spec_of(SL_CROP_RANDOM_RESIZED, S);
+    s.with_mask = 1, s.mask_index = 1, s.mask_channels = 3, s.mask_dtype = SL_UINT8;
+    sl_dataset *ds = sl_batch(sl_map_image(tu_elements(els, N, -3), &s, 2), 4, 0);
+    assert_non_null(ds);
+    sl_iterator *it = sl_iterator_create(ds, NULL);
+    sl_element *el;
+    int batches = 0;
+    while (sl_next(it, &el) == 0) {
+        const sl_tensor *img = sl_element_tensor(el, 0), *mask = sl_element_tensor(el, 1);
+        assert_int_equal(sl_tensor_ndim(mask), 4);
+        assert_int_equal(sl_tensor_shape(mask)[0], 4);
+        assert_int_equal(sl_tensor_nbytes(mask), sl_tensor_nbytes(img));
+        const uint8_t *a = sl_tensor_data(img), *b = sl_tensor_data(mask);
+        for (int k = 0; k < 4; k++) {
+            double d = 0;
+            for (int i = 0; i < S * S * 3; i++)
+                d += abs(a[k * S * S * 3 + i] - b[k * S * S * 3 + i]);
+            assert_true(d / (S * S * 3) < 8);
+        }
+        batches++;
+        sl_element_release(el);
+    }
+    assert_int_equal(batches, N / 4);
+    sl_iterator_free(it);
+    sl_dataset_release(ds);
+    /* refused: the image's own tensor, no channels, with views */
+    s.mask_index = 0;
+    assert_null(sl_map_image(images(1, NULL), &s, 1));
+    assert_non_null(strstr(sl_last_error(), "mask"));
+    s.mask_index = 1, s.mask_channels = 0;
+    assert_null(sl_map_image(images(1, NULL), &s, 1));
+    s.mask_channels = 1;
+    assert_null(sl_map_image_views(images(1, NULL), &s, 1, 1));
+    assert_non_null(strstr(sl_last_error(), "mask"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -484,6 +540,7 @@ int main(void)
         cmocka_unit_test(test_bad_spec),
         cmocka_unit_test(test_spec_sizes),
         cmocka_unit_test(test_views),
+        cmocka_unit_test(test_mask_paired),
         cmocka_unit_test(test_cancel_mid_batch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -85,6 +85,10 @@ class ImageSpec(ctypes.Structure):
         ("channels", c_int),
         ("blend_alpha", c_int),
         ("background", c_int * 3),
+        ("with_mask", c_int),
+        ("mask_index", c_int),
+        ("mask_channels", c_int),
+        ("mask_dtype", c_int),
     ]
 
 

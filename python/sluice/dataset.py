@@ -428,7 +428,7 @@ def _augment_spec(spec, color_jitter, color_jitter_prob, grayscale_prob, gaussia
 
 
 
-def _image_spec(preset, size, kw, image_index):
+def _image_spec(preset, size, kw, image_index, mask_index=None):
     """One sl_image_spec from map_image's keywords (kw: name -> value)."""
     if preset not in _CROPS:
         raise ValueError("map_image: preset must be one of %s" % ", ".join(_CROPS))
@@ -461,6 +461,12 @@ def _image_spec(preset, size, kw, image_index):
         raise ValueError("map_image: decode must be \"rgb\" or \"raw\", not %r"
                          % (kw["decode"],))
     spec.decode = SL_DECODE_RAW if kw["decode"] == "raw" else SL_DECODE_RGB
+    if mask_index is not None:
+        if kw["mask_dtype"] not in ("uint8", "uint16"):
+            raise ValueError("map_image: mask_dtype must be \"uint8\" or \"uint16\"")
+        spec.with_mask, spec.mask_index = 1, mask_index
+        spec.mask_channels = kw["mask_channels"]
+        spec.mask_dtype = _DTYPES[kw["mask_dtype"]]
     if kw["channels"] is not None:
         spec.channels = kw["channels"]
     if kw["background"] is not None:
@@ -495,7 +501,8 @@ class View:
             import inspect
             params = inspect.signature(Dataset.map_image).parameters
             View._KEYWORDS = set(params) - {"self", "preset", "size", "num_parallel_calls",
-                                            "image_key", "views"}
+                                            "image_key", "views", "mask_key", "mask_channels",
+                                            "mask_dtype"}
         unknown = set(options) - View._KEYWORDS
         if unknown:
             raise TypeError("View: unknown keyword %s" % ", ".join(sorted(unknown)))
@@ -1005,7 +1012,8 @@ class Dataset:
                   erasing_scale=(0.02, 0.33), erasing_ratio=(0.3, 3.3), erasing_value=0,
                   rotate=None, affine=None, interpolation="nearest", auto_augment=None,
                   rand_augment_num_ops=2, rand_augment_magnitude=9, num_magnitude_bins=31,
-                  decode="rgb", channels=None, background=None, views=None):
+                  decode="rgb", channels=None, background=None, mask_key=None,
+                  mask_channels=1, mask_dtype="uint8", views=None):
         """Decodes a JPEG and transforms it (in C, in parallel), leaving the
         element's other values in place: the value under image_key of a
         dict element ("image" by default, or "image/encoded" as
@@ -1037,6 +1045,14 @@ class Dataset:
         uint8, is an element error. Crop and flip apply; augmentations and
         normalisation do not.
 
+        mask_key= names a second encoded image in the element (a
+        segmentation mask, a depth map; a key or index as image_key): it is
+        cropped and flipped exactly as the image (the same window, scaled
+        if its size differs) and decoded as decode="raw" with mask_channels
+        and mask_dtype, into the image's size and layout, in its own place:
+
+            ds.map_image("train", 480, mask_key="mask")  # {"image", "mask"}
+
         Augmentations, with torchvision's meanings and defaults, drawn per
         image from the seed (new each epoch), in this order after the crop
         and flip: rotate (RandomRotation's degrees: d or (lo, hi)) and
@@ -1057,12 +1073,24 @@ class Dataset:
         keywords above (the rest from these); the file is decoded once and
         the image becomes a tuple of the views' tensors, in order."""
         kw = dict(locals())
-        for name in ("self", "preset", "size", "num_parallel_calls", "image_key", "views"):
+        for name in ("self", "preset", "size", "num_parallel_calls", "image_key", "views",
+                     "mask_key"):
             del kw[name]
         index = self._image_index(image_key)
         parallel = _parallel("map_image", num_parallel_calls)
+        mask = None
+        if mask_key is not None:
+            if views is not None:
+                raise ValueError("map_image: mask_key goes with one view, not views=")
+            structure = self._structure()
+            try:
+                mask = _structure.leaf_at(structure, mask_key)
+            except KeyError:
+                raise KeyError("map_image: the elements (%s) have no mask at %r"
+                               % (_structure.text(structure) if structure is not None
+                                  else "of a structure not known", mask_key)) from None
         if views is None:
-            spec = _image_spec(preset, size, kw, index)
+            spec = _image_spec(preset, size, kw, index, mask)
             ds = self._derive(lib.sl_map_image, spec, parallel, image_layout=layout)
         else:
             specs = []

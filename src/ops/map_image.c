@@ -259,8 +259,80 @@ static int decode_raw(workspace *ws, int fmt, const uint8_t *data, size_t n,
     return rc;
 }
 
+/* A JPEG's views: from the union u's YCbCr planes where they pay, else
+ * from its RGB decode. */
+static int decode_jpeg(workspace *ws, const uint8_t *data, size_t n, const sl_image_spec *spec,
+                       const sl__window *u, int need_w, int need_h, view *v, int nviews)
+{
+    unsigned flags = jpeg_flags(spec);
+    int rc = SL__JPEG_NOT_YCC;
+    if (!spec->exact_pixels && !spec->fast_upsample && sl__resize_ycc_pays(ws->rs)) {
+        sl__ycc planes;
+        rc = sl__jpeg_decode_ycc(ws->dec, data, n, u, need_w, need_h, flags, &planes);
+        for (int i = 0; rc == 0 && i < nviews; i++) {
+            sl__ycc mine = planes; /* each plane's window, the view's part */
+            for (int c = 0; c < 3; c++)
+                mine.plane[c].win = narrow(&planes.plane[c].win, u, &v[i].win);
+            rc = view_render(ws, &v[i], &mine, NULL, NULL);
+        }
+    }
+    if (rc == SL__JPEG_NOT_YCC) {
+        sl__decoded d;
+        rc = sl__jpeg_decode(ws->dec, data, n, u, need_w, need_h, flags, &d);
+        for (int i = 0; rc == 0 && i < nviews; i++) {
+            sl__window mine = narrow(&d.win, u, &v[i].win);
+            rc = view_render(ws, &v[i], NULL, &d, &mine);
+        }
+    }
+    return rc;
+}
+
+/* The header of an image in format fmt (the bytes' signature; JPEG's
+ * header names the others), with spec's limits. */
+static int read_header(workspace *ws, int fmt, const sl_image_spec *spec, const uint8_t *data,
+                       size_t n, sl__jpeg_info *info)
+{
+    if (fmt == SL__FMT_PNG) {
+        if (!ws->png)
+            ws->png = sl__png_new();
+        return sl__png_header(ws->png, data, n, spec->max_pixels, jpeg_flags(spec), info);
+    }
+    if (fmt == SL__FMT_WEBP) {
+        if (!ws->webp)
+            ws->webp = sl__webp_new();
+        return sl__webp_header(ws->webp, data, n, spec->max_pixels, info);
+    }
+    return sl__jpeg_header(ws->dec, data, n, spec->max_pixels, info);
+}
+
+/* The mask of an image (sl_image_spec.with_mask): its tensor decoded raw
+ * over the image's window, scaled from the image's size (img) to its own,
+ * flipped as the image was. */
+static int decode_mask(workspace *ws, const sl_image_spec *mask, const sl_element *in,
+                       const sl__jpeg_info *img, const view *image, void *dst)
+{
+    const uint8_t *data = NULL;
+    size_t n = 0;
+    int rc = image_bytes(mask, in, &data, &n);
+    int fmt = sl__image_format(data, n);
+    sl__jpeg_info info;
+    if (rc == 0)
+        rc = read_header(ws, fmt, mask, data, n, &info);
+    if (rc == 0) {
+        double sx = (double)info.width / img->width, sy = (double)info.height / img->height;
+        const sl__window *w = &image->win;
+        view v = {.spec = mask, .dst = dst, .flip = image->flip,
+                  .win = {w->x * sx, w->y * sy, w->w * sx, w->h * sy}};
+        rc = decode_raw(ws, fmt, data, n, &info, &v.win, &v, 1);
+    }
+    if (rc < 0 && rc != SL_ENOMEM)
+        sl__error_prefix("its mask");
+    return rc;
+}
+
 int sl__image_decode_views(const sl_image_spec *specs, int nviews, sl__rng *rng,
-                           const sl_element *in, void *const *dst)
+                           const sl_element *in, void *const *dst, const sl_image_spec *mask,
+                           void *mask_dst)
 {
     const uint8_t *data = NULL;
     size_t n = 0;
@@ -270,20 +342,9 @@ int sl__image_decode_views(const sl_image_spec *specs, int nviews, sl__rng *rng,
     workspace *ws = ws_get();
     if (!ws)
         return SL_ENOMEM;
-    /* the format from the bytes' signature; JPEG's header names the others */
     int fmt = sl__image_format(data, n);
     sl__jpeg_info info;
-    if (fmt == SL__FMT_PNG) {
-        if (!ws->png)
-            ws->png = sl__png_new();
-        rc = sl__png_header(ws->png, data, n, specs[0].max_pixels, jpeg_flags(&specs[0]), &info);
-    } else if (fmt == SL__FMT_WEBP) {
-        if (!ws->webp)
-            ws->webp = sl__webp_new();
-        rc = sl__webp_header(ws->webp, data, n, specs[0].max_pixels, &info);
-    } else {
-        rc = sl__jpeg_header(ws->dec, data, n, specs[0].max_pixels, &info);
-    }
+    rc = read_header(ws, fmt, &specs[0], data, n, &info);
     if (rc)
         return name_file(rc, in);
     /* every view's draws first, in order; then the union of their windows,
@@ -302,9 +363,9 @@ int sl__image_decode_views(const sl_image_spec *specs, int nviews, sl__rng *rng,
     int need_w = (int)fmax(1, ceil(u.w / r - 1e-9)), need_h = (int)fmax(1, ceil(u.h / r - 1e-9));
     if (nviews == 1) /* one view: its own size picks the scale, as always */
         need_w = specs[0].width, need_h = specs[0].height;
-    if (specs[0].decode == SL_DECODE_RAW)
-        return name_file(decode_raw(ws, fmt, data, n, &info, &u, v, nviews), in);
-    if (fmt == SL__FMT_PNG || fmt == SL__FMT_WEBP) {
+    if (specs[0].decode == SL_DECODE_RAW) {
+        rc = decode_raw(ws, fmt, data, n, &info, &u, v, nviews);
+    } else if (fmt == SL__FMT_PNG || fmt == SL__FMT_WEBP) {
         const int *bg = specs[0].blend_alpha ? specs[0].background : NULL;
         sl__decoded d;
         rc = fmt == SL__FMT_PNG ? sl__png_decode(ws->png, data, n, &u, bg, &d)
@@ -313,34 +374,17 @@ int sl__image_decode_views(const sl_image_spec *specs, int nviews, sl__rng *rng,
             sl__window mine = narrow(&d.win, &u, &v[i].win);
             rc = view_render(ws, &v[i], NULL, &d, &mine);
         }
-        return name_file(rc, in);
+    } else {
+        rc = decode_jpeg(ws, data, n, &specs[0], &u, need_w, need_h, v, nviews);
     }
-    unsigned flags = jpeg_flags(&specs[0]);
-    rc = SL__JPEG_NOT_YCC;
-    if (!specs[0].exact_pixels && !specs[0].fast_upsample && sl__resize_ycc_pays(ws->rs)) {
-        sl__ycc planes;
-        rc = sl__jpeg_decode_ycc(ws->dec, data, n, &u, need_w, need_h, flags, &planes);
-        for (int i = 0; rc == 0 && i < nviews; i++) {
-            sl__ycc mine = planes; /* each plane's window, the view's part */
-            for (int c = 0; c < 3; c++)
-                mine.plane[c].win = narrow(&planes.plane[c].win, &u, &v[i].win);
-            rc = view_render(ws, &v[i], &mine, NULL, NULL);
-        }
-    }
-    if (rc == SL__JPEG_NOT_YCC) {
-        sl__decoded d;
-        rc = sl__jpeg_decode(ws->dec, data, n, &u, need_w, need_h, flags, &d);
-        for (int i = 0; rc == 0 && i < nviews; i++) {
-            sl__window mine = narrow(&d.win, &u, &v[i].win);
-            rc = view_render(ws, &v[i], NULL, &d, &mine);
-        }
-    }
+    if (rc == 0 && mask)
+        rc = decode_mask(ws, mask, in, &info, &v[0], mask_dst);
     return name_file(rc, in);
 }
 
 int sl__image_decode(const sl_image_spec *spec, sl__rng *rng, const sl_element *in, void *dst)
 {
-    return sl__image_decode_views(spec, 1, rng, in, &dst);
+    return sl__image_decode_views(spec, 1, rng, in, &dst, NULL, NULL);
 }
 
 sl_element *sl__image_rest(const sl_element *in, int extra_slots)
@@ -371,27 +415,33 @@ static int map_fn(sl_map_ctx *ctx, const sl_element *in, sl_element **out, void 
     const map_image_ds *d = user;
     const sl_image_spec *specs = d->nviews ? d->views : &d->spec;
     int nviews = d->nviews ? d->nviews : 1;
-    int k = d->spec.image_index;
-    if (in->n <= k)
+    int k = d->spec.image_index, m = d->spec.with_mask ? d->spec.mask_index : -1;
+    if (in->n <= (k > m ? k : m))
         return sl__set_error(SL_EINVAL, "map_image: an element of %d tensors has no tensor %d",
-                             in->n, k);
-    sl_element *el = sl__image_rest(in, nviews);
+                             in->n, k > m ? k : m);
+    sl_element *el = sl__image_rest(in, nviews + (m >= 0));
     if (!el)
         return SL_ENOMEM;
-    void *dst[SL__MAX_VIEWS];
-    int rc = sl__image_add_rest(el, in, &d->spec, 0, k);
-    for (int i = 0; rc == 0 && i < nviews; i++) {
-        int64_t shape[3];
-        sl__image_shape(&specs[i], shape);
-        struct sl_tensor *t = sl__element_push(el, specs[i].dtype, 3, shape,
-                                               sl__image_bytes(&specs[i]));
-        rc = t ? 0 : SL_ENOMEM;
-        dst[i] = t ? t->data : NULL;
+    void *dst[SL__MAX_VIEWS], *mask = NULL;
+    int rc = 0;
+    for (int j = 0; rc == 0 && j < in->n; j++) {
+        if (j != k && j != m) {
+            rc = sl_element_add_shared(el, in, j);
+            continue;
+        }
+        /* the image's views in its place, or the mask in its own */
+        for (int i = 0; rc == 0 && i < (j == k ? nviews : 1); i++) {
+            const sl_image_spec *s = j == k ? &specs[i] : &d->mask;
+            int64_t shape[3];
+            sl__image_shape(s, shape);
+            struct sl_tensor *t = sl__element_push(el, s->dtype, 3, shape, sl__image_bytes(s));
+            rc = t ? 0 : SL_ENOMEM;
+            *(j == k ? &dst[i] : &mask) = t ? t->data : NULL;
+        }
     }
     if (rc == 0)
-        rc = sl__image_decode_views(specs, nviews, &ctx->rng, in, dst);
-    if (rc == 0)
-        rc = sl__image_add_rest(el, in, &d->spec, k + 1, in->n);
+        rc = sl__image_decode_views(specs, nviews, &ctx->rng, in, dst, m >= 0 ? &d->mask : NULL,
+                                    mask);
     if (rc < 0) {
         sl_element_release(el);
         return rc;
@@ -442,9 +492,9 @@ static uint64_t hash_spec(uint64_t h, const sl_image_spec *s)
         size_t to = offsetof(sl_image_spec, erasing_random) + sizeof s->erasing_random;
         h = sl__hash_bytes(h, (const char *)s + from, to - from);
     }
-    if (s->decode || s->blend_alpha) { /* likewise */
+    if (s->decode || s->blend_alpha || s->with_mask) { /* likewise */
         size_t from = offsetof(sl_image_spec, decode);
-        size_t to = offsetof(sl_image_spec, background) + sizeof s->background;
+        size_t to = offsetof(sl_image_spec, mask_dtype) + sizeof s->mask_dtype;
         h = sl__hash_bytes(h, (const char *)s + from, to - from);
     }
     return h;
@@ -486,6 +536,9 @@ static void image_leaf(sl__stext *t, int leaf, const sl__leaf_spec *spec, void *
     if (leaf == d->spec.image_index) {
         out.dtype = d->spec.dtype;
         out.ndim = sl__image_shape(&d->spec, out.shape);
+    } else if (d->spec.with_mask && leaf == d->spec.mask_index) {
+        out.dtype = d->mask.dtype;
+        out.ndim = sl__image_shape(&d->mask, out.shape);
     }
     if (d->batch && out.ndim >= 0 && out.ndim < SL_MAX_DIMS) {
         memmove(out.shape + 1, out.shape, (size_t)out.ndim * sizeof *out.shape);
@@ -509,6 +562,15 @@ static const sl__node_ops map_image_ops = {
     .cardinality = sl__map_image_cardinality,
     .fingerprint = sl__map_image_fingerprint,
     .fuse_batch = map_image_fuse_batch,
+    .structure = sl__map_image_structure,
+};
+
+/* With a mask: a batch after it is the plain one, stacking both. */
+static const sl__node_ops map_image_mask_ops = {
+    .kind = "map_image",
+    .make_iter = map_image_make,
+    .cardinality = sl__map_image_cardinality,
+    .fingerprint = sl__map_image_fingerprint,
     .structure = sl__map_image_structure,
 };
 
@@ -729,6 +791,14 @@ static int spec_check(const sl_image_spec *s)
         return sl__set_error(SL_EINVAL, "map_image: max_pixels must be >= 1");
     if (s->image_index < 0 || s->image_index >= 65536)
         return sl__set_error(SL_EINVAL, "map_image: bad image_index %d", s->image_index);
+    if (s->with_mask && (s->with_mask != 1 || s->mask_index < 0 || s->mask_index >= 65536 ||
+                         s->mask_index == s->image_index || s->mask_channels < 1 ||
+                         s->mask_channels > 4 ||
+                         (s->mask_dtype != SL_UINT8 && s->mask_dtype != SL_UINT16)))
+        return sl__set_error(SL_EINVAL, "map_image: a mask needs its own tensor (mask_index "
+                             "%d, the image's %d), mask_channels 1 to 4 (%d) and mask_dtype "
+                             "uint8 or uint16", s->mask_index, s->image_index,
+                             s->mask_channels, s->mask_dtype);
     return check_augment(s);
 }
 
@@ -739,17 +809,35 @@ static int check_input(const sl_image_spec *s, const sl_dataset *in)
     const sl_structure *st = sl_dataset_structure(in);
     if (!st)
         return 0;
-    int n = sl_structure_leaves(st), k = s->image_index;
+    int n = sl_structure_leaves(st);
     char text[256];
     sl_structure_format(st, text, sizeof text);
-    if (k >= n)
-        return sl__set_error(SL_EINVAL, "map_image: image_index %d, but the input's elements "
-                             "%s have %d tensors", k, text, n);
-    int dtype = sl__leaf_dtype(st, k);
-    if (dtype >= 0 && dtype != SL_UINT8 && dtype != SL_STRING)
-        return sl__set_error(SL_EDTYPE, "map_image: tensor %d of the input's elements %s is "
-                             "%s, not encoded bytes", k, text, sl_dtype_name((sl_dtype)dtype));
+    for (int i = 0; i < 1 + s->with_mask; i++) {
+        int k = i ? s->mask_index : s->image_index;
+        if (k >= n)
+            return sl__set_error(SL_EINVAL, "map_image: %s %d, but the input's elements %s "
+                                 "have %d tensors", i ? "mask_index" : "image_index", k, text, n);
+        int dtype = sl__leaf_dtype(st, k);
+        if (dtype >= 0 && dtype != SL_UINT8 && dtype != SL_STRING)
+            return sl__set_error(SL_EDTYPE, "map_image: tensor %d of the input's elements %s is "
+                                 "%s, not encoded bytes", k, text,
+                                 sl_dtype_name((sl_dtype)dtype));
+    }
     return 0;
+}
+
+/* The mask's own spec: the image's geometry, decoded raw. */
+static void mask_spec(const sl_image_spec *s, sl_image_spec *m)
+{
+    SL_IMAGE_SPEC_INIT(m, s->crop, s->width);
+    m->height = s->height;
+    m->layout = s->layout;
+    m->max_pixels = s->max_pixels;
+    m->allow_warnings = s->allow_warnings;
+    m->image_index = s->mask_index;
+    m->decode = SL_DECODE_RAW;
+    m->channels = s->mask_channels;
+    m->dtype = s->mask_dtype;
 }
 
 SL_API sl_dataset *sl_map_image(sl_dataset *in, const sl_image_spec *spec, int parallelism)
@@ -781,6 +869,10 @@ SL_API sl_dataset *sl_map_image(sl_dataset *in, const sl_image_spec *spec, int p
         return sl__dataset_fail(&d->base, SL_EINVAL, "map_image: bad parallelism %d",
                                 parallelism);
     d->parallelism = parallelism;
+    if (d->spec.with_mask) { /* known only now: the node is one without a fused batch */
+        mask_spec(&d->spec, &d->mask);
+        d->base.ops = &map_image_mask_ops;
+    }
     return &d->base;
 }
 
@@ -823,6 +915,8 @@ SL_API sl_dataset *sl_map_image_views(sl_dataset *in, const sl_image_spec *specs
             rc = spec_check(&d->views[i]);
         if (rc == 0 && d->views[i].image_index != d->views[0].image_index)
             rc = sl__set_error(SL_EINVAL, "map_image: views read different image_index");
+        if (rc == 0 && d->views[i].with_mask)
+            rc = sl__set_error(SL_EINVAL, "map_image: a mask goes with one view (sl_map_image)");
         if (rc == 0 && (d->views[i].decode != d->views[0].decode ||
                         d->views[i].blend_alpha != d->views[0].blend_alpha ||
                         memcmp(d->views[i].background, d->views[0].background,

@@ -10,6 +10,7 @@
 typedef struct map_image_ds {
     sl_dataset base;
     sl_image_spec spec; /* loaded and checked: this library's layout */
+    sl_image_spec mask; /* spec.with_mask: the mask's own (raw) spec */
     int nviews;          /* sl_map_image_views: its views (spec is views[0]) */
     sl_image_spec *views;
     int parallelism;
@@ -30,10 +31,13 @@ int sl__image_decode(const sl_image_spec *spec, sl__rng *rng, const sl_element *
  * at most SL__MAX_VIEWS): each view's crop and augmentations drawn in
  * turn, the union of their windows decoded once at the DCT scale the most
  * demanding view allows (as YCbCr planes or RGB, as the first view's
- * decode fields choose), each view resampled from it. */
+ * decode fields choose), each view resampled from it. mask (or NULL):
+ * tensor mask->image_index decoded by that raw spec into mask_dst, over
+ * the first view's window and flip. */
 #define SL__MAX_VIEWS 64
 int sl__image_decode_views(const sl_image_spec *specs, int nviews, sl__rng *rng,
-                           const sl_element *in, void *const *dst);
+                           const sl_element *in, void *const *dst, const sl_image_spec *mask,
+                           void *mask_dst);
 
 /* A small element for the input's tensors besides the encoded bytes
  * (label, path...), so the bytes can be released right after decoding,

@@ -413,3 +413,57 @@ def test_raw_uint16_through_torch(tmp_path):
     want = torch.uint16 if hasattr(torch, "uint16") else torch.int32
     assert x.shape == (2, 1, 12, 10) and x.dtype == want
     assert (x[1, 0].to(torch.int64).numpy() == depth).all()
+
+
+# ---- an image and its mask, cropped alike ----
+
+def _scene(tmp_path, mask_scale=1):
+    """An image whose red is its x and green its y (256 x 192), and a mask
+    (gray + alpha: x, y) of the same scene at 1/mask_scale of its size."""
+    y, x = np.mgrid[0:192, 0:256]
+    img = np.dstack([x, y, (x + y) // 2]).astype(np.uint8)
+    p = _save(Image.fromarray(img), str(tmp_path / "scene.png"))
+    my, mx = np.mgrid[0:192 // mask_scale, 0:256 // mask_scale] * mask_scale + mask_scale // 2
+    m = _save(Image.fromarray(np.dstack([mx, my]).astype(np.uint8), "LA"),
+              str(tmp_path / ("mask%d.png" % mask_scale)))
+    return p, m
+
+
+def test_mask_is_cropped_and_flipped_with_its_image(tmp_path):
+    for scale in (1, 2):
+        p, m = _scene(tmp_path, scale)
+        ds = (Dataset.zip((Dataset.from_files([p] * 24), Dataset.from_files([m] * 24)))
+              .map_image("train", 32, image_key=0, mask_key=1, mask_channels=2)
+              .with_options(seed=5))
+        got = list(ds.as_numpy_iterator())
+        flipped = 0
+        for img, mask in got:
+            assert img.shape == (32, 32, 3) and mask.shape == (32, 32, 2)
+            # the mask holds the source coordinates under each output pixel:
+            # the image's (filtered) red and green are the same coordinates
+            d = np.abs(img[..., :2].astype(int) - mask)
+            assert d.mean() <= 1.0 + scale and d.max() <= 3 * scale + 2, (scale, d.max())
+            flipped += int(mask[0, 0, 0] > mask[0, -1, 0])
+        assert 4 <= flipped <= 20  # both flipped together, about half the time
+    # batched: a plain batch stacks both; the structure says so
+    b = ds.batch(8)
+    assert "32, 32, 2" in repr(b.element_spec)
+    images, masks = next(iter(b.as_numpy_iterator()))
+    assert images.shape == (8, 32, 32, 3) and masks.shape == (8, 32, 32, 2)
+
+
+def test_mask_errors_name_it_and_the_policy_skips(tmp_path):
+    p, m = _scene(tmp_path)
+    bad = tmp_path / "bad_mask.png"
+    bad.write_bytes(open(m, "rb").read()[:100])
+    pairs = Dataset.zip((Dataset.from_files([p, p]), Dataset.from_files([str(bad), m])))
+    ds = pairs.map_image("eval", 32, image_key=0, mask_key=1, mask_channels=2)
+    with pytest.raises(sluice.CorruptDataError) as e:
+        list(ds)
+    assert "mask" in str(e.value)
+    skip = ds.with_options(error_policy="skip", error_log_limit=0)
+    assert len(list(skip)) == 1
+    with pytest.raises(sluice.InvalidArgumentError, match="mask"):
+        pairs.map_image("eval", 32, image_key=0, mask_key=0)
+    with pytest.raises(ValueError, match="mask_key"):
+        pairs.map_image("eval", 32, image_key=0, mask_key=1, views=[sluice.View()])
