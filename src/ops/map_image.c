@@ -797,8 +797,8 @@ static int spec_check(const sl_image_spec *s)
                          (s->mask_dtype != SL_UINT8 && s->mask_dtype != SL_UINT16)))
         return sl__set_error(SL_EINVAL, "map_image: a mask needs its own tensor (mask_index "
                              "%d, the image's %d), mask_channels 1 to 4 (%d) and mask_dtype "
-                             "uint8 or uint16", s->mask_index, s->image_index,
-                             s->mask_channels, s->mask_dtype);
+                             "uint8 or uint16 (%s)", s->mask_index, s->image_index,
+                             s->mask_channels, sl_dtype_name((sl_dtype)s->mask_dtype));
     return check_augment(s);
 }
 
