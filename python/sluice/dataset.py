@@ -547,6 +547,7 @@ class Dataset:
         self.options = options if options is not None else Options()
         self.image_layout = image_layout  # "HWC"/"CHW" after map_image (for sluice.torch)
         self._image_leaf = 0  # ... and which tensor the image is
+        self._mask_leaf = None  # ... and its mask's (map_image(mask_key=...))
         self._window = None  # window(): value -> the dataset it stands for
         # how string values come out: "str" (paths, labels: os.fsdecode's
         # surrogateescape) or "bytes" (records: tfrecord, webdataset); an
@@ -575,7 +576,7 @@ class Dataset:
         cbs = self._callbacks + ((callback,) if callback else ())
         layout = self.image_layout if image_layout is False else image_layout
         ds = Dataset(ptr, cbs, self.options, layout, strings or self._strings)
-        ds._image_leaf = self._image_leaf
+        ds._image_leaf, ds._mask_leaf = self._image_leaf, self._mask_leaf
         ds.distributed = self.distributed
         if builder.__name__ in _SAME_ELEMENTS:
             ds._window = self._window
@@ -924,8 +925,10 @@ class Dataset:
         except Error as e:  # tf.data's error for elements of other structures
             raise TypeError(str(e)) from e
         ds = Dataset(p, self._callbacks + dataset._callbacks, self.options, None, self._strings)
-        if self.image_layout == dataset.image_layout and self._image_leaf == dataset._image_leaf:
+        if (self.image_layout == dataset.image_layout and self._image_leaf == dataset._image_leaf
+                and self._mask_leaf == dataset._mask_leaf):
             ds.image_layout, ds._image_leaf = self.image_layout, self._image_leaf
+            ds._mask_leaf = self._mask_leaf
         return ds
 
     @staticmethod
@@ -1106,7 +1109,7 @@ class Dataset:
             layouts = {v.options.get("layout", layout) for v in views}
             ds = self._derive(lib.sl_map_image_views, array, len(specs), parallel,
                               image_layout=layouts.pop() if len(layouts) == 1 else None)
-        ds._image_leaf = index
+        ds._image_leaf, ds._mask_leaf = index, mask
         return ds
 
     def mixup_cutmix(self, num_classes, mixup_alpha=0.2, cutmix_alpha=1.0, prob=1.0,
@@ -1712,7 +1715,7 @@ class Dataset:
         opts = self.options.merge(options).merge(Options(**kwargs))
         ds = Dataset(lib.sl_dataset_retain(self._ptr), self._callbacks, opts,
                      self.image_layout, self._strings)
-        ds._image_leaf = self._image_leaf
+        ds._image_leaf, ds._mask_leaf = self._image_leaf, self._mask_leaf
         ds.distributed = self.distributed
         ds._window = self._window
         return ds

@@ -79,8 +79,9 @@ class DataLoader:
 
     layout "NCHW" (default): batches of images from map_image(layout="HWC")
         come out as [N, C, H, W] views (torch.channels_last memory format,
-        which convolutions take as is); None leaves them NHWC. Pipelines
-        built with map_image(layout="CHW") are NCHW already.
+        which convolutions take as is), and so do their masks
+        (map_image(mask_key=...)), as [N, C, H, W] too; None leaves them
+        NHWC. Pipelines built with map_image(layout="CHW") are NCHW already.
     dtype: None keeps the pipeline's dtype (uint8 from the default
         map_image); torch.float32 converts uint8 images to [0, 1] floats,
         then subtracts `mean` and divides by `std` when given (per channel).
@@ -188,6 +189,11 @@ class DataLoader:
         at = self.dataset._image_leaf
         if at < len(out) and isinstance(out[at], _torch.Tensor) and self.dataset.image_layout:
             out[at] = self._image(out[at])
+        at = self.dataset._mask_leaf
+        if (at is not None and at < len(out) and isinstance(out[at], _torch.Tensor)
+                and out[at].dim() == 4 and self.layout == "NCHW"
+                and self.dataset.image_layout == "HWC"):
+            out[at] = out[at].permute(0, 3, 1, 2)  # the mask keeps its dtype
         if self.device is not None:
             out = [v.to(self.device, non_blocking=True) if isinstance(v, _torch.Tensor) else v
                    for v in out]

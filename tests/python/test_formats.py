@@ -467,3 +467,16 @@ def test_mask_errors_name_it_and_the_policy_skips(tmp_path):
         pairs.map_image("eval", 32, image_key=0, mask_key=0)
     with pytest.raises(ValueError, match="mask_key"):
         pairs.map_image("eval", 32, image_key=0, mask_key=1, views=[sluice.View()])
+
+
+def test_mask_through_torch_is_nchw_like_its_image(tmp_path):
+    torch = pytest.importorskip("torch")
+    import sluice.torch as st
+    p, m = _scene(tmp_path)
+    ds = (Dataset.zip((Dataset.from_files([p] * 4), Dataset.from_files([m] * 4)))
+          .map_image("eval", 32, image_key=0, mask_key=1, mask_channels=2).batch(4))
+    images, masks = next(iter(st.DataLoader(ds, dtype=torch.float32)))
+    assert images.shape == masks.shape[:1] + (3, 32, 32) and images.dtype == torch.float32
+    assert masks.shape == (4, 2, 32, 32) and masks.dtype == torch.uint8
+    want = np.array(next(iter(ds.as_numpy_iterator()))[1][..., 0])
+    assert (masks[:, 0].numpy() == want).all()
