@@ -141,11 +141,16 @@ int sl__png_header(sl__png *dec, const uint8_t *data, size_t n, int64_t max_pixe
 static int decode_rows(sl__png *dec, const uint8_t *data, size_t n, int fmt, int flags,
                        size_t stride, uint32_t rows, size_t *pitch)
 {
-    spng_ctx *c = spng_ctx_new(0);
+    /* sl__png_header checked every chunk's CRC: libspng need not again,
+     * nor the deflate stream's Adler-32, which guards the same bytes
+     * (browsers skip it too); a damaged stream still fails to inflate */
+    spng_ctx *c = spng_ctx_new(SPNG_CTX_IGNORE_ADLER32);
     if (!c)
         return SL_ENOMEM;
     size_t len = 0;
-    int e = spng_set_png_buffer(c, data, n);
+    int e = spng_set_crc_action(c, SPNG_CRC_USE, SPNG_CRC_USE);
+    if (!e)
+        e = spng_set_png_buffer(c, data, n);
     if (!e)
         e = spng_decoded_image_size(c, fmt, &len);
     size_t row = dec->ihdr.height ? len / dec->ihdr.height : 0;

@@ -5,6 +5,7 @@
  * compositing of SL_DECODE_RGB's blend_alpha.
  */
 #include <math.h>
+#include <string.h>
 #include "../core/error.h"
 #include "image.h"
 
@@ -43,6 +44,40 @@ static inline int nearest(double origin, double scale, int i, int limit)
     return k < 0 ? 0 : k >= limit ? limit - 1 : k;
 }
 
+/* The common case, the file's pixels unchanged (a mask into its own
+ * channels and depth, HWC or one channel): bpp bytes copied per output
+ * pixel, the width a constant where it is a usual one. */
+static int copy_pixels(const sl__raw *src, double sy, double y0, void *dst, int out_w, int out_h,
+                       size_t bpp, const int *cols)
+{
+    for (int y = 0; y < out_h; y++) {
+        const uint8_t *row = src->data + (size_t)nearest(y0, sy, y, src->height) * src->stride;
+        uint8_t *o = (uint8_t *)dst + (size_t)y * out_w * bpp;
+        switch (bpp) {
+        case 1:
+            for (int x = 0; x < out_w; x++)
+                o[x] = row[cols[x]];
+            break;
+        case 2:
+            for (int x = 0; x < out_w; x++)
+                memcpy(o + 2 * x, row + cols[x], 2);
+            break;
+        case 3:
+            for (int x = 0; x < out_w; x++)
+                memcpy(o + 3 * x, row + cols[x], 3);
+            break;
+        case 4:
+            for (int x = 0; x < out_w; x++)
+                memcpy(o + 4 * x, row + cols[x], 4);
+            break;
+        default:
+            for (int x = 0; x < out_w; x++)
+                memcpy(o + bpp * x, row + cols[x], bpp);
+        }
+    }
+    return 0;
+}
+
 int sl__raw_resample(const sl__raw *src, const sl__window *win, void *dst, int out_w, int out_h,
                      int channels, int dtype, int layout, bool flip, int *cols)
 {
@@ -59,6 +94,10 @@ int sl__raw_resample(const sl__raw *src, const sl__window *win, void *dst, int o
     uint16_t opaque = src->bytes == 2 ? 65535 : 255;
     size_t plane = (size_t)out_w * out_h;
     bool chw = layout == SL_LAYOUT_CHW;
+    bool same = src->channels == channels && (src->bytes == 2) == (dtype == SL_UINT16);
+    if (same && (!chw || channels == 1)) /* each pixel's bytes as they are */
+        return copy_pixels(src, sy, win->y, dst, out_w, out_h, (size_t)channels * src->bytes,
+                           cols);
     for (int y = 0; y < out_h; y++) {
         const uint8_t *row = src->data + (size_t)nearest(win->y, sy, y, src->height) * src->stride;
         size_t at = (size_t)y * out_w;
