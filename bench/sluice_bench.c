@@ -258,6 +258,19 @@ static void print_first_epoch(const run_state *st)
            (long long)st->epoch_faults[0], (long long)faults_later);
 }
 
+/* The libraries a ceiling ran, by the formats of its files. */
+static const char *decoders(const ceiling_result *r)
+{
+    static char buf[64];
+    static const char *names[CEILING_FORMATS] = {"libjpeg", "libspng", "libwebp"};
+    buf[0] = 0;
+    for (int f = 0; f < CEILING_FORMATS; f++)
+        if (r->formats[f] > 0)
+            snprintf(buf + strlen(buf), sizeof buf - strlen(buf), "%s%s", buf[0] ? "/" : "",
+                     names[f]);
+    return buf[0] ? buf : "libjpeg";
+}
+
 static void print_summary(const run_state *st, const path_list *pl, const ceilings *c)
 {
     const config *cfg = st->cfg;
@@ -314,10 +327,10 @@ static void print_summary(const run_state *st, const path_list *pl, const ceilin
     printf("  %-20s %lld\n", "errors skipped", (long long)st->errors_skipped);
     print_observations(st);
     if (cfg->ceiling) {
-        printf("  %-20s %.1f (full-size libjpeg decode of %lld preloaded files, %d threads; "
+        printf("  %-20s %.1f (full-size %s decode of %lld preloaded files, %d threads; "
                "before %.1f, after %.1f)\n", "ceiling images/s", c->best,
-               (long long)c->before.files, cfg->threads, c->before.images_per_s,
-               c->after.images_per_s);
+               decoders(&c->before), (long long)c->before.files, cfg->threads,
+               c->before.images_per_s, c->after.images_per_s);
         if (c->best > 0 && isfinite(steady))
             printf("  %-20s %.2f whole run, %.2f steady%s\n", "ratio to ceiling", ips / c->best,
                    steady / c->best,
@@ -328,10 +341,10 @@ static void print_summary(const run_state *st, const path_list *pl, const ceilin
     }
     if (cfg->decode_limit) {
         double ips_l = c->limit > 0 ? ips / c->limit : NAN;
-        printf("  %-20s %.1f (libjpeg decoding only each crop's window, at the DCT scale\n"
+        printf("  %-20s %.1f (%s decoding only each crop's window, at the scale\n"
                "  %-20s map_image takes, %d threads; before %.1f, after %.1f)\n", "limit images/s",
-               c->limit, "", cfg->threads, c->limit_before.images_per_s,
-               c->limit_after.images_per_s);
+               c->limit, decoders(&c->limit_before), "", cfg->threads,
+               c->limit_before.images_per_s, c->limit_after.images_per_s);
         if (isfinite(steady) && c->limit > 0)
             printf("  %-20s %.2f whole run, %.2f steady\n", "ratio to limit", ips_l,
                    steady / c->limit);
