@@ -55,6 +55,7 @@ struct sl__png {
     uint8_t *buf;
     size_t cap;
     struct spng_ihdr ihdr;
+    bool trns; /* the file has a tRNS chunk (check_chunks saw it) */
 };
 
 sl__png *sl__png_new(void)
@@ -76,10 +77,11 @@ static uint32_t be32(const uint8_t *p)
 }
 
 /* Every chunk's length and CRC, and the IEND: the verdict's part that does
- * not depend on the window. */
-static int check_chunks(const uint8_t *d, size_t n, unsigned flags)
+ * not depend on the window. Notes a tRNS chunk in *trns on the way. */
+static int check_chunks(const uint8_t *d, size_t n, unsigned flags, bool *trns)
 {
     size_t off = 8;
+    *trns = false;
     while (off + 12 <= n) {
         uint32_t len = be32(d + off);
         if (len > n - off - 12)
@@ -90,6 +92,7 @@ static int check_chunks(const uint8_t *d, size_t n, unsigned flags)
                                  (const char *)d + off + 4, off);
         if (!memcmp(d + off + 4, "IEND", 4))
             return 0;
+        *trns |= !memcmp(d + off + 4, "tRNS", 4);
         off += (size_t)len + 12;
     }
     if (flags & SL__JPEG_ALLOW_WARNINGS)
@@ -109,7 +112,7 @@ int sl__png_header(sl__png *dec, const uint8_t *data, size_t n, int64_t max_pixe
 {
     if (!dec)
         return sl__set_error(SL_ENOMEM, "out of memory (PNG decoder)");
-    int rc = check_chunks(data, n, flags);
+    int rc = check_chunks(data, n, flags, &dec->trns);
     if (rc < 0)
         return rc;
     spng_ctx *c = spng_ctx_new(0);
@@ -191,23 +194,11 @@ static uint32_t window_rows(const sl__png *dec, const sl__window *win)
 }
 
 /* Whether the file carries alpha: an alpha channel, or a tRNS chunk. */
-static bool has_alpha(const sl__png *dec, const uint8_t *data, size_t n)
+static bool has_alpha(const sl__png *dec)
 {
     int t = dec->ihdr.color_type;
-    if (t == SPNG_COLOR_TYPE_GRAYSCALE_ALPHA || t == SPNG_COLOR_TYPE_TRUECOLOR_ALPHA)
-        return true;
-    for (size_t off = 8; off + 12 <= n;) { /* the chunks were checked: lengths fit */
-        const uint8_t *type = data + off + 4;
-        if (!memcmp(type, "tRNS", 4))
-            return true;
-        if (!memcmp(type, "IDAT", 4) || !memcmp(type, "IEND", 4))
-            return false;
-        uint32_t len = be32(data + off);
-        if (len > n - off - 12)
-            return false;
-        off += (size_t)len + 12;
-    }
-    return false;
+    return dec->trns || t == SPNG_COLOR_TYPE_GRAYSCALE_ALPHA ||
+           t == SPNG_COLOR_TYPE_TRUECOLOR_ALPHA;
 }
 
 int sl__png_decode(sl__png *dec, const uint8_t *data, size_t n, const sl__window *win,
@@ -216,7 +207,7 @@ int sl__png_decode(sl__png *dec, const uint8_t *data, size_t n, const sl__window
     uint32_t rows = window_rows(dec, win);
     size_t row = (size_t)dec->ihdr.width * 3, pitch;
     int rc;
-    if (background && has_alpha(dec, data, n)) {
+    if (background && has_alpha(dec)) {
         size_t wide = (size_t)dec->ihdr.width * 4;
         rc = decode_rows(dec, data, n, SPNG_FMT_RGBA8, SPNG_DECODE_TRNS, wide, rows, &pitch);
         if (rc == 0)
