@@ -84,7 +84,16 @@ int sl__io_backend(const sl__io *io)
 
 int sl__io_prep(sl__io *io, int fd, void *buf, size_t len, uint64_t off, void *user)
 {
-    return io->ops->prep(io, fd, buf, len, off, user);
+    if (len > SL__IO_MAX_READ)
+        return sl__set_error(SL_EINTERNAL, "%s: read of %zu bytes is too long", io->ops->name,
+                             len);
+    if (io->outstanding >= io->depth)
+        return sl__set_error(SL_EBUSY, "%s: %d reads already outstanding", io->ops->name,
+                             io->depth);
+    int rc = io->ops->prep(io, fd, buf, len, off, user);
+    if (rc == 0)
+        io->outstanding++;
+    return rc;
 }
 
 int sl__io_submit(sl__io *io)
@@ -94,7 +103,15 @@ int sl__io_submit(sl__io *io)
 
 int sl__io_reap(sl__io *io, sl__io_cqe *out, int max, bool wait)
 {
-    return io->ops->reap(io, out, max, wait);
+    /* nothing could ever wake the wait: the caller and the engine
+     * disagree about what is in flight */
+    if (wait && io->outstanding == 0)
+        return sl__set_error(SL_EINTERNAL, "%s: waiting with no read outstanding",
+                             io->ops->name);
+    int n = io->ops->reap(io, out, max, wait);
+    if (n > 0)
+        io->outstanding -= n;
+    return n;
 }
 
 void sl__io_close(sl__io *io)

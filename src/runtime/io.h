@@ -43,14 +43,16 @@ int sl__io_open(int requested, int depth, const char *who, sl__io **out);
 int sl__io_backend(const sl__io *io);
 /* Queues a read of len bytes (at most SL__IO_MAX_READ) at off into buf;
  * nothing starts before sl__io_submit. 0, or SL_EBUSY when `depth` reads
- * are already outstanding. */
+ * are already outstanding. The front (io.c) counts what is outstanding,
+ * the same way for every backend. */
 int sl__io_prep(sl__io *io, int fd, void *buf, size_t len, uint64_t off, void *user);
 /* Starts every queued read with one system call (io_uring) or one wake-up
  * (pread). 0 or a code with the message set. */
 int sl__io_submit(sl__io *io);
 /* Stores up to max finished reads in out and returns their number; with
- * wait, blocks until there is at least one (the caller must have reads
- * outstanding). Negative code on an engine failure. */
+ * wait, blocks until there is at least one. Waiting with no read
+ * outstanding is the caller's error: SL_EINTERNAL, at once, whatever the
+ * backend. Negative code on an engine failure. */
 int sl__io_reap(sl__io *io, sl__io_cqe *out, int max, bool wait);
 /* Waits for reads in flight (their buffers are written until they end),
  * drops queued ones, and frees the engine. NULL ok. */
@@ -61,7 +63,10 @@ void sl__io_close(sl__io *io);
 
 /* ---- backends (io_uring.c, io_pread.c) ---- */
 
+/* The backend's half: prep is called only below `depth` outstanding, reap
+ * with wait only with some outstanding; the front counts both. */
 typedef struct sl__io_ops {
+    const char *name; /* for messages */
     int (*prep)(sl__io *io, int fd, void *buf, size_t len, uint64_t off, void *user);
     int (*submit)(sl__io *io);
     int (*reap)(sl__io *io, sl__io_cqe *out, int max, bool wait);
@@ -72,6 +77,7 @@ struct sl__io {
     const sl__io_ops *ops;
     int backend;
     int depth;
+    int outstanding; /* prepared and not yet reaped (io.c keeps it) */
 };
 
 /* 0; SL_EUNSUPPORTED with the kernel's errno in *sys_err when it refuses

@@ -579,6 +579,7 @@ static void http_close(sl__io *io)
         q->state = FREE;
     }
     h->ndone = 0;
+    io->outstanding = 0;
     for (int k = 0; k < h->nobj; k++)
         h->obj[k].used = false;
     pthread_mutex_lock(&pool_mu);
@@ -610,7 +611,7 @@ static void destroy(sl__http *h)
     sl__free(h, sizeof *h);
 }
 
-static const sl__io_ops http_ops = {http_prep, http_submit, http_reap, http_close};
+static const sl__io_ops http_ops = {"http", http_prep, http_submit, http_reap, http_close};
 
 static int setup_easy(sl__http *h, hreq *q)
 {
@@ -660,7 +661,7 @@ int sl__http_open(int depth, const sl__http_opts *o, sl__io **out)
     h = sl__calloc(1, sizeof *h);
     if (!h)
         return SL_ENOMEM;
-    h->base = (sl__io){&http_ops, SL_IO_HTTP, depth};
+    h->base = (sl__io){&http_ops, SL_IO_HTTP, depth, 0};
     h->o = *o;
     if (h->o.max_attempts < 1)
         h->o.max_attempts = 1;

@@ -29,7 +29,6 @@ typedef struct pread_io {
     sl__io base;
     size_t size;
     /* caller's thread only */
-    int outstanding; /* prepared and not yet reaped */
     int nstaged;
     preq *staged;
     /* under mu */
@@ -88,10 +87,7 @@ static void *worker_main(void *arg)
 static int pread_prep(sl__io *base, int fd, void *buf, size_t len, uint64_t off, void *user)
 {
     pread_io *p = (pread_io *)base;
-    if (p->outstanding >= base->depth)
-        return sl__set_error(SL_EBUSY, "pread: %d reads already outstanding", base->depth);
     p->staged[p->nstaged++] = (preq){fd, buf, len, off, user};
-    p->outstanding++;
     return 0;
 }
 
@@ -125,8 +121,6 @@ static int pread_reap(sl__io *base, sl__io_cqe *out, int max, bool wait)
 {
     pread_io *p = (pread_io *)base;
     pread_submit(base);
-    if (wait && p->outstanding == 0)
-        return sl__set_error(SL_EINTERNAL, "pread: waiting with no read outstanding");
     int depth = base->depth, n = 0;
     pthread_mutex_lock(&p->mu);
     while (wait && p->dlen == 0)
@@ -137,7 +131,6 @@ static int pread_reap(sl__io *base, sl__io_cqe *out, int max, bool wait)
         p->dlen--;
     }
     pthread_mutex_unlock(&p->mu);
-    p->outstanding -= n;
     return n;
 }
 
@@ -168,7 +161,7 @@ static void pread_close(sl__io *base)
     pread_free(p);
 }
 
-static const sl__io_ops pread_ops = {pread_prep, pread_submit, pread_reap, pread_close};
+static const sl__io_ops pread_ops = {"pread", pread_prep, pread_submit, pread_reap, pread_close};
 
 int sl__io_pread_open(int depth, int threads, sl__io **out)
 {

@@ -2,11 +2,16 @@
  * io_uring backend: reads are queued as SQEs and go to the kernel in one
  * io_uring_submit per batch; completions are taken in batches.
  *
- * Accounting: every prepared read is, at any moment, in exactly one of
- * three places: queued in the SQ ring and not yet consumed by the kernel
- * (io_uring_sq_ready), in the kernel, or finished in the CQ ring
- * (io_uring_cq_ready). Knowing how many are in the kernel tells whether
- * waiting for a completion can ever return, and what close must wait for.
+ * Accounting: every read outstanding (the front's count, io.c) is, at any
+ * moment, in exactly one of three places: queued in the SQ ring and not
+ * yet consumed by the kernel (io_uring_sq_ready), in the kernel, or
+ * finished in the CQ ring (io_uring_cq_ready). Knowing how many are in the
+ * kernel tells whether waiting for a completion can ever return, and what
+ * close must wait for. A completion lands whenever the kernel posts it (an
+ * io-wq worker on another CPU, task work as this thread leaves the
+ * kernel), not only inside our calls, so the CQ ring is read once per
+ * decision (ring_view): counting a completion that landed between two
+ * reads of it made a read in flight look like none, and its wait fail.
  *
  * Closed rings with nothing left in them go to a small cache that the next
  * open of the same depth takes: record readers open an engine per shard,
@@ -42,7 +47,6 @@ int sl__io_uring_open(int depth, sl__io **out, int *sys_err)
 typedef struct uring_io {
     sl__io base;
     struct io_uring ring;
-    int outstanding; /* prepared and not yet reaped */
     struct uring_io *next; /* in the cache */
 } uring_io;
 
@@ -50,9 +54,18 @@ static pthread_mutex_t cache_mu = PTHREAD_MUTEX_INITIALIZER;
 static uring_io *cache;
 static int cached;
 
-static int in_kernel(uring_io *u)
+/* Where the reads outstanding are, from one reading of each ring. */
+typedef struct ring_view {
+    int queued, done, in_kernel;
+} ring_view;
+
+static ring_view look(uring_io *u)
 {
-    return u->outstanding - (int)io_uring_sq_ready(&u->ring) - (int)io_uring_cq_ready(&u->ring);
+    ring_view v;
+    v.done = (int)io_uring_cq_ready(&u->ring);
+    v.queued = (int)io_uring_sq_ready(&u->ring);
+    v.in_kernel = u->base.outstanding - v.queued - v.done;
+    return v;
 }
 
 static int uring_submit(sl__io *base)
@@ -74,10 +87,6 @@ static int uring_submit(sl__io *base)
 static int uring_prep(sl__io *base, int fd, void *buf, size_t len, uint64_t off, void *user)
 {
     uring_io *u = (uring_io *)base;
-    if (len > SL__IO_MAX_READ)
-        return sl__set_error(SL_EINTERNAL, "io_uring: read of %zu bytes is too long", len);
-    if (u->outstanding >= base->depth)
-        return sl__set_error(SL_EBUSY, "io_uring: %d reads already outstanding", base->depth);
     struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
     if (!sqe) {
         int rc = uring_submit(base);
@@ -89,7 +98,6 @@ static int uring_prep(sl__io *base, int fd, void *buf, size_t len, uint64_t off,
     }
     io_uring_prep_read(sqe, fd, buf, (unsigned)len, off);
     io_uring_sqe_set_data(sqe, user);
-    u->outstanding++;
     return 0;
 }
 
@@ -99,13 +107,19 @@ static void nap(void)
     nanosleep(&ts, NULL);
 }
 
-/* Blocks until the CQ ring holds at least one completion. */
+/* Blocks until the CQ ring holds at least one completion (the front saw
+ * reads outstanding). */
 static int wait_one(uring_io *u)
 {
-    while (!io_uring_cq_ready(&u->ring)) {
-        if (in_kernel(u) == 0) {
-            if (!io_uring_sq_ready(&u->ring))
-                return sl__set_error(SL_EINTERNAL, "io_uring: waiting with no read outstanding");
+    for (;;) {
+        ring_view v = look(u);
+        if (v.done)
+            return 0;
+        if (v.in_kernel < 0 || (v.in_kernel == 0 && !v.queued))
+            return sl__set_error(SL_EINTERNAL,
+                                 "io_uring: %d reads outstanding, the ring holds %d",
+                                 u->base.outstanding, v.queued + v.done);
+        if (v.in_kernel == 0) {
             nap(); /* the kernel refused the queued reads for now */
             int rc = uring_submit(&u->base);
             if (rc < 0)
@@ -117,7 +131,6 @@ static int wait_one(uring_io *u)
         if (r < 0 && r != -EINTR && r != -EAGAIN)
             return sl__set_error(SL_EIO, "io_uring_wait_cqe: %s", strerror(-r));
     }
-    return 0;
 }
 
 static int uring_reap(sl__io *base, sl__io_cqe *out, int max, bool wait)
@@ -145,7 +158,6 @@ static int uring_reap(sl__io *base, sl__io_cqe *out, int max, bool wait)
         if (k < want)
             break;
     }
-    u->outstanding -= n;
     return n;
 }
 
@@ -155,17 +167,17 @@ static void uring_close(sl__io *base)
     /* Queued reads never reach the kernel once the ring is gone, but those
      * in flight write into the caller's buffers until they end. */
     for (;;) {
-        unsigned ready = io_uring_cq_ready(&u->ring);
-        io_uring_cq_advance(&u->ring, ready);
-        u->outstanding -= (int)ready;
-        if (in_kernel(u) <= 0)
+        ring_view v = look(u);
+        io_uring_cq_advance(&u->ring, (unsigned)v.done);
+        base->outstanding -= v.done;
+        if (v.in_kernel <= 0)
             break;
         struct io_uring_cqe *cqe;
         int r = io_uring_wait_cqe(&u->ring, &cqe);
         if (r < 0 && r != -EINTR && r != -EAGAIN)
             break;
     }
-    if (u->outstanding == 0 && !io_uring_sq_ready(&u->ring)) {
+    if (base->outstanding == 0 && !io_uring_sq_ready(&u->ring)) {
         pthread_mutex_lock(&cache_mu);
         bool keep = cached < CACHE_MAX;
         if (keep) {
@@ -197,7 +209,8 @@ static uring_io *from_cache(int depth)
     return u;
 }
 
-static const sl__io_ops uring_ops = {uring_prep, uring_submit, uring_reap, uring_close};
+static const sl__io_ops uring_ops = {"io_uring", uring_prep, uring_submit, uring_reap,
+                                     uring_close};
 
 int sl__io_uring_open(int depth, sl__io **out, int *sys_err)
 {
