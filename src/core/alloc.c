@@ -5,7 +5,11 @@
  * so a recycled buffer wastes at most 25%. Each thread keeps a small cache
  * ("magazine") per class, touched without locks; it refills from and spills
  * to a shared free list per class in bulk, so the hot path takes a lock once
- * per many elements. Reused blocks keep their pages resident, which is the
+ * per many elements. Every MAG_GC_OPS operations a thread hands back what
+ * its magazines held untouched since the last time (their low-water marks,
+ * as jemalloc's tcache does), so that blocks one thread frees and another
+ * allocates (file buffers: a producer reads, a worker decodes and frees)
+ * travel back. Reused blocks keep their pages resident, which is the
  * point: faulting fresh pages in costs as much as decoding a small image.
  *
  * Blocks of 4 KiB to 256 KiB (records, tar members, I/O chunks) are carved
@@ -176,10 +180,19 @@ static atomic_llong shared_bytes;
 typedef struct magazine {
     void *items[MAG_MAX];
     unsigned n;
+    unsigned low; /* the fewest items held since the last collection */
 } magazine;
 
 static _Thread_local magazine mags[NCLASSES];
 static _Thread_local int mags_registered;
+/* Pool operations on this thread since its magazines were last collected. */
+static _Thread_local unsigned mag_ops;
+/* Without collection, a thread that frees a class it never allocates (a
+ * pool worker freeing the reader's file buffers, the consumer freeing
+ * batches) kept those blocks while the allocating thread (a new producer
+ * each epoch) found the shared list empty and allocated afresh: the pools
+ * crept towards threads x classes x MAG_BYTES, a few KB an epoch. */
+#define MAG_GC_OPS 256u
 
 static void flush_destructor(void *arg)
 {
@@ -389,12 +402,34 @@ static void slabs_release(void)
     pthread_mutex_unlock(&mu);
 }
 
+/* Spills each magazine's untouched bottom (its low-water mark of items)
+ * to the shared lists; the items above it, the ones in use, stay. */
+static void mags_collect(void)
+{
+    mag_ops = 0;
+    for (unsigned c = 0; c < NCLASSES; c++) {
+        magazine *m = &mags[c];
+        unsigned k = m->low < m->n ? m->low : m->n;
+        if (k) {
+            shared_push(c, m->items, k);
+            memmove(m->items, m->items + k, (m->n - k) * sizeof m->items[0]);
+            m->n -= k;
+        }
+        m->low = m->n;
+    }
+}
+
 static void *class_get(unsigned c)
 {
     pthread_once(&shared_once, shared_init);
     magazine *m = &mags[c];
-    if (m->n)
-        return m->items[--m->n];
+    if (++mag_ops >= MAG_GC_OPS)
+        mags_collect();
+    if (m->n) {
+        if (--m->n < m->low)
+            m->low = m->n;
+        return m->items[m->n];
+    }
     unsigned lim = mag_limit(c);
     if (lim) {
         if (!mags_registered) {
@@ -415,6 +450,8 @@ static void *class_get(unsigned c)
 static void class_put(unsigned c, void *p)
 {
     magazine *m = &mags[c];
+    if (++mag_ops >= MAG_GC_OPS)
+        mags_collect();
     unsigned lim = mag_limit(c);
     if (m->n < lim) {
         if (!mags_registered) {
@@ -429,6 +466,8 @@ static void class_put(unsigned c, void *p)
         unsigned half = lim / 2;
         shared_push(c, m->items + m->n - half, half);
         m->n -= half;
+        if (m->low > m->n)
+            m->low = m->n;
         m->items[m->n++] = p;
         return;
     }
@@ -442,6 +481,7 @@ void sl__pool_flush_thread(void)
         if (mags[c].n)
             shared_push(c, mags[c].items, mags[c].n);
         mags[c].n = 0;
+        mags[c].low = 0;
     }
 }
 
