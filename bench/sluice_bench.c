@@ -806,5 +806,7 @@ int main(int argc, char **argv)
         return sample_write_folder(cfg.sample_dir, cfg.sample_count) < 0 ? 1 : 0;
     if (cfg.shards_out)
         return shards_write(&cfg) < 0 ? 1 : 0;
-    return bench(&cfg);
+    rc = bench(&cfg);
+    bench_runtime_free();
+    return rc;
 }

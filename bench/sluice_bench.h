@@ -287,8 +287,11 @@ typedef struct run_state {
     int64_t shown_images, shown_bytes;
 } run_state;
 
-/* Options for cfg with `seed`, or NULL after printing why. */
+/* Options for cfg with `seed`, or NULL after printing why. Their runtime
+ * (--threads workers) serves every iterator of the run. */
 sl_options *make_options(const config *cfg, int64_t seed);
+/* Joins that runtime's workers, once every iterator is freed. */
+void bench_runtime_free(void);
 /* The files the source yields (read once, untimed, through the library):
  * for --cold and --ceiling. 0, or -1 after printing why. */
 int list_files(const config *cfg, path_list *pl);

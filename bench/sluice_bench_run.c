@@ -47,10 +47,26 @@ bool knob_in_pipeline(const config *cfg, knob_id k)
 
 /* ---- the file list (for --cold and --ceiling) ---- */
 
+/* One pool of --threads workers for every iterator of the run, as the
+ * default runtime is for a training loop: with an iterator per epoch
+ * (--per-epoch, --cold) the run then sees what such a loop sees, not new
+ * threads (their stacks, caches and decoders faulted in again) each epoch. */
+static sl_runtime *runtime;
+
+void bench_runtime_free(void)
+{
+    sl_runtime_free(runtime);
+    runtime = NULL;
+}
+
 sl_options *make_options(const config *cfg, int64_t seed)
 {
+    if (!runtime && !(runtime = sl_runtime_create(cfg->threads))) {
+        fprintf(stderr, "sluice-bench: runtime: %s\n", sl_last_error());
+        return NULL;
+    }
     sl_options *opts = sl_options_create();
-    if (!opts || sl_options_set(opts, SL_OPT_THREADS, cfg->threads) < 0 ||
+    if (!opts || sl_options_set_runtime(opts, runtime) < 0 ||
         sl_options_set(opts, SL_OPT_SEED, seed) < 0 ||
         sl_options_set(opts, SL_OPT_IO_BACKEND, cfg->io) < 0 ||
         sl_options_set(opts, SL_OPT_ERROR_POLICY, cfg->policy) < 0 ||
