@@ -1,8 +1,10 @@
 /* prefetch: order and content at several depths, errors from below with
- * their message, nesting, bad depths. */
+ * their message, nesting, bad depths, the producer's scheduling policy. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include <dirent.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -217,6 +219,50 @@ static void test_bad_depth(void **state)
     assert_non_null(strstr(sl_last_error(), "range"));
 }
 
+/* The scheduling policy of this process's thread named `name` (-1: none
+ * such). */
+static int policy_of(const char *name)
+{
+    DIR *d = opendir("/proc/self/task");
+    if (!d)
+        return -1;
+    int policy = -1;
+    struct dirent *e;
+    while (policy < 0 && (e = readdir(d))) {
+        char path[300], comm[32] = "";
+        snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        if (fgets(comm, sizeof comm, f) && !strncmp(comm, name, strlen(name)) &&
+            comm[strlen(name)] == '\n')
+            policy = sched_getscheduler(atoi(e->d_name));
+        fclose(f);
+    }
+    closedir(d);
+    return policy;
+}
+
+/* The producer that each take wakes does not preempt the consumer that
+ * woke it (SCHED_BATCH); the pool's workers stay as they are. */
+static void test_producer_yields_to_consumer(void **state)
+{
+    (void)state;
+    sl_dataset *ds = sl_prefetch(sl_range(0, 1000, 1), 2);
+    sl_options *o = tu_opts(2, 0);
+    sl_iterator *it = sl_iterator_create(ds, o);
+    assert_non_null(it);
+    sl_element *el;
+    assert_int_equal(sl_next(it, &el), 0); /* the producer is running */
+    sl_element_release(el);
+    assert_int_equal(policy_of("sl-prefetch"), SCHED_BATCH);
+    assert_int_equal(policy_of("sl-worker"), SCHED_OTHER);
+    assert_int_equal(sched_getscheduler(0), SCHED_OTHER); /* the consumer's own */
+    sl_iterator_free(it);
+    sl_options_free(o);
+    sl_dataset_release(ds);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -226,6 +272,7 @@ int main(void)
         cmocka_unit_test(test_error_passes_through),
         cmocka_unit_test(test_skip_policy_below),
         cmocka_unit_test(test_bad_depth),
+        cmocka_unit_test(test_producer_yields_to_consumer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -71,6 +71,14 @@ int sl__thread_start(pthread_t *th, void *(*fn)(void *), void *arg, const char *
     return 0;
 }
 
+void sl__thread_no_wake_preempt(void)
+{
+#ifdef SCHED_BATCH
+    struct sched_param sp = {0};
+    (void)pthread_setschedparam(pthread_self(), SCHED_BATCH, &sp);
+#endif
+}
+
 SL_API int sl_cpu_count(void)
 {
     cpu_set_t set;

@@ -36,5 +36,10 @@ int64_t sl__available_memory(const char *proc, const char *cgroup_mount);
 
 /* Library threads: pthread_create with the pool flush at exit. */
 int sl__thread_start(pthread_t *th, void *(*fn)(void *), void *arg, const char *name);
+/* Called by a library thread that the consumer's own calls wake (prefetch's
+ * producer, woken by each take): its wake-ups stop preempting the thread
+ * running on that CPU (SCHED_BATCH); its share of the CPU is the same.
+ * Best effort. */
+void sl__thread_no_wake_preempt(void);
 
 #endif
