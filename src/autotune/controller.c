@@ -45,6 +45,16 @@
 #define IO_BUSY_MIN 0.5 /* reads in flight at least this fraction: reads limit the reader */
 #define SHRINK_LOAD 0.8 /* after a shrink, the units left are at most this loaded */
 #define RAM_FULL 0.9    /* buffered at this fraction of the budget: grow nothing */
+#define RAM_PLENTY 0.5  /* buffered under this fraction: RAM to spare for depth */
+#define SMALL_STALL 0.25 /* of the target: a stall above it is not near zero, and buys
+                          * depth while RAM is plentiful */
+#define RUN_MAX (10 * SEC) /* the stall since the last change: its older part fades */
+#define DEPTH_CHECK (2 * SEC) /* consumer time a stall is seen before depth is bought,
+                               * and after, before the growth is judged */
+#define DEPTH_FULL 0.25 /* ... kept if the buffer was full this part of the time, */
+#define DEPTH_GAIN 0.25 /* ... or the stall fell by this part of the growth (doubling:
+                         * by a quarter) */
+#define SMALL_RUN 4    /* a stall under the target is seen this many DEPTH_CHECKs */
 #define CHANGE 0.3      /* relative change of consumer step or element cost: re-tune */
 
 /* ---- small helpers ---- */
@@ -78,12 +88,13 @@ static void node_state_init(sl__at_node_state *ns, uint64_t key)
 
 static void window_reset(sl__at_state *s)
 {
-    s->window_ns = s->wait_ns = s->step_ns = s->calls = 0;
+    s->window_ns = s->wait_ns = s->step_ns = s->calls = s->window_peak_bytes = 0;
     for (int i = 0; i < s->nnodes; i++) {
         sl__at_node_state *ns = &s->nodes[i];
 #define RESET(name, what) ns->name = 0;
         SL__NODE_COUNTERS(RESET, SL__AT_NONE)
 #undef RESET
+        ns->others_peak = 0;
     }
 }
 
@@ -209,12 +220,16 @@ static void accumulate(sl__at_state *s, const sl__at_snapshot *snap, int64_t dt)
     s->wait_ns += snap->consumer_wait_ns;
     s->step_ns += snap->consumer_step_ns;
     s->calls += snap->consumer_calls;
+    if (snap->buffered_bytes > s->window_peak_bytes)
+        s->window_peak_bytes = snap->buffered_bytes;
     for (int i = 0; i < snap->nnodes && i < SL__AT_MAX_NODES; i++) {
         const sl__at_node *n = &snap->nodes[i];
         sl__at_node_state *ns = &s->nodes[i];
 #define ADD(name, what) ns->name += n->name;
         SL__NODE_COUNTERS(ADD, SL__AT_NONE)
 #undef ADD
+        if (snap->buffered_bytes - n->bytes_held > ns->others_peak)
+            ns->others_peak = snap->buffered_bytes - n->bytes_held;
     }
 }
 
@@ -294,13 +309,17 @@ static void enforce_cpu(sl__at_state *s, const sl__at_snapshot *snap, sl__at_dec
 }
 
 /* The value a buffer knob of node i may grow to under the RAM budget
- * (<= want). */
+ * (<= want): what fits beside the most the others held at a tick of the
+ * window (the level swings by whole elements; sized on a low moment, a
+ * buffer would be cut again at the next high one). */
 static int64_t ram_cap(const sl__at_state *s, const sl__at_snapshot *snap, int i, int64_t want)
 {
     double el = s->nodes[i].el_bytes;
     if (el <= 0)
         return want;
     int64_t others = snap->buffered_bytes - snap->nodes[i].bytes_held;
+    if (s->nodes[i].others_peak > others)
+        others = s->nodes[i].others_peak;
     double fit = floor((double)(snap->ram_budget - others) / el);
     return fit < (double)want ? (int64_t)(fit > 0 ? fit : 0) : want;
 }
@@ -343,6 +362,16 @@ static void enforce_ram(sl__at_state *s, const sl__at_snapshot *snap, sl__at_dec
 static bool ram_full(const sl__at_snapshot *snap)
 {
     return (double)snap->buffered_bytes >= RAM_FULL * (double)snap->ram_budget;
+}
+
+/* RAM to spare for `more` bytes of depth: the most buffered at a tick of
+ * the window (the level swings by whole batches), and that, stays under
+ * RAM_PLENTY of the budget. */
+static bool ram_plenty(const sl__at_state *s, const sl__at_snapshot *snap, double more)
+{
+    int64_t most = s->window_peak_bytes > snap->buffered_bytes ? s->window_peak_bytes
+                                                               : snap->buffered_bytes;
+    return (double)most + more < RAM_PLENTY * (double)snap->ram_budget;
 }
 
 /* ---- growing: the bottleneck walk ---- */
@@ -651,27 +680,64 @@ static bool grow_units(sl__at_state *s, const sl__at_snapshot *snap, int i, int 
     return true;
 }
 
-static bool grow_depth(sl__at_state *s, const sl__at_snapshot *snap, int i, int k, judged j,
-                       double stall, sl__at_decision *out)
+enum { DEPTH_GREW, DEPTH_HELD, DEPTH_NOT };
+
+/* Grows buffer knob k of node i, for `cause`: doubles while the stall is
+ * over 4x the target, else a quarter more, once the last growth was seen
+ * to pay (check_depth); never past what a growth that bought nothing
+ * reached (for its cooldown), nor past what the RAM budget fits
+ * (DEPTH_HELD). */
+static int grow_depth(sl__at_state *s, const sl__at_snapshot *snap, int i, int k, judged j,
+                      int why, const char *cause, double stall, sl__at_decision *out)
 {
     const sl__at_knob *kb = &snap->nodes[i].knobs[k];
+    const sl__at_knob_state *ks = &s->nodes[i].knobs[k];
     int64_t v = kb->value;
     double target = (double)snap->stall_target_ppm / 1e6;
-    /* far from the target: double; close: a quarter more */
-    int64_t want = stall > 4 * target ? 2 * v : v + (v / 4 > 1 ? v / 4 : 1);
+    /* far from the target: double; close: a quarter more. Bought for a
+     * stall over the target (SMOOTH), double too: a step whose effect
+     * stands out of the stall's noise when it is checked */
+    int64_t want = stall > 4 * target || (why == SL__AT_SMOOTH && stall > target)
+                       ? 2 * v
+                       : v + (v / 4 > 1 ? v / 4 : 1);
+    if (snap->now_ns < ks->ceiling_until_ns && want > ks->ceiling) {
+        if (ks->ceiling_ram && v >= ks->ceiling)
+            return DEPTH_HELD; /* cut by the budget a moment ago */
+        want = ks->ceiling;
+    }
     if (want > kb->max)
         want = kb->max;
-    if (ram_full(snap) || !under_cap(&s->nodes[i].knobs[k], snap->now_ns))
-        return false;
-    int64_t to = ram_cap(s, snap, i, want);
+    if (want <= v || ks->check_from || !under_cap(ks, snap->now_ns))
+        return DEPTH_NOT;
+    int64_t to = ram_full(snap) ? v : ram_cap(s, snap, i, want);
     if (to <= v)
-        return false;
-    sl__at_change *c = add_change(out, SL__AT_GROW, i, k, v, to);
+        return DEPTH_HELD;
+    sl__at_change *c = add_change(out, why, i, k, v, to);
+    if (!c)
+        return DEPTH_NOT;
     snprintf(c->reason, sizeof c->reason,
-             "bursty: output empty in %.0f%% of takes while its input kept up (input wait "
-             "%.0f%%), consumer stall %.1f%%",
-             100 * j.empty, 100 * j.wait, 100 * stall);
-    return true;
+             "%s: output empty in %.0f%% of takes, input wait %.0f%%, consumer stall %.1f%%",
+             cause, 100 * j.empty, 100 * j.wait, 100 * stall);
+    return DEPTH_GREW;
+}
+
+/* Says once, until the knob moves, that a growth of buffer knob k of node
+ * i was held back by the RAM budget. */
+static void note_held(sl__at_state *s, const sl__at_snapshot *snap, int i, int k, double stall,
+                      sl__at_decision *out)
+{
+    sl__at_knob_state *ks = &s->nodes[i].knobs[k];
+    if (ks->held_noted || out->note[0])
+        return;
+    ks->held_noted = true;
+    const sl__at_node *n = &snap->nodes[i];
+    snprintf(out->note, sizeof out->note,
+             "%s.%s held at %lld: consumer stall %.1f%% would buy depth, but %.1f of the "
+             "%.1f MiB RAM budget is buffered (elements of %.0f KiB)",
+             n->name ? n->name : "?", n->knobs[k].name ? n->knobs[k].name : "depth",
+             (long long)n->knobs[k].value, 100 * stall,
+             (double)snap->buffered_bytes / 1048576.0, (double)snap->ram_budget / 1048576.0,
+             s->nodes[i].el_bytes / 1024);
 }
 
 /* Node i's output was empty when taken and its workers (reads) are all
@@ -732,17 +798,61 @@ static void grow(sl__at_state *s, const sl__at_snapshot *snap, double stall, sl_
         if (j.wait >= WAIT_HI || (uk < 0 && ns->elements == 0) || input_saturated)
             continue;
         int dk = find_knob(node, SL__KNOB_DEPTH, true);
-        if (dk >= 0)
-            grow_depth(s, snap, i, dk, j, stall, out);
-        else if (tuned_units >= 0)
+        if (dk >= 0) {
+            if (grow_depth(s, snap, i, dk, j, SL__AT_GROW, "bursty, its input kept up", stall,
+                           out) ==
+                DEPTH_HELD)
+                note_held(s, snap, i, dk, stall, out);
+        } else if (tuned_units >= 0)
             grow_units(s, snap, i, tuned_units, j, false, stall, out);
         return;
     }
 }
 
-/* A stall right after a shrink: undo it, and leave that knob alone for a
- * cooldown that doubles each time. True if something was undone. */
-static bool undo_shrinks(sl__at_state *s, const sl__at_snapshot *snap, double stall,
+/* A stall that growing no stage removed (they are at their budgets, or
+ * none starves its consumer for reasons of its own), or one under the
+ * target but not near zero while RAM is plentiful (`cause`), seen over
+ * DEPTH_CHECK at least since the last change: the buffer nearest the
+ * consumer, when it ran dry, grows; a deeper one lets the stages run
+ * ahead through what makes them late now and then. Whether that paid is
+ * checked (check_depth). True if it grew. */
+static bool buy_depth(sl__at_state *s, const sl__at_snapshot *snap, double stall,
+                      const char *cause, sl__at_decision *out)
+{
+    int order[SL__AT_MAX_NODES];
+    int n = walk_order(snap, order);
+    for (int o = 0; o < n; o++) {
+        int i = order[o];
+        int k = find_knob(&snap->nodes[i], SL__KNOB_DEPTH, false);
+        if (k < 0)
+            continue;
+        const sl__at_node_state *ns = &s->nodes[i];
+        if (!snap->nodes[i].knobs[k].autotune || (ns->empty_takes == 0 && !stuck_take(s, ns)))
+            return false; /* fixed, or it never ran dry: not what the consumer waits for */
+        double target = (double)snap->stall_target_ppm / 1e6;
+        /* on the stall since the last change, not on the window's alone:
+         * that is the baseline the growth is checked against; a stall
+         * under the target must last longer, so that noise around a small
+         * stall does not move the buffer up and down */
+        int64_t run = s->run_wait_ns + s->run_step_ns;
+        if (run < (stall > target ? 1 : SMALL_RUN) * DEPTH_CHECK ||
+            frac(s->run_wait_ns, run) <= SMALL_STALL * target)
+            return false;
+        int r = stall <= target && !ram_plenty(s, snap, ns->el_bytes)
+                    ? DEPTH_HELD
+                    : grow_depth(s, snap, i, k, judge(s, snap, i), SL__AT_SMOOTH, cause, stall,
+                                 out);
+        if (r == DEPTH_HELD)
+            note_held(s, snap, i, k, stall, out);
+        return r == DEPTH_GREW;
+    }
+    return false;
+}
+
+/* A stall right after a shrink: undo it (of a knob of `kind`, or any for
+ * -1), and leave that knob alone for a cooldown that doubles each time.
+ * True if something was undone. */
+static bool undo_shrinks(sl__at_state *s, const sl__at_snapshot *snap, double stall, int kind,
                          sl__at_decision *out)
 {
     bool any = false;
@@ -750,7 +860,8 @@ static bool undo_shrinks(sl__at_state *s, const sl__at_snapshot *snap, double st
         for (int k = 0; k < snap->nodes[i].nknobs; k++) {
             sl__at_knob_state *ks = &s->nodes[i].knobs[k];
             const sl__at_knob *kb = &snap->nodes[i].knobs[k];
-            if (ks->last_shrink_ns == INT64_MIN || ks->last_shrink_ns < snap->now_ns - PROBE ||
+            if ((kind >= 0 && kb->kind != kind) || ks->last_shrink_ns == INT64_MIN ||
+                ks->last_shrink_ns < snap->now_ns - PROBE ||
                 ks->last_shrink_ns != ks->last_change_ns)
                 continue;
             ks->no_shrink_until_ns = snap->now_ns + ks->shrink_cooldown_ns;
@@ -810,7 +921,8 @@ static double shrink_score(const sl__at_state *s, const sl__at_snapshot *snap, i
     const sl__at_knob_state *ks = &ns->knobs[k];
     const sl__at_knob *kb = &snap->nodes[i].knobs[k];
     int64_t now = snap->now_ns;
-    if (!kb->autotune || kb->value <= kb->min || ns->quiet_since_ns == INT64_MIN ||
+    if (!kb->autotune || kb->value <= kb->min || ks->check_from ||
+        ns->quiet_since_ns == INT64_MIN ||
         now - ns->quiet_since_ns < quiet_needed || now < ks->no_shrink_until_ns ||
         (ks->last_change_ns != INT64_MIN && now - ks->last_change_ns < SHRINK_GAP) ||
         !under_cap(ks, now))
@@ -975,6 +1087,75 @@ void sl__at_init(sl__at_state *s, int64_t now_ns)
 #define CHECK_GROWTH 1.3      /* growths by less are not checked: noise in the costs of
                                * two windows would weigh as much as what they bought */
 
+/* Takes back growth of a knob that bought nothing (to `from`), and keeps
+ * it below that for a cooldown that doubles each time. */
+static sl__at_change *give_back(sl__at_knob_state *ks, const sl__at_knob *kb, int i, int k,
+                                int64_t from, int64_t now, sl__at_decision *out)
+{
+    sl__at_change *c = add_change(out, SL__AT_UNDO, i, k, kb->value, from);
+    if (!c)
+        return NULL;
+    ks->ceiling = from;
+    ks->ceiling_until_ns = now + ks->ceiling_cooldown_ns;
+    ks->ceiling_ram = false;
+    return c;
+}
+
+static void cool_down(sl__at_knob_state *ks)
+{
+    ks->ceiling_cooldown_ns = ks->ceiling_cooldown_ns * 2 > COOLDOWN_MAX
+                                  ? COOLDOWN_MAX
+                                  : ks->ceiling_cooldown_ns * 2;
+}
+
+/* A buffer grown to smooth the consumer's stall, after as much consumer
+ * time as the stall was seen before (DEPTH_CHECK at least, SMALL_RUN of
+ * them at most): kept if the stall is near zero now; or if the buffer was
+ * full (its producer waiting for room) DEPTH_FULL of that time at least:
+ * the stages upstream have capacity to spare and the new depth banks it
+ * for the stretches that outrun them (a consumer in bursts, slow
+ * elements); or if the stall fell by DEPTH_GAIN of the growth from what it
+ * was since the change before (not on the window that bought it, which
+ * was picked for its stall). A pipeline short of capacity never fills the
+ * buffer, and its stall stays: there the growth buys nothing and is given
+ * back. */
+static void check_depth(sl__at_state *s, const sl__at_snapshot *snap, int i, int k,
+                        sl__at_decision *out)
+{
+    sl__at_knob_state *ks = &s->nodes[i].knobs[k];
+    const sl__at_knob *kb = &snap->nodes[i].knobs[k];
+    ks->check_wait_ns += s->wait_ns;
+    ks->check_step_ns += s->step_ns;
+    ks->check_full_ns += s->nodes[i].full_ns;
+    int64_t time = ks->check_wait_ns + ks->check_step_ns;
+    if (time < ks->check_for_ns)
+        return;
+    int64_t from = ks->check_from;
+    ks->check_from = 0;
+    double after = frac(ks->check_wait_ns, time), full = frac(ks->check_full_ns, time);
+    double small = SMALL_STALL * (double)snap->stall_target_ppm / 1e6;
+    double grew = (double)(kb->value - from) / (double)from;
+    bool gain = after <= (1 - DEPTH_GAIN * (grew < 1 ? grew : 1)) * ks->check_stall;
+    if (kb->value <= from || !kb->autotune)
+        return;
+    if (after <= small || full >= DEPTH_FULL || gain) {
+        /* it paid: kept until the consumer or the elements change (or
+         * the RAM budget cuts it); a shrink probe would find the buffer
+         * full between the moments it is needed, and buy it back */
+        ks->no_shrink_until_ns = INT64_MAX;
+        return;
+    }
+    sl__at_change *c = give_back(ks, kb, i, k, from, snap->now_ns, out);
+    if (!c)
+        return;
+    snprintf(c->reason, sizeof c->reason,
+             "no gain: consumer stall %.1f%% at depth %lld, %.1f%% at %lld, full %.0f%% of "
+             "the time; not past %lld for %.0f s",
+             100 * ks->check_stall, (long long)from, 100 * after, (long long)kb->value,
+             100 * full, (long long)from, (double)ks->ceiling_cooldown_ns / SEC);
+    cool_down(ks);
+}
+
 /* A stage's capacity is its workers over its cost per element. More
  * workers that left it no faster because they wait for each other (each
  * element costs more wall time in proportion, its CPU time the same: a
@@ -991,6 +1172,10 @@ static void check_growths(sl__at_state *s, const sl__at_snapshot *snap, sl__at_d
             const sl__at_knob *kb = &snap->nodes[i].knobs[k];
             if (!ks->check_from || now < ks->check_since_ns)
                 continue;
+            if (kb->kind == SL__KNOB_DEPTH) {
+                check_depth(s, snap, i, k, out);
+                continue;
+            }
             ks->check_busy_ns += ns->busy_ns;
             ks->check_cpu_ns += ns->cpu_ns;
             ks->check_elements += ns->elements;
@@ -1008,20 +1193,16 @@ static void check_growths(sl__at_state *s, const sl__at_snapshot *snap, sl__at_d
             bool waited = stretch >= ks->check_stretch * (1 + 0.5 * (grew - 1));
             if (gain >= 1 + CHECK_GAIN * (grew - 1) || !waited || !kb->autotune)
                 continue;
-            sl__at_change *c = add_change(out, SL__AT_UNDO, i, k, kb->value, from);
+            sl__at_change *c = give_back(ks, kb, i, k, from, now, out);
             if (!c)
                 return;
-            ks->ceiling = from;
-            ks->ceiling_until_ns = now + ks->ceiling_cooldown_ns;
             snprintf(c->reason, sizeof c->reason,
                      "no gain: an element cost %.2f ms with %lld workers, %.2f ms with %lld "
                      "(something serialises it: a lock, the GIL?); not past %lld for %.0f s",
                      ks->check_cost_ns / 1e6, (long long)from, cost / 1e6,
                      (long long)kb->value, (long long)from,
                      (double)ks->ceiling_cooldown_ns / SEC);
-            ks->ceiling_cooldown_ns = ks->ceiling_cooldown_ns * 2 > COOLDOWN_MAX
-                                          ? COOLDOWN_MAX
-                                          : ks->ceiling_cooldown_ns * 2;
+            cool_down(ks);
         }
 }
 
@@ -1050,28 +1231,60 @@ static void record(sl__at_state *s, const sl__at_snapshot *snap, const sl__at_de
         sl__at_node_state *ns = &s->nodes[ch->node];
         sl__at_knob_state *ks = &ns->knobs[ch->knob];
         note_change(ks, now);
-        /* a growth of workers is checked once it has been measured; one
-         * that follows it first joins it (measured from the first's base) */
-        bool grow = ch->why == SL__AT_GROW &&
-                    snap->nodes[ch->node].knobs[ch->knob].kind == SL__KNOB_PARALLELISM;
-        if (grow && !ks->check_from && ns->last_cost_ns > 0 && ns->last_stretch > 0) {
+        /* a growth of workers or depth is checked once it has been
+         * measured; one that follows it first joins it (measured from the
+         * first's base) */
+        int kind = snap->nodes[ch->node].knobs[ch->knob].kind;
+        bool smooth = ch->why == SL__AT_SMOOTH;
+        bool grow = smooth || (ch->why == SL__AT_GROW && kind == SL__KNOB_PARALLELISM);
+        if (smooth && !ks->check_from) {
+            ks->check_from = ch->from;
+            ks->check_stall = frac(s->run_wait_ns, s->run_wait_ns + s->run_step_ns);
+            /* as long as the stall was seen before it was bought */
+            ks->check_for_ns = s->run_wait_ns + s->run_step_ns;
+            if (ks->check_for_ns > SMALL_RUN * DEPTH_CHECK)
+                ks->check_for_ns = SMALL_RUN * DEPTH_CHECK;
+        } else if (grow && kind == SL__KNOB_PARALLELISM && !ks->check_from &&
+                   ns->last_cost_ns > 0 && ns->last_stretch > 0) {
             ks->check_from = ch->from;
             ks->check_cost_ns = ns->last_cost_ns;
             ks->check_stretch = ns->last_stretch;
         } else if (!grow) {
             ks->check_from = 0;
         }
-        if (ks->check_from && (double)ch->to < CHECK_GROWTH * (double)ks->check_from)
+        if (kind == SL__KNOB_PARALLELISM && ks->check_from &&
+            (double)ch->to < CHECK_GROWTH * (double)ks->check_from)
             ks->check_from = 0;
         ks->check_busy_ns = ks->check_cpu_ns = ks->check_elements = 0;
+        ks->check_wait_ns = ks->check_step_ns = ks->check_full_ns = 0;
+        ks->held_noted = false;
         ks->check_since_ns = now + SETTLE;
         if (ch->to < ch->from)
             ns->covered = false;
+        /* grown back to where a shrink took it from, before that shrink's
+         * cooldown would have run out: the shrink was wrong, as when a
+         * stall undoes it at once (undo_shrinks) */
+        if (ch->to > ch->from && ks->last_shrink_ns != INT64_MIN &&
+            now - ks->last_shrink_ns < ks->shrink_cooldown_ns && ch->to >= ks->shrunk_from) {
+            ks->no_shrink_until_ns = now + ks->shrink_cooldown_ns;
+            ks->shrink_cooldown_ns = ks->shrink_cooldown_ns * 2 > COOLDOWN_MAX
+                                         ? COOLDOWN_MAX
+                                         : ks->shrink_cooldown_ns * 2;
+        }
         ks->last_shrink_ns = ch->why == SL__AT_SHRINK ? now : INT64_MIN;
         ks->shrunk_from = ch->from;
+        if (ch->why == SL__AT_RAM) {
+            /* the buffers' levels swing: bought on a low moment, cut at a
+             * high one; not again past the cut for a while */
+            ks->ceiling = ch->to;
+            ks->ceiling_until_ns = now + ks->ceiling_cooldown_ns;
+            ks->ceiling_ram = true;
+            cool_down(ks);
+        }
         quiet_reset(ns);
     }
     s->changes += out->nchanges;
+    s->run_wait_ns = s->run_step_ns = 0;
     s->mode = SL__AT_ADAPTING;
     s->have_ref = false;
     s->last_change_ns = now;
@@ -1084,10 +1297,17 @@ static bool judge_window(sl__at_state *s, const sl__at_snapshot *snap, sl__at_de
     int64_t now = snap->now_ns;
     double stall = frac(s->wait_ns, s->wait_ns + s->step_ns);
     double target = (double)snap->stall_target_ppm / 1e6;
-    /* a stall just over the target may be noise in a short window: grow
-     * only if a longer one confirms it */
-    if (stall > target && stall <= 2 * target && s->window_ns < WINDOW_MARGINAL)
+    double small = SMALL_STALL * target;
+    /* a stall just over the target, or under it but one that would buy
+     * depth, may be noise in a short window: act only if a longer one
+     * confirms it */
+    bool acts = stall > target || (stall > small && ram_plenty(s, snap, 0));
+    if (acts && stall <= 2 * target && s->window_ns < WINDOW_MARGINAL)
         return false;
+    s->run_wait_ns += s->wait_ns;
+    s->run_step_ns += s->step_ns;
+    if (s->run_wait_ns + s->run_step_ns > RUN_MAX)
+        s->run_wait_ns /= 2, s->run_step_ns /= 2;
     update_el_bytes(s, snap);
     track_costs(s, snap);
     check_growths(s, snap, out);
@@ -1096,10 +1316,25 @@ static bool judge_window(sl__at_state *s, const sl__at_snapshot *snap, sl__at_de
     if (stall > target) {
         for (int i = 0; i < s->nnodes; i++)
             quiet_reset(&s->nodes[i]);
-        if (!undo_shrinks(s, snap, stall, out))
+        if (!undo_shrinks(s, snap, stall, -1, out)) {
             grow(s, snap, stall, out);
+            if (!out->nchanges)
+                buy_depth(s, snap, stall, "a stall no stage can take back, a deeper buffer",
+                          out);
+        }
         return true;
     }
+    if (acts) {
+        /* not near zero, with RAM to spare: a stall still, for buffers;
+         * nothing is shrunk while it lasts */
+        for (int i = 0; i < s->nnodes; i++)
+            quiet_reset(&s->nodes[i]);
+        if (!undo_shrinks(s, snap, stall, SL__KNOB_DEPTH, out))
+            buy_depth(s, snap, stall, "a stall not near zero, RAM to spare", out);
+        return true;
+    }
+    if (stall > small)
+        buy_depth(s, snap, stall, "a stall not near zero", out); /* held: says why */
     quiet_update(s, snap);
     if (s->mode == SL__AT_STABLE && changed(s, snap))
         on_change_detected(s, now);
@@ -1114,6 +1349,7 @@ void sl__at_decide(sl__at_state *s, const sl__at_snapshot *snap, sl__at_decision
     int64_t dt = now - s->last_now_ns;
     s->last_now_ns = now;
     out->nchanges = 0;
+    out->note[0] = 0;
     sync_nodes(s, snap);
     if (now <= s->settle_until_ns) {
         window_reset(s); /* measured while the change was taking effect */

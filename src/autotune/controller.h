@@ -71,8 +71,18 @@ typedef struct sl__at_snapshot {
 } sl__at_snapshot;
 
 /* Why a knob moved. SHARE: a parallel stage gave workers to a costlier one
- * that the CPU budget left short. */
-enum { SL__AT_GROW = 0, SL__AT_SHRINK, SL__AT_UNDO, SL__AT_BUDGET, SL__AT_RAM, SL__AT_SHARE };
+ * that the CPU budget left short. SMOOTH: a buffer deepened for a stall
+ * that no stage's growth removes (checked, and given back if it does not
+ * pay). */
+enum {
+    SL__AT_GROW = 0,
+    SL__AT_SHRINK,
+    SL__AT_UNDO,
+    SL__AT_BUDGET,
+    SL__AT_RAM,
+    SL__AT_SHARE,
+    SL__AT_SMOOTH
+};
 
 typedef struct sl__at_change {
     int node, knob; /* indices into the snapshot */
@@ -84,6 +94,8 @@ typedef struct sl__at_change {
 typedef struct sl__at_decision {
     int nchanges;
     sl__at_change changes[SL__AT_MAX_CHANGES];
+    /* a growth held back, said once until that knob moves ("": none) */
+    char note[SL__AT_REASON];
     int64_t next_tick_ns; /* how long to wait before the next snapshot */
 } sl__at_decision;
 
@@ -96,15 +108,21 @@ typedef struct sl__at_knob_state {
     int64_t no_shrink_until_ns;
     int64_t recent[SL__AT_PER_MINUTE]; /* times of the latest changes, a ring */
     int nrecent, recent_head;
-    /* a growth of parallelism being checked (growths that follow it before
-     * it is judged join it): the value it grew from (0: none), the node's
-     * cost per element and busy time per CPU time then, and since */
+    /* a growth being checked (growths that follow it before it is judged
+     * join it): the value it grew from (0: none); for parallelism the
+     * node's cost per element and busy time per CPU time then, and since;
+     * for a buffer's depth the consumer's stall then, and its wait and
+     * step since, with the time the buffer was full */
     int64_t check_from;
-    double check_cost_ns, check_stretch;
+    double check_cost_ns, check_stretch, check_stall;
     int64_t check_busy_ns, check_cpu_ns, check_elements, check_since_ns;
+    int64_t check_wait_ns, check_step_ns, check_full_ns;
+    int64_t check_for_ns; /* consumer time a depth growth is measured over */
     /* no growth past `ceiling` before ceiling_until_ns: a growth to more
      * bought nothing (the cooldown doubles each time) */
     int64_t ceiling, ceiling_until_ns, ceiling_cooldown_ns;
+    bool ceiling_ram; /* ... set by the RAM budget cutting the knob */
+    bool held_noted;  /* a growth held back was said (until the knob moves) */
 } sl__at_knob_state;
 
 /* What it remembers about one node: the current measuring window, the quiet
@@ -113,6 +131,7 @@ typedef struct sl__at_node_state {
     uint64_t key;
     bool used;
     SL__NODE_COUNTERS(SL__AT_FIELD, SL__AT_NONE) /* the running totals over the window */
+    int64_t others_peak;    /* the most buffered elsewhere at a tick of the window */
     /* over the quiet period (the consumer did not stall) */
     int64_t quiet_since_ns; /* INT64_MIN: not tracking */
     double quiet_low;       /* lowest mean occupancy of a window */
@@ -139,6 +158,10 @@ typedef struct sl__at_state {
     int64_t last_change_ns;
     int64_t settle_until_ns; /* measurements before it are discarded */
     int64_t window_ns, wait_ns, step_ns, calls;
+    int64_t window_peak_bytes; /* the most buffered at a tick of the window */
+    /* the consumer's wait and step over the windows judged since the last
+     * change: the stall a growth of depth is measured against */
+    int64_t run_wait_ns, run_step_ns;
     int64_t changes;         /* total, for tests */
     bool cold;               /* no change made yet: a starved consumer is
                               * judged on a shorter window */

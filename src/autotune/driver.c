@@ -153,6 +153,8 @@ static void apply(sl__autotune *at)
         if (t->autotune_log)
             log_change(at, c);
     }
+    if (t->autotune_log && at->decision.note[0])
+        sl__log_always(SL_LOG_INFO, "autotune: %s", at->decision.note);
 }
 
 /* Counter samples for the trace, named as src/obs/trace.c names them when

@@ -42,6 +42,7 @@ typedef enum sl__node_kind {
     SUM(queue_ns, "time its tasks waited for a pool worker")                     \
     SUM(cpu_ns, "CPU time of its workers' threads while they worked")            \
     SUM(wait_ns, "producer time waiting on its input")                           \
+    SUM(full_ns, "producer time waiting for room in its full buffer")            \
     SUM(takes, "takes from its output buffer")                                   \
     SUM(occupancy_sum, "elements found in the buffer, summed over takes")        \
     SUM(empty_takes, "takes that found the buffer empty")                        \

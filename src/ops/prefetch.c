@@ -45,8 +45,12 @@ static void *producer_main(void *arg)
     sl__thread_no_wake_preempt();
     for (;;) {
         pthread_mutex_lock(&it->a.mu);
-        while (!atomic_load(&it->a.stop) && atomic_load(&it->count) >= depth(it))
-            pthread_cond_wait(&it->a.cv_producer, &it->a.mu);
+        if (!atomic_load(&it->a.stop) && atomic_load(&it->count) >= depth(it)) {
+            int64_t full_at = sl__now_ns();
+            while (!atomic_load(&it->a.stop) && atomic_load(&it->count) >= depth(it))
+                pthread_cond_wait(&it->a.cv_producer, &it->a.mu);
+            sl__stat_add(&ns->full_ns, sl__now_ns() - full_at);
+        }
         atomic_store_explicit(&ns->capacity, depth(it), memory_order_relaxed);
         pthread_mutex_unlock(&it->a.mu);
         if (!sl__tree_wait_budget(it->base.tree, &it->count, &it->a.stop))
