@@ -922,7 +922,12 @@ SL_API sl_dataset *sl_distribute(sl_dataset *in, const sl_dist_context *ctx, uns
 /* Buffering */
 
 /* Keeps up to `depth` elements ready ahead of the consumer, produced on a
- * background thread. depth >= 1 or SL_AUTOTUNE. */
+ * background thread. depth >= 1 or SL_AUTOTUNE. That thread runs
+ * SCHED_BATCH on Linux: woken by each take, it no longer takes the CPU of
+ * the consumer that woke it (its share of the CPU is unchanged). Under
+ * SL_AUTOTUNE the depth grows when the buffer runs dry and that pays
+ * (docs/design.md, "Autotune"), within the RAM budget, and comes back when
+ * unused. */
 SL_API sl_dataset *sl_prefetch(sl_dataset *in, int64_t depth);
 /* Caches the first complete pass; every later pass (a repeat's, a later
  * iterator's) is served from it, so it yields the same elements in the
