@@ -1236,6 +1236,18 @@ static void test_no_oscillation(void **state)
     check_steady(&s, "steady, map short of capacity");
 }
 
+/* The busy pipeline at `load`: the stall from 30 to 90 s at depth 1
+ * fixed, then tuned under a target of stall_ppm (s is left tuned). */
+static void busy_stalls(sim *s, double load, int64_t stall_ppm, double *fixed, double *tuned)
+{
+    make_busy(s, 1, load, false);
+    s->autotune = false;
+    *fixed = stall(s, 30 * SEC, 90 * SEC);
+    make_busy(s, 1, load, true);
+    s->stall_ppm = stall_ppm;
+    *tuned = stall(s, 30 * SEC, 90 * SEC);
+}
+
 /* The stall at 95% load is over a target of 0.5%, and the walk finds the
  * map at its budget: the buffer deepens instead (SMOOTH), at least halving
  * the stall of depth 1. It stayed at depth 1 before. */
@@ -1243,12 +1255,8 @@ static void test_depth_for_a_stall_no_stage_takes(void **state)
 {
     (void)state;
     static sim s;
-    make_busy(&s, 1, 0.95, false);
-    s.autotune = false;
-    double fixed = stall(&s, 30 * SEC, 90 * SEC);
-    make_busy(&s, 1, 0.95, true);
-    s.stall_ppm = 5000;
-    double tuned = stall(&s, 30 * SEC, 90 * SEC);
+    double fixed, tuned;
+    busy_stalls(&s, 0.95, 5000, &fixed, &tuned);
     dump_log(&s, "smooth");
     printf("no stage to grow: stall %.2f%% at depth 1, %.2f%% tuned to depth %lld (p %lld)\n",
            100 * fixed, 100 * tuned, (long long)s.st[1].knob, (long long)s.st[0].knob);
@@ -1268,12 +1276,8 @@ static void test_small_stall_buys_depth_while_ram_is_plenty(void **state)
 {
     (void)state;
     static sim s;
-    make_busy(&s, 1, 0.95, false);
-    s.autotune = false;
-    double fixed = stall(&s, 30 * SEC, 90 * SEC);
-    make_busy(&s, 1, 0.95, true);
-    s.stall_ppm = 40000;
-    double tuned = stall(&s, 30 * SEC, 90 * SEC);
+    double fixed, tuned;
+    busy_stalls(&s, 0.95, 40000, &fixed, &tuned);
     dump_log(&s, "small stall");
     printf("small stall: %.2f%% at depth 1, %.2f%% tuned to depth %lld\n", 100 * fixed,
            100 * tuned, (long long)s.st[1].knob);
