@@ -363,7 +363,9 @@ typedef enum sl_option {
      * iterators sharing a runtime; 0 = the CPUs in the affinity mask. */
     SL_OPT_CPU_BUDGET,
     /* Consumer stall the controller tolerates, in parts per million of wall
-     * time (default 20000 = 2%). */
+     * time (default 20000 = 2%): over it, the bottleneck grows. A stall
+     * over a quarter of it still buys prefetch depth while RAM is
+     * plentiful (docs/design.md, "Autotune"). */
     SL_OPT_STALL_TARGET_PPM,
     /* Keys 12 and 13 are experimental options (SLUICE_EXPERIMENTAL below:
      * SL_OPT_TRACE_EVENTS, SL_OPT_AUTOTUNE_LOG). */
@@ -927,7 +929,7 @@ SL_API sl_dataset *sl_distribute(sl_dataset *in, const sl_dist_context *ctx, uns
  * the consumer that woke it (its share of the CPU is unchanged). Under
  * SL_AUTOTUNE the depth grows when the buffer runs dry and that pays
  * (docs/design.md, "Autotune"), within the RAM budget, and comes back when
- * unused. */
+ * it does not pay or stays unused. */
 SL_API sl_dataset *sl_prefetch(sl_dataset *in, int64_t depth);
 /* Caches the first complete pass; every later pass (a repeat's, a later
  * iterator's) is served from it, so it yields the same elements in the
@@ -1576,7 +1578,8 @@ SL_API int64_t sl_iterator_stat(const sl_iterator *it, sl_stat key);
 
 /* Events kept for sl_iterator_trace (a ring of this many); 0 = off. */
 #define SL_OPT_TRACE_EVENTS SL_OPT_EXPERIMENTAL_12
-/* 1: log every knob change with its reason (as SLUICE_LOG=autotune). */
+/* 1: log every knob change with its reason, and a growth the RAM budget
+ * held back, once (as SLUICE_LOG=autotune). */
 #define SL_OPT_AUTOTUNE_LOG SL_OPT_EXPERIMENTAL_13
 
 /* Statistics, report, trace */

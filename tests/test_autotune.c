@@ -1178,8 +1178,8 @@ static void test_ram_budget(void **state)
 }
 
 /* Ten simulated minutes of a steady pipeline: after convergence, at most
- * two knob changes in any minute (per_minute), ten in all. */
-static void check_steady_at(sim *s, const char *what, int per_minute)
+ * two knob changes in any minute, ten in all. */
+static void check_steady(sim *s, const char *what)
 {
     run_until(s, 600 * SEC);
     dump_log(s, what);
@@ -1190,13 +1190,8 @@ static void check_steady_at(sim *s, const char *what, int per_minute)
     }
     printf("%s: %d changes in the first minute, %d after (at most %d in a minute)\n", what,
            changes_between(s, 0, 60 * SEC), total, worst);
-    assert_true(worst <= per_minute);
+    assert_true(worst <= 2);
     assert_true(total <= 10);
-}
-
-static void check_steady(sim *s, const char *what)
-{
-    check_steady_at(s, what, 2);
 }
 
 /* 30 quick steps, then 100 of 5 ms. */
@@ -1224,12 +1219,11 @@ static void test_no_oscillation(void **state)
     make_fast_consumer(&s, 1, 1);
     s.st[0].tuned = s.st[1].tuned = true;
     check_steady(&s, "steady, fast consumer");
-    /* depth bought for a stall no stage can take back: it is kept while
-     * it is used, and a growth past what is used is tried again only
-     * after a cooldown that doubles; at 95% a minute may see a growth
-     * kept beside such a probe and its verdict */
+    /* depth bought for a stall no stage can take back: kept while it
+     * pays, and a growth that did not is tried again only after a
+     * cooldown that doubles */
     make_busy(&s, 1, 0.95, true);
-    check_steady_at(&s, "steady, busy map at 95%", 3);
+    check_steady(&s, "steady, busy map at 95%");
     make_busy(&s, 1, 0.9, true);
     check_steady(&s, "steady, busy map at 90%");
     make_busy(&s, 1, 1.2, true);
@@ -1295,7 +1289,10 @@ static void test_small_stall_buys_depth_while_ram_is_plenty(void **state)
     printf("small stall, RAM short: depth %lld, %d note(s): %s\n", (long long)s.st[1].knob,
            s.notes, s.note);
     assert_true(s.st[1].knob <= 2);
-    assert_true(s.notes >= 1 && s.notes <= 1 + s.nlog);
+    int moves = 0;
+    for (int i = 0; i < s.nlog; i++)
+        moves += s.log[i].stage == 1;
+    assert_true(s.notes >= 1 && s.notes <= 1 + moves); /* once until it moves */
     assert_non_null(strstr(s.note, "held at"));
 }
 

@@ -107,6 +107,12 @@ static void quiet_reset(sl__at_node_state *ns)
 }
 
 /* Changes of this knob in the last minute are under the cap. */
+/* The next cooldown: twice this one, at most COOLDOWN_MAX. */
+static void double_cooldown(int64_t *cooldown)
+{
+    *cooldown = *cooldown * 2 > COOLDOWN_MAX ? COOLDOWN_MAX : *cooldown * 2;
+}
+
 static bool under_cap(const sl__at_knob_state *ks, int64_t now)
 {
     if (ks->nrecent < SL__AT_PER_MINUTE)
@@ -350,13 +356,15 @@ static void enforce_ram(sl__at_state *s, const sl__at_snapshot *snap, sl__at_dec
         return;
     const sl__at_knob *kb = &snap->nodes[best].knobs[bk];
     sl__at_change *c = add_change(out, SL__AT_RAM, best, bk, kb->value, best_to);
+    int64_t others = snap->buffered_bytes - snap->nodes[best].bytes_held;
+    if (s->nodes[best].others_peak > others)
+        others = s->nodes[best].others_peak;
     if (c)
         snprintf(c->reason, sizeof c->reason,
                  "RAM budget: elements of %.0f KiB, %lld fit beside the %.1f MiB buffered "
                  "elsewhere (budget %.1f MiB)",
                  s->nodes[best].el_bytes / 1024, (long long)best_to,
-                 (double)(snap->buffered_bytes - snap->nodes[best].bytes_held) / 1048576.0,
-                 (double)snap->ram_budget / 1048576.0);
+                 (double)others / 1048576.0, (double)snap->ram_budget / 1048576.0);
 }
 
 static bool ram_full(const sl__at_snapshot *snap)
@@ -710,7 +718,10 @@ static int grow_depth(sl__at_state *s, const sl__at_snapshot *snap, int i, int k
     if (want <= v || ks->check_from || !under_cap(ks, snap->now_ns))
         return DEPTH_NOT;
     int64_t to = ram_full(snap) ? v : ram_cap(s, snap, i, want);
-    if (to <= v)
+    /* for a stall under the target, only while RAM stays plentiful with
+     * the growth */
+    if (to <= v || (stall <= target && !ram_plenty(s, snap, (double)(to - v) *
+                                                                s->nodes[i].el_bytes)))
         return DEPTH_HELD;
     sl__at_change *c = add_change(out, why, i, k, v, to);
     if (!c)
@@ -721,8 +732,9 @@ static int grow_depth(sl__at_state *s, const sl__at_snapshot *snap, int i, int k
     return DEPTH_GREW;
 }
 
-/* Says once, until the knob moves, that a growth of buffer knob k of node
- * i was held back by the RAM budget. */
+/* Says once, until the knob moves or the load changes, that a growth of
+ * buffer knob k of node i was held back by the RAM budget, with the
+ * figures the decision used. */
 static void note_held(sl__at_state *s, const sl__at_snapshot *snap, int i, int k, double stall,
                       sl__at_decision *out)
 {
@@ -731,13 +743,22 @@ static void note_held(sl__at_state *s, const sl__at_snapshot *snap, int i, int k
         return;
     ks->held_noted = true;
     const sl__at_node *n = &snap->nodes[i];
-    snprintf(out->note, sizeof out->note,
-             "%s.%s held at %lld: consumer stall %.1f%% would buy depth, but %.1f of the "
-             "%.1f MiB RAM budget is buffered (elements of %.0f KiB)",
-             n->name ? n->name : "?", n->knobs[k].name ? n->knobs[k].name : "depth",
-             (long long)n->knobs[k].value, 100 * stall,
-             (double)snap->buffered_bytes / 1048576.0, (double)snap->ram_budget / 1048576.0,
-             s->nodes[i].el_bytes / 1024);
+    int64_t most = s->window_peak_bytes > snap->buffered_bytes ? s->window_peak_bytes
+                                                               : snap->buffered_bytes;
+    int len = snprintf(out->note, sizeof out->note,
+                       "%s.%s held at %lld: consumer stall %.1f%% would buy depth, but ",
+                       n->name ? n->name : "?", n->knobs[k].name ? n->knobs[k].name : "depth",
+                       (long long)n->knobs[k].value, 100 * stall);
+    if (len < 0 || (size_t)len >= sizeof out->note)
+        return;
+    if (snap->now_ns < ks->ceiling_until_ns && ks->ceiling_ram)
+        snprintf(out->note + len, sizeof out->note - (size_t)len,
+                 "the RAM budget cut it to %lld a moment ago", (long long)ks->ceiling);
+    else
+        snprintf(out->note + len, sizeof out->note - (size_t)len,
+                 "up to %.1f MiB of the %.1f MiB RAM budget was buffered (elements of %.0f KiB)",
+                 (double)most / 1048576.0, (double)snap->ram_budget / 1048576.0,
+                 s->nodes[i].el_bytes / 1024);
 }
 
 /* Node i's output was empty when taken and its workers (reads) are all
@@ -811,13 +832,15 @@ static void grow(sl__at_state *s, const sl__at_snapshot *snap, double stall, sl_
 
 /* A stall that growing no stage removed (they are at their budgets, or
  * none starves its consumer for reasons of its own), or one under the
- * target but not near zero while RAM is plentiful (`cause`), seen over
- * DEPTH_CHECK at least since the last change: the buffer nearest the
+ * target but not near zero, seen over DEPTH_CHECK at least since the last
+ * change (SMALL_RUN of them under the target): the buffer nearest the
  * consumer, when it ran dry, grows; a deeper one lets the stages run
- * ahead through what makes them late now and then. Whether that paid is
- * checked (check_depth). True if it grew. */
-static bool buy_depth(sl__at_state *s, const sl__at_snapshot *snap, double stall,
-                      const char *cause, sl__at_decision *out)
+ * ahead through what makes them late now and then. Under the target only
+ * while RAM is plentiful (ram_ok, and with the growth: grow_depth), else
+ * it is held, said once. Whether it paid is checked (check_depth). True
+ * if it grew. */
+static bool buy_depth(sl__at_state *s, const sl__at_snapshot *snap, double stall, bool ram_ok,
+                      sl__at_decision *out)
 {
     int order[SL__AT_MAX_NODES];
     int n = walk_order(snap, order);
@@ -838,10 +861,12 @@ static bool buy_depth(sl__at_state *s, const sl__at_snapshot *snap, double stall
         if (run < (stall > target ? 1 : SMALL_RUN) * DEPTH_CHECK ||
             frac(s->run_wait_ns, run) <= SMALL_STALL * target)
             return false;
-        int r = stall <= target && !ram_plenty(s, snap, ns->el_bytes)
-                    ? DEPTH_HELD
-                    : grow_depth(s, snap, i, k, judge(s, snap, i), SL__AT_SMOOTH, cause, stall,
-                                 out);
+        bool over = stall > target;
+        int r = !ram_ok ? DEPTH_HELD
+                        : grow_depth(s, snap, i, k, judge(s, snap, i), SL__AT_SMOOTH,
+                                     over ? "a stall no stage can take back, a deeper buffer"
+                                          : "a stall not near zero, RAM to spare",
+                                     stall, out);
         if (r == DEPTH_HELD)
             note_held(s, snap, i, k, stall, out);
         return r == DEPTH_GREW;
@@ -866,9 +891,7 @@ static bool undo_shrinks(sl__at_state *s, const sl__at_snapshot *snap, double st
                 continue;
             ks->no_shrink_until_ns = snap->now_ns + ks->shrink_cooldown_ns;
             double cool = (double)ks->shrink_cooldown_ns / SEC;
-            ks->shrink_cooldown_ns = ks->shrink_cooldown_ns * 2 > COOLDOWN_MAX
-                                         ? COOLDOWN_MAX
-                                         : ks->shrink_cooldown_ns * 2;
+            double_cooldown(&ks->shrink_cooldown_ns);
             ks->last_shrink_ns = INT64_MIN;
             int64_t to = ks->shrunk_from < kb->max ? ks->shrunk_from : kb->max;
             if (kb->kind == SL__KNOB_PARALLELISM) {
@@ -1059,8 +1082,10 @@ static void on_change_detected(sl__at_state *s, int64_t now)
     for (int i = 0; i < s->nnodes; i++) {
         quiet_reset(&s->nodes[i]);
         for (int k = 0; k < SL__MAX_KNOBS; k++) {
-            s->nodes[i].knobs[k].shrink_cooldown_ns = COOLDOWN_BASE;
-            s->nodes[i].knobs[k].no_shrink_until_ns = INT64_MIN;
+            sl__at_knob_state *ks = &s->nodes[i].knobs[k];
+            ks->shrink_cooldown_ns = ks->ceiling_cooldown_ns = COOLDOWN_BASE;
+            ks->no_shrink_until_ns = ks->ceiling_until_ns = INT64_MIN;
+            ks->held_noted = false;
         }
     }
 }
@@ -1101,12 +1126,6 @@ static sl__at_change *give_back(sl__at_knob_state *ks, const sl__at_knob *kb, in
     return c;
 }
 
-static void cool_down(sl__at_knob_state *ks)
-{
-    ks->ceiling_cooldown_ns = ks->ceiling_cooldown_ns * 2 > COOLDOWN_MAX
-                                  ? COOLDOWN_MAX
-                                  : ks->ceiling_cooldown_ns * 2;
-}
 
 /* A buffer grown to smooth the consumer's stall, after as much consumer
  * time as the stall was seen before (DEPTH_CHECK at least, SMALL_RUN of
@@ -1131,29 +1150,33 @@ static void check_depth(sl__at_state *s, const sl__at_snapshot *snap, int i, int
     if (time < ks->check_for_ns)
         return;
     int64_t from = ks->check_from;
-    ks->check_from = 0;
     double after = frac(ks->check_wait_ns, time), full = frac(ks->check_full_ns, time);
     double small = SMALL_STALL * (double)snap->stall_target_ppm / 1e6;
     double grew = (double)(kb->value - from) / (double)from;
     bool gain = after <= (1 - DEPTH_GAIN * (grew < 1 ? grew : 1)) * ks->check_stall;
-    if (kb->value <= from || !kb->autotune)
+    if (kb->value <= from || !kb->autotune) {
+        ks->check_from = 0;
         return;
+    }
     if (after <= small || full >= DEPTH_FULL || gain) {
-        /* it paid: kept until the consumer or the elements change (or
-         * the RAM budget cuts it); a shrink probe would find the buffer
-         * full between the moments it is needed, and buy it back */
-        ks->no_shrink_until_ns = INT64_MAX;
+        /* it paid: no shrink probe for the longest cooldown, or until the
+         * consumer or the elements change (or the RAM budget cuts it); a
+         * probe would find the buffer full between the moments it is
+         * needed, and buy it back */
+        ks->check_from = 0;
+        ks->no_shrink_until_ns = snap->now_ns + COOLDOWN_MAX;
         return;
     }
     sl__at_change *c = give_back(ks, kb, i, k, from, snap->now_ns, out);
     if (!c)
-        return;
+        return; /* no room in this decision: judged again at the next */
+    ks->check_from = 0;
     snprintf(c->reason, sizeof c->reason,
              "no gain: consumer stall %.1f%% at depth %lld, %.1f%% at %lld, full %.0f%% of "
              "the time; not past %lld for %.0f s",
              100 * ks->check_stall, (long long)from, 100 * after, (long long)kb->value,
              100 * full, (long long)from, (double)ks->ceiling_cooldown_ns / SEC);
-    cool_down(ks);
+    double_cooldown(&ks->ceiling_cooldown_ns);
 }
 
 /* A stage's capacity is its workers over its cost per element. More
@@ -1202,7 +1225,7 @@ static void check_growths(sl__at_state *s, const sl__at_snapshot *snap, sl__at_d
                      ks->check_cost_ns / 1e6, (long long)from, cost / 1e6,
                      (long long)kb->value, (long long)from,
                      (double)ks->ceiling_cooldown_ns / SEC);
-            cool_down(ks);
+            double_cooldown(&ks->ceiling_cooldown_ns);
         }
 }
 
@@ -1267,9 +1290,7 @@ static void record(sl__at_state *s, const sl__at_snapshot *snap, const sl__at_de
         if (ch->to > ch->from && ks->last_shrink_ns != INT64_MIN &&
             now - ks->last_shrink_ns < ks->shrink_cooldown_ns && ch->to >= ks->shrunk_from) {
             ks->no_shrink_until_ns = now + ks->shrink_cooldown_ns;
-            ks->shrink_cooldown_ns = ks->shrink_cooldown_ns * 2 > COOLDOWN_MAX
-                                         ? COOLDOWN_MAX
-                                         : ks->shrink_cooldown_ns * 2;
+            double_cooldown(&ks->shrink_cooldown_ns);
         }
         ks->last_shrink_ns = ch->why == SL__AT_SHRINK ? now : INT64_MIN;
         ks->shrunk_from = ch->from;
@@ -1279,7 +1300,7 @@ static void record(sl__at_state *s, const sl__at_snapshot *snap, const sl__at_de
             ks->ceiling = ch->to;
             ks->ceiling_until_ns = now + ks->ceiling_cooldown_ns;
             ks->ceiling_ram = true;
-            cool_down(ks);
+            double_cooldown(&ks->ceiling_cooldown_ns);
         }
         quiet_reset(ns);
     }
@@ -1319,22 +1340,18 @@ static bool judge_window(sl__at_state *s, const sl__at_snapshot *snap, sl__at_de
         if (!undo_shrinks(s, snap, stall, -1, out)) {
             grow(s, snap, stall, out);
             if (!out->nchanges)
-                buy_depth(s, snap, stall, "a stall no stage can take back, a deeper buffer",
-                          out);
+                buy_depth(s, snap, stall, true, out);
         }
         return true;
     }
-    if (acts) {
-        /* not near zero, with RAM to spare: a stall still, for buffers;
-         * nothing is shrunk while it lasts */
-        for (int i = 0; i < s->nnodes; i++)
-            quiet_reset(&s->nodes[i]);
-        if (!undo_shrinks(s, snap, stall, SL__KNOB_DEPTH, out))
-            buy_depth(s, snap, stall, "a stall not near zero, RAM to spare", out);
+    /* under the target but not near zero: depth, if RAM allows (else the
+     * controller says why once); otherwise the window counts as quiet, and
+     * a buffer that ran dry in it has an empty take that keeps it from
+     * shrinking */
+    if (stall > small &&
+        ((acts && undo_shrinks(s, snap, stall, SL__KNOB_DEPTH, out)) ||
+         buy_depth(s, snap, stall, acts, out)))
         return true;
-    }
-    if (stall > small)
-        buy_depth(s, snap, stall, "a stall not near zero", out); /* held: says why */
     quiet_update(s, snap);
     if (s->mode == SL__AT_STABLE && changed(s, snap))
         on_change_detected(s, now);

@@ -191,7 +191,7 @@ static _Thread_local unsigned mag_ops;
  * pool worker freeing the reader's file buffers, the consumer freeing
  * batches) kept those blocks while the allocating thread (a new producer
  * each epoch) found the shared list empty and allocated afresh: the pools
- * crept towards threads x classes x MAG_BYTES, a few KB an epoch. */
+ * crept towards threads x classes x MAG_BYTES (tests/test_memory_slope.c). */
 #define MAG_GC_OPS 256u
 
 static void flush_destructor(void *arg)

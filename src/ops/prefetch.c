@@ -40,8 +40,8 @@ static void *producer_main(void *arg)
     prefetch_iter *it = arg;
     sl__node_stats *ns = it->base.stats;
     /* each take wakes this thread: on a busy machine it took the CPU of
-     * the consumer that woke it, inside sl_next (most of the stall left at
-     * 70% load on 2 cores); moving a ready element can wait for a tick */
+     * the consumer that woke it, inside sl_next (bench/README.md, section
+     * 22); moving a ready element can wait for a tick */
     sl__thread_no_wake_preempt();
     for (;;) {
         pthread_mutex_lock(&it->a.mu);
