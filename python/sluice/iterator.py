@@ -130,7 +130,7 @@ class Iterator:
 
     def __next__(self):
         owner = self._next_ref()
-        if self._bytes is None:
+        if self._pack is None:  # set last: an interrupt before then redoes it all
             self._bytes = self._dataset.strings == "bytes"
             pack = _structure.packer(_structure.of_dataset(self._dataset._ptr))
             wrap = self._dataset._window  # window(): each value a dataset
