@@ -1,4 +1,5 @@
 /* The one-input node skeleton (sync.h). */
+#include <stdio.h>
 #include <string.h>
 #include "sync.h"
 
@@ -20,6 +21,17 @@ void sl__fields_get(const void *obj, const sl__field *f, int n, int64_t *out)
         out[i] = field_value(obj, &f[i]);
 }
 
+static void set_fields(void *obj, const sl__field *f, int n, const int64_t *v)
+{
+    char *p = obj;
+    for (int i = 0; i < n; i++) {
+        if (f[i].is_bool)
+            *(bool *)(p + f[i].offset) = v[i] != 0;
+        else
+            memcpy(p + f[i].offset, &v[i], sizeof v[i]);
+    }
+}
+
 int sl__fields_restore(const sl__iter *it, void *obj, const sl__field *f, int n)
 {
     int64_t v[MAX_STATE];
@@ -29,16 +41,12 @@ int sl__fields_restore(const sl__iter *it, void *obj, const sl__field *f, int n)
     int rc = sl__iter_restored(it, n, v);
     if (rc <= 0)
         return rc;
-    char *p = obj;
     for (int i = 0; i < n; i++) {
         int bad = sl__state_range(it, f[i].name, v[i], f[i].lo, f[i].hi);
         if (bad)
             return bad;
-        if (f[i].is_bool)
-            *(bool *)(p + f[i].offset) = v[i] != 0;
-        else
-            memcpy(p + f[i].offset, &v[i], sizeof v[i]);
     }
+    set_fields(obj, f, n, v);
     return 1;
 }
 
@@ -46,6 +54,63 @@ int sl__fields_restore(const sl__iter *it, void *obj, const sl__field *f, int n)
 static const sl__sync_def *def_of_iter(const sl__iter *it)
 {
     return (const sl__sync_def *)((const char *)it->ops - offsetof(sl__sync_def, iter));
+}
+
+static bool replays(const sl__sync_def *def, const sl_dataset *ds)
+{
+    return def->replay && (!def->replays || def->replays(ds));
+}
+
+static int field_index(const sl__sync_def *def, const char *name)
+{
+    for (int i = 0; name && i < def->nstate; i++)
+        if (!strcmp(def->state[i].name, name))
+            return i;
+    return -1;
+}
+
+/* "pulled 12, done 1" */
+static void describe(char *buf, size_t cap, const sl__sync_def *def, const int64_t *v)
+{
+    size_t n = 0;
+    buf[0] = 0;
+    for (int i = 0; i < def->nstate && n < cap; i++) {
+        int k = snprintf(buf + n, cap - n, "%s%s %lld", i ? ", " : "", def->state[i].name,
+                         (long long)v[i]);
+        n += k > 0 ? (size_t)k : 0;
+    }
+}
+
+/* Rebuilds a restored iterator's state by running its pass again up to
+ * the saved fields (sl__sync_def.replay). */
+static int replay(sl__sync_iter *it, const sl__sync_def *def, const int64_t *saved)
+{
+    int until = field_index(def, def->replay_until), done = field_index(def, def->replay_done);
+    if (until < 0)
+        return sl__set_error(SL_EINTERNAL, "%s: no field %s to replay to",
+                             sl_dataset_name(it->base.ds), def->replay_until);
+    int rc = it->in ? 0 : sl__iter_make_input(&it->base, 0, it->base.epoch, &it->in);
+    it->replaying = true;
+    while (rc == 0 && field_value(it, &def->state[until]) < saved[until])
+        rc = def->replay(it);
+    if (rc == 0 && done >= 0 && saved[done] && !field_value(it, &def->state[done]))
+        rc = def->replay(it);
+    it->replaying = false;
+    int64_t now[MAX_STATE] = {0};
+    sl__fields_get(it, def->state, def->nstate, now);
+    char had[256], gives[256];
+    describe(had, sizeof had, def, saved);
+    describe(gives, sizeof gives, def, now);
+    if (rc < 0 && rc != SL_EOF) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", sl__error_msg());
+        return sl__set_error(rc, "saved state: %s had %s; replaying its input failed at %s: %s",
+                             sl_dataset_name(it->base.ds), had, gives, why);
+    }
+    if (memcmp(now, saved, (size_t)def->nstate * sizeof *now))
+        return sl__set_error(SL_EMISMATCH, "saved state: %s had %s; replaying its input gives "
+                             "%s (the input changed?)", sl_dataset_name(it->base.ds), had, gives);
+    return 0;
 }
 
 int sl__sync_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
@@ -66,13 +131,21 @@ int sl__sync_make_as(const sl__sync_def *def, const sl_dataset *ds, sl__tree *tr
         rc = SL_ENOMEM;
     if (rc == 0)
         rc = sl__fields_restore(&it->base, it, def->state, def->nstate);
-    bool resumed = rc > 0;
+    bool resumed = rc > 0, replay_to = resumed && replays(def, ds);
+    int64_t saved[MAX_STATE];
+    if (replay_to) { /* the fields start from zero, and the pass runs to them */
+        sl__fields_get(it, def->state, def->nstate, saved);
+        int64_t zero[MAX_STATE] = {0};
+        set_fields(it, def->state, def->nstate, zero);
+    }
     if (rc >= 0)
         rc = def->start ? def->start(it, resumed) : 0;
     for (int i = 0; rc == 0 && !(def->flags & SL__SYNC_OWN_INPUT) && i < ds->ninputs; i++)
         rc = sl__iter_make_input(&it->base, i, epoch, &it->ins[i]);
     if (ds->ninputs > 1 && it->ins)
         it->in = it->ins[0];
+    if (rc == 0 && replay_to)
+        rc = replay(it, def, saved);
     if (rc < 0) {
         sl__iter_free(&it->base);
         return rc;
@@ -123,6 +196,8 @@ int sl__sync_save(sl__iter *base, sl__bytes *w)
                              sl_dataset_name(base->ds), def->nstate, MAX_STATE);
     sl__fields_get(it, def->state, def->nstate, v);
     int n = base->ds->ninputs;
+    if (replays(def, base->ds))
+        return sl__state_node(w, base, def->nstate, v, 0);
     if (n <= 1)
         return sl__save_sync(w, base, def->nstate, v, it->in);
     int alive = 0;

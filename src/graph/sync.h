@@ -38,6 +38,10 @@ typedef struct sl__sync_iter {
     /* the iterators of all ds->ninputs inputs (&in for one input); an
      * input not made, or let go, is NULL */
     sl__iter **ins;
+    /* restoring by replay (sl__sync_def.replay): an element error met now
+     * was the error policy's to skip before, and counted in the record;
+     * the op skips it again, quietly */
+    bool replaying;
 } sl__sync_iter;
 
 /* A field of a record that is a member of a struct: an int64_t, or a
@@ -78,6 +82,19 @@ typedef struct sl__sync_def {
     int (*start)(sl__sync_iter *it, bool resumed);
     /* Frees what the iterator holds besides its input. NULL: nothing. */
     void (*fini)(sl__sync_iter *it);
+    /* An op whose state is rebuilt rather than saved (what it holds:
+     * groups, open rows, a carried state). Its record holds its fields
+     * only. Restored, the fields start at zero, the input afresh, and the
+     * skeleton calls replay (one step of the pass with the output dropped:
+     * 0, SL_EOF, or an error) with it->replaying set until the field named
+     * replay_until is back at its saved value, and once more if the bool
+     * field named replay_done was saved true; then every field must be as
+     * saved. An input that ends early or gives other counts is SL_EMISMATCH,
+     * a step that fails its own error, each naming the op and the counts.
+     * replays: whether this dataset's iterators do (NULL: all of them). */
+    int (*replay)(sl__sync_iter *it);
+    const char *replay_until, *replay_done;
+    bool (*replays)(const sl_dataset *ds);
 } sl__sync_def;
 
 /* The skeleton's members of the two ops tables. */
@@ -86,6 +103,10 @@ typedef struct sl__sync_def {
                                 .save = sl__sync_save
 #define SL__SYNC_STATE(table) .state = (table), .nstate = (int)(sizeof(table) / sizeof *(table))
 #define SL__SYNC_PARAMS(table) .params = (table), .nparams = (int)(sizeof(table) / sizeof *(table))
+/* Restoring by replay (above): the step, the counter it moves and the
+ * flag of the input's end (NULL: none). */
+#define SL__SYNC_REPLAY(step, until, done) .replay = (step), .replay_until = (until), \
+                                           .replay_done = (done)
 
 int sl__sync_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
                    sl__iter **out);
@@ -96,7 +117,8 @@ int sl__sync_make_as(const sl__sync_def *def, const sl_dataset *ds, sl__tree *tr
                       uint64_t key, int64_t epoch, sl__iter **out);
 uint64_t sl__sync_fingerprint(const sl_dataset *ds, uint64_t h);
 void sl__sync_destroy(sl__iter *it);
-/* The fields, then the records of the inputs that have an iterator. */
+/* The fields, then the records of the inputs that have an iterator (none
+ * for an op that replays). */
 int sl__sync_save(sl__iter *it, sl__bytes *w);
 /* Frees input i's iterator (its ins slot becomes NULL): an input that
  * ended, so what it holds (threads, files) goes at once. */

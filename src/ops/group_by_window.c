@@ -28,7 +28,6 @@ typedef struct group_by_window_iter {
     sl__sync_iter u;
     int64_t pulled, emitted; /* saved: inputs taken, outputs given */
     bool input_done;
-    bool replaying; /* restoring: errors were counted before, skip them quietly */
     uint64_t seed;
     group *groups; /* sorted by key */
     int ngroups, cap;
@@ -186,7 +185,7 @@ static int take_one(group_by_window_iter *it)
         sl_element_release(el);
         if (rc == SL_ENOMEM)
             return rc;
-        return it->replaying ? 0 : sl__policy(base, rc);
+        return it->u.replaying ? 0 : sl__policy(base, rc); /* skipped before: again */
     }
     if ((rc = add(g, el)) < 0) {
         sl_element_release(el);
@@ -232,33 +231,20 @@ static int group_by_window_next(sl__iter *base, sl_element **out)
     return rc;
 }
 
-/* Fields only: restoring replays the input from the pass start. */
-static int group_by_window_save(sl__iter *base, sl__bytes *w)
+static int group_by_window_replay(sl__sync_iter *u)
 {
-    group_by_window_iter *it = (group_by_window_iter *)base;
-    int64_t f[2] = {it->pulled, it->emitted}; /* group_by_window_state's fields */
-    return sl__state_node(w, base, 2, f, 0);
+    sl_element *el;
+    int rc = group_by_window_next(&u->base, &el);
+    if (rc == 0)
+        sl_element_release(el);
+    return rc;
 }
 
 static int group_by_window_start(sl__sync_iter *u, bool resumed)
 {
-    group_by_window_iter *it = (group_by_window_iter *)u;
-    int64_t emitted = it->emitted;
-    it->pulled = it->emitted = 0;
-    it->seed = sl__node_seed(&u->base, -1);
-    int rc = sl__iter_make_input(&u->base, 0, u->base.epoch, &u->in);
-    it->replaying = true;
-    for (; rc == 0 && resumed && it->emitted < emitted; it->emitted++) {
-        sl_element *el;
-        if ((rc = produce(it, &el)) == 0)
-            sl_element_release(el);
-    }
-    it->replaying = false;
-    if (rc == SL_EOF)
-        rc = sl__set_error(SL_EMISMATCH, "saved state: group_by_window had given %lld "
-                           "elements; replaying its input gives %lld", (long long)emitted,
-                           (long long)it->emitted);
-    return rc;
+    (void)resumed;
+    ((group_by_window_iter *)u)->seed = sl__node_seed(&u->base, -1);
+    return 0;
 }
 
 static void group_by_window_fini(sl__sync_iter *u)
@@ -296,11 +282,10 @@ static const sl__sync_def group_by_window_def = {
     .node = {.kind = "group_by_window", .make_iter = sl__sync_make,
              .cardinality = group_by_window_cardinality,
              .fingerprint = group_by_window_fingerprint, .destroy = group_by_window_destroy},
-    .iter = {.next = group_by_window_next, .destroy = sl__sync_destroy,
-             .save = group_by_window_save},
+    .iter = {SL__SYNC_ITER(group_by_window_next)},
     .iter_size = sizeof(group_by_window_iter),
     SL__SYNC_STATE(group_by_window_state),
-    .flags = SL__SYNC_OWN_INPUT,
+    SL__SYNC_REPLAY(group_by_window_replay, "emitted", NULL),
     .start = group_by_window_start,
     .fini = group_by_window_fini,
 };

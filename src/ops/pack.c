@@ -45,8 +45,7 @@ typedef struct pack_iter {
     sl__sync_iter u;
     int64_t pulled, emitted; /* saved: inputs taken, rows given */
     bool done;
-    bool replaying; /* restoring: errors were counted before, skip them quietly */
-    int n;          /* leaves; 0 until the first element */
+    int n; /* leaves; 0 until the first element */
     leaf *leaves;
     row *rows; /* bins of them; the first `open` are open, oldest first */
     int64_t open;
@@ -225,7 +224,7 @@ static int take_one(pack_iter *it)
         sl_element_release(el);
         if (rc == SL_ENOMEM)
             return rc;
-        return it->replaying ? 0 : sl__policy(base, rc);
+        return it->u.replaying ? 0 : sl__policy(base, rc); /* skipped before: again */
     }
     int64_t i = 0;
     while (i < it->open && !fits(it, &it->rows[i], el))
@@ -275,33 +274,22 @@ static int pack_next(sl__iter *base, sl_element **out)
     return rc;
 }
 
-/* Fields only: restoring replays the input from the pass start. */
-static int pack_save(sl__iter *base, sl__bytes *w)
+static int pack_replay(sl__sync_iter *u)
 {
-    pack_iter *it = (pack_iter *)base;
-    int64_t f[2] = {it->pulled, it->emitted}; /* pack_state's fields */
-    return sl__state_node(w, base, 2, f, 0);
+    sl_element *el;
+    int rc = pack_next(&u->base, &el);
+    if (rc == 0)
+        sl_element_release(el);
+    return rc;
 }
 
 static int pack_start(sl__sync_iter *u, bool resumed)
 {
+    (void)resumed;
     pack_iter *it = (pack_iter *)u;
-    int64_t emitted = it->emitted;
-    it->pulled = it->emitted = 0;
     if (!(it->rows = sl__calloc((size_t)ds_of(it)->bins, sizeof *it->rows)))
         return sl__set_error(SL_ENOMEM, "pack: out of memory");
-    int rc = sl__iter_make_input(&u->base, 0, u->base.epoch, &u->in);
-    it->replaying = true;
-    for (; rc == 0 && resumed && it->emitted < emitted; it->emitted++) {
-        sl_element *el;
-        if ((rc = produce(it, &el)) == 0)
-            sl_element_release(el);
-    }
-    it->replaying = false;
-    if (rc == SL_EOF)
-        rc = sl__set_error(SL_EMISMATCH, "saved state: pack had given %lld rows; replaying "
-                           "its input gives %lld", (long long)emitted, (long long)it->emitted);
-    return rc;
+    return 0;
 }
 
 static void pack_fini(sl__sync_iter *u)
@@ -368,11 +356,11 @@ static const sl__field pack_params[] = {SL__PARAM(pack_ds, length), SL__PARAM(pa
 static const sl__sync_def pack_def = {
     .node = {.kind = "pack", SL__SYNC_NODE, .cardinality = pack_cardinality,
              .structure = pack_structure},
-    .iter = {.next = pack_next, .destroy = sl__sync_destroy, .save = pack_save},
+    .iter = {SL__SYNC_ITER(pack_next)},
     .iter_size = sizeof(pack_iter),
     SL__SYNC_STATE(pack_state),
     SL__SYNC_PARAMS(pack_params),
-    .flags = SL__SYNC_OWN_INPUT,
+    SL__SYNC_REPLAY(pack_replay, "emitted", NULL),
     .start = pack_start,
     .fini = pack_fini,
 };

@@ -32,7 +32,6 @@ typedef struct rejection_resample_iter {
     sl__sync_iter u;
     int64_t pulled; /* input elements taken this pass */
     bool done;
-    bool replaying; /* restoring: errors were counted before, skip them quietly */
     uint64_t seed;
     int64_t *seen; /* per class this pass (estimating), else NULL */
 } rejection_resample_iter;
@@ -114,8 +113,8 @@ static int next_kept(rejection_resample_iter *it, sl_element **out)
         int64_t index = it->pulled++, k = 0;
         if ((rc = class_of(it, el, index, &k)) < 0) {
             sl_element_release(el);
-            if (it->replaying)
-                continue;
+            if (it->u.replaying)
+                continue; /* the policy skipped it before: again */
             if ((rc = sl__policy(base, rc)) != 0)
                 return rc;
             continue;
@@ -147,40 +146,29 @@ static int rejection_resample_next(sl__iter *base, sl_element **out)
     return it->done ? SL_EOF : next_kept(it, out);
 }
 
-/* Given the initial distribution, the fields and the input's record;
- * estimating it, the fields only: restoring replays the input. */
-static int rejection_resample_save(sl__iter *base, sl__bytes *w)
+static int rejection_resample_replay(sl__sync_iter *u)
 {
-    rejection_resample_iter *it = (rejection_resample_iter *)base;
-    if (ds_of(it)->accept)
-        return sl__sync_save(base, w);
-    int64_t f[2] = {it->pulled, it->done}; /* rejection_resample_state's fields */
-    return sl__state_node(w, base, 2, f, 0);
+    return next_kept((rejection_resample_iter *)u, NULL);
+}
+
+/* Estimating the input's distribution, the classes seen are the state:
+ * the record holds the fields only and restoring replays the input.
+ * Given it, the record holds the input's too. */
+static bool rejection_resample_replays(const sl_dataset *ds)
+{
+    return !((const rejection_resample_ds *)ds)->accept;
 }
 
 static int rejection_resample_start(sl__sync_iter *u, bool resumed)
 {
+    (void)resumed;
     rejection_resample_iter *it = (rejection_resample_iter *)u;
     const rejection_resample_ds *d = ds_of(it);
     it->seed = sl__node_seed(&u->base, d->seed);
-    if (d->accept) /* the input resumes from its own record */
-        return it->done ? 0 : sl__iter_make_input(&u->base, 0, u->base.epoch, &u->in);
-    if (!(it->seen = sl__calloc((size_t)d->nclasses, sizeof *it->seen)))
+    if (!d->accept && !(it->seen = sl__calloc((size_t)d->nclasses, sizeof *it->seen)))
         return sl__set_error(SL_ENOMEM, "rejection_resample: out of memory");
-    int64_t target = it->pulled;
-    bool done = it->done;
-    it->pulled = 0;
-    it->done = false;
-    int rc = sl__iter_make_input(&u->base, 0, u->base.epoch, &u->in);
-    it->replaying = true;
-    while (rc == 0 && resumed && it->pulled < target && !it->done)
-        rc = next_kept(it, NULL);
-    it->replaying = false;
-    if (rc == 0 && resumed && (it->pulled != target || it->done != done))
-        rc = sl__set_error(SL_EMISMATCH, "saved state: rejection_resample had taken %lld "
-                           "elements; replaying its input gives %lld (the input changed?)",
-                           (long long)target, (long long)it->pulled);
-    return rc == SL_EOF ? 0 : rc;
+    /* an input that had ended is not made again (it may hold threads) */
+    return it->done ? 0 : sl__iter_make_input(&u->base, 0, u->base.epoch, &u->in);
 }
 
 static void rejection_resample_fini(sl__sync_iter *u)
@@ -239,10 +227,11 @@ static const sl__sync_def rejection_resample_def = {
              .structure = rejection_resample_structure,
              .fingerprint = rejection_resample_fingerprint,
              .destroy = rejection_resample_destroy},
-    .iter = {.next = rejection_resample_next, .destroy = sl__sync_destroy,
-             .save = rejection_resample_save},
+    .iter = {SL__SYNC_ITER(rejection_resample_next)},
     .iter_size = sizeof(rejection_resample_iter),
     SL__SYNC_STATE(rejection_resample_state),
+    SL__SYNC_REPLAY(rejection_resample_replay, "pulled", "done"),
+    .replays = rejection_resample_replays,
     .flags = SL__SYNC_OWN_INPUT,
     .start = rejection_resample_start,
     .fini = rejection_resample_fini,

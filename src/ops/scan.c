@@ -2,9 +2,9 @@
  * element (tf.data's scan): fn(state, element) gives the new state and
  * the output. Runs on the pulling thread, one element at a time. The
  * state is an element, so a saved position holds how many input elements
- * were taken; restored, the pass replays them through fn, from the start,
- * to rebuild the state (fn must give the same for the same input, which
- * its per-element random stream does). */
+ * were taken; restored, the skeleton replays them through fn, from the
+ * start, to rebuild the state (fn must give the same for the same input,
+ * which its per-element random stream does). */
 #include "../graph/sync.h"
 
 typedef struct scan_ds {
@@ -45,10 +45,14 @@ static int step(scan_iter *it, sl_element **out)
     if (rc < 0) {
         sl_element_release(state);
         sl_element_release(result);
-        if (!sl__error_msg()[0])
+        if (it->u.replaying && rc != SL_ENOMEM)
+            rc = 0; /* the policy skipped it before: again */
+        else if (!sl__error_msg()[0])
             sl__set_error(rc, "scan function failed: %s", sl_strerror(rc));
-        sl__element_error_prefix(el);
-        sl__error_prefix(sl_dataset_name(it->u.base.ds));
+        if (rc) {
+            sl__element_error_prefix(el);
+            sl__error_prefix(sl_dataset_name(it->u.base.ds));
+        }
         sl_element_release(el);
         return rc;
     }
@@ -77,30 +81,18 @@ static int scan_next(sl__iter *base, sl_element **out)
     return SL_EOF;
 }
 
-/* Fields only: restoring replays the input from the pass start. */
-static int scan_save(sl__iter *base, sl__bytes *w)
+static int scan_replay(sl__sync_iter *u)
 {
-    scan_iter *it = (scan_iter *)base;
-    int64_t f[2] = {it->pulled, it->done}; /* scan_state's fields */
-    return sl__state_node(w, base, 2, f, 0);
+    return step((scan_iter *)u, NULL);
 }
 
 static int scan_start(sl__sync_iter *u, bool resumed)
 {
+    (void)resumed;
     scan_iter *it = (scan_iter *)u;
-    const scan_ds *d = (const scan_ds *)u->base.ds;
-    int64_t target = it->pulled;
-    it->pulled = 0;
-    it->done = false;
     it->seed = sl__node_seed(&u->base, -1);
-    it->state = sl_element_retain(d->initial);
-    int rc = sl__iter_make_input(&u->base, 0, u->base.epoch, &u->in);
-    while (rc == 0 && resumed && it->pulled < target && !it->done) {
-        rc = step(it, NULL);
-        if (rc < 0 && rc != SL_EOF && rc != SL_ENOMEM)
-            rc = 0; /* skipped before (and counted in the record): skipped again */
-    }
-    return rc == SL_EOF ? 0 : rc;
+    it->state = sl_element_retain(((const scan_ds *)u->base.ds)->initial);
+    return 0;
 }
 
 static void scan_fini(sl__sync_iter *u)
@@ -127,10 +119,10 @@ static const sl__field scan_state[] = {
 static const sl__sync_def scan_def = {
     .node = {.kind = "scan", SL__SYNC_NODE, .cardinality = scan_cardinality,
              .destroy = scan_destroy},
-    .iter = {.next = scan_next, .destroy = sl__sync_destroy, .save = scan_save},
+    .iter = {SL__SYNC_ITER(scan_next)},
     .iter_size = sizeof(scan_iter),
     SL__SYNC_STATE(scan_state),
-    .flags = SL__SYNC_OWN_INPUT,
+    SL__SYNC_REPLAY(scan_replay, "pulled", "done"),
     .start = scan_start,
     .fini = scan_fini,
 };

@@ -126,29 +126,9 @@ static int unique_next(sl__iter *base, sl_element **out)
     return it->done ? SL_EOF : next_new(it, out);
 }
 
-/* Fields only: restoring replays the input from the pass start. */
-static int unique_save(sl__iter *base, sl__bytes *w)
+static int unique_replay(sl__sync_iter *u)
 {
-    unique_iter *it = (unique_iter *)base;
-    int64_t f[2] = {it->pulled, it->done}; /* unique_state's fields */
-    return sl__state_node(w, base, 2, f, 0);
-}
-
-static int unique_start(sl__sync_iter *u, bool resumed)
-{
-    unique_iter *it = (unique_iter *)u;
-    int64_t target = it->pulled;
-    bool done = it->done;
-    it->pulled = 0;
-    it->done = false;
-    int rc = sl__iter_make_input(&u->base, 0, u->base.epoch, &u->in);
-    while (rc == 0 && resumed && it->pulled < target && !it->done)
-        rc = next_new(it, NULL);
-    if (rc == 0 && resumed && (it->pulled != target || it->done != done))
-        rc = sl__set_error(SL_EMISMATCH, "saved state: unique had taken %lld elements; "
-                           "replaying its input gives %lld (the input changed?)",
-                           (long long)target, (long long)it->pulled);
-    return rc == SL_EOF ? 0 : rc;
+    return next_new((unique_iter *)u, NULL);
 }
 
 static void unique_fini(sl__sync_iter *u)
@@ -174,11 +154,10 @@ static const sl__field unique_state[] = {
 static const sl__sync_def unique_def = {
     .node = {.kind = "unique", SL__SYNC_NODE, .cardinality = unique_cardinality,
              .structure = sl__structure_of_input},
-    .iter = {.next = unique_next, .destroy = sl__sync_destroy, .save = unique_save},
+    .iter = {SL__SYNC_ITER(unique_next)},
     .iter_size = sizeof(unique_iter),
     SL__SYNC_STATE(unique_state),
-    .flags = SL__SYNC_OWN_INPUT,
-    .start = unique_start,
+    SL__SYNC_REPLAY(unique_replay, "pulled", "done"),
     .fini = unique_fini,
 };
 

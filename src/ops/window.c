@@ -97,31 +97,18 @@ static int window_next(sl__iter *base, sl_element **out)
     return produce((window_iter *)base, out);
 }
 
-/* Fields only: restoring replays the input from the pass start. */
-static int window_save(sl__iter *base, sl__bytes *w)
+static int window_replay(sl__sync_iter *u)
 {
-    window_iter *it = (window_iter *)base;
-    int64_t f[2] = {it->pulled, it->emitted}; /* window_state's fields */
-    return sl__state_node(w, base, 2, f, 0);
+    return produce((window_iter *)u, NULL);
 }
 
 static int window_start(sl__sync_iter *u, bool resumed)
 {
+    (void)resumed;
     window_iter *it = (window_iter *)u;
     const window_ds *d = (const window_ds *)u->base.ds;
-    int64_t emitted = it->emitted;
-    it->pulled = it->emitted = 0;
     it->cap = (d->size - 1) * d->stride + 1;
-    if (!(it->buf = sl__calloc((size_t)it->cap, sizeof *it->buf)))
-        return SL_ENOMEM;
-    int rc = sl__iter_make_input(&u->base, 0, u->base.epoch, &u->in);
-    while (rc == 0 && resumed && it->emitted < emitted)
-        rc = produce(it, NULL);
-    if (rc == SL_EOF)
-        rc = sl__set_error(SL_EMISMATCH, "saved state: window had given %lld windows; "
-                           "replaying its input gives %lld", (long long)emitted,
-                           (long long)it->emitted);
-    return rc;
+    return (it->buf = sl__calloc((size_t)it->cap, sizeof *it->buf)) ? 0 : SL_ENOMEM;
 }
 
 static void window_fini(sl__sync_iter *u)
@@ -180,11 +167,11 @@ static const sl__field window_params[] = {
 static const sl__sync_def window_def = {
     .node = {.kind = "window", SL__SYNC_NODE, .cardinality = window_cardinality,
              .structure = window_structure},
-    .iter = {.next = window_next, .destroy = sl__sync_destroy, .save = window_save},
+    .iter = {SL__SYNC_ITER(window_next)},
     .iter_size = sizeof(window_iter),
     SL__SYNC_STATE(window_state),
     SL__SYNC_PARAMS(window_params),
-    .flags = SL__SYNC_OWN_INPUT,
+    SL__SYNC_REPLAY(window_replay, "emitted", NULL),
     .start = window_start,
     .fini = window_fini,
 };
