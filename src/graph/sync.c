@@ -209,3 +209,25 @@ int sl__sync_save(sl__iter *base, sl__bytes *w)
             rc = sl__iter_save(it->ins[i], w);
     return rc;
 }
+
+const sl__field sl__indexed_state[1] = {
+    SL__FIELD_I64(sl__indexed_iter, position, 0, INT64_MAX),
+};
+
+int sl__indexed_start(sl__sync_iter *u, bool resumed)
+{
+    sl__indexed_iter *it = (sl__indexed_iter *)u;
+    it->n = sl_dataset_cardinality(u->base.ds);
+    return resumed ? sl__state_range(&u->base, "position", it->position, 0, it->n) : 0;
+}
+
+int sl__indexed_next(sl__iter *base, sl_element **out)
+{
+    sl__indexed_iter *it = (sl__indexed_iter *)base;
+    if (it->position >= it->n)
+        return SL_EOF;
+    int rc = base->ds->ops->get(base->ds, it->position, out);
+    if (rc == 0)
+        it->position++;
+    return rc;
+}

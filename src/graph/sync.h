@@ -124,6 +124,25 @@ int sl__sync_save(sl__iter *it, sl__bytes *w);
  * ended, so what it holds (threads, files) goes at once. */
 void sl__sync_drop_input(sl__sync_iter *it, int i);
 
+/* A source of known length with random access (range, from_tensors,
+ * from_files, from_element, list_files, a folder's listing): its iterator
+ * is a position in [0, n), n the cardinality when the pass begins, saved
+ * and restored; next is the node's get at the position. Such a source's
+ * def is its node ops (cardinality, get) and SL__INDEXED_SOURCE(start):
+ * sl__indexed_start, or a hook of its own (a folder's rescan) that ends
+ * with it. */
+typedef struct sl__indexed_iter {
+    sl__sync_iter u;
+    int64_t position, n;
+} sl__indexed_iter;
+
+extern const sl__field sl__indexed_state[1];
+int sl__indexed_next(sl__iter *it, sl_element **out);
+int sl__indexed_start(sl__sync_iter *it, bool resumed);
+#define SL__INDEXED_SOURCE(start_)                                                      \
+    .iter = {SL__SYNC_ITER(sl__indexed_next)}, .iter_size = sizeof(sl__indexed_iter), \
+    SL__SYNC_STATE(sl__indexed_state), .start = (start_)
+
 /* The def of a dataset made from one. */
 static inline const sl__sync_def *sl__sync_def_of(const sl_dataset *ds)
 {

@@ -1,6 +1,6 @@
 /* from_files(paths, labels): (path) or (path, label) elements. */
 #include <string.h>
-#include "../graph/node.h"
+#include "../graph/sync.h"
 
 typedef struct from_files_ds {
     sl_dataset base;
@@ -8,11 +8,6 @@ typedef struct from_files_ds {
     int64_t *labels; /* NULL when unlabelled */
     size_t n;
 } from_files_ds;
-
-typedef struct from_files_iter {
-    sl__iter base;
-    size_t next;
-} from_files_iter;
 
 static int from_files_get(const sl_dataset *ds, int64_t i, sl_element **out)
 {
@@ -27,46 +22,6 @@ static int from_files_get(const sl_dataset *ds, int64_t i, sl_element **out)
     if (d->labels)
         sl_element_add_int64(el, d->labels[i]);
     *out = el;
-    return 0;
-}
-
-static int from_files_next(sl__iter *base, sl_element **out)
-{
-    from_files_iter *it = (from_files_iter *)base;
-    if (it->next >= ((const from_files_ds *)base->ds)->n)
-        return SL_EOF;
-    int rc = from_files_get(base->ds, (int64_t)it->next, out);
-    if (rc == 0)
-        it->next++;
-    return rc;
-}
-
-static int from_files_save(sl__iter *base, sl__bytes *w)
-{
-    return sl__save_pos(w, base, (int64_t)((from_files_iter *)base)->next);
-}
-
-static const sl__iter_ops from_files_iter_ops = {
-    .next = from_files_next,
-    .save = from_files_save,
-};
-
-static int64_t from_files_card(const sl_dataset *ds);
-
-static int from_files_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
-                      sl__iter **out)
-{
-    from_files_iter *it = sl__iter_alloc(&from_files_iter_ops, sizeof *it, ds, tree, key, epoch);
-    if (!it)
-        return SL_ENOMEM;
-    int64_t pos = 0;
-    int rc = sl__restored_pos(&it->base, (int64_t)(from_files_card(ds)), &pos);
-    if (rc < 0) {
-        sl__iter_free(&it->base);
-        return rc;
-    }
-    it->next = (size_t)pos;
-    *out = &it->base;
     return 0;
 }
 
@@ -102,14 +57,11 @@ static bool from_files_can_get(const sl_dataset *ds)
     return true;
 }
 
-static const sl__node_ops from_files_ops = {
-    .kind = "from_files",
-    .make_iter = from_files_make,
-    .cardinality = from_files_card,
-    .fingerprint = from_files_fp,
-    .destroy = from_files_destroy,
-    .can_get = from_files_can_get,
-    .get = from_files_get,
+static const sl__sync_def from_files_def = {
+    .node = {.kind = "from_files", .make_iter = sl__sync_make, .cardinality = from_files_card,
+             .fingerprint = from_files_fp, .destroy = from_files_destroy,
+             .can_get = from_files_can_get, .get = from_files_get},
+    SL__INDEXED_SOURCE(sl__indexed_start),
 };
 
 SL_API sl_dataset *sl_from_files(const char *const *paths, const int64_t *labels, size_t count)
@@ -118,7 +70,7 @@ SL_API sl_dataset *sl_from_files(const char *const *paths, const int64_t *labels
         sl__set_error(SL_EINVAL, "from_files: NULL paths");
         return NULL;
     }
-    from_files_ds *d = (from_files_ds *)sl__dataset_new_source(&from_files_ops, sizeof *d);
+    from_files_ds *d = (from_files_ds *)sl__dataset_new_source(&from_files_def.node, sizeof *d);
     if (!d)
         return NULL;
     d->paths = sl__calloc(count ? count : 1, sizeof *d->paths);

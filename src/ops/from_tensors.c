@@ -1,6 +1,6 @@
 /* from_tensors(element): slices along the first dimension, sharing memory. */
 #include <string.h>
-#include "../graph/node.h"
+#include "../graph/sync.h"
 
 /* Inline room for the copied parts of one slice, at most. */
 #define INLINE_MAX 1024
@@ -10,11 +10,6 @@ typedef struct from_tensors_ds {
     sl_element *el;
     int64_t n;
 } from_tensors_ds;
-
-typedef struct from_tensors_iter {
-    sl__iter base;
-    int64_t next;
-} from_tensors_iter;
 
 static int push_slice(sl_element *out, const struct sl_tensor *t, int64_t i)
 {
@@ -55,44 +50,6 @@ static int from_tensors_get(const sl_dataset *ds, int64_t i, sl_element **out)
     return 0;
 }
 
-static int from_tensors_next(sl__iter *base, sl_element **out)
-{
-    from_tensors_iter *it = (from_tensors_iter *)base;
-    if (it->next >= ((const from_tensors_ds *)base->ds)->n)
-        return SL_EOF;
-    int rc = from_tensors_get(base->ds, it->next, out);
-    if (rc == 0)
-        it->next++;
-    return rc;
-}
-
-static int from_tensors_save(sl__iter *base, sl__bytes *w)
-{
-    return sl__save_pos(w, base, (int64_t)((from_tensors_iter *)base)->next);
-}
-
-static const sl__iter_ops from_tensors_iter_ops = {
-    .next = from_tensors_next,
-    .save = from_tensors_save,
-};
-
-static int from_tensors_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
-                        sl__iter **out)
-{
-    from_tensors_iter *it = sl__iter_alloc(&from_tensors_iter_ops, sizeof *it, ds, tree, key, epoch);
-    if (!it)
-        return SL_ENOMEM;
-    int64_t pos = 0;
-    int rc = sl__restored_pos(&it->base, (int64_t)(((const from_tensors_ds *)ds)->n), &pos);
-    if (rc < 0) {
-        sl__iter_free(&it->base);
-        return rc;
-    }
-    it->next = (int64_t)pos;
-    *out = &it->base;
-    return 0;
-}
-
 static int64_t from_tensors_card(const sl_dataset *ds)
 {
     return ((const from_tensors_ds *)ds)->n;
@@ -121,14 +78,12 @@ static bool from_tensors_can_get(const sl_dataset *ds)
     return true;
 }
 
-static const sl__node_ops from_tensors_ops = {
-    .kind = "from_tensors",
-    .make_iter = from_tensors_make,
-    .cardinality = from_tensors_card,
-    .fingerprint = from_tensors_fp,
-    .destroy = from_tensors_destroy,
-    .can_get = from_tensors_can_get,
-    .get = from_tensors_get,
+static const sl__sync_def from_tensors_def = {
+    .node = {.kind = "from_tensors", .make_iter = sl__sync_make,
+             .cardinality = from_tensors_card, .fingerprint = from_tensors_fp,
+             .destroy = from_tensors_destroy, .can_get = from_tensors_can_get,
+             .get = from_tensors_get},
+    SL__INDEXED_SOURCE(sl__indexed_start),
 };
 
 SL_API sl_dataset *sl_from_tensors(sl_element *el)
@@ -137,7 +92,7 @@ SL_API sl_dataset *sl_from_tensors(sl_element *el)
         sl__set_error(SL_EINVAL, "from_tensors: NULL element");
         return NULL;
     }
-    from_tensors_ds *d = (from_tensors_ds *)sl__dataset_new_source(&from_tensors_ops, sizeof *d);
+    from_tensors_ds *d = (from_tensors_ds *)sl__dataset_new_source(&from_tensors_def.node, sizeof *d);
     if (!d) {
         sl_element_release(el);
         return NULL;

@@ -132,7 +132,7 @@ static char *list_dir(const char *list)
     return d;
 }
 
-static const sl__node_ops file_list_ops = SL__LISTING_OPS("file_list");
+static const sl__sync_def file_list_def = SL__LISTING_DEF("file_list", sl__listing_destroy, NULL);
 
 SL_API sl_dataset *sl_file_list(const char *list_path, const char *root, unsigned flags)
 {
@@ -143,7 +143,7 @@ SL_API sl_dataset *sl_file_list(const char *list_path, const char *root, unsigne
     char *dir = root ? NULL : list_dir(list_path);
     if (!root && !dir)
         return NULL;
-    sl__listing_ds *l = sl__listing_new(&file_list_ops, sizeof *l, root ? root : dir);
+    sl__listing_ds *l = sl__listing_new(&file_list_def.node, sizeof *l, root ? root : dir);
     sl__strfree(dir);
     if (!l)
         return NULL;

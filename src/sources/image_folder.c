@@ -458,17 +458,10 @@ static void folder_destroy(sl_dataset *ds)
     sl__listing_destroy(ds);
 }
 
-static const sl__node_ops image_folder_ops = SL__LISTING_OPS("image_folder");
-static const sl__node_ops rescan_folder_ops = {
-    .kind = "image_folder",
-    .make_iter = sl__listing_make,
-    .cardinality = sl__listing_card,
-    .fingerprint = sl__listing_fp,
-    .destroy = folder_destroy,
-    .can_get = sl__listing_can_get,
-    .get = sl__listing_get,
-    .refresh = sl__listing_refresh,
-};
+static const sl__sync_def image_folder_def =
+    SL__LISTING_DEF("image_folder", sl__listing_destroy, NULL);
+static const sl__sync_def rescan_folder_def =
+    SL__LISTING_DEF("image_folder", folder_destroy, sl__listing_refresh);
 
 SL_API sl_dataset *sl_image_folder(const char *root, const char *extensions, unsigned flags)
 {
@@ -482,8 +475,8 @@ SL_API sl_dataset *sl_image_folder(const char *root, const char *extensions, uns
     }
     bool rescan = flags & SL_FOLDER_RESCAN;
     flags &= ~SL_FOLDER_RESCAN;
-    sl__listing_ds *l = rescan ? sl__listing_new(&rescan_folder_ops, sizeof(folder_ds), root)
-                               : sl__listing_new(&image_folder_ops, sizeof *l, root);
+    sl__listing_ds *l = rescan ? sl__listing_new(&rescan_folder_def.node, sizeof(folder_ds), root)
+                               : sl__listing_new(&image_folder_def.node, sizeof *l, root);
     if (!l)
         return NULL;
     const char *exts = extensions ? extensions : "jpg,jpeg,png,webp";

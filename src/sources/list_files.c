@@ -14,11 +14,6 @@ typedef struct list_files_ds {
     sl__strs paths;
 } list_files_ds;
 
-typedef struct list_files_iter {
-    sl__iter base;
-    int64_t next;
-} list_files_iter;
-
 static int64_t list_files_card(const sl_dataset *ds)
 {
     return (int64_t)((const list_files_ds *)ds)->paths.n;
@@ -34,42 +29,6 @@ static int list_files_get(const sl_dataset *ds, int64_t i, sl_element **out)
         return SL_ENOMEM;
     }
     *out = el;
-    return 0;
-}
-
-static int list_files_next(sl__iter *base, sl_element **out)
-{
-    list_files_iter *it = (list_files_iter *)base;
-    if (it->next >= list_files_card(base->ds))
-        return SL_EOF;
-    int rc = list_files_get(base->ds, it->next, out);
-    if (rc == 0)
-        it->next++;
-    return rc;
-}
-
-static int list_files_save(sl__iter *base, sl__bytes *w)
-{
-    return sl__save_pos(w, base, ((list_files_iter *)base)->next);
-}
-
-static const sl__iter_ops list_files_iter_ops = {
-    .next = list_files_next,
-    .save = list_files_save,
-};
-
-static int list_files_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
-                      sl__iter **out)
-{
-    list_files_iter *it = sl__iter_alloc(&list_files_iter_ops, sizeof *it, ds, tree, key, epoch);
-    if (!it)
-        return SL_ENOMEM;
-    int rc = sl__restored_pos(&it->base, list_files_card(ds), &it->next);
-    if (rc < 0) {
-        sl__iter_free(&it->base);
-        return rc;
-    }
-    *out = &it->base;
     return 0;
 }
 
@@ -91,14 +50,11 @@ static bool list_files_can_get(const sl_dataset *ds)
     return true;
 }
 
-static const sl__node_ops list_files_ops = {
-    .kind = "list_files",
-    .make_iter = list_files_make,
-    .cardinality = list_files_card,
-    .fingerprint = list_files_fp,
-    .destroy = list_files_destroy,
-    .can_get = list_files_can_get,
-    .get = list_files_get,
+static const sl__sync_def list_files_def = {
+    .node = {.kind = "list_files", .make_iter = sl__sync_make, .cardinality = list_files_card,
+             .fingerprint = list_files_fp, .destroy = list_files_destroy,
+             .can_get = list_files_can_get, .get = list_files_get},
+    SL__INDEXED_SOURCE(sl__indexed_start),
 };
 
 static int push_url(void *user, const char *url, size_t n)
@@ -168,7 +124,7 @@ SL_API sl_dataset *sl_list_files(const char *const *patterns, int n, unsigned fl
     }
     /* every process must see the same list: sorted bytewise, once each */
     size_t *order = sl__strs_sorted(&all, 0, all.n);
-    list_files_ds *d = order ? (list_files_ds *)sl__dataset_new_source(&list_files_ops, sizeof *d) : NULL;
+    list_files_ds *d = order ? (list_files_ds *)sl__dataset_new_source(&list_files_def.node, sizeof *d) : NULL;
     int rc = d ? 0 : SL_ENOMEM;
     for (size_t k = 0; rc == 0 && k < all.n; k++) {
         size_t i = order[k];

@@ -220,7 +220,7 @@ static int append_new(sl__listing_ds *l, const sl__listing_ds *fresh, size_t *ad
 }
 
 /* what a rescan lists into, freed once merged */
-static const sl__node_ops fresh_ops = SL__LISTING_OPS("rescan");
+static const sl__sync_def fresh_def = SL__LISTING_DEF("rescan", sl__listing_destroy, NULL);
 
 int sl__listing_refresh(const sl_dataset *ds, int64_t epoch)
 {
@@ -237,7 +237,7 @@ int sl__listing_refresh(const sl_dataset *ds, int64_t epoch)
         return 0;
     }
     r->epoch = epoch;
-    sl__listing_ds *fresh = sl__listing_new(&fresh_ops, sizeof *fresh, l->root);
+    sl__listing_ds *fresh = sl__listing_new(&fresh_def.node, sizeof *fresh, l->root);
     if (!fresh) {
         rc = SL_ENOMEM;
     } else if ((rc = r->relist(l, fresh)) < 0 && rc != SL_ENOMEM) {
@@ -350,49 +350,8 @@ static int listing_get(const sl__listing_ds *l, int64_t index, sl_element **out)
     return 0;
 }
 
-typedef struct listing_iter {
-    sl__iter base;
-    size_t next, n; /* n: the entries when the pass began */
-} listing_iter;
-
-static int listing_next(sl__iter *base, sl_element **out)
+int sl__listing_start(sl__sync_iter *it, bool resumed)
 {
-    listing_iter *it = (listing_iter *)base;
-    if (it->next >= it->n)
-        return SL_EOF;
-    int rc = sl__listing_get(base->ds, (int64_t)it->next, out);
-    if (rc == 0)
-        it->next++;
-    return rc;
-}
-
-static int listing_save(sl__iter *base, sl__bytes *w)
-{
-    return sl__save_pos(w, base, (int64_t)((listing_iter *)base)->next);
-}
-
-static const sl__iter_ops listing_iter_ops = {
-    .next = listing_next,
-    .save = listing_save,
-};
-
-int sl__listing_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
-                     sl__iter **out)
-{
-    int rc = sl__listing_refresh(ds, epoch);
-    if (rc < 0)
-        return rc;
-    listing_iter *it = sl__iter_alloc(&listing_iter_ops, sizeof *it, ds, tree, key, epoch);
-    if (!it)
-        return SL_ENOMEM;
-    it->n = (size_t)sl__listing_card(ds);
-    int64_t pos = 0;
-    rc = sl__restored_pos(&it->base, (int64_t)it->n, &pos);
-    if (rc < 0) {
-        sl__iter_free(&it->base);
-        return rc;
-    }
-    it->next = (size_t)pos;
-    *out = &it->base;
-    return 0;
+    int rc = sl__listing_refresh(it->base.ds, it->base.epoch);
+    return rc < 0 ? rc : sl__indexed_start(it, resumed);
 }

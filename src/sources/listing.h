@@ -8,7 +8,7 @@
 #ifndef SL_SOURCES_LISTING_H
 #define SL_SOURCES_LISTING_H
 
-#include "../graph/node.h"
+#include "../graph/sync.h"
 
 /* Makes room for `need` items of `item` bytes in *p (capacity *cap,
  * doubling). 0 or SL_ENOMEM. */
@@ -77,21 +77,25 @@ static inline size_t sl__listing_count(const sl__listing_ds *l)
     return l->paths.n;
 }
 
-/* The node operations every listing kind shares; elements are
- * (path: string, label: int64). */
-int sl__listing_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
-                     sl__iter **out);
+/* The node every listing kind shares, an indexed source (graph/sync.h)
+ * that rescans first where it does; elements are (path: string, label:
+ * int64). */
+int sl__listing_start(sl__sync_iter *it, bool resumed);
 int64_t sl__listing_card(const sl_dataset *ds);
 uint64_t sl__listing_fp(const sl_dataset *ds, uint64_t h);
 void sl__listing_destroy(sl_dataset *ds);
 bool sl__listing_can_get(const sl_dataset *ds);
 int sl__listing_get(const sl_dataset *ds, int64_t index, sl_element **out);
 
-#define SL__LISTING_OPS(kind_)                                                        \
-    {                                                                                 \
-        .kind = (kind_), .make_iter = sl__listing_make, .cardinality = sl__listing_card, \
-        .fingerprint = sl__listing_fp, .destroy = sl__listing_destroy,                \
-        .can_get = sl__listing_can_get, .get = sl__listing_get,                       \
+/* A listing kind's def: its kind, its dataset's destroy and refresh
+ * (sl__listing_refresh where it rescans, else NULL). */
+#define SL__LISTING_DEF(kind_, destroy_, refresh_)                                        \
+    {                                                                                     \
+        .node = {.kind = (kind_), .make_iter = sl__sync_make, .cardinality = sl__listing_card, \
+                 .fingerprint = sl__listing_fp, .destroy = (destroy_),                    \
+                 .can_get = sl__listing_can_get, .get = sl__listing_get,                  \
+                 .refresh = (refresh_)},                                                  \
+        SL__INDEXED_SOURCE(sl__listing_start),                                            \
     }
 
 #endif
