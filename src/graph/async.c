@@ -79,3 +79,49 @@ void sl__async_fini(sl__async *a)
     pthread_cond_destroy(&a->cv_producer);
     pthread_mutex_destroy(&a->mu);
 }
+
+int sl__async_take(sl__async *a, sl__iter *node, const sl__take_ops *ops, void *self,
+                   void *out)
+{
+    int rc = 0, level = a->again ? -2 : -1; /* -2: counted */
+    a->again = false;
+    pthread_mutex_lock(&a->mu);
+    for (;;) {
+        if (level == -1)
+            level = ops->level(self);
+        if (ops->take(self, out))
+            break;
+        if (a->ended && !(ops->busy && ops->busy(self))) {
+            rc = sl__async_end(a);
+            break;
+        }
+        if (sl__tree_cancelled(node->tree) || atomic_load(&a->stop)) {
+            rc = sl__set_error(SL_ECANCELED, "%s: canceled", sl_dataset_name(node->ds));
+            break;
+        }
+        if (level >= 0) { /* an empty take counts when the wait starts, so the
+                           * controller sees a long one while it lasts */
+            sl__stat_take(node->stats, 0);
+            level = -2;
+        }
+        if (ops->round) {
+            pthread_mutex_unlock(&a->mu);
+            int64_t d = sl__deadline_suspend();
+            rc = ops->round(self);
+            sl__deadline_resume(d);
+            pthread_mutex_lock(&a->mu);
+            if (rc < 0)
+                break;
+            continue;
+        }
+        if (sl__consumer_cond_wait(&a->cv_consumer, &a->mu) == SL__AGAIN) {
+            a->again = true;
+            rc = SL__AGAIN;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&a->mu);
+    if (rc == 0 && level >= 0)
+        sl__stat_take(node->stats, level);
+    return rc;
+}

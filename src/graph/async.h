@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 typedef struct sl__tree sl__tree;
+typedef struct sl__iter sl__iter;
 
 typedef struct sl__async {
     pthread_mutex_t mu;
@@ -23,6 +24,7 @@ typedef struct sl__async {
     bool ended;       /* the producer finished: end_rc says how */
     int end_rc;
     char *end_msg;
+    bool again; /* the consumer's last take returned SL__AGAIN, its empty take counted */
 } sl__async;
 
 void sl__async_init(sl__async *a);
@@ -41,6 +43,33 @@ void sl__async_finish(sl__async *a, int rc, char *msg);
 int sl__async_end(const sl__async *a);
 /* After join: frees what init and finish made. */
 void sl__async_fini(sl__async *a);
+
+/* What the consumer's take asks of an asynchronous node, all under the
+ * node's a.mu but round: */
+typedef struct sl__take_ops {
+    /* takes the next output into *out (the node's own type): true, or
+     * false when it is not ready */
+    bool (*take)(void *node, void *out);
+    /* outputs ready now, as the consumer finds the buffer (statistics) */
+    int (*level)(void *node);
+    /* work in flight that will still come out after the producer ended
+     * (NULL: none) */
+    bool (*busy)(void *node);
+    /* the edge profile: one round of the producer's work on this thread,
+     * without the lock and the deadline; 0 or an error that ends the take
+     * (message set). NULL: a producer thread works, the take waits */
+    int (*round)(void *node);
+} sl__take_ops;
+
+/* The consumer's take from an asynchronous node's buffer: until ops->take
+ * gives an output, waits for the producer (or runs its rounds inline), or
+ * ends with the pass's end (its code and message), SL_ECANCELED ("<node>:
+ * canceled") or SL__AGAIN at this thread's deadline. Counts the take in
+ * the node's statistics: the level it found, or an empty take when the
+ * wait starts (once, across SL__AGAIN returns). 0 with the output taken.
+ * The node's thread of sl_next only. */
+int sl__async_take(sl__async *a, sl__iter *node, const sl__take_ops *ops, void *self,
+                   void *out);
 
 /* The deadline (CLOCK_MONOTONIC ns; 0: none) of the sl_next_timeout call
  * running on this thread. Consumer waits honour it: sl__consumer_cond_wait

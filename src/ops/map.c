@@ -86,7 +86,6 @@ typedef struct map_iter {
     sl__snapper snap;
     int64_t p_index;    /* the producer's next input index */
     bool inline_chunks; /* the edge profile: no producer thread */
-    bool again; /* the last take returned SL__AGAIN, its empty take counted */
 } map_iter;
 
 static void slot_clear(slot *s)
@@ -338,68 +337,62 @@ static void chunk_recycle(map_iter *it, chunk *c)
     pthread_mutex_unlock(&it->a.mu);
 }
 
+static int map_level(void *self)
+{
+    return ((map_iter *)self)->ready;
+}
+
+/* Under mu: the next finished chunk, in order unless unordered. */
+static bool map_take(void *self, void *out)
+{
+    map_iter *it = self;
+    chunk *c = NULL;
+    if (it->ordered) {
+        chunk *w = it->window[it->consume_seq % it->ahead];
+        if (w && w->seq == it->consume_seq && w->done) {
+            it->window[it->consume_seq % it->ahead] = NULL;
+            it->consume_seq++;
+            c = w;
+        }
+    } else if (it->done_head) {
+        c = it->done_head;
+        it->done_head = c->next;
+        if (!it->done_head)
+            it->done_tail = NULL;
+    }
+    if (!c)
+        return false;
+    it->ready -= c->n;
+    *(chunk **)out = c;
+    return true;
+}
+
+static bool map_busy(void *self)
+{
+    return ((map_iter *)self)->outstanding > 0;
+}
+
+/* The edge profile: this thread pulls and runs the next chunk (the
+ * runtime has no workers: it runs as it is submitted). */
+static int map_round(void *self)
+{
+    producer_round(self);
+    return 0;
+}
+
+static const sl__take_ops map_take_ops = {
+    .take = map_take, .level = map_level, .busy = map_busy};
+static const sl__take_ops map_inline_take_ops = {
+    .take = map_take, .level = map_level, .busy = map_busy, .round = map_round};
+
 /* Waits for the next chunk; NULL at the end (with *rc set). */
 static chunk *chunk_next(map_iter *it, int *rc)
 {
     chunk *c = NULL;
-    bool waited = it->again;
-    int ready = 0;
-    it->again = false;
-    pthread_mutex_lock(&it->a.mu);
-    for (;;) {
-        if (it->ordered) {
-            chunk *w = it->window[it->consume_seq % it->ahead];
-            if (w && w->seq == it->consume_seq && w->done) {
-                it->window[it->consume_seq % it->ahead] = NULL;
-                it->consume_seq++;
-                c = w;
-                break;
-            }
-        } else if (it->done_head) {
-            c = it->done_head;
-            it->done_head = c->next;
-            if (!it->done_head)
-                it->done_tail = NULL;
-            break;
-        }
-        if (it->a.ended && it->outstanding == 0) {
-            *rc = sl__async_end(&it->a);
-            break;
-        }
-        if (sl__tree_cancelled(it->base.tree) || atomic_load(&it->a.stop)) {
-            *rc = sl__set_error(SL_ECANCELED, "%s: canceled", sl_dataset_name(it->base.ds));
-            break;
-        }
-        if (!waited) /* an empty take counts when the wait starts, so the
-                      * controller sees a long one while it lasts */
-            sl__stat_take(it->base.stats, 0);
-        waited = true;
-        if (it->inline_chunks) {
-            /* the edge profile: this thread pulls and runs the next chunk
-             * (the runtime has no workers: it runs as it is submitted) */
-            pthread_mutex_unlock(&it->a.mu);
-            int64_t d = sl__deadline_suspend();
-            producer_round(it);
-            sl__deadline_resume(d);
-            pthread_mutex_lock(&it->a.mu);
-            continue;
-        }
-        if (sl__consumer_cond_wait(&it->a.cv_consumer, &it->a.mu) == SL__AGAIN) {
-            it->again = true;
-            *rc = SL__AGAIN;
-            break;
-        }
-    }
-    if (c) {
-        ready = it->ready;
-        it->ready -= c->n;
-    }
-    pthread_mutex_unlock(&it->a.mu);
-    if (c) {
+    *rc = sl__async_take(&it->a, &it->base, it->inline_chunks ? &map_inline_take_ops
+                                                              : &map_take_ops, it, &c);
+    if (c)
         atomic_fetch_sub(&it->pending, 1);
-        if (!waited)
-            sl__stat_take(it->base.stats, ready);
-    }
     return c;
 }
 

@@ -99,7 +99,6 @@ typedef struct map_image_batch_iter {
      * the images assigned to batches so far */
     int64_t p_index, p_assigned;
     bool inline_batches; /* the edge profile: no producer thread */
-    bool again; /* the last take returned SL__AGAIN, its empty take counted */
 } map_image_batch_iter;
 
 static void slot_clear(islot *s)
@@ -405,7 +404,6 @@ static void *producer_main(void *arg)
     return NULL;
 }
 
-/* Waits for the next batch in order; NULL at the end (*rc set). */
 /* Images in finished batches, for the occupancy statistic. Under mu. */
 static int finished_images(const map_image_batch_iter *it)
 {
@@ -418,59 +416,53 @@ static int finished_images(const map_image_batch_iter *it)
     return n;
 }
 
+static int batch_level(void *self)
+{
+    return finished_images(self);
+}
+
+/* Under mu: the next batch in order, once all its images are in. */
+static bool batch_take(void *self, void *out)
+{
+    map_image_batch_iter *it = self;
+    ibatch *w = it->window[it->consume_seq % BATCHES_AHEAD];
+    if (!w || w->seq != it->consume_seq || !w->closed || w->remaining != 0)
+        return false;
+    it->window[it->consume_seq % BATCHES_AHEAD] = NULL;
+    it->consume_seq++;
+    it->cur_last = it->a.ended && it->outstanding == 1;
+    *(ibatch **)out = w;
+    return true;
+}
+
+static bool batch_busy(void *self)
+{
+    return ((map_image_batch_iter *)self)->outstanding > 0;
+}
+
+/* The edge profile: this thread makes the batch (its images decode in
+ * place: the runtime has no workers). */
+static int batch_round(void *self)
+{
+    producer_round(self);
+    return 0;
+}
+
+static const sl__take_ops batch_take_ops = {
+    .take = batch_take, .level = batch_level, .busy = batch_busy};
+static const sl__take_ops batch_inline_take_ops = {
+    .take = batch_take, .level = batch_level, .busy = batch_busy, .round = batch_round};
+
+/* Waits for the next batch in order; NULL at the end (*rc set). */
 static ibatch *batch_next(map_image_batch_iter *it, int *rc)
 {
     ibatch *b = NULL;
-    int ready = it->again ? -2 : -1;
-    it->again = false;
-    pthread_mutex_lock(&it->a.mu);
-    for (;;) {
-        ibatch *w = it->window[it->consume_seq % BATCHES_AHEAD];
-        bool done = w && w->seq == it->consume_seq && w->closed && w->remaining == 0;
-        if (ready == -1)
-            ready = done ? finished_images(it) : 0;
-        if (done) {
-            it->window[it->consume_seq % BATCHES_AHEAD] = NULL;
-            it->consume_seq++;
-            it->cur_last = it->a.ended && it->outstanding == 1;
-            b = w;
-            break;
-        }
-        if (it->a.ended && it->outstanding == 0) {
-            *rc = sl__async_end(&it->a);
-            break;
-        }
-        if (sl__tree_cancelled(it->base.tree) || atomic_load(&it->a.stop)) {
-            *rc = sl__set_error(SL_ECANCELED, "%s: canceled", sl_dataset_name(&it->ds->base));
-            break;
-        }
-        if (ready == 0) { /* an empty take counts when the wait starts */
-            sl__stat_take(it->base.stats, 0);
-            ready = -2;
-        }
-        if (it->inline_batches) {
-            /* the edge profile: this thread makes the batch (its images
-             * decode in place: the runtime has no workers) */
-            pthread_mutex_unlock(&it->a.mu);
-            int64_t d = sl__deadline_suspend();
-            producer_round(it);
-            sl__deadline_resume(d);
-            pthread_mutex_lock(&it->a.mu);
-            continue;
-        }
-        if (sl__consumer_cond_wait(&it->a.cv_consumer, &it->a.mu) == SL__AGAIN) {
-            it->again = true;
-            *rc = SL__AGAIN;
-            break;
-        }
-    }
-    pthread_mutex_unlock(&it->a.mu);
+    *rc = sl__async_take(&it->a, &it->base, it->inline_batches ? &batch_inline_take_ops
+                                                               : &batch_take_ops, it, &b);
     if (b) {
         atomic_fetch_sub(&it->pending, 1);
         sl__iter_unhold(&it->base, b->held);
         b->held = 0;
-        if (ready >= 0)
-            sl__stat_take(it->base.stats, ready);
     }
     return b;
 }

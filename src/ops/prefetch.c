@@ -25,7 +25,6 @@ typedef struct prefetch_iter {
      * ring, the one being pulled, the one of the last element taken */
     sl__bytes *snaps, pulling, taken;
     sl__snapper snap;
-    bool again; /* the last take returned SL__AGAIN, its empty take counted */
 } prefetch_iter;
 
 /* The depth knob now, within the ring. */
@@ -77,56 +76,40 @@ static void *producer_main(void *arg)
     return NULL;
 }
 
+static int prefetch_level(void *self)
+{
+    return atomic_load(&((prefetch_iter *)self)->count);
+}
+
+/* Under mu: the oldest element, if there is one. */
+static bool prefetch_take(void *self, void *out)
+{
+    prefetch_iter *it = self;
+    int c = atomic_load(&it->count);
+    if (c == 0)
+        return false;
+    sl_element *el = it->ring[it->head];
+    it->ring[it->head] = NULL;
+    sl__bytes_swap(&it->taken, &it->snaps[it->head]);
+    it->head = (it->head + 1) % it->size;
+    atomic_store(&it->count, c - 1);
+    /* not held from here: unheld before the producer may refill, or the
+     * peak would count this element and its replacement (budget waiters
+     * are woken after, without the lock) */
+    sl__iter_unhold_nowake(&it->base, (int64_t)sl__element_bytes(el));
+    pthread_cond_signal(&it->a.cv_producer);
+    *(sl_element **)out = el;
+    return true;
+}
+
+static const sl__take_ops prefetch_take_ops = {.take = prefetch_take, .level = prefetch_level};
+
 static int prefetch_next(sl__iter *base, sl_element **out)
 {
     prefetch_iter *it = (prefetch_iter *)base;
-    int rc = 0;
-    sl_element *el = NULL;
-    int seen = it->again ? -2 : -1; /* occupancy at the first look; 0 if it had to wait */
-    it->again = false;
-    pthread_mutex_lock(&it->a.mu);
-    for (;;) {
-        int c = atomic_load(&it->count);
-        if (seen == -1)
-            seen = c;
-        if (c > 0) {
-            el = it->ring[it->head];
-            it->ring[it->head] = NULL;
-            sl__bytes_swap(&it->taken, &it->snaps[it->head]);
-            it->head = (it->head + 1) % it->size;
-            atomic_store(&it->count, c - 1);
-            /* not held from here: unheld before the producer may refill,
-             * or the peak would count this element and its replacement
-             * (budget waiters are woken below, without this lock) */
-            sl__iter_unhold_nowake(base, (int64_t)sl__element_bytes(el));
-            pthread_cond_signal(&it->a.cv_producer);
-            break;
-        }
-        if (it->a.ended) {
-            rc = sl__async_end(&it->a);
-            break;
-        }
-        if (sl__tree_cancelled(base->tree) || atomic_load(&it->a.stop)) {
-            rc = sl__set_error(SL_ECANCELED, "prefetch: canceled");
-            break;
-        }
-        if (seen == 0) { /* an empty take counts when the wait starts */
-            sl__stat_take(base->stats, 0);
-            seen = -2;
-        }
-        if (sl__consumer_cond_wait(&it->a.cv_consumer, &it->a.mu) == SL__AGAIN) {
-            it->again = true;
-            rc = SL__AGAIN;
-            break;
-        }
-    }
-    pthread_mutex_unlock(&it->a.mu);
-    if (el) {
+    int rc = sl__async_take(&it->a, base, &prefetch_take_ops, it, out);
+    if (rc == 0)
         sl__tree_budget_wake(base->tree);
-        if (seen >= 0)
-            sl__stat_take(base->stats, seen);
-        *out = el;
-    }
     return rc;
 }
 

@@ -89,7 +89,6 @@ typedef struct read_iter {
      * not started yet, and after the last element the consumer passed */
     sl__bytes *snaps, pulling, taken;
     sl__snapper snap;
-    bool again;          /* the last take returned SL__AGAIN after waiting */
 } read_iter;
 
 static bool stopped(read_iter *it)
@@ -606,64 +605,52 @@ static void *producer_main(void *arg)
     }
 }
 
+static int read_level(void *self)
+{
+    return ((read_iter *)self)->ready;
+}
+
+/* Under mu: the next slot in input order, once its file is in. Every slot
+ * is complete at a normal end; after an engine failure the reads left in
+ * flight never will be (nothing is busy then). */
+static bool read_take(void *self, void *out)
+{
+    read_iter *it = self;
+    slot *s = &it->slots[it->head % it->nslots];
+    if (atomic_load(&it->count) == 0 || !s->done)
+        return false;
+    *(slot *)out = *s;
+    *s = (slot){.fd = -1};
+    sl__bytes_swap(&it->taken, &it->snaps[it->head % it->nslots]);
+    it->head++;
+    if (atomic_fetch_sub(&it->count, 1) - 1 <= refill_mark(it))
+        pthread_cond_signal(&it->a.cv_producer);
+    it->ready--;
+    return true;
+}
+
+/* The edge profile: this thread does the producer's work (the slot it
+ * needs is in flight, or not started for lack of room the finished slots
+ * ahead of it will give back). */
+static int read_round(void *self)
+{
+    read_iter *it = self;
+    const slot *s = &it->slots[it->head % it->nslots];
+    if (producer_round(it) == ROUND_IDLE && !(s->done && atomic_load(&it->count) > 0))
+        return sl__set_error(SL_EINTERNAL, "%s: no read to wait for",
+                             sl_dataset_name(it->base.ds));
+    return 0;
+}
+
+static const sl__take_ops read_take_ops = {.take = read_take, .level = read_level};
+static const sl__take_ops read_inline_take_ops = {
+    .take = read_take, .level = read_level, .round = read_round};
+
 /* Takes the next slot in input order; 0, or the end code. */
 static int take(read_iter *it, slot *out)
 {
-    int rc = 0, ready = it->again ? 0 : -1;
-    it->again = false;
-    pthread_mutex_lock(&it->a.mu);
-    for (;;) {
-        slot *s = &it->slots[it->head % it->nslots];
-        bool any = atomic_load(&it->count) > 0;
-        if (any && s->done) {
-            *out = *s;
-            *s = (slot){.fd = -1};
-            sl__bytes_swap(&it->taken, &it->snaps[it->head % it->nslots]);
-            it->head++;
-            if (atomic_fetch_sub(&it->count, 1) - 1 <= refill_mark(it))
-                pthread_cond_signal(&it->a.cv_producer);
-            if (ready < 0)
-                ready = it->ready;
-            it->ready--;
-            break;
-        }
-        ready = 0; /* waits: found it empty */
-        /* every slot is complete at a normal end; after an engine failure
-         * the reads left in flight never will be */
-        if (it->a.ended) {
-            rc = sl__async_end(&it->a);
-            break;
-        }
-        if (stopped(it)) {
-            rc = sl__set_error(SL_ECANCELED, "%s: canceled", sl_dataset_name(it->base.ds));
-            break;
-        }
-        if (it->inline_reads) {
-            /* the edge profile: this thread does the producer's work (the
-             * slot it needs is in flight, or not started for lack of room
-             * the finished slots ahead of it will give back) */
-            pthread_mutex_unlock(&it->a.mu);
-            int64_t d = sl__deadline_suspend();
-            int r = producer_round(it);
-            sl__deadline_resume(d);
-            pthread_mutex_lock(&it->a.mu);
-            if (r == ROUND_IDLE && !(s->done && atomic_load(&it->count) > 0)) {
-                rc = sl__set_error(SL_EINTERNAL, "%s: no read to wait for",
-                                   sl_dataset_name(it->base.ds));
-                break;
-            }
-            continue;
-        }
-        if (sl__consumer_cond_wait(&it->a.cv_consumer, &it->a.mu) == SL__AGAIN) {
-            it->again = true;
-            rc = SL__AGAIN;
-            break;
-        }
-    }
-    pthread_mutex_unlock(&it->a.mu);
-    if (rc == 0)
-        sl__stat_take(it->base.stats, ready);
-    return rc;
+    return sl__async_take(&it->a, &it->base,
+                          it->inline_reads ? &read_inline_take_ops : &read_take_ops, it, out);
 }
 
 static int read_next(sl__iter *base, sl_element **out)
