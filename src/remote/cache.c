@@ -14,7 +14,7 @@
 #include "../core/alloc.h"
 #include "../core/log.h"
 #include "remote.h"
-#include "sha256.h"
+#include "crypto.h"
 #include "cache.h"
 
 #define WBUF ((size_t)1 << 20)
@@ -37,15 +37,14 @@ bool sl__rcache_key(const char *url, char key[65], char *shown, size_t cap)
     bool ok = sl__remote_resolve(url, NULL, r) == 0;
     if (ok) {
         /* where it comes from and what it is; never a secret */
-        sl__sha256_ctx s;
+        char what[sizeof r->host + 1 + sizeof r->shown];
+        int w = snprintf(what, sizeof what, "%s\n%s", r->host, r->shown);
         uint8_t d[32];
-        sl__sha256_init(&s);
-        sl__sha256_update(&s, r->host, strlen(r->host));
-        sl__sha256_update(&s, "\n", 1);
-        sl__sha256_update(&s, r->shown, strlen(r->shown));
-        sl__sha256_final(&s, d);
-        sl__hex(d, 32, key);
-        snprintf(shown, cap, "%s", r->shown);
+        ok = w > 0 && (size_t)w < sizeof what && sl__sha256(what, (size_t)w, d);
+        if (ok) {
+            sl__hex(d, 32, key);
+            snprintf(shown, cap, "%s", r->shown);
+        }
     }
     free(r);
     return ok;

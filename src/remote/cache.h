@@ -29,7 +29,8 @@ typedef struct sl__rcache_opts {
 typedef struct sl__rcache_writer sl__rcache_writer;
 
 /* The cache's name for url (hex, 64 digits and a NUL), and the URL as
- * messages show it (shown: cap bytes); false for a bad URL. */
+ * messages show it (shown: cap bytes); false for a bad URL, or when
+ * there is no SHA-256 (libcrypto failed, or a build without libcurl). */
 bool sl__rcache_key(const char *url, char key[65], char *shown, size_t cap);
 /* A copy of key: its open file (O_RDONLY) and size, its use recorded;
  * -1 when there is none (or it does not check out). */

@@ -69,6 +69,9 @@ static int get_page(const sl__remote *r, body *b)
             h = curl_slist_append(h, lines[i]);
         if (!e || nh < 0) {
             curl_easy_cleanup(e);
+            if (nh == -2)
+                return sl__set_error(SL_EINTERNAL, "%s: signing the request failed (libcrypto)",
+                                     r->shown);
             return sl__set_error(SL_ENOMEM, "%s: out of memory", r->shown);
         }
         char err[CURL_ERROR_SIZE] = "";

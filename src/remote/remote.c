@@ -5,7 +5,7 @@
 #include <string.h>
 #include "../core/error.h"
 #include "remote.h"
-#include "sha256.h"
+#include "crypto.h"
 
 #define EMPTY_SHA256 "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
@@ -289,9 +289,9 @@ int sl__remote_resolve(const char *url, const char *extra, sl__remote *r)
 
 /* ---- Signature V4 ---- */
 
-static void hmac(const uint8_t *key, size_t klen, const char *msg, uint8_t out[32])
+static bool hmac(const uint8_t *key, size_t klen, const char *msg, uint8_t out[32])
 {
-    sl__hmac_sha256(key, klen, msg, strlen(msg), out);
+    return sl__hmac_sha256(key, klen, msg, strlen(msg), out);
 }
 
 int sl__remote_headers(const sl__remote *r, const char *range, time_t now, char *buf,
@@ -340,17 +340,16 @@ int sl__remote_headers(const sl__remote *r, const char *range, time_t now, char 
         return -1;
     uint8_t d[32], k[32];
     char hex[65], sig[65];
-    sl__sha256(creq, (size_t)w, d);
+    if (!sl__sha256(creq, (size_t)w, d))
+        return -2;
     sl__hex(d, 32, hex);
     snprintf(scope, sizeof scope, "%s/%s/s3/aws4_request", date, r->region);
     snprintf(sts, sizeof sts, "AWS4-HMAC-SHA256\n%s\n%s\n%s", stamp, scope, hex);
     char key0[160];
     int kl = snprintf(key0, sizeof key0, "AWS4%s", r->secret);
-    hmac((const uint8_t *)key0, (size_t)kl, date, k);
-    hmac(k, 32, r->region, k);
-    hmac(k, 32, "s3", k);
-    hmac(k, 32, "aws4_request", k);
-    hmac(k, 32, sts, d);
+    if (!hmac((const uint8_t *)key0, (size_t)kl, date, k) || !hmac(k, 32, r->region, k) ||
+        !hmac(k, 32, "s3", k) || !hmac(k, 32, "aws4_request", k) || !hmac(k, 32, sts, d))
+        return -2;
     sl__hex(d, 32, sig);
     ADD("Host: %s", r->host);
     ADD("x-amz-content-sha256: %s", EMPTY_SHA256);

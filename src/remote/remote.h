@@ -54,7 +54,8 @@ bool sl__is_url(const char *path);
 int sl__remote_resolve(const char *url, const char *extra, sl__remote *r);
 /* The request headers for a GET of r (range: "bytes=a-b", or NULL), at
  * time now: up to 6 NUL-terminated "Name: value" lines written one after
- * another into buf (cap bytes), their count returned (-1: buf too small). */
+ * another into buf (cap bytes), their count returned (-1: buf too small;
+ * -2: signing failed in libcrypto, or the build has none: no libcurl). */
 int sl__remote_headers(const sl__remote *r, const char *range, time_t now, char *buf,
                        size_t cap, const char **lines);
 /* Called with each URL a listing finds (n bytes, not NUL-terminated):

@@ -278,6 +278,10 @@ static int start(hreq *q)
             return SL_ENOMEM;
         q->hdrs = l;
     }
+    if (nh == -2) {
+        fail(q, SL_EINTERNAL, "%s", "signing the request failed (libcrypto)");
+        return SL_EINTERNAL;
+    }
     if (nh < 0) {
         fail(q, SL_EINVAL, "%s", "request headers too long");
         return SL_EINVAL;

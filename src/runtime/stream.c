@@ -365,7 +365,7 @@ static int open_cached(sl__stream *s, const sl__stream_opts *o)
 {
     char key[65], shown[1024];
     if (!sl__rcache_key(s->path, key, shown, sizeof shown))
-        return 0; /* a bad URL: open_remote says what is wrong */
+        return 0; /* open_remote says what is wrong, or reads it uncached */
     uint64_t size;
     int fd = sl__rcache_open(o->cache, key, &size);
     if (fd < 0) {

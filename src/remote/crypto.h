@@ -1,0 +1,23 @@
+/*
+ * SHA-256 and HMAC-SHA256 for Signature V4 and the shard cache's names
+ * (crypto.c), from OpenSSL's libcrypto, never written here (STYLE 18).
+ * libcrypto comes with libcurl: a build without libcurl has no digest, and
+ * these return false there (nothing in it can send a request).
+ * Any thread may call them.
+ */
+#ifndef SL_REMOTE_CRYPTO_H
+#define SL_REMOTE_CRYPTO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* out = SHA-256 of n bytes; false when libcrypto failed (out undefined). */
+bool sl__sha256(const void *data, size_t n, uint8_t out[32]);
+/* out = HMAC-SHA256 of n bytes under a klen-byte key; out may be the key.
+ * False when libcrypto failed (out undefined). */
+bool sl__hmac_sha256(const void *key, size_t klen, const void *msg, size_t n, uint8_t out[32]);
+/* n bytes as 2n lowercase hex digits and a NUL. */
+void sl__hex(const uint8_t *p, size_t n, char *out);
+
+#endif
