@@ -5,9 +5,10 @@
 #   setup.sh run    what building the library and running sluice-bench needs
 #   setup.sh test   that, plus what the tests need (cmocka, Python with
 #                   numpy, PIL, pytest, PyTorch and torchvision, pip; Open MPI for the
-#                   mpirun tests, which link it: the library does not; libcurl,
-#                   nginx and openssl for the object-store tests, and s3rver
-#                   from npm into build-node/)
+#                   mpirun tests, which link it: the library does not; libcurl
+#                   and libssl (libcrypto signs the requests), nginx and
+#                   openssl for the object-store tests, and s3rver from npm
+#                   into build-node/)
 #
 #   - everything present: silent, status 0;
 #   - something missing and we are root: apt-get installs it;
@@ -18,7 +19,7 @@
 
 # The lists; extend them here.
 SLUICE_APT_RUN="build-essential cmake pkg-config liburing-dev libjpeg62-turbo-dev zlib1g-dev"
-SLUICE_APT_TEST="$SLUICE_APT_RUN libspng-dev libwebp-dev libcurl4-openssl-dev nginx-light openssl libcmocka-dev python3 python3-numpy python3-pil python3-pytest python3-torch python3-torchvision python3-pip openmpi-bin libopenmpi-dev"
+SLUICE_APT_TEST="$SLUICE_APT_RUN libspng-dev libwebp-dev libcurl4-openssl-dev libssl-dev nginx-light openssl libcmocka-dev python3 python3-numpy python3-pil python3-pytest python3-torch python3-torchvision python3-pip openmpi-bin libopenmpi-dev"
 
 sluice_setup() {
     local job=${1:-test} want pkg missing=""
