@@ -21,8 +21,9 @@ from ._constants import (SL_AUTOTUNE, SL_COMPRESSION_GZIP, SL_COMPRESSION_NONE,
 from . import _callbacks
 from ._callbacks import Callback
 from ._errors import Error, make_error, pending_interrupt
-from ._lib import (KEY_FN, MAP_FN, PREDICATE_FN, SCAN_FN, WINDOW_REDUCE_FN, WINDOW_SIZE_FN,
-                   DistContext, ImageSpec, MixupSpec, lib)
+from ._header import (sl_dist_context, sl_image_spec, sl_key_fn, sl_map_fn, sl_mixup_spec,
+                      sl_predicate_fn, sl_scan_fn, sl_window_reduce_fn, sl_window_size_fn)
+from ._lib import lib
 from .iterator import Iterator
 from .options import Options
 
@@ -135,7 +136,7 @@ class _Callback(Callback):
         self.as_bytes = as_bytes
         self._args_of = {}  # input structure (C pointer) -> how to pass its values
         self._signature = _UNSET  # of the results, once the first is in
-        self.c_fn = (MAP_FN if kind == "map" else PREDICATE_FN)(
+        self.c_fn = (sl_map_fn if kind == "map" else sl_predicate_fn)(
             self._map if kind == "map" else self._predicate)
 
     def _call(self, ctx, el):
@@ -198,7 +199,7 @@ class _Scan(Callback):
         self.output = _Callback(None, "map", False, as_bytes)  # learns the output's structure
         self._args_of = {}
         self.initial = _tensor.make_element(_structure.flatten(initial_state))
-        self.c_fn = SCAN_FN(self._scan)
+        self.c_fn = sl_scan_fn(self._scan)
 
     def _scan(self, ctx, state, el, new_state, out, user):
         try:
@@ -241,7 +242,7 @@ class _Keyed(Callback):
         self.key_func = key_func
         self.as_bytes = as_bytes
         self._args_of = {}
-        self.c_key = KEY_FN(self._key)
+        self.c_key = sl_key_fn(self._key)
 
     def _key(self, ctx, el, key, user):
         try:
@@ -267,8 +268,8 @@ class _Grouping(_Keyed):
         self.reduce_func, self.size_func = reduce_func, size_func
         self.options, self.strings = dataset.options, dataset._strings
         self._kept = []
-        self.c_reduce = WINDOW_REDUCE_FN(self._reduce)
-        self.c_size = WINDOW_SIZE_FN(self._size)
+        self.c_reduce = sl_window_reduce_fn(self._reduce)
+        self.c_size = sl_window_size_fn(self._size)
 
     def _reduce(self, key, window, user):
         try:
@@ -432,7 +433,7 @@ def _image_spec(preset, size, kw, image_index, mask_index=None):
     """One sl_image_spec from map_image's keywords (kw: name -> value)."""
     if preset not in _CROPS:
         raise ValueError("map_image: preset must be one of %s" % ", ".join(_CROPS))
-    spec = ImageSpec()
+    spec = sl_image_spec()
     if lib.sl_image_spec_init(spec, ctypes.sizeof(spec), _CROPS[preset], size) < 0:
         raise make_error(lib.sl_last_error_code(), lib.sl_last_error().decode())
     try:
@@ -1105,7 +1106,7 @@ class Dataset:
                                       index)] * v.count
             if not specs:
                 raise ValueError("map_image: views is empty")
-            array = (ImageSpec * len(specs))(*specs)
+            array = (sl_image_spec * len(specs))(*specs)
             layouts = {v.options.get("layout", layout) for v in views}
             ds = self._derive(lib.sl_map_image_views, array, len(specs), parallel,
                               image_layout=layouts.pop() if len(layouts) == 1 else None)
@@ -1132,7 +1133,7 @@ class Dataset:
         if label_key is None and isinstance(structure, dict):
             label_key = "label"
         label = 1 if label_key is None else _structure.leaf_at(structure, label_key)
-        spec = MixupSpec()
+        spec = sl_mixup_spec()
         if lib.sl_mixup_spec_init(ctypes.byref(spec), ctypes.sizeof(spec), int(num_classes)):
             raise make_error(lib.sl_last_error_code(), lib.sl_last_error().decode())
         spec.mixup_alpha, spec.cutmix_alpha = float(mixup_alpha), float(cutmix_alpha)
@@ -1408,7 +1409,7 @@ class Dataset:
         size = 0 if window_size is None else _count("group_by_window", "window_size",
                                                        window_size)
         return self._derive(lib.sl_group_by_window, label, cb.c_key, cb.c_reduce, size,
-                            cb.c_size if window_size_func else WINDOW_SIZE_FN(), None,
+                            cb.c_size if window_size_func else sl_window_size_fn(), None,
                             callback=cb, image_layout=None)
 
     def bucket_by_sequence_length(self, element_length_func, bucket_boundaries,
@@ -1593,8 +1594,8 @@ class Dataset:
         if rank is not None:
             rank = _count("distribute", "rank", rank)
             world_size = _count("distribute", "world_size", world_size)
-            ctx = DistContext(rank=rank, world_size=world_size, local_rank=rank,
-                              local_world_size=world_size)
+            ctx = sl_dist_context(rank=rank, world_size=world_size, local_rank=rank,
+                                  local_world_size=world_size)
         else:
             ctx = distributed_context()._c
         ds = self._derive(lib.sl_distribute, ctx, flags)
@@ -1656,7 +1657,7 @@ class Dataset:
         checkpoint_args (a resumable save) is not supported."""
         self._unsupported("save", checkpoint_args=checkpoint_args)
         comp = self._compression("save", compression)
-        key, cbs = KEY_FN(), self._callbacks
+        key, cbs = sl_key_fn(), self._callbacks
         if shard_func is not None:
             cb = _Keyed(shard_func, self.strings == "bytes")
             key, cbs = cb.c_key, cbs + (cb,)
@@ -1813,7 +1814,7 @@ def distributed_context():
     (torchrun, Open MPI, MPICH/Intel MPI, Slurm; SLUICE_RANK and
     SLUICE_WORLD_SIZE override). Launchers that disagree about one job
     raise InvalidArgumentError naming both variables."""
-    c = DistContext()
+    c = sl_dist_context()
     rc = lib.sl_distributed_context(ctypes.byref(c))
     if rc < 0:
         raise make_error(rc, lib.sl_last_error().decode())

@@ -9,7 +9,8 @@ from ._callbacks import Callback
 from ._structure import TensorSpec
 from ._constants import SL_EBUSY, SL_EOF
 from ._errors import make_error
-from ._lib import GENERATOR_FN, lib
+from ._header import sl_generator_fn
+from ._lib import lib
 
 try:
     import numpy as np
@@ -131,7 +132,7 @@ class Generator(Callback):
         self.learner = None if signature is not None else _Learner()
         self.dataset_ptr = None  # (set once the dataset is made)
         self.passes = {}
-        self.c_fn = GENERATOR_FN(self._call)
+        self.c_fn = sl_generator_fn(self._call)
 
     def _open(self):
         if callable(self.generator):

@@ -19,7 +19,8 @@ import re
 
 from ._callbacks import Callback
 from ._constants import SL_FEATURE_BYTES, SL_FEATURE_FLOAT, SL_FEATURE_INT64, SL_MAX_DIMS
-from ._lib import INTERLEAVE_FN, Feature, lib
+from ._header import sl_feature, sl_interleave_fn
+from ._lib import lib
 
 _SL_FEATURE = {"bytes": SL_FEATURE_BYTES, "string": SL_FEATURE_BYTES, "str": SL_FEATURE_BYTES,
                "int64": SL_FEATURE_INT64, "int": SL_FEATURE_INT64,
@@ -106,7 +107,7 @@ def features_array(features):
     if not isinstance(features, dict) or not features:
         raise TypeError("parse_example: features must be a non-empty dict of key -> "
                         "FixedLenFeature / VarLenFeature")
-    arr = (Feature * len(features))()
+    arr = (sl_feature * len(features))()
     keep = []
     for f, (key, spec) in zip(arr, features.items()):
         k = key.encode() if isinstance(key, str) else bytes(key)
@@ -189,7 +190,7 @@ class Interleaver(Callback):
         self._keys = set()
         self._values = element_values
         self._ref = ElementRef
-        self.c_fn = INTERLEAVE_FN(self._call)
+        self.c_fn = sl_interleave_fn(self._call)
 
     def _call(self, el, user):
         try:
@@ -219,4 +220,4 @@ class KeepAlive(Callback):
 
 # sl_tfrecord_fn's address, for interleaves over TFRecord files that never
 # enter Python
-TFRECORD_FN = INTERLEAVE_FN(ctypes.cast(lib.sl_tfrecord_fn, ctypes.c_void_p).value)
+TFRECORD_FN = sl_interleave_fn(ctypes.cast(lib.sl_tfrecord_fn, ctypes.c_void_p).value)
