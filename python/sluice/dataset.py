@@ -13,7 +13,8 @@ from ._constants import (SL_AUTOTUNE, SL_COMPRESSION_GZIP, SL_COMPRESSION_NONE,
                          SL_ESTATE, SL_FLOAT32, SL_FOLDER_RESCAN, SL_INFINITE,
                          SL_INT64, SL_LAYOUT_CHW, SL_LAYOUT_HWC, SL_LIST_SHUFFLE, SL_LOG_ERRORS,
                          SL_MAX_DIMS,
-                         SL_MAP_ORDERED, SL_NONDETERMINISTIC, SL_SHUFFLE_ALL,
+                         SL_MAP_ORDERED, SL_NO_PADDING, SL_NONDETERMINISTIC,
+                         SL_PAD_TO_BUCKET_BOUNDARY, SL_SHUFFLE_ALL,
                          SL_SAME_EACH_EPOCH, SL_SHUFFLE_NO_RESHUFFLE, SL_STOP_ON_EMPTY,
                          SL_STRING,
                          SL_TFRECORD_NO_DATA_CRC, SL_UINT8, SL_UINT16,
@@ -21,8 +22,9 @@ from ._constants import (SL_AUTOTUNE, SL_COMPRESSION_GZIP, SL_COMPRESSION_NONE,
 from . import _callbacks
 from ._callbacks import Callback
 from ._errors import Error, make_error, pending_interrupt
-from ._header import (sl_dist_context, sl_image_spec, sl_key_fn, sl_map_fn, sl_mixup_spec,
-                      sl_predicate_fn, sl_scan_fn, sl_window_reduce_fn, sl_window_size_fn)
+from ._header import (sl_dist_context, sl_image_spec, sl_key_fn, sl_length_fn, sl_map_fn,
+                      sl_mixup_spec, sl_predicate_fn, sl_scan_fn, sl_window_reduce_fn,
+                      sl_window_size_fn)
 from ._lib import lib
 from .iterator import Iterator
 from .options import Options
@@ -234,15 +236,15 @@ class _Scan(Callback):
 
 class _Keyed(Callback):
     """A function of an element that gives an int (group_by_window's key,
-    rejection_resample's class), called from C on the pulling thread as
-    map calls its function."""
+    rejection_resample's class, bucket_by_sequence_length's length),
+    called from C on the pulling thread as map calls its function."""
 
-    def __init__(self, key_func, as_bytes):
+    def __init__(self, key_func, as_bytes, fn_type=sl_key_fn):
         super().__init__()
         self.key_func = key_func
         self.as_bytes = as_bytes
         self._args_of = {}
-        self.c_key = sl_key_fn(self._key)
+        self.c_key = fn_type(self._key)
 
     def _key(self, ctx, el, key, user):
         try:
@@ -1339,28 +1341,38 @@ class Dataset:
         flags = SL_DROP_REMAINDER if drop_remainder else 0
         if padded_shapes is None and padding_values is None:
             return self._derive(lib.sl_padded_batch, batch_size, 0, None, None, flags)
+        n, shapes, values = self._padding("padded_batch", padded_shapes, padding_values)
+        try:
+            return self._derive(lib.sl_padded_batch, batch_size, n, shapes, values, flags)
+        finally:
+            if values:
+                lib.sl_element_release(values)
+
+    def _padding(self, op, padded_shapes, padding_values):
+        """padded_batch's padded_shapes and padding_values as C takes them:
+        (n, the n x SL_MAX_DIMS shapes or None, an element of n padding
+        values or None: the caller releases it)."""
         structure = self._structure()
         if structure is None:
-            raise ValueError("padded_batch: the elements' structure is not known (an empty "
-                             "dataset?), so padded_shapes cannot be matched to them")
-        leaves = _structure.flatten_up_to(structure, structure, "padded_batch")
+            raise ValueError("%s: the elements' structure is not known (an empty "
+                             "dataset?), so padded_shapes cannot be matched to them" % op)
+        leaves = _structure.flatten_up_to(structure, structure, op)
         n = len(leaves)
         shapes = None
         if padded_shapes is not None:
             shapes = (ctypes.c_int64 * (n * SL_MAX_DIMS))(*([-1] * (n * SL_MAX_DIMS)))
-            for j, shape in enumerate(_structure.flatten_up_to(structure, padded_shapes,
-                                                                "padded_batch")):
+            for j, shape in enumerate(_structure.flatten_up_to(structure, padded_shapes, op)):
                 dims = ([] if shape is None else [shape] if isinstance(shape, int)
                         else list(shape))
                 if len(dims) > SL_MAX_DIMS:
-                    raise ValueError("padded_batch: padded shape %r has too many dimensions"
-                                     % (shape,))
+                    raise ValueError("%s: padded shape %r has too many dimensions"
+                                     % (op, shape))
                 for k, dim in enumerate(dims):
                     shapes[j * SL_MAX_DIMS + k] = -1 if dim is None else int(dim)
         values = None
         if padding_values is not None:
             import numpy as np
-            pads = (_structure.flatten_up_to(structure, padding_values, "padded_batch")
+            pads = (_structure.flatten_up_to(structure, padding_values, op)
                     if isinstance(padding_values, (tuple, list, dict))
                     else [padding_values] * n)  # one value for every component
             arrs = []
@@ -1372,11 +1384,7 @@ class Dataset:
                 else:
                     arrs.append(np.asarray(v, dtype=leaf.dtype) if leaf.dtype else np.asarray(v))
             values = _tensor.make_element(arrs)
-        try:
-            return self._derive(lib.sl_padded_batch, batch_size, n, shapes, values, flags)
-        finally:
-            if values:
-                lib.sl_element_release(values)
+        return n, shapes, values
 
     def window(self, size, shift=None, stride=1, drop_remainder=False, name=None):
         """tf.data's window: window k holds up to size elements stride
@@ -1417,13 +1425,16 @@ class Dataset:
                                   pad_to_bucket_boundary=False, no_padding=False,
                                   drop_remainder=False, name=None):
         """tf.data's bucket_by_sequence_length: elements grouped into
-        buckets by element_length_func(element) (bucket i holds lengths in
+        buckets by element_length_func(element) (an int, called as map
+        calls its function; bucket i holds lengths in
         [bucket_boundaries[i - 1], bucket_boundaries[i])), each batched
-        bucket_batch_sizes[i] at a time with padded_batch (batch with
-        no_padding); pad_to_bucket_boundary pads open dimensions to the
-        bucket's boundary less one. Built as tf.data builds it: a
-        group_by_window over padded_batch."""
-        del name
+        bucket_batch_sizes[i] at a time as padded_batch batches (padded_shapes
+        and padding_values as its own; batch with no_padding).
+        pad_to_bucket_boundary pads open dimensions to the bucket's
+        boundary less one, and a length past the last boundary is then an
+        error. The C op sl_bucket_by_sequence_length: group_by_window over
+        padded_batch, as tf.data builds it."""
+        op = "bucket_by_sequence_length"
         bounds = [int(b) for b in bucket_boundaries]
         sizes = [int(b) for b in bucket_batch_sizes]
         if len(sizes) != len(bounds) + 1:
@@ -1431,34 +1442,29 @@ class Dataset:
                              "len(bucket_boundaries) + 1")
         if any(b <= a for a, b in zip(bounds, bounds[1:])) or (bounds and bounds[0] < 1):
             raise ValueError("bucket_by_sequence_length: bucket_boundaries must rise from 1")
-
-        def key_func(*args):
-            length = int(element_length_func(*args))
-            bucket = sum(1 for b in bounds if length >= b)
-            if pad_to_bucket_boundary and bucket == len(bounds):
-                raise ValueError("bucket_by_sequence_length: length %d is not below the "
-                                 "largest boundary %d (pad_to_bucket_boundary)"
-                                 % (length, bounds[-1] if bounds else 0))
-            return bucket
-
-        def boundary_shape(bucket, shape):
-            return [bounds[bucket] - 1 if d is None else d for d in shape]
-
-        def reduce_func(bucket, window):
-            if no_padding:
-                return window.batch(sizes[bucket], drop_remainder=drop_remainder)
-            shapes = padded_shapes
-            if pad_to_bucket_boundary:
-                shapes = (_structure.map_values(lambda t: boundary_shape(bucket, t.shape),
-                                                window.element_spec)
-                          if padded_shapes is None else
-                          _structure.map_values(lambda sh: boundary_shape(bucket, sh),
-                                                padded_shapes))
-            return window.padded_batch(sizes[bucket], shapes, padding_values, drop_remainder)
-
-        return self.group_by_window(key_func, reduce_func,
-                                    window_size_func=lambda bucket: sizes[bucket],
-                                    name="bucket_by_sequence_length")
+        if any(b < 1 for b in sizes):
+            raise ValueError("bucket_by_sequence_length: bucket_batch_sizes must be >= 1")
+        flags = ((SL_DROP_REMAINDER if drop_remainder else 0) |
+                 (SL_PAD_TO_BUCKET_BOUNDARY if pad_to_bucket_boundary else 0) |
+                 (SL_NO_PADDING if no_padding else 0))
+        given = padded_shapes is not None or padding_values is not None
+        n, shapes, values = 0, None, None
+        if not no_padding and (given or pad_to_bucket_boundary):
+            # The C op pads by the input's structure: learn it now when it
+            # is a Python function's output. None: no element to pad.
+            if self._structure() is not None and given:
+                n, shapes, values = self._padding(op, padded_shapes, padding_values)
+        cb = _Keyed(element_length_func, self.strings == "bytes", sl_length_fn)
+        c_bounds = (ctypes.c_int64 * max(len(bounds), 1))(*bounds)
+        c_sizes = (ctypes.c_int64 * len(sizes))(*sizes)
+        try:
+            return self._derive(lib.sl_bucket_by_sequence_length,
+                                name.encode() if name else None, cb.c_key, None, c_bounds,
+                                len(bounds), c_sizes, n, shapes, values, flags,
+                                callback=cb, image_layout=None)
+        finally:
+            if values:
+                lib.sl_element_release(values)
 
     def rejection_resample(self, class_func, target_dist, initial_dist=None, seed=None,
                            name=None):

@@ -217,6 +217,51 @@ def test_padded_batch_of_dicts_and_strings():
         Dataset.from_generator(gen).padded_batch(2, padded_shapes=([2], [], [None]))
 
 
+def test_bucket_by_sequence_length_is_the_c_op():
+    def gen():
+        for i in (1, 5, 2, 6, 3, 7, 4, 2, 8):
+            yield {"ids": np.arange(i), "text": "x" * i}
+
+    def bucketed(**kw):
+        return Dataset.from_generator(gen).bucket_by_sequence_length(
+            lambda d: len(d["ids"]), [3, 6], [2, 2, 2], **kw)
+
+    ds = bucketed(padding_values={"ids": -1, "text": None})
+    # the C op, whose fingerprint covers its settings (a group_by_window over
+    # Python functions could not tell these apart)
+    assert ds.name == "group_by_window(bucket_by_sequence_length)"
+    assert ds.fingerprint != bucketed().fingerprint
+    assert ds.fingerprint != bucketed(padding_values={"ids": -2, "text": None}).fingerprint
+    got = [(b["ids"].tolist(), list(b["text"])) for b in ds]
+    assert got == [([[0, -1], [0, 1]], ["x", "xx"]),
+                   ([[0, 1, 2, 3, 4], [0, 1, 2, -1, -1]], ["xxxxx", "xxx"]),
+                   ([[0, 1, 2, 3, 4, 5, -1], list(range(7))], ["x" * 6, "x" * 7]),
+                   ([[0, 1]], ["xx"]),  # the groups left, in bucket order
+                   ([[0, 1, 2, 3]], ["xxxx"]),
+                   ([list(range(8))], ["x" * 8])]
+    # open dimensions padded to the boundary less one; a length past the
+    # last boundary is then an element error
+    boundary = Dataset.from_generator(gen).take(4).bucket_by_sequence_length(
+        lambda d: len(d["ids"]), [3, 7], [2, 2, 2], pad_to_bucket_boundary=True)
+    assert [b["ids"].shape for b in boundary] == [(2, 2), (2, 6)]
+    with pytest.raises(sluice.Error, match="bucket_by_sequence_length.*boundary"):
+        list(bucketed(pad_to_bucket_boundary=True))
+    # no_padding batches as batch does; drop_remainder drops the short batches
+    same = Dataset.range(1, 7).map(lambda x: np.arange(x % 2 + 1)).bucket_by_sequence_length(
+        len, [2], [2, 3], no_padding=True, drop_remainder=True)
+    assert [b.tolist() for b in same] == [[[0], [0]], [[0, 1]] * 3]
+    # a Python length function's error, and a saved position
+    with pytest.raises(sluice.CallbackError, match="ZeroDivisionError"):
+        list(Dataset.range(3).bucket_by_sequence_length(lambda x: 1 // 0, [2], [1, 1]))
+    it = ds.iterator(epoch=0)
+    head = [next(it)["ids"].tolist() for _ in range(2)]
+    state = it.state()
+    it.close()
+    assert head + [b["ids"].tolist() for b in ds.iterator(state=state)] == [g[0] for g in got]
+    with pytest.raises(ValueError, match="rise from 1"):
+        Dataset.range(3).bucket_by_sequence_length(len, [3, 3], [1, 1, 1])
+
+
 def test_rejection_resample_of_dicts():
     labels = np.arange(3000) % 4
     ds = Dataset.from_tensor_slices({"label": labels, "x": np.arange(3000)})
