@@ -24,27 +24,11 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "../core/bytes.h"
 
 typedef struct sl__iter sl__iter;
 typedef struct sl__tree sl__tree;
 
-/* A growable byte string; reused, never shrinks. Zeroed is empty. */
-typedef struct sl__bytes {
-    unsigned char *p;
-    size_t n, cap;
-} sl__bytes;
-
-int sl__bytes_reserve(sl__bytes *b, size_t extra);
-int sl__bytes_append(sl__bytes *b, const void *p, size_t n);
-/* Makes b a copy of p[0..n). */
-int sl__bytes_assign(sl__bytes *b, const void *p, size_t n);
-void sl__bytes_free(sl__bytes *b);
-static inline void sl__bytes_swap(sl__bytes *a, sl__bytes *b)
-{
-    sl__bytes t = *a;
-    *a = *b;
-    *b = t;
-}
 
 /* Appends node it's record header and fields; the caller then appends
  * exactly nchildren child records (sl__iter_save or a snapshot). */

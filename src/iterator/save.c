@@ -7,7 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "../ops/saved_file.h"
+#include "../store/saved_file.h"
 #include "iterator.h"
 
 /* Writer threads: enough to keep compression off the pass's critical

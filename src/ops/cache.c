@@ -34,7 +34,7 @@
 #include "../core/log.h"
 #include "../core/salts.h"
 #include "../graph/node.h"
-#include "cache_file.h"
+#include "../store/cache_file.h"
 #include "testing.h"
 
 /* The epoch the cached pass of the input runs, whichever epoch fills the

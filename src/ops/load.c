@@ -3,7 +3,7 @@
  * dataset is built, so its structure and cardinality are known then; the
  * shard files are opened by each pass. */
 #include "../graph/node.h"
-#include "saved_file.h"
+#include "../store/saved_file.h"
 
 typedef struct load_ds {
     sl_dataset base;

@@ -24,7 +24,7 @@
 #include <unistd.h>
 #include "../core/log.h"
 #include "../graph/node.h"
-#include "saved_file.h"
+#include "../store/saved_file.h"
 
 #define INPUT_EPOCH 0
 #define MAX_WRITERS 8

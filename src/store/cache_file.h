@@ -19,12 +19,7 @@
  *    32  u64      payload length in bytes
  *    40  u32      CRC-32 (zlib's crc32) of the payload
  *    44  u32      reserved (0)
- *   payload: one record per element
- *     u32 tensor count, then per tensor:
- *       u32 dtype, u32 ndim, i64 shape[ndim], u64 nbytes, nbytes of data
- *     The data is the tensor's memory as is: string tensors keep their
- *     offset table (starting at 0); numbers are in host order
- *     (little-endian everywhere sluice runs).
+ *   payload: one record per element (record.h)
  *
  * Errors name the file: "cache(<path>): <what> [at offset N]".
  */

@@ -17,8 +17,9 @@
 #include "../core/fileio.h"
 #include "../core/le.h"
 #include "../core/structure.h"
-#include "../graph/state.h"
+#include "../core/bytes.h"
 #include "../runtime/runtime.h"
+#include "record.h"
 #include "saved_file.h"
 
 #define MANIFEST "manifest"
@@ -36,7 +37,6 @@
 /* deflate cannot shrink data by more than ~1032:1; a chunk header that
  * claims more is damaged (and would have us allocate for a bomb). */
 #define MAX_RATIO 1032u
-#define INLINE_BYTES 64
 
 static const char *const compression_names[] = {"none", "zlib", "gzip"};
 
@@ -50,113 +50,39 @@ static int io_error(const char *op, const char *path, const char *what, int err)
     return sl__set_error(sl__errno_code(err), "%s(%s): %s: %s", op, path, what, strerror(err));
 }
 
-/* ---- one element as bytes (the cache's record layout) ---- */
+/* ---- one element as bytes (record.h) ---- */
 
-static int encode_element(sl__bytes *b, const sl_element *el)
+static int append_cb(void *self, const void *p, size_t n)
 {
-    unsigned char h[8 + 8 * SL_MAX_DIMS + 8];
-    sl__put_le32(h, el->n);
-    int rc = sl__bytes_append(b, h, 4);
-    for (int i = 0; i < el->n && !rc; i++) {
-        const struct sl_tensor *t = &el->t[i];
-        sl__put_le32(h, (uint32_t)t->dtype);
-        sl__put_le32(h + 4, (uint32_t)t->ndim);
-        size_t at = 8;
-        for (int d = 0; d < t->ndim; d++, at += 8)
-            sl__put_le64(h + at, (uint64_t)t->shape[d]);
-        if (t->dtype != SL_STRING || sl__str_offsets(t)[0] == 0) {
-            sl__put_le64(h + at, t->nbytes);
-            rc = sl__bytes_append(b, h, at + 8);
-            if (!rc && t->nbytes)
-                rc = sl__bytes_append(b, t->data, t->nbytes);
-            continue;
-        }
-        /* a view whose strings start after a gap: written from offset 0 */
-        int64_t n = sl__shape_count(t->ndim, t->shape);
-        const uint64_t *off = sl__str_offsets(t);
-        uint64_t gap = off[0];
-        sl__put_le64(h + at, t->nbytes - gap);
-        rc = sl__bytes_append(b, h, at + 8);
-        for (int64_t k = 0; k <= n && !rc; k++) {
-            unsigned char o[8];
-            sl__put_le64(o, off[k] - gap);
-            rc = sl__bytes_append(b, o, 8);
-        }
-        if (!rc && off[n] > gap)
-            rc = sl__bytes_append(b, (const char *)(off + n + 1) + gap, off[n] - gap);
-    }
-    return rc;
+    return sl__bytes_append(self, p, n);
 }
 
-/* Reads a tensor at p[*at..n) into el: NULL, or what is wrong. */
-static const char *decode_tensor(const unsigned char *p, size_t n, size_t *at, sl_element *el,
-                                 int *rc)
+typedef struct mem_src {
+    const unsigned char *p;
+} mem_src;
+
+static int mem_read(void *self, void *dst, size_t n)
 {
-    size_t o = *at;
-    if (n - o < 8)
-        return "truncated tensor header";
-    uint32_t dtype = sl__get_le32(p + o), ndim = sl__get_le32(p + o + 4);
-    if (dtype >= SL_DTYPE_COUNT)
-        return "bad dtype";
-    if (ndim > SL_MAX_DIMS)
-        return "bad rank";
-    o += 8;
-    if (n - o < 8 * (size_t)ndim + 8)
-        return "truncated tensor header";
-    int64_t shape[SL_MAX_DIMS], count = 1;
-    for (uint32_t d = 0; d < ndim; d++, o += 8) {
-        uint64_t dim = sl__get_le64(p + o);
-        if (dim > INT64_MAX || __builtin_mul_overflow(count, (int64_t)dim, &count))
-            return "bad dimension";
-        shape[d] = (int64_t)dim;
-    }
-    uint64_t nbytes = sl__get_le64(p + o);
-    o += 8;
-    size_t item = sl_dtype_size((sl_dtype)dtype);
-    if (nbytes > n - o ||
-        (item && (count > INT64_MAX / (int64_t)item || nbytes != (uint64_t)count * item)))
-        return "bad tensor size";
-    struct sl_tensor *t = sl__element_push(el, (sl_dtype)dtype, (int)ndim, shape, nbytes);
-    if (!t) {
-        *rc = SL_ENOMEM;
-        return "out of memory";
-    }
-    if (nbytes)
-        memcpy(t->data, p + o, nbytes);
-    if (dtype == SL_STRING && !sl__strings_valid(t))
-        return "bad string offsets";
-    *at = o + nbytes;
-    return NULL;
+    mem_src *m = self;
+    memcpy(dst, m->p, n);
+    m->p += n;
+    return 0;
 }
 
 /* The element that is exactly p[0..n): 0 and *out; SL_ECORRUPT with *why,
  * or SL_ENOMEM. */
 static int decode_element(const unsigned char *p, size_t n, sl_element **out, const char **why)
 {
-    if (n < 4) {
-        *why = "truncated element";
-        return SL_ECORRUPT;
-    }
-    uint32_t nt = sl__get_le32(p);
-    if (nt > 0xffff || nt > (n - 4) / 16) {
-        *why = "bad tensor count";
-        return SL_ECORRUPT;
-    }
-    sl_element *el = sl__element_new((int)nt, INLINE_BYTES);
-    if (!el)
-        return SL_ENOMEM;
-    size_t at = 4;
-    int rc = SL_ECORRUPT;
-    for (uint32_t i = 0; i < nt && !*why; i++)
-        *why = decode_tensor(p, n, &at, el, &rc);
-    if (!*why && at != n)
+    mem_src m = {p};
+    sl__record_src src = {mem_read, &m, n};
+    uint64_t where;
+    int rc = sl__record_get(&src, out, why, &where);
+    if (rc == 0 && src.left) {
+        sl_element_release(*out);
         *why = "trailing bytes in a record";
-    if (*why) {
-        sl_element_release(el);
-        return rc;
+        rc = SL_ECORRUPT;
     }
-    *out = el;
-    return 0;
+    return rc;
 }
 
 /* ---- compression ---- */
@@ -405,7 +331,7 @@ static int write_job(worker *k, const job *j)
     unsigned char h[RECORD_HDR] = {0};
     int rc = sl__bytes_append(&s->raw, h, RECORD_HDR);
     if (!rc)
-        rc = encode_element(&s->raw, j->el);
+        rc = sl__record_put(j->el, append_cb, &s->raw);
     if (rc) {
         s->raw.n = at;
         return sl__set_error(SL_ENOMEM, "%s(%s): out of memory", k->w->op, k->w->dir);

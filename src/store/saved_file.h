@@ -1,7 +1,7 @@
 /*
  * The files of a saved dataset (sl_save, sl_load, sl_snapshot): their
- * format, the writer and the reader. save.c, load.c and snapshot.c decide
- * when to write and what to serve.
+ * format, the writer and the reader. iterator/save.c, ops/load.c and
+ * ops/snapshot.c decide when to write and what to serve.
  *
  * A saved dataset is a directory:
  *
@@ -28,8 +28,8 @@
  *   bytes (the raw bytes, or one zlib stream or gzip member of them).
  *
  * A chunk's raw bytes are its records, each: u64 the element's index
- * (its position in the saved pass), u32 length, then the element as the
- * cache writes one (cache_file.h). Indices rise within a shard, so the
+ * (its position in the saved pass), u32 length, then the element's record
+ * (record.h). Indices rise within a shard, so the
  * reader merges the shards back into the saved order whatever the shard
  * function did. All integers are little-endian.
  *

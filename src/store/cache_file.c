@@ -12,12 +12,12 @@
 #include "../core/le.h"
 #include "../core/log.h"
 #include "cache_file.h"
+#include "record.h"
 
 #define MAGIC "SLCACHE1"
 #define VERSION 1u
 #define HDR_SIZE 48
 #define IO_BUF (1u << 20)
-#define INLINE_BYTES 64
 
 int sl__cache_file_init(sl__cache_file *f, const char *path, uint64_t fingerprint)
 {
@@ -90,45 +90,14 @@ static int put(sl__cache_file *f, const void *p, size_t n)
     return 0;
 }
 
-/* A string tensor whose first string starts after a gap (a view, as
- * parse_example makes) is written without it: offsets from 0. */
-static int put_strings(sl__cache_file *f, const struct sl_tensor *t, unsigned char *h, size_t at)
+static int put_cb(void *self, const void *p, size_t n)
 {
-    int64_t n = sl__shape_count(t->ndim, t->shape);
-    const uint64_t *off = sl__str_offsets(t);
-    uint64_t gap = off[0];
-    sl__put_le64(h + at, t->nbytes - gap);
-    int rc = put(f, h, at + 8);
-    for (int64_t i = 0; i <= n && !rc; i++) { /* in memory's order, as the data */
-        uint64_t o = off[i] - gap;
-        rc = put(f, &o, sizeof o);
-    }
-    if (!rc && off[n] > gap)
-        rc = put(f, (const char *)(off + n + 1) + gap, off[n] - gap);
-    return rc;
+    return put(self, p, n);
 }
 
 int sl__cache_file_put(sl__cache_file *f, const sl_element *el)
 {
-    unsigned char h[8 + 8 * SL_MAX_DIMS + 8];
-    sl__put_le32(h, el->n);
-    int rc = put(f, h, 4);
-    for (int i = 0; i < el->n && !rc; i++) {
-        const struct sl_tensor *t = &el->t[i];
-        sl__put_le32(h, (uint32_t)t->dtype);
-        sl__put_le32(h + 4, (uint32_t)t->ndim);
-        size_t at = 8;
-        for (int d = 0; d < t->ndim; d++, at += 8)
-            sl__put_le64(h + at, (uint64_t)t->shape[d]);
-        if (t->dtype == SL_STRING && sl__str_offsets(t)[0] != 0) {
-            rc = put_strings(f, t, h, at);
-            continue;
-        }
-        sl__put_le64(h + at, t->nbytes);
-        rc = put(f, h, at + 8);
-        if (!rc && t->nbytes)
-            rc = put(f, t->data, t->nbytes);
-    }
+    int rc = sl__record_put(el, put_cb, f);
     if (!rc)
         f->count++;
     return rc;
@@ -312,49 +281,9 @@ static int get_bytes(sl__cache_file *f, void *dst, size_t n)
     return 0;
 }
 
-static int get_field(sl__cache_file *f, size_t n, uint64_t *v)
+static int get_cb(void *self, void *dst, size_t n)
 {
-    unsigned char b[8];
-    int rc = get_bytes(f, b, n);
-    if (rc)
-        return rc;
-    *v = n == 4 ? sl__get_le32(b) : sl__get_le64(b);
-    return 0;
-}
-
-static int get_tensor(sl__cache_file *f, sl_element *el)
-{
-    uint64_t at = f->off, dtype, ndim, nbytes, dim;
-    int64_t shape[SL_MAX_DIMS];
-    int rc = get_field(f, 4, &dtype);
-    if (!rc && dtype >= SL_DTYPE_COUNT)
-        return corrupt(f, "bad dtype", at);
-    if (!rc)
-        rc = get_field(f, 4, &ndim);
-    if (!rc && ndim > SL_MAX_DIMS)
-        return corrupt(f, "bad rank", at + 4);
-    int64_t count = 1;
-    for (uint64_t d = 0; d < ndim && !rc; d++) {
-        rc = get_field(f, 8, &dim);
-        if (!rc && (dim > INT64_MAX || __builtin_mul_overflow(count, (int64_t)dim, &count)))
-            return corrupt(f, "bad dimension", f->off - 8);
-        shape[d] = (int64_t)dim;
-    }
-    if (!rc)
-        rc = get_field(f, 8, &nbytes);
-    if (rc)
-        return rc;
-    size_t item = sl_dtype_size((sl_dtype)dtype);
-    if (nbytes > f->end - f->off ||
-        (item && (count > INT64_MAX / (int64_t)item || nbytes != (uint64_t)count * item)))
-        return corrupt(f, "bad tensor size", f->off - 8);
-    struct sl_tensor *t = sl__element_push(el, (sl_dtype)dtype, (int)ndim, shape, nbytes);
-    if (!t)
-        return SL_ENOMEM;
-    rc = get_bytes(f, t->data, nbytes);
-    if (!rc && dtype == SL_STRING && !sl__strings_valid(t))
-        return corrupt(f, "bad string offsets", at);
-    return rc;
+    return get_bytes(self, dst, n);
 }
 
 int sl__cache_file_open(sl__cache_file *f, struct stat *st)
@@ -402,22 +331,13 @@ int sl__cache_file_get(sl__cache_file *f, sl_element **out)
     if (f->count == 0)
         return f->off == f->end ? SL_EOF
                                 : corrupt(f, "trailing bytes after the last element", f->off);
-    uint64_t at = f->off, nt;
-    int rc = get_field(f, 4, &nt);
-    if (rc)
-        return rc;
-    if (nt > 0xffff)
-        return corrupt(f, "bad tensor count", at);
-    sl_element *el = sl__element_new((int)nt, INLINE_BYTES);
-    if (!el)
-        return SL_ENOMEM;
-    for (uint64_t i = 0; i < nt && !rc; i++)
-        rc = get_tensor(f, el);
-    if (rc) {
-        sl_element_release(el);
-        return rc;
-    }
-    f->count--;
-    *out = el;
-    return 0;
+    uint64_t at = f->off, where;
+    const char *why;
+    sl__record_src src = {get_cb, f, f->end - f->off};
+    int rc = sl__record_get(&src, out, &why, &where);
+    if (rc == SL_ECORRUPT)
+        return corrupt(f, why, at + where);
+    if (rc == 0)
+        f->count--;
+    return rc;
 }
