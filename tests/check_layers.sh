@@ -15,11 +15,13 @@ allowed() {
         runtime) echo "core remote" ;;
         image) echo "core" ;;
         graph) echo "core remote runtime" ;;
-        ops) echo "core remote runtime graph image" ;;
+        store) echo "core runtime" ;;
+        ops) echo "core remote runtime graph store" ;;
+        vision) echo "core remote runtime graph image ops" ;;
         sources) echo "core remote runtime graph ops" ;;
         autotune) echo "core runtime graph" ;;
         obs) echo "core runtime graph" ;;
-        iterator) echo "core remote runtime graph image ops sources autotune obs" ;;
+        iterator) echo "core remote runtime graph image store ops vision sources autotune obs" ;;
         *) echo "?" ;;
     esac
 }

@@ -19,9 +19,9 @@
 #include <stddef.h>
 #include <string.h>
 #include "../core/clock.h"
-#include "map.h"
+#include "../ops/map.h"
+#include "../ops/stack.h"
 #include "map_image.h"
-#include "stack.h"
 
 #define TASK_MAX 16
 #define TARGET_TASK_NS 2000000

@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
-#include "map.h"
+#include "../ops/map.h"
 #include "map_image.h"
 
 
