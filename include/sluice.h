@@ -1382,7 +1382,9 @@ SL_API sl_dataset *sl_map_image_views(sl_dataset *in, const sl_image_spec *specs
 
 /* Batch mixing: timm's Mixup with CutMix (mode "batch"). Make the spec
  * with sl_mixup_spec_init (which sets every default below), then change
- * fields. */
+ * fields. Versioned by struct_size under sl_image_spec's rule: fields only
+ * appended; a newer program's larger struct is read if what this library
+ * does not know is zero (SL_EUNSUPPORTED if not); at most 4 KiB. */
 typedef struct sl_mixup_spec {
     size_t struct_size;     /* sizeof(sl_mixup_spec), set by init */
     int64_t num_classes;    /* >= 1: the soft targets' width */

@@ -321,12 +321,45 @@ static void test_bad_batches(void **state)
     sl_dataset_release(ds);
 }
 
+/* The same versioning rule as sl_image_spec's (core/versioned.h): a newer
+ * program's larger struct works while its unknown bytes are zero and is
+ * refused once one is set; a size no layout has is refused. */
+static void test_spec_sizes(void **state)
+{
+    (void)state;
+    enum { NEWER = sizeof(sl_mixup_spec) + 16 };
+    _Alignas(sl_mixup_spec) unsigned char newer[NEWER];
+    memset(newer, 0xa5, sizeof newer);
+    assert_int_equal(sl_mixup_spec_init((sl_mixup_spec *)newer, NEWER, 5), 0);
+    for (size_t i = sizeof(sl_mixup_spec); i < NEWER; i++)
+        assert_int_equal(newer[i], 0);
+    sl_mixup_spec *s = (sl_mixup_spec *)newer;
+    s->mixup_alpha = 0.2, s->cutmix_alpha = 1.0, s->prob = 1.0, s->switch_prob = 0.0;
+    s->seed = 7;
+    sl_dataset *ds = sl_mixup_cutmix(batches(2, false, false), s);
+    assert_non_null(ds);
+    assert_int_equal(tu_count(ds, NULL), 2);
+    sl_dataset_release(ds);
+    newer[NEWER - 1] = 1;
+    assert_null(sl_mixup_cutmix(batches(2, false, false), s));
+    assert_int_equal(sl_last_error_code(), SL_EUNSUPPORTED);
+    assert_non_null(strstr(sl_last_error(), "does not know"));
+    /* too large to be any layout: an uninitialised struct */
+    sl_mixup_spec junk = spec_of(0.2, 1.0, 1.0, 0.0);
+    junk.struct_size = 5000;
+    assert_null(sl_mixup_cutmix(sl_range(0, 3, 1), &junk));
+    assert_int_equal(sl_last_error_code(), SL_EINVAL);
+    assert_int_equal(sl_mixup_spec_init(&junk, 5000, 3), SL_EINVAL);
+    assert_null(sl_mixup_cutmix(sl_range(0, 3, 1), NULL));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mixup_model),    cmocka_unit_test(test_cutmix_model),
         cmocka_unit_test(test_draw_statistics), cmocka_unit_test(test_determinism),
         cmocka_unit_test(test_shared_batches_are_copied), cmocka_unit_test(test_bad_batches),
+        cmocka_unit_test(test_spec_sizes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

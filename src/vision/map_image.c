@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include "../core/versioned.h"
 #include "../ops/map.h"
 #include "map_image.h"
 
@@ -607,17 +608,11 @@ static sl_dataset *map_image_fuse_batch(sl_dataset *ds, int64_t size, unsigned f
 /* ---- spec ---- */
 
 /* The smallest layout a caller may pass: the fields through allow_warnings
- * (every field after it defaults to 0). And a bound on the largest, so a
- * spec never initialised (struct_size garbage) is refused, not read far
- * past its end. */
+ * (every field after it defaults to 0). */
 #define SPEC_V1_SIZE offsetof(sl_image_spec, fast_upsample)
-#define SPEC_MAX_SIZE 4096
 
 SL_API int sl_image_spec_init(sl_image_spec *spec, size_t struct_size, int crop, int size)
 {
-    if (!spec || struct_size < SPEC_V1_SIZE || struct_size > SPEC_MAX_SIZE)
-        return sl__set_error(SL_EINVAL, "sl_image_spec_init: %s", spec ? "struct_size is not "
-                             "the size of any sl_image_spec layout" : "NULL spec");
     if (crop < SL_CROP_RANDOM_RESIZED || crop > SL_CROP_RESIZE || size < 1 || size > 65535)
         return sl__set_error(SL_EINVAL, "sl_image_spec_init: bad policy %d or size %d", crop,
                              size);
@@ -646,32 +641,14 @@ SL_API int sl_image_spec_init(sl_image_spec *spec, size_t struct_size, int crop,
     d.erasing_scale[1] = 0.33f;
     d.erasing_ratio[0] = 0.3f;
     d.erasing_ratio[1] = 3.3f;
-    /* a newer caller's struct: what this library does not know is zero */
-    memcpy(spec, &d, struct_size < sizeof d ? struct_size : sizeof d);
-    if (struct_size > sizeof d)
-        memset((char *)spec + sizeof d, 0, struct_size - sizeof d);
-    return 0;
+    return sl__struct_init(spec, struct_size, &d, sizeof d, SPEC_V1_SIZE, "sl_image_spec_init");
 }
 
-/* The caller's spec, of whatever layout, as this library's: defaults
- * (zeros) for fields an older caller did not have; fields of a newer
- * caller's that this library does not know must be zero (their default). */
+/* The caller's spec, of whatever layout, as this library's (versioned.h):
+ * zeros for the fields an older caller lacks. */
 static int spec_load(const sl_image_spec *in, sl_image_spec *out)
 {
-    size_t n = in->struct_size;
-    if (n < SPEC_V1_SIZE || n > SPEC_MAX_SIZE)
-        return sl__set_error(SL_EINVAL, "map_image: spec.struct_size is %zu, not the size of "
-                             "any sl_image_spec layout (initialise it with SL_IMAGE_SPEC_INIT)",
-                             n);
-    for (size_t i = sizeof *out; i < n; i++)
-        if (((const unsigned char *)in)[i])
-            return sl__set_error(SL_EUNSUPPORTED, "map_image: the spec sets fields this library "
-                                 "(%s) does not know (struct_size %zu, this library's %zu): "
-                                 "link a newer libsluice", sl_version_string(), n, sizeof *out);
-    memset(out, 0, sizeof *out);
-    memcpy(out, in, n < sizeof *out ? n : sizeof *out);
-    out->struct_size = sizeof *out;
-    return 0;
+    return sl__struct_load(in, out, NULL, sizeof *out, SPEC_V1_SIZE, "map_image");
 }
 
 static bool range_ok(const float v[2], double lo, double hi)

@@ -19,6 +19,7 @@
  */
 #include <math.h>
 #include <string.h>
+#include "../core/versioned.h"
 #include "../graph/sync.h"
 
 typedef struct mixup_ds {
@@ -327,22 +328,17 @@ static const sl__sync_def mixup_def = {
     .start = mixup_start,
 };
 
+/* sl_mixup_spec has had one layout; its versioning is versioned.h's. */
 #define SPEC_V1_SIZE sizeof(sl_mixup_spec)
 
 SL_API int sl_mixup_spec_init(sl_mixup_spec *spec, size_t struct_size, int64_t num_classes)
 {
-    if (!spec || struct_size < SPEC_V1_SIZE || struct_size > (1u << 16))
-        return sl__set_error(SL_EINVAL, "sl_mixup_spec_init: %s",
-                             spec ? "struct_size is not sizeof(sl_mixup_spec)" : "NULL spec");
     sl_mixup_spec d = {
         .struct_size = struct_size, .num_classes = num_classes, .mixup_alpha = 0.2,
         .cutmix_alpha = 1.0, .prob = 1.0, .switch_prob = 0.5, .image_index = 0,
         .label_index = 1, .layout = SL_LAYOUT_HWC, .seed = -1,
     };
-    memcpy(spec, &d, sizeof d);
-    if (struct_size > sizeof d)
-        memset((char *)spec + sizeof d, 0, struct_size - sizeof d);
-    return 0;
+    return sl__struct_init(spec, struct_size, &d, sizeof d, SPEC_V1_SIZE, "sl_mixup_spec_init");
 }
 
 static const char *invalid(const sl_mixup_spec *s)
@@ -373,10 +369,10 @@ SL_API sl_dataset *sl_mixup_cutmix(sl_dataset *in, const sl_mixup_spec *spec)
     mixup_ds *d = (mixup_ds *)sl__dataset_new(&mixup_def.node, sizeof *d, in);
     if (!d)
         return NULL;
-    if (!spec || spec->struct_size < SPEC_V1_SIZE)
-        return sl__dataset_fail(&d->base, SL_EINVAL, "mixup_cutmix: the spec was not made by "
-                                "sl_mixup_spec_init");
-    memcpy(&d->spec, spec, sizeof d->spec);
+    if (sl__struct_load(spec, &d->spec, NULL, sizeof d->spec, SPEC_V1_SIZE, "mixup_cutmix") < 0) {
+        sl_dataset_release(&d->base);
+        return NULL;
+    }
     const char *why = invalid(&d->spec);
     if (why)
         return sl__dataset_fail(&d->base, SL_EINVAL, "mixup_cutmix: %s", why);
