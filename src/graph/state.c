@@ -319,24 +319,6 @@ int sl__state_range(const sl__iter *it, const char *field, int64_t v, int64_t lo
                          (long long)hi);
 }
 
-int sl__save_pos(sl__bytes *w, const sl__iter *it, int64_t pos)
-{
-    return sl__state_node(w, it, 1, &pos, 0);
-}
-
-int sl__restored_pos(const sl__iter *it, int64_t max, int64_t *pos)
-{
-    int64_t f[1];
-    int r = sl__iter_restored(it, 1, f);
-    if (r <= 0)
-        return r;
-    int rc = sl__state_range(it, "position", f[0], 0, max);
-    if (rc)
-        return rc;
-    *pos = f[0];
-    return 1;
-}
-
 int sl__save_sync(sl__bytes *w, const sl__iter *it, int nfields, const int64_t *fields,
                   sl__iter *input)
 {

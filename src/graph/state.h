@@ -109,17 +109,13 @@ int sl__state_range(const sl__iter *it, const char *field, int64_t v, int64_t lo
 #define SL__FIELD_NAME_(name) #name,
 #define SL__STATE_FIELDS(LIST)                                                      \
     enum { LIST(SL__FIELD_INDEX_) NFIELDS };                                        \
-    static const char *const field_names[NFIELDS] = {LIST(SL__FIELD_NAME_)}
+    __attribute__((unused)) static const char *const field_names[NFIELDS] = {        \
+        LIST(SL__FIELD_NAME_)}
 
 /* A synchronous node's record: its fields, then its input's record (none
  * when input is NULL, an input already let go). */
 int sl__save_sync(sl__bytes *w, const sl__iter *it, int nfields, const int64_t *fields,
                   sl__iter *input);
-
-/* A source whose whole state is one position in [0, max]: its record, and
- * reading it back (0: fresh, 1: *pos set, < 0: a bad record). */
-int sl__save_pos(sl__bytes *w, const sl__iter *it, int64_t pos);
-int sl__restored_pos(const sl__iter *it, int64_t max, int64_t *pos);
 
 /* Writes a whole state: header (magic, version, fingerprint, seed,
  * epoch, elements) around the root's records. */

@@ -488,8 +488,11 @@ static void map_destroy(sl__iter *base)
     sl__async_fini(&it->a);
 }
 
-/* The next input index, then the input's record after the last element
- * passed (taken or skipped by the error policy). */
+/* The record: the next input index, then the input's record after the
+ * last element passed (taken or skipped by the error policy). */
+#define MAP_FIELDS(X) X(index)
+SL__STATE_FIELDS(MAP_FIELDS);
+
 static int map_save(sl__iter *base, sl__bytes *w)
 {
     map_iter *it = (map_iter *)base;
@@ -500,14 +503,14 @@ static int map_save(sl__iter *base, sl__bytes *w)
     const chunk *c = it->cur;
     const unsigned char *p = it->taken.p;
     size_t n = it->taken.n;
-    int64_t index = it->taken_index;
+    int64_t f[NFIELDS] = {[F_index] = it->taken_index};
     if (c && c->pos > 0) {
         size_t from = c->pos > 1 ? c->snap_end[c->pos - 2] : 0;
         p = c->snaps.p + from;
         n = c->snap_end[c->pos - 1] - from;
-        index = c->first_index + c->pos;
+        f[F_index] = c->first_index + c->pos;
     }
-    return sl__save_async(w, base, &it->snap, 1, &index, p, n);
+    return sl__save_async(w, base, &it->snap, NFIELDS, f, p, n);
 }
 
 static const sl__iter_ops map_iter_ops = {
@@ -552,8 +555,10 @@ int sl__map_iter_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_
     sl__async_init(&it->a);
     pthread_cond_init(&it->cv_idle, NULL);
     int rc = parallelism_knob(it, parallelism);
-    if (rc == 0 && (rc = sl__iter_restored(&it->base, 1, &it->taken_index)) > 0)
-        rc = sl__state_range(&it->base, "index", it->taken_index, 0, INT64_MAX);
+    int64_t f[NFIELDS] = {0};
+    if (rc == 0 && (rc = sl__iter_restored(&it->base, NFIELDS, f)) > 0)
+        rc = sl__state_range(&it->base, field_names[F_index], f[F_index], 0, INT64_MAX);
+    it->taken_index = f[F_index];
     if (rc == 0)
         rc = sl__iter_make_input(&it->base, 0, epoch, &it->in);
     if (rc == 0) {

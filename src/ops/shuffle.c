@@ -12,6 +12,7 @@
  */
 #include <string.h>
 #include "../graph/node.h"
+#include "../graph/sync.h"
 
 typedef struct shuffle_ds {
     sl_dataset base;
@@ -313,9 +314,16 @@ static void shuffle_all_destroy(sl__iter *base)
     sl__free(it->perm, (size_t)it->n * it->width);
 }
 
+/* The record: the position; the permutation is redrawn up to it. */
+static const sl__field shuffle_all_state[] = {
+    SL__FIELD_I64(shuffle_all_iter, pos, 0, INT64_MAX),
+};
+
 static int shuffle_all_save(sl__iter *base, sl__bytes *w)
 {
-    return sl__save_pos(w, base, ((shuffle_all_iter *)base)->pos);
+    int64_t f[1];
+    sl__fields_get(base, shuffle_all_state, 1, f);
+    return sl__state_node(w, base, 1, f, 0);
 }
 
 /* The permutation after `pos` steps: the same draws and swaps, without
@@ -356,12 +364,15 @@ static int shuffle_all_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, 
                              (long long)sl_dataset_cardinality(ds->inputs[0]));
     }
     it->rng = make_rng(&it->base);
-    int64_t pos = 0;
-    rc = sl__restored_pos(&it->base, it->n, &pos);
+    rc = sl__fields_restore(&it->base, it, shuffle_all_state, 1);
+    if (rc > 0)
+        rc = sl__state_range(&it->base, "pos", it->pos, 0, it->n);
     if (rc < 0) {
         sl__iter_free(&it->base);
         return rc;
     }
+    int64_t pos = it->pos;
+    it->pos = 0;
     shuffle_all_resume(it, pos);
     *out = &it->base;
     return 0;

@@ -37,6 +37,11 @@ typedef struct snapshot_ds {
 
 enum { PASS, WRITE, READ };
 
+/* The record: the mode and the count served, then (READ) each shard's
+ * position in the saved files. */
+#define SNAPSHOT_FIELDS(X) X(mode) X(served)
+SL__STATE_FIELDS(SNAPSHOT_FIELDS);
+
 typedef struct snapshot_iter {
     sl__iter base;
     int64_t mode, served;
@@ -46,7 +51,7 @@ typedef struct snapshot_iter {
     int lock_fd;          /* WRITE: holds the lock */
     sl__saved *saved;     /* READ */
     sl__saved_reader *r;  /* READ */
-    int64_t *pos;         /* READ: 2 + nshards fields, reused */
+    int64_t *pos;         /* READ: the record, NFIELDS + nshards, reused */
     char dir[4096], partial[4112];
 } snapshot_iter;
 
@@ -145,7 +150,7 @@ static int find_saved(snapshot_iter *it, uint64_t fp)
 static int start_read(snapshot_iter *it, const int64_t *pos)
 {
     int n = it->saved->nshards;
-    it->pos = sl__calloc((size_t)n + 2, sizeof *it->pos);
+    it->pos = sl__calloc((size_t)n + NFIELDS, sizeof *it->pos);
     if (!it->pos)
         return sl__set_error(SL_ENOMEM, "snapshot(%s): out of memory", it->dir);
     it->mode = READ;
@@ -158,7 +163,7 @@ static void drop_read(snapshot_iter *it)
 {
     sl__log(SL_LOG_WARN, "snapshot(%s): not reading it: %s; rebuilding it", it->dir,
             sl__error_msg());
-    sl__free(it->pos, (size_t)(it->saved->nshards + 2) * sizeof *it->pos);
+    sl__free(it->pos, (size_t)(it->saved->nshards + NFIELDS) * sizeof *it->pos);
     it->pos = NULL;
     sl__saved_free(it->saved);
     it->saved = NULL;
@@ -214,26 +219,22 @@ static int start_fresh(snapshot_iter *it, const snapshot_ds *d, uint64_t fp)
  * while writing resumes without writing (the partial files are gone). */
 static int start_resumed(snapshot_iter *it, uint64_t fp, int n)
 {
-    int64_t f[2];
-    const int64_t *all;
-    if (n < 2)
+    if (n < NFIELDS)
         return sl__set_error(SL_ECORRUPT, "saved state: snapshot has %d fields", n);
-    int64_t *buf = sl__calloc((size_t)n, sizeof *buf);
-    if (!buf)
+    int64_t *f = sl__calloc((size_t)n, sizeof *f);
+    if (!f)
         return SL_ENOMEM;
-    int rc = sl__iter_restored(&it->base, n, buf);
-    memcpy(f, buf, sizeof f);
-    all = buf;
+    int rc = sl__iter_restored(&it->base, n, f);
     if (rc >= 0)
-        rc = sl__state_range(&it->base, "mode", f[0], PASS, READ);
+        rc = sl__state_range(&it->base, field_names[F_mode], f[F_mode], PASS, READ);
     if (rc >= 0)
-        rc = sl__state_range(&it->base, "served", f[1], 0, INT64_MAX);
+        rc = sl__state_range(&it->base, field_names[F_served], f[F_served], 0, INT64_MAX);
     if (rc < 0)
         goto out;
-    it->served = f[1];
-    if (f[0] != READ) {
-        rc = n == 2 ? sl__iter_make_input(&it->base, 0, INPUT_EPOCH, &it->in)
-                    : sl__set_error(SL_ECORRUPT, "saved state: snapshot has %d fields", n);
+    it->served = f[F_served];
+    if (f[F_mode] != READ) {
+        rc = n == NFIELDS ? sl__iter_make_input(&it->base, 0, INPUT_EPOCH, &it->in)
+                          : sl__set_error(SL_ECORRUPT, "saved state: snapshot has %d fields", n);
         it->mode = PASS;
         goto out;
     }
@@ -242,12 +243,12 @@ static int start_resumed(snapshot_iter *it, uint64_t fp, int n)
                            it->dir);
         goto out;
     }
-    rc = n == 2 + it->saved->nshards
-             ? start_read(it, all + 2)
+    rc = n == NFIELDS + it->saved->nshards
+             ? start_read(it, f + NFIELDS)
              : sl__set_error(SL_ECORRUPT, "saved state: snapshot(%s) has %d shards, the state "
-                             "%d", it->dir, it->saved->nshards, n - 2);
+                             "%d", it->dir, it->saved->nshards, n - NFIELDS);
 out:
-    sl__free(buf, (size_t)n * sizeof *buf);
+    sl__free(f, (size_t)n * sizeof *f);
     return rc < 0 ? rc : 0;
 }
 
@@ -278,13 +279,13 @@ static int snapshot_save(sl__iter *base, sl__bytes *w)
 {
     snapshot_iter *it = (snapshot_iter *)base;
     if (it->mode != READ) {
-        int64_t f[2] = {it->mode, it->served};
-        return sl__save_sync(w, base, 2, f, it->in);
+        int64_t f[NFIELDS] = {[F_mode] = it->mode, [F_served] = it->served};
+        return sl__save_sync(w, base, NFIELDS, f, it->in);
     }
-    it->pos[0] = READ;
-    it->pos[1] = it->served;
-    sl__saved_reader_position(it->r, it->pos + 2);
-    return sl__state_node(w, base, 2 + it->saved->nshards, it->pos, 0);
+    it->pos[F_mode] = READ;
+    it->pos[F_served] = it->served;
+    sl__saved_reader_position(it->r, it->pos + NFIELDS);
+    return sl__state_node(w, base, NFIELDS + it->saved->nshards, it->pos, 0);
 }
 
 static void snapshot_destroy(sl__iter *base)
@@ -294,7 +295,7 @@ static void snapshot_destroy(sl__iter *base)
     sl__iter_free(it->in);
     sl__saved_reader_free(it->r);
     if (it->pos)
-        sl__free(it->pos, (size_t)(it->saved->nshards + 2) * sizeof *it->pos);
+        sl__free(it->pos, (size_t)(it->saved->nshards + NFIELDS) * sizeof *it->pos);
     sl__saved_free(it->saved);
 }
 

@@ -154,16 +154,20 @@ static int unbatch_next(sl__iter *base, sl_element **out)
     }
 }
 
-/* The row within the element being split and the input's record from
- * before it was pulled; without one, the input's record now. */
+/* The record: the row within the element being split (or -1) and the
+ * input's record from before it was pulled; without one, the input's
+ * record now. Restored through unbatch_state, whose order this is. */
+#define UNBATCH_FIELDS(X) X(resume_row) X(done)
+SL__STATE_FIELDS(UNBATCH_FIELDS);
+
 static int unbatch_save(sl__iter *base, sl__bytes *w)
 {
     unbatch_iter *it = (unbatch_iter *)base;
     bool mid = it->cur && it->row < it->rows;
-    int64_t f[2] = {mid ? it->row : -1, it->done}; /* unbatch_state's fields */
+    int64_t f[NFIELDS] = {[F_resume_row] = mid ? it->row : -1, [F_done] = it->done};
     int rc = mid ? sl__snap_check(&it->snap, "unbatch") : 0;
     if (rc == 0)
-        rc = sl__state_node(w, base, 2, f, 1);
+        rc = sl__state_node(w, base, NFIELDS, f, 1);
     if (rc == 0)
         rc = mid ? sl__bytes_append(w, it->before.p, it->before.n) : sl__iter_save(it->u.in, w);
     return rc;
@@ -189,6 +193,8 @@ static const sl__field unbatch_state[] = {
     SL__FIELD_I64(unbatch_iter, resume_row, -1, INT64_MAX),
     SL__FIELD_BOOL(unbatch_iter, done),
 };
+_Static_assert(sizeof unbatch_state / sizeof *unbatch_state == NFIELDS,
+               "unbatch_save writes unbatch_state's fields");
 
 /* Each leaf loses its leading dimension. */
 static void unbatch_leaf(sl__stext *t, int leaf, const sl__leaf_spec *spec, void *arg)
