@@ -14,3 +14,26 @@ int sl__image_format(const uint8_t *d, size_t n)
         return SL__FMT_WEBP;
     return SL__FMT_OTHER;
 }
+
+const char *sl__image_missing(int fmt)
+{
+    switch (fmt) {
+#ifdef SLUICE_NO_JPEG
+    case SL__FMT_JPEG:
+        return "a JPEG, and this build has no JPEG decoder (SLUICE_WITH_JPEG=OFF)";
+    case SL__FMT_OTHER:
+        return "not a PNG or WebP file, and this build has no JPEG decoder to try "
+               "(SLUICE_WITH_JPEG=OFF)";
+#endif
+#ifdef SLUICE_NO_PNG
+    case SL__FMT_PNG:
+        return "a PNG, and this build has no PNG decoder (SLUICE_WITH_PNG=OFF)";
+#endif
+#ifdef SLUICE_NO_WEBP
+    case SL__FMT_WEBP:
+        return "a WebP, and this build has no WebP decoder (SLUICE_WITH_WEBP=OFF)";
+#endif
+    default:
+        return NULL;
+    }
+}

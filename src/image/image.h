@@ -110,6 +110,9 @@ int sl__jpeg_decode_full(sl__jpeg *dec, const uint8_t *data, size_t n, int64_t m
 /* What the bytes' signature says: never the file's name. */
 enum { SL__FMT_OTHER, SL__FMT_JPEG, SL__FMT_PNG, SL__FMT_WEBP };
 int sl__image_format(const uint8_t *data, size_t n);
+/* NULL when this build decodes format fmt (JPEG's decoder also judges
+ * SL__FMT_OTHER), else why not, for the error. */
+const char *sl__image_missing(int fmt);
 
 typedef struct sl__png sl__png;   /* reusable scratch; one per thread */
 typedef struct sl__webp sl__webp;

@@ -21,9 +21,9 @@
 /* ---- per-thread decoders ---- */
 
 typedef struct workspace {
-    sl__jpeg *dec;
-    sl__png *png;   /* made at the first PNG */
-    sl__webp *webp; /* ... WebP */
+    sl__jpeg *dec;  /* each decoder made at its format's first image */
+    sl__png *png;
+    sl__webp *webp;
     sl__resizer *rs;
     sl__augmenter *aug;
     int *cols;      /* raw mode's column table */
@@ -50,8 +50,8 @@ static void ws_init(void)
     pthread_key_create(&ws_key, ws_destroy);
 }
 
-/* The calling thread's decoder and resizer, made on first use and freed
- * when the thread exits. */
+/* The calling thread's resizer and augmenter, made on first use and freed
+ * when the thread exits; read_header adds its decoders. */
 static workspace *ws_get(void)
 {
     pthread_once(&ws_once, ws_init);
@@ -61,10 +61,9 @@ static workspace *ws_get(void)
     ws = sl__calloc(1, sizeof *ws);
     if (!ws)
         return NULL;
-    ws->dec = sl__jpeg_new();
     ws->rs = sl__resizer_new();
     ws->aug = sl__augmenter_new();
-    if (!ws->dec || !ws->rs || !ws->aug || pthread_setspecific(ws_key, ws)) {
+    if (!ws->rs || !ws->aug || pthread_setspecific(ws_key, ws)) {
         ws_destroy(ws);
         sl__set_error(SL_ENOMEM, "out of memory (image decoder)");
         return NULL;
@@ -289,20 +288,28 @@ static int decode_jpeg(workspace *ws, const uint8_t *data, size_t n, const sl_im
 }
 
 /* The header of an image in format fmt (the bytes' signature; JPEG's
- * header names the others), with spec's limits. */
+ * header names the others), with spec's limits. The format's decoder is
+ * made here at its first image, so a build without one of them still
+ * decodes the others, and a thread that meets only PNGs holds no JPEG
+ * decoder. */
 static int read_header(workspace *ws, int fmt, const sl_image_spec *spec, const uint8_t *data,
                        size_t n, sl__jpeg_info *info)
 {
+    const char *missing = sl__image_missing(fmt);
+    if (missing)
+        return sl__set_error(SL_EUNSUPPORTED, "%s", missing);
     if (fmt == SL__FMT_PNG) {
-        if (!ws->png)
-            ws->png = sl__png_new();
+        if (!ws->png && !(ws->png = sl__png_new()))
+            return sl__set_error(SL_ENOMEM, "out of memory (PNG decoder)");
         return sl__png_header(ws->png, data, n, spec->max_pixels, jpeg_flags(spec), info);
     }
     if (fmt == SL__FMT_WEBP) {
-        if (!ws->webp)
-            ws->webp = sl__webp_new();
+        if (!ws->webp && !(ws->webp = sl__webp_new()))
+            return sl__set_error(SL_ENOMEM, "out of memory (WebP decoder)");
         return sl__webp_header(ws->webp, data, n, spec->max_pixels, info);
     }
+    if (!ws->dec && !(ws->dec = sl__jpeg_new()))
+        return sl__set_error(SL_ENOMEM, "out of memory (JPEG decoder)");
     return sl__jpeg_header(ws->dec, data, n, spec->max_pixels, info);
 }
 
@@ -819,15 +826,6 @@ static void mask_spec(const sl_image_spec *s, sl_image_spec *m)
 
 SL_API sl_dataset *sl_map_image(sl_dataset *in, const sl_image_spec *spec, int parallelism)
 {
-#ifdef SLUICE_NO_JPEG
-    if (in) {
-        sl_dataset_release(in);
-        sl__set_error(SL_EUNSUPPORTED, "map_image: JPEG decoding is not in this build "
-                                       "(SLUICE_WITH_JPEG=OFF)");
-    }
-    (void)spec, (void)parallelism;
-    return NULL;
-#endif
     map_image_ds *d = (map_image_ds *)sl__dataset_new(&map_image_ops, sizeof *d, in);
     if (!d)
         return NULL;
@@ -856,15 +854,6 @@ SL_API sl_dataset *sl_map_image(sl_dataset *in, const sl_image_spec *spec, int p
 SL_API sl_dataset *sl_map_image_views(sl_dataset *in, const sl_image_spec *specs, int nviews,
                                       int parallelism)
 {
-#ifdef SLUICE_NO_JPEG
-    if (in) {
-        sl_dataset_release(in);
-        sl__set_error(SL_EUNSUPPORTED, "map_image: JPEG decoding is not in this build "
-                                       "(SLUICE_WITH_JPEG=OFF)");
-    }
-    (void)specs, (void)nviews, (void)parallelism;
-    return NULL;
-#endif
     map_image_ds *d = (map_image_ds *)sl__dataset_new(&map_image_views_ops, sizeof *d, in);
     if (!d)
         return NULL;
