@@ -1,7 +1,7 @@
 /* What map_image (one image per element) and map_image_batch (the node
  * fused with batch) share: the dataset and one image's decode. */
-#ifndef SL_OPS_MAP_IMAGE_H
-#define SL_OPS_MAP_IMAGE_H
+#ifndef SL_VISION_MAP_IMAGE_H
+#define SL_VISION_MAP_IMAGE_H
 
 #include "../graph/node.h"
 #include "../image/augment.h"
@@ -52,6 +52,17 @@ int sl__image_add_rest(sl_element *el, const sl_element *in, const sl_image_spec
 int64_t sl__map_image_cardinality(const sl_dataset *ds);
 sl_structure *sl__map_image_structure(const sl_dataset *ds);
 uint64_t sl__map_image_fingerprint(const sl_dataset *ds, uint64_t h);
+
+/* The spec (map_image_spec.c). Load: the caller's layout as this
+ * library's; check: every field, as the op is built; check_input: the
+ * input's structure, where known, has encoded bytes where the spec looks;
+ * mask_spec: the raw spec a mask is decoded by; hash: the spec's part of
+ * the fingerprint. 0, or an error with the message set. */
+int sl__image_spec_load(const sl_image_spec *in, sl_image_spec *out);
+int sl__image_spec_check(const sl_image_spec *s);
+int sl__image_check_input(const sl_image_spec *s, const sl_dataset *in);
+void sl__image_mask_spec(const sl_image_spec *s, sl_image_spec *mask);
+uint64_t sl__image_spec_hash(uint64_t h, const sl_image_spec *s);
 
 /* The fused node (map_image_batch.c): datasets that are map_image_ds with
  * batch > 0. */
