@@ -332,7 +332,7 @@ void print_final_knobs(const series *s);
 /* text and a newline into path; 0, or -1 after printing why. */
 int write_file(const char *path, const char *text);
 
-/* ---- sluice_bench_sweep.c ---- */
+/* ---- sluice_bench_results.c: a sweep's rows and what they show ---- */
 
 #define SWEEP_MAX_ROUNDS 9
 
