@@ -15,7 +15,7 @@
 #include <string.h>
 #include "../core/salts.h"
 #include "../graph/sync.h"
-#include "from_elements.h"
+#include "window_source.h"
 #include "group_by_window.h"
 
 typedef struct group {
@@ -115,7 +115,7 @@ static int reduce(group_by_window_iter *it, int i)
     group g = it->groups[i];
     memmove(&it->groups[i], &it->groups[i + 1], (size_t)(it->ngroups - i - 1) * sizeof g);
     it->ngroups--;
-    sl_dataset *window = sl__from_elements(g.els, g.n, sl_dataset_structure(d->base.inputs[0]));
+    sl_dataset *window = sl__window_source(g.els, g.n, sl_dataset_structure(d->base.inputs[0]));
     sl__free(g.els, (size_t)g.cap * sizeof *g.els); /* (its elements went to the window) */
     if (!window)
         return SL_ENOMEM;
