@@ -644,12 +644,12 @@ static int cache_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_
     return 0;
 }
 
-static int64_t cache_card(const sl_dataset *ds)
+static int64_t cache_cardinality(const sl_dataset *ds)
 {
     return sl_dataset_cardinality(ds->inputs[0]);
 }
 
-static uint64_t cache_fp(const sl_dataset *ds, uint64_t h)
+static uint64_t cache_fingerprint(const sl_dataset *ds, uint64_t h)
 {
     const cache_ds *c = (const cache_ds *)ds;
     /* 1: a file; 0: kept with the dataset; 2: automatic */
@@ -675,9 +675,9 @@ static void cache_ds_destroy(sl_dataset *ds)
 static const sl__node_ops cache_ops = {
     .kind = "cache",
     .make_iter = cache_make,
-    .cardinality = cache_card,
+    .cardinality = cache_cardinality,
     .structure = sl__structure_of_input,
-    .fingerprint = cache_fp,
+    .fingerprint = cache_fingerprint,
     .destroy = cache_ds_destroy,
 };
 

@@ -7,13 +7,13 @@ typedef struct from_element_ds {
     sl_element *el;
 } from_element_ds;
 
-static int64_t from_element_card(const sl_dataset *ds)
+static int64_t from_element_cardinality(const sl_dataset *ds)
 {
     (void)ds;
     return 1;
 }
 
-static uint64_t from_element_fp(const sl_dataset *ds, uint64_t h)
+static uint64_t from_element_fingerprint(const sl_dataset *ds, uint64_t h)
 {
     /* the element's bytes: a path, typically */
     const sl_element *el = ((const from_element_ds *)ds)->el;
@@ -45,7 +45,7 @@ static int from_element_get(const sl_dataset *ds, int64_t index, sl_element **ou
 
 static const sl__sync_def from_element_def = {
     .node = {.kind = "from_element", .make_iter = sl__sync_make,
-             .cardinality = from_element_card, .fingerprint = from_element_fp,
+             .cardinality = from_element_cardinality, .fingerprint = from_element_fingerprint,
              .destroy = from_element_destroy, .can_get = from_element_can_get,
              .get = from_element_get},
     SL__INDEXED_SOURCE(sl__indexed_start),

@@ -25,12 +25,12 @@ static int from_files_get(const sl_dataset *ds, int64_t i, sl_element **out)
     return 0;
 }
 
-static int64_t from_files_card(const sl_dataset *ds)
+static int64_t from_files_cardinality(const sl_dataset *ds)
 {
     return (int64_t)((const from_files_ds *)ds)->n;
 }
 
-static uint64_t from_files_fp(const sl_dataset *ds, uint64_t h)
+static uint64_t from_files_fingerprint(const sl_dataset *ds, uint64_t h)
 {
     const from_files_ds *d = (const from_files_ds *)ds;
     for (size_t i = 0; i < d->n; i++) {
@@ -58,8 +58,8 @@ static bool from_files_can_get(const sl_dataset *ds)
 }
 
 static const sl__sync_def from_files_def = {
-    .node = {.kind = "from_files", .make_iter = sl__sync_make, .cardinality = from_files_card,
-             .fingerprint = from_files_fp, .destroy = from_files_destroy,
+    .node = {.kind = "from_files", .make_iter = sl__sync_make,
+             .cardinality = from_files_cardinality, .fingerprint = from_files_fingerprint, .destroy = from_files_destroy,
              .can_get = from_files_can_get, .get = from_files_get},
     SL__INDEXED_SOURCE(sl__indexed_start),
 };

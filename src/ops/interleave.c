@@ -729,7 +729,7 @@ static int interleave_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, i
     return 0;
 }
 
-static uint64_t interleave_fp(const sl_dataset *ds, uint64_t h)
+static uint64_t interleave_fingerprint(const sl_dataset *ds, uint64_t h)
 {
     /* the name stands for fn; the parallelism does not change the output
      * (ordered), the order does */
@@ -747,7 +747,7 @@ static sl_dataset *interleave_rebuild_files(const sl_dataset *ds, sl_dataset *fi
 static const sl__node_ops interleave_ops = {
     .kind = "interleave",
     .make_iter = interleave_make,
-    .fingerprint = interleave_fp,
+    .fingerprint = interleave_fingerprint,
     .rebuild_files = interleave_rebuild_files,
 };
 

@@ -69,12 +69,12 @@ static int load_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t
     return 0;
 }
 
-static int64_t load_card(const sl_dataset *ds)
+static int64_t load_cardinality(const sl_dataset *ds)
 {
     return ((const load_ds *)ds)->saved->elements;
 }
 
-static uint64_t load_fp(const sl_dataset *ds, uint64_t h)
+static uint64_t load_fingerprint(const sl_dataset *ds, uint64_t h)
 {
     const sl__saved *s = ((const load_ds *)ds)->saved;
     return sl__hash_u64(sl__hash_str(h, s->dir), s->fingerprint);
@@ -88,8 +88,8 @@ static void load_ds_destroy(sl_dataset *ds)
 static const sl__node_ops load_ops = {
     .kind = "load",
     .make_iter = load_make,
-    .cardinality = load_card,
-    .fingerprint = load_fp,
+    .cardinality = load_cardinality,
+    .fingerprint = load_fingerprint,
     .destroy = load_ds_destroy,
 };
 

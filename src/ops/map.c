@@ -589,12 +589,12 @@ static int map_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t 
                              out);
 }
 
-static int64_t map_card(const sl_dataset *ds)
+static int64_t map_cardinality(const sl_dataset *ds)
 {
     return sl_dataset_cardinality(ds->inputs[0]);
 }
 
-static uint64_t map_fp(const sl_dataset *ds, uint64_t h)
+static uint64_t map_fingerprint(const sl_dataset *ds, uint64_t h)
 {
     /* parallelism and order do not change the elements (ordered), so they
      * stay out of the fingerprint; the name stands for the function */
@@ -605,8 +605,8 @@ static uint64_t map_fp(const sl_dataset *ds, uint64_t h)
 static const sl__node_ops map_ops = {
     .kind = "map",
     .make_iter = map_make,
-    .cardinality = map_card,
-    .fingerprint = map_fp,
+    .cardinality = map_cardinality,
+    .fingerprint = map_fingerprint,
 };
 
 SL_API sl_dataset *sl_map(sl_dataset *in, const char *name, sl_map_fn fn, void *user,

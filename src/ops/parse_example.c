@@ -661,12 +661,12 @@ static int parse_example_make(const sl_dataset *ds, sl__tree *tree, uint64_t key
     return sl__map_iter_make(ds, tree, key, epoch, parse_fn, (void *)ds, d->parallelism, 0, out);
 }
 
-static int64_t parse_example_card(const sl_dataset *ds)
+static int64_t parse_example_cardinality(const sl_dataset *ds)
 {
     return sl_dataset_cardinality(ds->inputs[0]);
 }
 
-static uint64_t parse_example_fp(const sl_dataset *ds, uint64_t h)
+static uint64_t parse_example_fingerprint(const sl_dataset *ds, uint64_t h)
 {
     const parse_example_ds *d = (const parse_example_ds *)ds;
     h = sl__hash_u64(sl__hash_u64(h, (uint64_t)d->n), d->flags);
@@ -731,8 +731,8 @@ static const sl__node_ops parse_example_ops = {
     .kind = "parse_example",
     .structure = parse_example_structure,
     .make_iter = parse_example_make,
-    .cardinality = parse_example_card,
-    .fingerprint = parse_example_fp,
+    .cardinality = parse_example_cardinality,
+    .fingerprint = parse_example_fingerprint,
     .destroy = parse_example_destroy,
 };
 

@@ -214,7 +214,7 @@ static int prefetch_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int
     return 0;
 }
 
-static int64_t prefetch_card(const sl_dataset *ds)
+static int64_t prefetch_cardinality(const sl_dataset *ds)
 {
     return sl_dataset_cardinality(ds->inputs[0]);
 }
@@ -222,7 +222,7 @@ static int64_t prefetch_card(const sl_dataset *ds)
 static const sl__node_ops prefetch_ops = {
     .kind = "prefetch",
     .make_iter = prefetch_make,
-    .cardinality = prefetch_card,
+    .cardinality = prefetch_cardinality,
     .structure = sl__structure_of_input,
 };
 

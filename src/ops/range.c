@@ -6,7 +6,7 @@ typedef struct range_ds {
     int64_t start, stop, step;
 } range_ds;
 
-static int64_t range_card(const sl_dataset *ds)
+static int64_t range_cardinality(const sl_dataset *ds)
 {
     const range_ds *r = (const range_ds *)ds;
     if ((r->step > 0 && r->stop <= r->start) || (r->step < 0 && r->stop >= r->start))
@@ -35,7 +35,7 @@ static const sl__field range_params[] = {
     SL__PARAM(range_ds, start), SL__PARAM(range_ds, stop), SL__PARAM(range_ds, step)};
 
 static const sl__sync_def range_def = {
-    .node = {.kind = "range", SL__SYNC_NODE, .cardinality = range_card,
+    .node = {.kind = "range", SL__SYNC_NODE, .cardinality = range_cardinality,
              .can_get = range_can_get, .get = range_get},
     SL__INDEXED_SOURCE(sl__indexed_start),
     SL__SYNC_PARAMS(range_params),

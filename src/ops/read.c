@@ -787,7 +787,7 @@ static int read_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t
     return 0;
 }
 
-static int64_t read_card(const sl_dataset *ds)
+static int64_t read_cardinality(const sl_dataset *ds)
 {
     return sl_dataset_cardinality(ds->inputs[0]);
 }
@@ -805,7 +805,7 @@ static sl_dataset *read_rebuild(const sl_dataset *ds, sl_dataset *new_input)
     return r;
 }
 
-static uint64_t read_fp(const sl_dataset *ds, uint64_t h)
+static uint64_t read_fingerprint(const sl_dataset *ds, uint64_t h)
 {
     return sl__hash_u64(h, ((const read_ds *)ds)->flags);
 }
@@ -832,8 +832,8 @@ static sl_structure *read_structure(const sl_dataset *ds)
 static const sl__node_ops read_ops = {
     .kind = "read",
     .make_iter = read_make,
-    .cardinality = read_card,
-    .fingerprint = read_fp,
+    .cardinality = read_cardinality,
+    .fingerprint = read_fingerprint,
     .rebuild = read_rebuild,
     .structure = read_structure,
 };

@@ -393,7 +393,7 @@ static int64_t shuffle_cardinality(const sl_dataset *ds)
     return sl_dataset_cardinality(ds->inputs[0]);
 }
 
-static uint64_t shuffle_fp(const sl_dataset *ds, uint64_t h)
+static uint64_t shuffle_fingerprint(const sl_dataset *ds, uint64_t h)
 {
     const shuffle_ds *s = (const shuffle_ds *)ds;
     h = sl__hash_u64(h, (uint64_t)s->buffer);
@@ -406,7 +406,7 @@ static const sl__node_ops shuffle_ops = {
     .make_iter = shuffle_make,
     .cardinality = shuffle_cardinality,
     .structure = sl__structure_of_input,
-    .fingerprint = shuffle_fp,
+    .fingerprint = shuffle_fingerprint,
 };
 
 static sl_dataset *build(sl_dataset *in, int64_t buffer, int64_t seed, unsigned flags)

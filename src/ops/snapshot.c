@@ -326,12 +326,12 @@ static int snapshot_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int
     return 0;
 }
 
-static int64_t snapshot_card(const sl_dataset *ds)
+static int64_t snapshot_cardinality(const sl_dataset *ds)
 {
     return sl_dataset_cardinality(ds->inputs[0]);
 }
 
-static uint64_t snapshot_fp(const sl_dataset *ds, uint64_t h)
+static uint64_t snapshot_fingerprint(const sl_dataset *ds, uint64_t h)
 {
     const snapshot_ds *d = (const snapshot_ds *)ds;
     return sl__hash_u64(sl__hash_str(h, d->path), (uint64_t)d->compression);
@@ -345,8 +345,8 @@ static void snapshot_ds_destroy(sl_dataset *ds)
 static const sl__node_ops snapshot_ops = {
     .kind = "snapshot",
     .make_iter = snapshot_make,
-    .cardinality = snapshot_card,
-    .fingerprint = snapshot_fp,
+    .cardinality = snapshot_cardinality,
+    .fingerprint = snapshot_fingerprint,
     .destroy = snapshot_ds_destroy,
     .structure = sl__structure_of_input,
 };

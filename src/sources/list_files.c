@@ -14,7 +14,7 @@ typedef struct list_files_ds {
     sl__strs paths;
 } list_files_ds;
 
-static int64_t list_files_card(const sl_dataset *ds)
+static int64_t list_files_cardinality(const sl_dataset *ds)
 {
     return (int64_t)((const list_files_ds *)ds)->paths.n;
 }
@@ -32,7 +32,7 @@ static int list_files_get(const sl_dataset *ds, int64_t i, sl_element **out)
     return 0;
 }
 
-static uint64_t list_files_fp(const sl_dataset *ds, uint64_t h)
+static uint64_t list_files_fingerprint(const sl_dataset *ds, uint64_t h)
 {
     const sl__strs *p = &((const list_files_ds *)ds)->paths;
     h = sl__hash_u64(h, p->n);
@@ -51,8 +51,8 @@ static bool list_files_can_get(const sl_dataset *ds)
 }
 
 static const sl__sync_def list_files_def = {
-    .node = {.kind = "list_files", .make_iter = sl__sync_make, .cardinality = list_files_card,
-             .fingerprint = list_files_fp, .destroy = list_files_destroy,
+    .node = {.kind = "list_files", .make_iter = sl__sync_make,
+             .cardinality = list_files_cardinality, .fingerprint = list_files_fingerprint, .destroy = list_files_destroy,
              .can_get = list_files_can_get, .get = list_files_get},
     SL__INDEXED_SOURCE(sl__indexed_start),
 };

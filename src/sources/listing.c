@@ -281,7 +281,7 @@ void sl__listing_destroy(sl_dataset *ds)
     sl__free(l->labels, l->labels_cap * sizeof *l->labels);
 }
 
-int64_t sl__listing_card(const sl_dataset *ds)
+int64_t sl__listing_cardinality(const sl_dataset *ds)
 {
     const sl__listing_ds *l = (const sl__listing_ds *)ds;
     if (!l->rescan)
@@ -292,7 +292,7 @@ int64_t sl__listing_card(const sl_dataset *ds)
     return n;
 }
 
-uint64_t sl__listing_fp(const sl_dataset *ds, uint64_t h)
+uint64_t sl__listing_fingerprint(const sl_dataset *ds, uint64_t h)
 {
     const sl__listing_ds *l = (const sl__listing_ds *)ds;
     if (l->rescan) /* its files change; the folder is what it is */

@@ -81,8 +81,8 @@ static inline size_t sl__listing_count(const sl__listing_ds *l)
  * that rescans first where it does; elements are (path: string, label:
  * int64). */
 int sl__listing_start(sl__sync_iter *it, bool resumed);
-int64_t sl__listing_card(const sl_dataset *ds);
-uint64_t sl__listing_fp(const sl_dataset *ds, uint64_t h);
+int64_t sl__listing_cardinality(const sl_dataset *ds);
+uint64_t sl__listing_fingerprint(const sl_dataset *ds, uint64_t h);
 void sl__listing_destroy(sl_dataset *ds);
 bool sl__listing_can_get(const sl_dataset *ds);
 int sl__listing_get(const sl_dataset *ds, int64_t index, sl_element **out);
@@ -91,8 +91,9 @@ int sl__listing_get(const sl_dataset *ds, int64_t index, sl_element **out);
  * (sl__listing_refresh where it rescans, else NULL). */
 #define SL__LISTING_DEF(kind_, destroy_, refresh_)                                        \
     {                                                                                     \
-        .node = {.kind = (kind_), .make_iter = sl__sync_make, .cardinality = sl__listing_card, \
-                 .fingerprint = sl__listing_fp, .destroy = (destroy_),                    \
+        .node = {.kind = (kind_), .make_iter = sl__sync_make,                             \
+                 .cardinality = sl__listing_cardinality,                                  \
+                 .fingerprint = sl__listing_fingerprint, .destroy = (destroy_),           \
                  .can_get = sl__listing_can_get, .get = sl__listing_get,                  \
                  .refresh = (refresh_)},                                                  \
         SL__INDEXED_SOURCE(sl__listing_start),                                            \

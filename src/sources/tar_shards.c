@@ -571,7 +571,7 @@ static int tar_shards_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, i
     return 0;
 }
 
-static uint64_t tar_shards_fp(const sl_dataset *ds, uint64_t h)
+static uint64_t tar_shards_fingerprint(const sl_dataset *ds, uint64_t h)
 {
     const tar_shards_ds *d = (const tar_shards_ds *)ds;
     for (int i = 0; i < d->nkeys; i++)
@@ -597,7 +597,7 @@ static sl_dataset *tar_shards_rebuild_files(const sl_dataset *ds, sl_dataset *fi
 static const sl__node_ops tar_shards_ops = {
     .kind = "tar_shards",
     .make_iter = tar_shards_make,
-    .fingerprint = tar_shards_fp,
+    .fingerprint = tar_shards_fingerprint,
     .destroy = tar_shards_ds_destroy,
     .rebuild_files = tar_shards_rebuild_files,
 };

@@ -179,7 +179,7 @@ static int tfrecord_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int
     return 0;
 }
 
-static uint64_t tfrecord_fp(const sl_dataset *ds, uint64_t h)
+static uint64_t tfrecord_fingerprint(const sl_dataset *ds, uint64_t h)
 {
     const tfrecord_ds *d = (const tfrecord_ds *)ds;
     return sl__hash_u64(sl__hash_u64(h, (uint64_t)d->compression), d->flags);
@@ -194,7 +194,7 @@ static sl_dataset *tfrecord_rebuild_files(const sl_dataset *ds, sl_dataset *file
 static const sl__node_ops tfrecord_ops = {
     .kind = "tfrecord",
     .make_iter = tfrecord_make,
-    .fingerprint = tfrecord_fp,
+    .fingerprint = tfrecord_fingerprint,
     .rebuild_files = tfrecord_rebuild_files,
 };
 

@@ -306,7 +306,7 @@ static sl_structure *mixup_structure(const sl_dataset *ds)
     return in ? sl__structure_rewrite(in, label_leaf, (void *)ds) : NULL;
 }
 
-static uint64_t mixup_fp(const sl_dataset *ds, uint64_t h)
+static uint64_t mixup_fingerprint(const sl_dataset *ds, uint64_t h)
 {
     const mixup_ds *d = (const mixup_ds *)ds;
     const sl_mixup_spec *s = &d->spec;
@@ -320,7 +320,7 @@ static uint64_t mixup_fp(const sl_dataset *ds, uint64_t h)
 static const sl__field mixup_state[] = {SL__FIELD_I64(mixup_iter, pos, 0, INT64_MAX)};
 
 static const sl__sync_def mixup_def = {
-    .node = {.kind = "mixup_cutmix", .make_iter = sl__sync_make, .fingerprint = mixup_fp,
+    .node = {.kind = "mixup_cutmix", .make_iter = sl__sync_make, .fingerprint = mixup_fingerprint,
              .cardinality = mixup_cardinality, .structure = mixup_structure},
     .iter = {SL__SYNC_ITER(mixup_next)},
     .iter_size = sizeof(mixup_iter),
