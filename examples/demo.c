@@ -134,7 +134,7 @@ static sl_dataset *build_pipeline(int epochs)
     /* Each builder consumes its input and passes a NULL along, so one check
      * at the end covers the whole chain. Shuffle's seed -1 derives it from
      * the iterator's SL_OPT_SEED, so one --seed drives order and noise. */
-    sl_dataset *ds = sl_from_tensors(samples);
+    sl_dataset *ds = sl_from_tensor_slices(samples);
     ds = sl_shuffle(ds, SL_SHUFFLE_ALL, -1, 0);
     ds = sl_repeat(ds, epochs);
     ds = sl_map(ds, "augment", augment, NULL, SL_AUTOTUNE, 0);

@@ -104,7 +104,7 @@ static sl_dataset *build_pipeline(feature_stats *st)
     sl_element *data = make_data(st);
     if (!data)
         return NULL;
-    sl_dataset *ds = sl_from_tensors(data); /* takes the reference to data */
+    sl_dataset *ds = sl_from_tensor_slices(data); /* takes the reference to data */
     ds = sl_shuffle(ds, SL_SHUFFLE_ALL, -1, 0);
     ds = sl_map(ds, "standardize", standardize, st, SL_AUTOTUNE, 0);
     ds = sl_batch(ds, BATCH, SL_DROP_REMAINDER);

@@ -131,5 +131,5 @@ void fuzz_seeds(void (*add)(const uint8_t *data, size_t size))
     sl_element_add_strings(el, 1, &three, s, NULL);
     uint8_t *b = sl_element_add_tensor(el, SL_UINT8, 2, shape);
     memset(b, 7, 6);
-    add_cached(add, sl_from_tensors(el));
+    add_cached(add, sl_from_tensor_slices(el));
 }

@@ -42,7 +42,7 @@ static void run(const uint8_t *data, size_t size, bool as_bytes)
         const char *item = (const char *)data;
         sl_element_add_strings(el, 1, shape, &item, &size);
     }
-    sl_dataset *ds = sl_parse_example(sl_from_tensors(el), as_bytes ? strict : lenient,
+    sl_dataset *ds = sl_parse_example(sl_from_tensor_slices(el), as_bytes ? strict : lenient,
                                       as_bytes ? 5 : 6, 0);
     sl_options *o = sl_options_create();
     sl_options_set(o, SL_OPT_THREADS, 1);

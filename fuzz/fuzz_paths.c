@@ -190,7 +190,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         sl_element *el = sl_element_create(1);
         int64_t n = l.count;
         if (el && sl_element_add_strings(el, 1, &n, (const char *const *)paths, lens) == 0)
-            drain(sl_read_files(sl_from_tensors(el), flags));
+            drain(sl_read_files(sl_from_tensor_slices(el), flags));
         else
             sl_element_release(el);
         for (int i = 0; i < l.count; i++)

@@ -177,7 +177,7 @@ static sl_dataset *mixed(void)
     sl_element_add_strings(el, 1, &three, s, NULL);
     unsigned char *b = sl_element_add_tensor(el, SL_UINT8, 2, shape);
     memset(b, 7, 6);
-    return sl_from_tensors(el);
+    return sl_from_tensor_slices(el);
 }
 
 static void init(void)

@@ -68,7 +68,7 @@ static sl_dataset *pipeline(int which)
         for (int i = 0; i < 5; i++)
             v[i] = i * i;
         sl_element_add_strings(el, 1, shape, s, NULL);
-        return sl_repeat(sl_from_tensors(el), 2);
+        return sl_repeat(sl_from_tensor_slices(el), 2);
     }
     }
 }

@@ -48,6 +48,14 @@ extern "C" {
 #define SL_API
 #endif
 
+/* A deprecated name: a compiler warning at each use, saying what replaces
+ * it. Deprecated names go when the SONAME's major version moves. */
+#if defined(__GNUC__) && !defined(SLUICE_BUILDING)
+#define SL_DEPRECATED(msg) __attribute__((deprecated(msg)))
+#else
+#define SL_DEPRECATED(msg)
+#endif
+
 /* ------------------------------------------------------------------------ */
 /* Version                                                                  */
 
@@ -511,9 +519,16 @@ SL_API uint64_t sl_dataset_fingerprint(const sl_dataset *ds);
  * step != 0. */
 SL_API sl_dataset *sl_range(int64_t start, int64_t stop, int64_t step);
 /* Slices of the element's tensors along their first dimension (which must
- * agree). Consumes the reference to `tensors`; slices of numeric tensors
- * share its memory, string slices are copies (each needs its own offsets). */
-SL_API sl_dataset *sl_from_tensors(sl_element *tensors);
+ * agree): tf.data's from_tensor_slices. Consumes the reference to
+ * `tensors`; slices of numeric tensors share its memory, string slices
+ * are copies (each needs its own offsets). */
+SL_API sl_dataset *sl_from_tensor_slices(sl_element *tensors);
+/* Deprecated: the old name of sl_from_tensor_slices, which tf.data users
+ * read as from_tensors (one element: sl_from_element). Same dataset, same
+ * fingerprint; goes when the SONAME moves. */
+SL_API sl_dataset *sl_from_tensors(sl_element *tensors)
+    SL_DEPRECATED("sl_from_tensors is sl_from_tensor_slices; tf.data's from_tensors is "
+                  "sl_from_element");
 /* Elements (path: string) or, when labels != NULL, (path, label: int64);
  * sl_read_files reads them. Copies the arrays. */
 SL_API sl_dataset *sl_from_files(const char *const *paths, const int64_t *labels,
@@ -800,8 +815,8 @@ SL_API sl_dataset *sl_rebatch(sl_dataset *in, int64_t size, unsigned flags);
  * k * shift (shift 0: size) and takes up to `size` elements `stride`
  * apart; every window that starts before the input's end comes out, those
  * the end cuts short too unless SL_DROP_REMAINDER. tf.data gives each
- * window as a dataset; from C, sl_flat_map over this with sl_from_tensors
- * of the element does the same. */
+ * window as a dataset; from C, sl_flat_map over this with
+ * sl_from_tensor_slices of the element does the same. */
 SL_API sl_dataset *sl_window(sl_dataset *in, int64_t size, int64_t shift, int64_t stride,
                              unsigned flags);
 /* tf.data's padded_batch: batches of `size` elements whose tensors may

@@ -309,7 +309,9 @@ def preprocess(root, experimental, cc=None):
             open(os.path.join(stubs, name), "w").close()
         source = prelude + '#include "%s"\n' % os.path.abspath(os.path.join(root, HEADER))
         # with line markers: pycparser then names the header's own lines
-        args = cc + ["-E", "-nostdinc", "-isystem", stubs, "-x", "c", "-"]
+        # GNU attributes (SL_DEPRECATED's) are no C that pycparser reads
+        args = cc + ["-E", "-nostdinc", "-isystem", stubs, "-D__attribute__(x)=", "-x", "c",
+                     "-"]
         if experimental:
             args.insert(len(cc), "-DSLUICE_EXPERIMENTAL")
         try:

@@ -285,7 +285,7 @@ static sl_dataset *build_tensors(void)
         a[i] = i;
         memset(b + i * ROW, i, ROW);
     }
-    return sl_prefetch(sl_batch(sl_from_tensors(el), 7, 0), 2);
+    return sl_prefetch(sl_batch(sl_from_tensor_slices(el), 7, 0), 2);
 }
 
 static void check_tensors(const outcome *o)

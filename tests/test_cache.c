@@ -709,7 +709,7 @@ static void test_file_cache_round_trips_strings_and_shapes(void **state)
     for (int i = 0; i < 8; i++)
         u[i] = (unsigned char)(200 + i);
     snprintf(path, sizeof path, "%s/t", dir);
-    sl_dataset *slices = sl_from_tensors(t);
+    sl_dataset *slices = sl_from_tensor_slices(t);
     check_round_trip(slices, path);
     sl_dataset_release(slices);
 

@@ -173,7 +173,7 @@ static void test_cheap_keeps_nothing(void **state)
     int64_t *d = sl_element_add_tensor(t, SL_INT64, 2, shape);
     for (int64_t i = 0; i < rows * cols; i++)
         d[i] = i;
-    sl_dataset *ds = sl_cache_auto(sl_from_tensors(t), NULL);
+    sl_dataset *ds = sl_cache_auto(sl_from_tensor_slices(t), NULL);
     assert_non_null(ds);
     int64_t first = 0;
     for (int p = 0; p < 3; p++) {

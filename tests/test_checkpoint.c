@@ -240,7 +240,7 @@ static sl_dataset *p_tensors(void)
         strs[i] = buf[i];
     }
     tu_add_strings(el, 1, shape, strs);
-    return sl_from_tensors(el);
+    return sl_from_tensor_slices(el);
 }
 
 static sl_dataset *p_map(void)

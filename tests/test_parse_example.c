@@ -1001,7 +1001,8 @@ static int af_run(pb *const *recs)
     }
     for (int i = 0; i < AF_N; i++)
         labels[i] = 100 + i;
-    sl_dataset *ds = sl_parse_example_parallel(sl_from_tensors(el), af_spec, 5, 0, af_parallelism);
+    sl_dataset *ds =
+        sl_parse_example_parallel(sl_from_tensor_slices(el), af_spec, 5, 0, af_parallelism);
     sl_options *o = ds ? sl_options_create() : NULL;
     sl_iterator *it = NULL;
     if (o) {
@@ -1169,7 +1170,7 @@ static sl_dataset *view_rows(void)
         memcpy(rows + (size_t)i * L, rec->b, L);
     }
     free(rec);
-    return sl_from_tensors(el);
+    return sl_from_tensor_slices(el);
 }
 
 /* pad, the entry before the image's, is read after the image is: writing

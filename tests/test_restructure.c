@@ -86,7 +86,7 @@ static void test_take_while_unique(void **state)
     int64_t *v = sl_element_add_tensor(el, SL_INT64, 1, &six);
     const int64_t vals[6] = {1, 37, 2, 37, 2, 1};
     memcpy(v, vals, sizeof vals);
-    sl_dataset *u = sl_unique(sl_from_tensors(el));
+    sl_dataset *u = sl_unique(sl_from_tensor_slices(el));
     int64_t want[] = {1, 37, 2};
     tu_expect(u, want, 3);
     sl_dataset_release(u);
@@ -95,7 +95,7 @@ static void test_take_while_unique(void **state)
     int64_t three = 3;
     const char *words[] = {"hello", "world", "hello"};
     tu_add_strings(el, 1, &three, words);
-    u = sl_unique(sl_from_tensors(el));
+    u = sl_unique(sl_from_tensor_slices(el));
     assert_int_equal(tu_count(u, NULL), 2);
     sl_dataset_release(u);
     /* elements of several tensors are refused when built */

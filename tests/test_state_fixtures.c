@@ -179,7 +179,7 @@ static sl_dataset *build(const char *name)
     if (!strcmp(name, "counter"))
         return sl_take(sl_counter(-4, 9), 60);
     if (!strcmp(name, "from_tensors"))
-        return sl_from_tensors(tensor_of_range(50));
+        return sl_from_tensor_slices(tensor_of_range(50));
     if (!strcmp(name, "from_element")) {
         sl_element *el = tensor_of_range(4);
         sl_dataset *ds = sl_repeat(sl_from_element(el), 6);

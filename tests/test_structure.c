@@ -177,7 +177,7 @@ static void test_ops_give_structures(void **state)
     int64_t sh[2] = {3, 5};
     sl_element_add_tensor(t, SL_FLOAT32, 2, sh);
     sl_element_add_tensor(t, SL_UINT8, 1, sh);
-    sl_dataset *ts = sl_from_tensors(t);
+    sl_dataset *ts = sl_from_tensor_slices(t);
     expect_text(ts, "(float32[5], uint8[])");
     sl_dataset *rep = sl_prefetch(sl_repeat(sl_skip(sl_dataset_retain(ts), 1), 2), 2);
     expect_text(rep, "(float32[5], uint8[])");

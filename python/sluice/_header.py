@@ -238,6 +238,7 @@ FUNCTIONS = {
     "sl_dataset_name": (c_char_p, [c_void_p]),
     "sl_dataset_fingerprint": (c_uint64, [c_void_p]),
     "sl_range": (c_void_p, [c_int64, c_int64, c_int64]),
+    "sl_from_tensor_slices": (c_void_p, [c_void_p]),
     "sl_from_tensors": (c_void_p, [c_void_p]),
     "sl_from_files": (c_void_p, [POINTER(c_char_p), POINTER(c_int64), c_size_t]),
     "sl_from_element": (c_void_p, [c_void_p]),

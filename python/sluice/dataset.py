@@ -628,7 +628,7 @@ class Dataset:
         into the library; the slices share that copy."""
         value = (tensors,) + more if more else tensors
         el = _tensor.make_element([_sliceable(v) for v in _structure.flatten(value)])
-        ds = Dataset(_check(lib.sl_from_tensors(el)))
+        ds = Dataset(_check(lib.sl_from_tensor_slices(el)))
         return ds._nested(_structure.nest_like(value, ds._structure(probe=False)))
 
     @staticmethod

@@ -197,7 +197,9 @@ SL_API const char *sl_dataset_name(const sl_dataset *ds)
 {
     if (!ds)
         return "";
-    return ds->name ? ds->name : ds->ops->kind;
+    if (ds->name)
+        return ds->name;
+    return ds->ops->display ? ds->ops->display : ds->ops->kind;
 }
 
 SL_API uint64_t sl_dataset_fingerprint(const sl_dataset *ds)

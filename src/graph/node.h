@@ -41,7 +41,12 @@ typedef struct sl__iter sl__iter;
 typedef struct sl__tree sl__tree;
 
 typedef struct sl__node_ops {
-    const char *kind; /* "range", "map", ... */
+    /* "range", "map", ...: hashed into fingerprints and saved-state keys,
+     * so an op's kind never changes once released */
+    const char *kind;
+    /* The name reports and sl_dataset_name show for an op renamed since
+     * (from_tensors became from_tensor_slices); NULL: the kind. */
+    const char *display;
     /* Builds the node iterator for one pass (epoch) of ds. On failure *out
      * stays NULL and everything made so far is freed. */
     int (*make_iter)(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,

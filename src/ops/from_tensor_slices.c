@@ -1,15 +1,18 @@
-/* from_tensors(element): slices along the first dimension, sharing memory. */
+/* from_tensor_slices(element): slices along the first dimension, sharing
+ * memory. Its kind stays "from_tensors", the name it had before it took
+ * tf.data's: kinds are hashed into fingerprints and saved-state keys, and
+ * the reports show the display name. */
 #include <string.h>
 #include "../graph/sync.h"
 
 /* Inline room for the copied parts of one slice, at most. */
 #define INLINE_MAX 1024
 
-typedef struct from_tensors_ds {
+typedef struct slices_ds {
     sl_dataset base;
     sl_element *el;
     int64_t n;
-} from_tensors_ds;
+} slices_ds;
 
 static int push_slice(sl_element *out, const struct sl_tensor *t, int64_t i)
 {
@@ -23,9 +26,9 @@ static int push_slice(sl_element *out, const struct sl_tensor *t, int64_t i)
     return 0;
 }
 
-static int from_tensors_get(const sl_dataset *ds, int64_t i, sl_element **out)
+static int slices_get(const sl_dataset *ds, int64_t i, sl_element **out)
 {
-    const from_tensors_ds *d = (const from_tensors_ds *)ds;
+    const slices_ds *d = (const slices_ds *)ds;
     size_t small = 0;
     for (int j = 0; j < d->el->n; j++) { /* strings and inline sources copy */
         const struct sl_tensor *t = &d->el->t[j];
@@ -50,14 +53,14 @@ static int from_tensors_get(const sl_dataset *ds, int64_t i, sl_element **out)
     return 0;
 }
 
-static int64_t from_tensors_card(const sl_dataset *ds)
+static int64_t slices_cardinality(const sl_dataset *ds)
 {
-    return ((const from_tensors_ds *)ds)->n;
+    return ((const slices_ds *)ds)->n;
 }
 
-static uint64_t from_tensors_fp(const sl_dataset *ds, uint64_t h)
+static uint64_t slices_fingerprint(const sl_dataset *ds, uint64_t h)
 {
-    const sl_element *el = ((const from_tensors_ds *)ds)->el;
+    const sl_element *el = ((const slices_ds *)ds)->el;
     for (int j = 0; j < el->n; j++) {
         const struct sl_tensor *t = &el->t[j];
         h = sl__hash_u64(h, (uint64_t)t->dtype);
@@ -67,53 +70,59 @@ static uint64_t from_tensors_fp(const sl_dataset *ds, uint64_t h)
     return h;
 }
 
-static void from_tensors_destroy(sl_dataset *ds)
+static void slices_destroy(sl_dataset *ds)
 {
-    sl_element_release(((from_tensors_ds *)ds)->el);
+    sl_element_release(((slices_ds *)ds)->el);
 }
 
-static bool from_tensors_can_get(const sl_dataset *ds)
+static bool slices_can_get(const sl_dataset *ds)
 {
     (void)ds;
     return true;
 }
 
-static const sl__sync_def from_tensors_def = {
-    .node = {.kind = "from_tensors", .make_iter = sl__sync_make,
-             .cardinality = from_tensors_card, .fingerprint = from_tensors_fp,
-             .destroy = from_tensors_destroy, .can_get = from_tensors_can_get,
-             .get = from_tensors_get},
+static const sl__sync_def slices_def = {
+    .node = {.kind = "from_tensors", .display = "from_tensor_slices",
+             .make_iter = sl__sync_make, .cardinality = slices_cardinality,
+             .fingerprint = slices_fingerprint, .destroy = slices_destroy,
+             .can_get = slices_can_get, .get = slices_get},
     SL__INDEXED_SOURCE(sl__indexed_start),
 };
 
-SL_API sl_dataset *sl_from_tensors(sl_element *el)
+SL_API sl_dataset *sl_from_tensor_slices(sl_element *el)
 {
     if (!el) {
-        sl__set_error(SL_EINVAL, "from_tensors: NULL element");
+        sl__set_error(SL_EINVAL, "from_tensor_slices: NULL element");
         return NULL;
     }
-    from_tensors_ds *d = (from_tensors_ds *)sl__dataset_new_source(&from_tensors_def.node, sizeof *d);
+    slices_ds *d = (slices_ds *)sl__dataset_new_source(&slices_def.node, sizeof *d);
     if (!d) {
         sl_element_release(el);
         return NULL;
     }
     d->el = el;
     if (el->n == 0)
-        return sl__dataset_fail(&d->base, SL_EINVAL, "from_tensors: the element has no tensors");
+        return sl__dataset_fail(&d->base, SL_EINVAL,
+                                "from_tensor_slices: the element has no tensors");
     for (int j = 0; j < el->n; j++) {
         const struct sl_tensor *t = &el->t[j];
         if (t->ndim < 1)
-            return sl__dataset_fail(&d->base, SL_ESHAPE,
-                                    "from_tensors: tensor %d is a scalar; need a first dimension", j);
+            return sl__dataset_fail(&d->base, SL_ESHAPE, "from_tensor_slices: tensor %d is a "
+                                    "scalar; need a first dimension", j);
         if (t->shape[0] != el->t[0].shape[0]) {
             char a[128], b[128];
             sl__shape_str(a, sizeof a, t->ndim, t->shape);
             sl__shape_str(b, sizeof b, el->t[0].ndim, el->t[0].shape);
-            return sl__dataset_fail(&d->base, SL_ESHAPE,
-                                    "from_tensors: tensor %d has shape %s, tensor 0 has %s: first dimensions differ",
-                                    j, a, b);
+            return sl__dataset_fail(&d->base, SL_ESHAPE, "from_tensor_slices: tensor %d has "
+                                    "shape %s, tensor 0 has %s: first dimensions differ", j,
+                                    a, b);
         }
     }
     d->n = el->t[0].shape[0];
     return sl__dataset_structured(&d->base, sl__structure_of_element(el, 1));
+}
+
+SL_API sl_dataset *sl_from_tensors(sl_element *tensors)
+{
+    return sl_from_tensor_slices(tensors);
 }
