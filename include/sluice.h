@@ -1488,7 +1488,7 @@ SL_API int sl_get_single_element(sl_dataset *ds, const sl_options *opts,
  * directory of sluice's own format: shard files of CRC-checked chunks
  * (optionally zlib- or gzip-compressed) and a manifest written last that
  * holds the element structure, the counts and the pipeline's fingerprint
- * (src/ops/saved_file.h documents every byte). A directory whose manifest
+ * (src/store/saved_file.h documents every byte). A directory whose manifest
  * is missing (a save that did not finish) is never read. */
 
 /* Runs one pass of ds (an iterator with opts, which may be NULL; ds is

@@ -1,6 +1,6 @@
 /*
  * Internal interfaces of the image layer: crop planning, region-of-interest
- * JPEG decode and the resampler. The map_image op (ops/map_image.c)
+ * JPEG decode and the resampler. The map_image op (vision/map_image.c)
  * composes them:
  *
  *   header -> sl__crop_plan (window in source pixels, flip)

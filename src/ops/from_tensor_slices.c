@@ -8,11 +8,11 @@
 /* Inline room for the copied parts of one slice, at most. */
 #define INLINE_MAX 1024
 
-typedef struct slices_ds {
+typedef struct from_tensor_slices_ds {
     sl_dataset base;
     sl_element *el;
     int64_t n;
-} slices_ds;
+} from_tensor_slices_ds;
 
 static int push_slice(sl_element *out, const struct sl_tensor *t, int64_t i)
 {
@@ -26,9 +26,9 @@ static int push_slice(sl_element *out, const struct sl_tensor *t, int64_t i)
     return 0;
 }
 
-static int slices_get(const sl_dataset *ds, int64_t i, sl_element **out)
+static int from_tensor_slices_get(const sl_dataset *ds, int64_t i, sl_element **out)
 {
-    const slices_ds *d = (const slices_ds *)ds;
+    const from_tensor_slices_ds *d = (const from_tensor_slices_ds *)ds;
     size_t small = 0;
     for (int j = 0; j < d->el->n; j++) { /* strings and inline sources copy */
         const struct sl_tensor *t = &d->el->t[j];
@@ -53,14 +53,14 @@ static int slices_get(const sl_dataset *ds, int64_t i, sl_element **out)
     return 0;
 }
 
-static int64_t slices_cardinality(const sl_dataset *ds)
+static int64_t from_tensor_slices_cardinality(const sl_dataset *ds)
 {
-    return ((const slices_ds *)ds)->n;
+    return ((const from_tensor_slices_ds *)ds)->n;
 }
 
-static uint64_t slices_fingerprint(const sl_dataset *ds, uint64_t h)
+static uint64_t from_tensor_slices_fingerprint(const sl_dataset *ds, uint64_t h)
 {
-    const sl_element *el = ((const slices_ds *)ds)->el;
+    const sl_element *el = ((const from_tensor_slices_ds *)ds)->el;
     for (int j = 0; j < el->n; j++) {
         const struct sl_tensor *t = &el->t[j];
         h = sl__hash_u64(h, (uint64_t)t->dtype);
@@ -70,22 +70,22 @@ static uint64_t slices_fingerprint(const sl_dataset *ds, uint64_t h)
     return h;
 }
 
-static void slices_destroy(sl_dataset *ds)
+static void from_tensor_slices_destroy(sl_dataset *ds)
 {
-    sl_element_release(((slices_ds *)ds)->el);
+    sl_element_release(((from_tensor_slices_ds *)ds)->el);
 }
 
-static bool slices_can_get(const sl_dataset *ds)
+static bool from_tensor_slices_can_get(const sl_dataset *ds)
 {
     (void)ds;
     return true;
 }
 
-static const sl__sync_def slices_def = {
+static const sl__sync_def from_tensor_slices_def = {
     .node = {.kind = "from_tensors", .display = "from_tensor_slices",
-             .make_iter = sl__sync_make, .cardinality = slices_cardinality,
-             .fingerprint = slices_fingerprint, .destroy = slices_destroy,
-             .can_get = slices_can_get, .get = slices_get},
+             .make_iter = sl__sync_make, .cardinality = from_tensor_slices_cardinality,
+             .fingerprint = from_tensor_slices_fingerprint, .destroy = from_tensor_slices_destroy,
+             .can_get = from_tensor_slices_can_get, .get = from_tensor_slices_get},
     SL__INDEXED_SOURCE(sl__indexed_start),
 };
 
@@ -95,7 +95,8 @@ SL_API sl_dataset *sl_from_tensor_slices(sl_element *el)
         sl__set_error(SL_EINVAL, "from_tensor_slices: NULL element");
         return NULL;
     }
-    slices_ds *d = (slices_ds *)sl__dataset_new_source(&slices_def.node, sizeof *d);
+    from_tensor_slices_ds *d =
+        (from_tensor_slices_ds *)sl__dataset_new_source(&from_tensor_slices_def.node, sizeof *d);
     if (!d) {
         sl_element_release(el);
         return NULL;

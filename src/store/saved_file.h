@@ -1,6 +1,6 @@
 /*
  * The files of a saved dataset (sl_save, sl_load, sl_snapshot): their
- * format, the writer and the reader. iterator/save.c, ops/load.c and
+ * format, the writer and the reader. iterator/save_dataset.c, ops/load.c and
  * ops/snapshot.c decide when to write and what to serve.
  *
  * A saved dataset is a directory:

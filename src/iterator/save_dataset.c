@@ -1,6 +1,7 @@
-/* save(ds, path): one pass of ds written as a saved dataset
- * (ops/saved_file.h), by a writer thread per shard group while the
- * calling thread runs the pass, and put in place only once complete. */
+/* sl_save(ds, path): one pass of ds written as a saved dataset
+ * (store/saved_file.h), by a writer thread per shard group while the
+ * calling thread runs the pass, and put in place only once complete.
+ * (An iterator's position is sl_iterator_save, in iterator.c.) */
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
