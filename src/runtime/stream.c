@@ -67,9 +67,7 @@ struct sl__stream {
     z_stream z;
 #endif
     unsigned char *skip; /* scratch for skipping compressed bytes */
-    /* the local cache: reading its copy, or filling one */
-    bool cached;
-    sl__rcache_writer *tee;
+    sl__rcache_writer *tee; /* filling the local cache's copy of a URL */
 };
 
 static int fail(const sl__stream *s, int code, const char *what, uint64_t at)
@@ -382,7 +380,6 @@ static int open_cached(sl__stream *s, const sl__stream_opts *o)
     s->path = p;
     s->fd = fd;
     s->size = size;
-    s->cached = true;
     return 1;
 }
 
@@ -527,11 +524,6 @@ int64_t sl__stream_file_bytes(const sl__stream *s)
 int sl__stream_backend(const sl__stream *s)
 {
     return sl__io_backend(s->io);
-}
-
-bool sl__stream_cached(const sl__stream *s)
-{
-    return s->cached;
 }
 
 /* Reads what is left of a URL being copied into the cache, when that is

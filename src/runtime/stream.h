@@ -57,8 +57,6 @@ const char *sl__stream_path(const sl__stream *s);
  * backend it uses (SL_IO_URING / SL_IO_PREAD). */
 int64_t sl__stream_file_bytes(const sl__stream *s);
 int sl__stream_backend(const sl__stream *s);
-/* Whether it reads a URL from the local cache's copy. */
-bool sl__stream_cached(const sl__stream *s);
 /* Waits for its reads in flight and frees it. NULL ok. A URL streamed
  * into the cache and read to within 4 MiB of its end (a tar's padding, a
  * gzip's trailer) has the rest fetched so that its copy is kept. */

@@ -1104,11 +1104,6 @@ int sl__saved_reader_next(sl__saved_reader *r, sl_element **out)
     return 0;
 }
 
-int64_t sl__saved_reader_consumed(const sl__saved_reader *r, int i)
-{
-    return r->sh[i].consumed;
-}
-
 void sl__saved_reader_position(const sl__saved_reader *r, int64_t *f)
 {
     for (int i = 0; i < r->s->nshards; i++)

@@ -108,10 +108,8 @@ int sl__saved_reader_create(const sl__saved *s, const int64_t *consumed, sl__sav
  * records are dropped and the next call goes on after them (an error
  * policy may skip them). */
 int sl__saved_reader_next(sl__saved_reader *r, sl_element **out);
-/* Records taken from shard i so far (returned or dropped): the position
- * to save. */
-int64_t sl__saved_reader_consumed(const sl__saved_reader *r, int i);
-/* All of them, s->nshards values into f: the fields an op saves. */
+/* The records taken from each shard so far (returned or dropped), its
+ * s->nshards values into f: the position an op saves. */
 void sl__saved_reader_position(const sl__saved_reader *r, int64_t *f);
 /* A reader from such fields (NULL: the start), each checked against its
  * shard's size first: a bad one is SL_ECORRUPT naming the saved state. */
