@@ -30,6 +30,35 @@
  *
  * Memory: everything the library allocates goes through the hooks installed
  * with sl_set_allocator(); what the library hands out, the library frees.
+ *
+ * Versioned structs (sl_image_spec, sl_mixup_spec) begin with struct_size:
+ * fill them with their _init function, then change fields.
+ *
+ * Deprecated names say so (SL_DEPRECATED: a compiler warning naming the
+ * replacement) and go when the SONAME's major version moves.
+ *
+ * Contents
+ *   Version, Errors, Memory, Logging
+ *   Tensors and elements          sl_element, sl_tensor, strings
+ *   Element structure             sl_structure: tuples, dicts, leaf specs
+ *   Runtime                       the worker pool iterators share
+ *   Options                       sl_options: threads, budgets, policies, seed
+ *   Datasets                      the dataset graph; builders by family:
+ *     Sources                     range, from_tensor_slices, generators...
+ *     Map                         map, filter, scan, ...
+ *     Combining                   zip, concatenate, sample/choose_from, ...
+ *     Batching                    batch, padded_batch, unbatch, window, ...
+ *     Ordering and selection      shuffle, take, skip, shard, repeat, ...
+ *     Many processes              distribute over ranks
+ *     Buffering                   prefetch, cache
+ *   Files and folders             image folders, file lists, read_files
+ *   Sharded records               list_files, interleave, TFRecord,
+ *                                 tf.train.Example, WebDataset tar
+ *   Images                        map_image and its spec, mixup/cutmix
+ *   Iterators                     create, next, free, statistics, reduce
+ *   Persistence                   save, load, snapshot; checkpoints
+ *   Experimental                  statistics snapshot, report, trace,
+ *                                 autotune log, DLPack (SLUICE_EXPERIMENTAL)
  */
 #ifndef SLUICE_H
 #define SLUICE_H
@@ -477,6 +506,12 @@ typedef struct sl_dataset sl_dataset;
  * dataset(s), even on failure, and returns a new dataset with one reference,
  * or NULL. Given a NULL input they return NULL and keep the first error in
  * sl_last_error(), so a whole chain needs one check at its end.
+ *
+ * Flags are per op: each op's `flags` takes only the SL_* flags its
+ * comment names, and flags of different ops share values (SL_DROP_REMAINDER,
+ * SL_SHUFFLE_NO_RESHUFFLE and SL_WITH_PATHS are all 1u): an op refuses
+ * bits it has no flag for, but another op's flag with the value of one of
+ * its own is read as its own.
  */
 
 /* Datasets are reference counted, as elements are: retain adds a
@@ -485,8 +520,9 @@ typedef struct sl_dataset sl_dataset;
  * iterators over it run. */
 SL_API sl_dataset *sl_dataset_retain(sl_dataset *ds);
 SL_API void sl_dataset_release(sl_dataset *ds);
-/* The same as sl_dataset_release: its name before 0.3, kept for 0.x. */
-SL_API void sl_dataset_free(sl_dataset *ds);
+/* Deprecated: sl_dataset_release's name before 0.3, the same function;
+ * goes when the SONAME moves. */
+SL_API void sl_dataset_free(sl_dataset *ds) SL_DEPRECATED("sl_dataset_free is sl_dataset_release");
 /* Number of elements of one pass, SL_INFINITE or SL_UNKNOWN. */
 SL_API int64_t sl_dataset_cardinality(const sl_dataset *ds);
 /* The structure of ds's elements (borrowed: valid while ds is), or NULL
@@ -612,7 +648,8 @@ typedef int (*sl_map_fn)(sl_map_ctx *ctx, const sl_element *in, sl_element **out
  * deterministic (SL_OPT_DETERMINISTIC 0). */
 #define SL_NONDETERMINISTIC 1u
 #define SL_MAP_ORDERED 2u
-/* SL_NONDETERMINISTIC's name for sl_map before 0.3, kept for 0.x. */
+/* Deprecated: SL_NONDETERMINISTIC's name for sl_map before 0.3; goes when
+ * the SONAME moves (a macro, so no compiler warning). */
 #define SL_MAP_UNORDERED SL_NONDETERMINISTIC
 
 /* Parallel map. `name` (copied; NULL = "map") shows in messages, statistics
@@ -986,7 +1023,7 @@ typedef enum sl_cache_placement {
 } sl_cache_placement;
 
 /* ------------------------------------------------------------------------ */
-/* Files and images                                                         */
+/* Files and folders                                                        */
 
 /* Flag for the file sources and sl_read_files: also yield the path, as a
  * last tensor (a scalar string). Without it the path is not in the
@@ -1187,6 +1224,15 @@ SL_API sl_dataset *sl_tar_shards(sl_dataset *paths, const char *const *keys,
  * SSE4.2 where the CPU has them. Any thread. A
  * record's stored CRCs are masked: ((c >> 15) | (c << 17)) + 0xa282ead8. */
 SL_API uint32_t sl_crc32c(uint32_t crc, const void *data, size_t n);
+
+/* ------------------------------------------------------------------------ */
+/* Images: decode, crop, resize, augment, mix                               */
+
+/* sl_map_image decodes JPEG (libjpeg-turbo), PNG (libspng) and WebP
+ * (libwebp), whichever the build has, by the bytes' signature, and crops,
+ * resizes, flips, augments and normalises in the same pass, straight into
+ * the batch when a batch follows. Its spec and sl_mixup_spec are versioned
+ * by struct_size (see sl_image_spec). */
 
 typedef enum sl_crop_policy {
     /* torchvision RandomResizedCrop: area fraction in [scale_min, scale_max],
@@ -1468,6 +1514,23 @@ SL_API const char *sl_iterator_errmsg(const sl_iterator *it);
  * handed out stay valid. Returns promptly; NULL ok. */
 SL_API void sl_iterator_free(sl_iterator *it);
 
+typedef enum sl_stat {
+    SL_STAT_ELEMENTS = 0,     /* elements returned by sl_next */
+    SL_STAT_ERRORS_SKIPPED,   /* element errors dropped by the error policy */
+    SL_STAT_BUFFERED_BYTES,   /* bytes held in buffers now */
+    SL_STAT_PEAK_BUFFERED_BYTES,
+    SL_STAT_RAM_BUDGET,       /* the budget in force, bytes */
+    SL_STAT_IO_BACKEND,       /* sl_io_backend in use by reads (AUTO: none yet) */
+    SL_STAT_BYTES_READ,       /* file bytes read */
+    SL_STAT_EPOCH,            /* the epoch the iterator runs (SL_OPT_EPOCH) */
+    SL_STAT_PADDED,           /* elements sl_distribute repeated for equal steps */
+    SL_STAT_CACHE_PLACEMENT,  /* sl_cache_placement of an automatic cache it uses */
+    SL_STAT_CACHE_BYTES,      /* ... and the bytes it keeps there */
+    SL_STAT_COUNT
+} sl_stat;
+/* One counter of the iterator; -1 for an unknown key. Any thread. */
+SL_API int64_t sl_iterator_stat(const sl_iterator *it, sl_stat key);
+
 /* Reductions: a whole pass over ds (an iterator with opts, which may be
  * NULL) folded on the calling thread. */
 /* tf.data's reduce: state = fn(state, element) for every element, from
@@ -1484,7 +1547,10 @@ SL_API int sl_reduce(sl_dataset *ds, const sl_options *opts, sl_element *initial
 SL_API int sl_get_single_element(sl_dataset *ds, const sl_options *opts,
                                  sl_element **out);
 
-/* Persistence: tf.data's save, load and snapshot. A saved dataset is a
+/* ------------------------------------------------------------------------ */
+/* Persistence: saved datasets, snapshots, checkpoints                      */
+
+/* tf.data's save, load and snapshot. A saved dataset is a
  * directory of sluice's own format: shard files of CRC-checked chunks
  * (optionally zlib- or gzip-compressed) and a manifest written last that
  * holds the element structure, the counts and the pipeline's fingerprint
@@ -1564,23 +1630,6 @@ SL_API sl_dataset *sl_snapshot(sl_dataset *in, const char *path, int compression
 SL_API int64_t sl_iterator_save(sl_iterator *it, void *buf, size_t cap);
 SL_API sl_iterator *sl_iterator_restore(sl_dataset *ds, const void *state, size_t len,
                                         const sl_options *opts);
-
-typedef enum sl_stat {
-    SL_STAT_ELEMENTS = 0,     /* elements returned by sl_next */
-    SL_STAT_ERRORS_SKIPPED,   /* element errors dropped by the error policy */
-    SL_STAT_BUFFERED_BYTES,   /* bytes held in buffers now */
-    SL_STAT_PEAK_BUFFERED_BYTES,
-    SL_STAT_RAM_BUDGET,       /* the budget in force, bytes */
-    SL_STAT_IO_BACKEND,       /* sl_io_backend in use by reads (AUTO: none yet) */
-    SL_STAT_BYTES_READ,       /* file bytes read */
-    SL_STAT_EPOCH,            /* the epoch the iterator runs (SL_OPT_EPOCH) */
-    SL_STAT_PADDED,           /* elements sl_distribute repeated for equal steps */
-    SL_STAT_CACHE_PLACEMENT,  /* sl_cache_placement of an automatic cache it uses */
-    SL_STAT_CACHE_BYTES,      /* ... and the bytes it keeps there */
-    SL_STAT_COUNT
-} sl_stat;
-/* One counter of the iterator; -1 for an unknown key. Any thread. */
-SL_API int64_t sl_iterator_stat(const sl_iterator *it, sl_stat key);
 
 /* ======================================================================== */
 /* Experimental: still moving. Define SLUICE_EXPERIMENTAL before including  */

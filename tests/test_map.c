@@ -756,6 +756,8 @@ static void test_release_reaches_workers(void **state)
 /* The names 0.3 replaced still work for 0.x: SL_MAP_UNORDERED is
  * SL_NONDETERMINISTIC, and sl_dataset_free drops one reference as
  * sl_dataset_release does. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 static void test_deprecated_names(void **state)
 {
     (void)state;
@@ -769,6 +771,7 @@ static void test_deprecated_names(void **state)
     sl_dataset_free(ds);
     assert_int_equal(sl_memory_in_use(), before);
 }
+#pragma GCC diagnostic pop
 
 int main(void)
 {

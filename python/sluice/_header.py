@@ -318,6 +318,7 @@ FUNCTIONS = {
     "sl_next_timeout": (c_int, [c_void_p, POINTER(c_void_p), c_int64]),
     "sl_iterator_errmsg": (c_char_p, [c_void_p]),
     "sl_iterator_free": (None, [c_void_p]),
+    "sl_iterator_stat": (c_int64, [c_void_p, c_int]),
     "sl_reduce": (c_int, [c_void_p, c_void_p, c_void_p, sl_reduce_fn, c_void_p,
                           POINTER(c_void_p)]),
     "sl_get_single_element": (c_int, [c_void_p, c_void_p, POINTER(c_void_p)]),
@@ -326,7 +327,6 @@ FUNCTIONS = {
     "sl_snapshot": (c_void_p, [c_void_p, c_char_p, c_int]),
     "sl_iterator_save": (c_int64, [c_void_p, c_void_p, c_size_t]),
     "sl_iterator_restore": (c_void_p, [c_void_p, c_void_p, c_size_t, c_void_p]),
-    "sl_iterator_stat": (c_int64, [c_void_p, c_int]),
 }
 
 # The SLUICE_EXPERIMENTAL section: name -> (restype, argtypes), in header order.
