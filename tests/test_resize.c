@@ -426,10 +426,10 @@ static void test_random_windows_in_bounds(void **state)
 
 /* A resizer per tier this build and CPU have, [0] the portable one;
  * returns how many. */
-static int tier_resizers(sl__resizer *rz[SL__RESIZE_TIERS])
+static int tier_resizers(sl__resizer *rz[SL__IMAGE_TIERS])
 {
     int n = 0;
-    for (int level = 0; level < SL__RESIZE_TIERS; level++) {
+    for (int level = 0; level < SL__IMAGE_TIERS; level++) {
         const sl__resize_kernels *k = sl__resize_kernels_for(level);
         if (k) {
             rz[n] = sl__resizer_new_with(k);
@@ -441,7 +441,7 @@ static int tier_resizers(sl__resizer *rz[SL__RESIZE_TIERS])
     return n;
 }
 
-static void tier_resizers_free(sl__resizer *rz[SL__RESIZE_TIERS], int n)
+static void tier_resizers_free(sl__resizer *rz[SL__IMAGE_TIERS], int n)
 {
     for (int t = 0; t < n; t++)
         sl__resizer_free(rz[t]);
@@ -455,7 +455,7 @@ static void tier_resizers_free(sl__resizer *rz[SL__RESIZE_TIERS], int n)
 static void test_simd_levels_match(void **state)
 {
     (void)state;
-    sl__resizer *rz[SL__RESIZE_TIERS];
+    sl__resizer *rz[SL__IMAGE_TIERS];
     int tiers = tier_resizers(rz);
     if (tiers == 1) {
         tier_resizers_free(rz, tiers);
@@ -683,7 +683,7 @@ static void test_default_decode_accuracy(void **state)
 static void test_ycc_simd_levels_match(void **state)
 {
     (void)state;
-    sl__resizer *rz[SL__RESIZE_TIERS];
+    sl__resizer *rz[SL__IMAGE_TIERS];
     int tiers = tier_resizers(rz);
     sl__jpeg *dec = sl__jpeg_new();
     static const int outs[] = {224, 1, 7, 64, 131, 2, 225, 30};
@@ -735,7 +735,7 @@ static void test_weights_simd_match_scalar(void **state)
 {
     (void)state;
     int compared = 0;
-    for (int level = 0; level < SL__RESIZE_TIERS; level++) {
+    for (int level = 0; level < SL__IMAGE_TIERS; level++) {
         const sl__resize_kernels *k = sl__resize_kernels_for(level);
         if (!k || sl__resize_weights_agree(k, 0, 10, 10, 8) < 0)
             continue;
@@ -766,7 +766,7 @@ static void test_weights_simd_match_scalar(void **state)
 static void test_ycc_rgb_every_value(void **state)
 {
     (void)state;
-    for (int level = 1; level < SL__RESIZE_TIERS; level++) { /* (0 is the reference) */
+    for (int level = 1; level < SL__IMAGE_TIERS; level++) { /* (0 is the reference) */
         const sl__resize_kernels *k = sl__resize_kernels_for(level);
         if (k && sl__resize_ycc_rgb_agree(k) != 1)
             fail_msg("%s: colour pass differs", sl__resize_kernels_name(k));

@@ -16,14 +16,14 @@
  */
 #include <math.h>
 #include <pthread.h>
-#if defined(__GNUC__) && defined(__x86_64__) && !defined(SL__RESIZE_PORTABLE)
-#include <immintrin.h>
-#endif
 #include <string.h>
 #include "../core/alloc.h"
 #include "../core/error.h"
-#include "../core/log.h"
 #include "augment.h"
+#include "cpu.h"
+#ifdef SL__IMAGE_HAVE_AVX
+#include <immintrin.h>
+#endif
 
 #define BLOCK 16
 
@@ -442,11 +442,10 @@ static inline __attribute__((always_inline)) void axpy_body(float *restrict acc,
 }
 
 /* The loops that pay for vectors wider than x86-64's SSE2 (which has no
- * 32-bit multiply), compiled again for AVX2 and AVX-512 and chosen once
- * per process, as the resampler's tiers are (SLUICE_NO_AVX512 and
- * SLUICE_NO_AVX2 turn them off). Plain functions with target attributes,
- * not gcc's target_clones: an ifunc resolver runs before the sanitizers'
- * runtimes are up. */
+ * 32-bit multiply), compiled again for AVX2 and AVX-512 and run at
+ * image/'s tier, the resampler's (cpu.h). Plain functions with target
+ * attributes, not gcc's target_clones: an ifunc resolver runs before the
+ * sanitizers' runtimes are up. */
 typedef struct aug_kernels {
     int (*planes)(int16_t A, int16_t O, const int16_t K[4], uint8_t *y, uint8_t *cb,
                   uint8_t *cr, int n);
@@ -477,7 +476,7 @@ static void warp_bilinear_base(const uint8_t *src, uint8_t *dst, int w, int h, c
                                bool masked);
 #define warp_base warp_bilinear_base
 AUG_KERNELS(base, )
-#if defined(__GNUC__) && defined(__x86_64__) && !defined(SL__RESIZE_PORTABLE)
+#ifdef SL__IMAGE_HAVE_AVX
 #define AUG_X86 1
 static void warp_bilinear_avx2(const uint8_t *src, uint8_t *dst, int w, int h, const float m[6],
                                bool masked);
@@ -497,31 +496,29 @@ static void lut_base(const uint8_t lut[3][256], uint8_t *p, size_t from, size_t 
 static void lut_vbmi(const uint8_t lut[3][256], uint8_t *p, size_t from, size_t bytes);
 #endif
 
-static const aug_kernels *chosen;
-static lut_fn lut_apply;
-static pthread_once_t chosen_once = PTHREAD_ONCE_INIT;
+/* Per tier (cpu.h), filled once: the portable loops below AVX2. */
+static const aug_kernels *tiers[SL__IMAGE_TIERS];
+static lut_fn luts[SL__IMAGE_TIERS];
+static pthread_once_t tiers_once = PTHREAD_ONCE_INIT;
 
-static void choose(void)
+static void tiers_init(void)
 {
-    chosen = &kernels_base;
-    lut_apply = lut_base;
-#ifdef AUG_X86
-    if (sl__env_on("SLUICE_NO_AVX2") || !__builtin_cpu_supports("avx2"))
-        return;
-    chosen = &kernels_avx2;
-    if (!sl__env_on("SLUICE_NO_AVX512") && __builtin_cpu_supports("avx512f") &&
-        __builtin_cpu_supports("avx512bw")) {
-        chosen = &kernels_avx512;
-        if (__builtin_cpu_supports("avx512vbmi"))
-            lut_apply = lut_vbmi;
+    for (int l = 0; l < SL__IMAGE_TIERS; l++) {
+        tiers[l] = &kernels_base;
+        luts[l] = lut_base;
     }
+#ifdef AUG_X86
+    tiers[SL__IMAGE_AVX2] = &kernels_avx2;
+    tiers[SL__IMAGE_AVX512] = &kernels_avx512;
+    if (sl__image_cpu_has(SL__IMAGE_VBMI))
+        luts[SL__IMAGE_AVX512] = lut_vbmi;
 #endif
 }
 
 static const aug_kernels *kernels(void)
 {
-    pthread_once(&chosen_once, choose);
-    return chosen;
+    pthread_once(&tiers_once, tiers_init);
+    return tiers[sl__image_tier()];
 }
 
 static void colour_ints(sl__colour_map *m)
@@ -765,8 +762,8 @@ lut_vbmi(const uint8_t lut[3][256], uint8_t *p, size_t from, size_t bytes)
 
 static void apply_lut(const uint8_t lut[3][256], uint8_t *img, size_t n)
 {
-    kernels();
-    lut_apply(lut, img, 0, 3 * n);
+    pthread_once(&tiers_once, tiers_init);
+    luts[sl__image_tier()](lut, img, 0, 3 * n);
 }
 
 /* _blend(img, other, f) where other is a constant: one table. */

@@ -14,8 +14,9 @@
  * writing the output row.
  *
  * The passes come in tiers (portable C, SSE2, AVX2, AVX-512), all
- * computing the same integers; the widest the CPU has is chosen once per
- * process (SLUICE_NO_AVX512=1 / SLUICE_NO_AVX2=1 step down). What each
+ * computing the same integers; a resizer runs the tier image/ chose for
+ * the process (cpu.h: the widest the CPU has, SLUICE_NO_AVX512=1 /
+ * SLUICE_NO_AVX2=1 step down). What each
  * costs per image: bench/README.md, "JPEG decode settings".
  *
  * Taps reach only pixels the window touches (rounded outward), renormalised
@@ -27,7 +28,6 @@
 #include <string.h>
 #include "../core/alloc.h"
 #include "../core/error.h"
-#include "../core/log.h"
 #include "resize_kernels.h"
 
 int sl__resize_reserve(void **p, size_t *cap, size_t need)
@@ -308,63 +308,53 @@ bool sl__resize_ycc_pays(const sl__resizer *r)
     return r->k->planes_pay;
 }
 
-/* ---- choosing the kernels ---- */
+/* ---- the kernels of each tier ---- */
 
 /* Filled once, read-only after: the tables (a tier's copy can differ
- * from its file's where the CPU lacks what one kernel needs), the tiers
- * this build and this CPU have (NULL where not), and the process's
- * choice: the widest, less what SLUICE_NO_AVX512 / SLUICE_NO_AVX2 turn
- * off. The choice is libjpeg-turbo's jsimd one: cpuid once, then calls
- * through pointers. */
-static sl__resize_kernels tiers[SL__RESIZE_TIERS];
-static const sl__resize_kernels *usable[SL__RESIZE_TIERS];
-static const sl__resize_kernels *chosen;
+ * from its file's where the CPU lacks what one kernel needs), and the
+ * tiers this build and this CPU have (NULL where not; AVX-512 also wants
+ * VL and VNNI here, else the resampler runs AVX2 under it). */
+static sl__resize_kernels tiers[SL__IMAGE_TIERS];
+static const sl__resize_kernels *usable[SL__IMAGE_TIERS];
 static pthread_once_t tiers_once = PTHREAD_ONCE_INIT;
 
 static void tiers_init(void)
 {
-    tiers[SL__RESIZE_C] = sl__resize_c;
-#ifdef SL__RESIZE_HAVE_SSE2
-    tiers[SL__RESIZE_SSE2] = sl__resize_sse2;
+    tiers[SL__IMAGE_C] = sl__resize_c;
+#ifdef SL__IMAGE_HAVE_SSE2
+    tiers[SL__IMAGE_SSE2] = sl__resize_sse2;
 #endif
-#ifdef SL__RESIZE_HAVE_AVX
-    if (__builtin_cpu_supports("avx2")) {
-        tiers[SL__RESIZE_AVX2] = sl__resize_avx2;
-        if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni")) {
-            tiers[SL__RESIZE_AVX512] = sl__resize_avx512;
-            /* the colour pass alone needs VBMI (Skylake-X and Cascade Lake
-             * lack it) */
-            if (!__builtin_cpu_supports("avx512vbmi")) {
-                tiers[SL__RESIZE_AVX512].ycc_rgb = sl__ycc_rgb_ssse3;
-                tiers[SL__RESIZE_AVX512].ycc_rgb_colour = sl__ycc_rgb_colour_c;
-            }
-        }
+#ifdef SL__IMAGE_HAVE_AVX
+    tiers[SL__IMAGE_AVX2] = sl__resize_avx2;
+    tiers[SL__IMAGE_AVX512] = sl__resize_avx512;
+    /* the colour pass alone needs VBMI (Skylake-X and Cascade Lake lack
+     * it) */
+    if (!sl__image_cpu_has(SL__IMAGE_VBMI)) {
+        tiers[SL__IMAGE_AVX512].ycc_rgb = sl__ycc_rgb_ssse3;
+        tiers[SL__IMAGE_AVX512].ycc_rgb_colour = sl__ycc_rgb_colour_c;
     }
 #endif
-    for (int l = 0; l < SL__RESIZE_TIERS; l++)
-        if (tiers[l].name)
+    for (int l = 0; l < SL__IMAGE_TIERS; l++)
+        if (tiers[l].name && sl__image_tier_usable(l) &&
+            (l != SL__IMAGE_AVX512 || sl__image_cpu_has(SL__IMAGE_VNNI)))
             usable[l] = &tiers[l];
-    int top = SL__RESIZE_AVX512;
-    if (sl__env_on("SLUICE_NO_AVX2"))
-        top = SL__RESIZE_SSE2;
-    else if (sl__env_on("SLUICE_NO_AVX512"))
-        top = SL__RESIZE_AVX2;
-    while (!usable[top])
-        top--;
-    chosen = usable[top];
 }
 
+/* The process's tier's kernels, or the widest below it that the
+ * resampler has. */
 static const sl__resize_kernels *default_kernels(void)
 {
     pthread_once(&tiers_once, tiers_init);
-    return chosen;
+    int level = sl__image_tier();
+    while (!usable[level])
+        level--;
+    return usable[level];
 }
 
 const sl__resize_kernels *sl__resize_kernels_for(int level)
 {
     pthread_once(&tiers_once, tiers_init);
-    return level >= 0 && level < SL__RESIZE_TIERS ? usable[level] : NULL;
+    return level >= 0 && level < SL__IMAGE_TIERS ? usable[level] : NULL;
 }
 
 const char *sl__resize_kernels_name(const sl__resize_kernels *k)

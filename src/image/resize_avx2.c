@@ -5,7 +5,7 @@
  */
 #include "resize_kernels.h"
 
-#ifdef SL__RESIZE_HAVE_AVX
+#ifdef SL__IMAGE_HAVE_AVX
 #include <immintrin.h>
 
 /* 16 bytes of two rows widened in order (vpmovzxbw), interleaved and
@@ -96,7 +96,7 @@ static sl__hpass horizontal_for(sl__axis *a)
 
 const sl__resize_kernels sl__resize_avx2 = {
     .name = "avx2",
-    .level = SL__RESIZE_AVX2,
+    .level = SL__IMAGE_AVX2,
     .vertical = sl__vertical_avx2,
     .horizontal_for = horizontal_for,
     .horizontal1_for = sl__horizontal1_sse2_for,

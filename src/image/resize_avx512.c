@@ -7,7 +7,7 @@
  */
 #include "resize_kernels.h"
 
-#ifdef SL__RESIZE_HAVE_AVX
+#ifdef SL__IMAGE_HAVE_AVX
 #include <immintrin.h>
 
 #define AVX512 "avx512f,avx512bw,avx512vl,avx512vnni"
@@ -465,7 +465,7 @@ ycc_rgb_colour(const uint8_t *yl, const uint8_t *cbl, const uint8_t *crl, uint8_
 /* Without VBMI, resize.c puts SSSE3's colour pass in the tier's place. */
 const sl__resize_kernels sl__resize_avx512 = {
     .name = "avx512",
-    .level = SL__RESIZE_AVX512,
+    .level = SL__IMAGE_AVX512,
     .vertical = vertical,
     .horizontal_for = horizontal_for,
     .horizontal1_for = horizontal1_for,

@@ -1,6 +1,6 @@
 /*
  * Portable kernels: the integers every other tier must reproduce, the only
- * tier off x86 (or with -DSL__RESIZE_PORTABLE), and the short tails that
+ * tier off x86 (or with -DSL__IMAGE_PORTABLE), and the short tails that
  * wider tiers hand over.
  */
 #include "resize_kernels.h"
@@ -149,7 +149,7 @@ void sl__ycc_rgb_colour_c(const uint8_t *yl, const uint8_t *cbl, const uint8_t *
 
 const sl__resize_kernels sl__resize_c = {
     .name = "c",
-    .level = SL__RESIZE_C,
+    .level = SL__IMAGE_C,
     .vertical = sl__vertical_c,
     .horizontal_for = horizontal_for,
     .horizontal1_for = horizontal1_for,

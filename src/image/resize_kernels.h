@@ -6,19 +6,19 @@
  *   resize_ycc.c     the YCbCr-plane driver (sl__resize_ycc) and its
  *                    colour stage
  *   resize_c.c       portable kernels: the reference, and all there is
- *                    off x86 or with -DSL__RESIZE_PORTABLE
+ *                    off x86 or with -DSL__IMAGE_PORTABLE
  *   resize_sse2.c    SSE2 kernels (x86-64's baseline)
  *   resize_ssse3.c   the SSSE3 colour pass that the AVX2 and AVX-512
  *                    tiers share
  *   resize_avx2.c    AVX2 kernels
  *   resize_avx512.c  AVX-512 kernels (BW, VL, VNNI; VBMI for colour)
  *
- * A tier is a table of kernels (sl__resize_kernels). The widest the CPU
- * has is chosen once per process, and each resizer holds the table it was
- * made with, so the per-row loops call through it and never ask the CPU
- * again. Every tier computes the integers of the portable one; a tier may
- * hand a case its own code cannot do (short rows, wide filters) to a
- * narrower tier's kernel.
+ * A tier is a table of kernels (sl__resize_kernels); which tier the
+ * process runs is image/'s one choice (cpu.h). Each resizer holds the
+ * table of the tier it was made under, so the per-row loops call through
+ * it and never ask the CPU again. Every tier computes the integers of the
+ * portable one; a tier may hand a case its own code cannot do (short
+ * rows, wide filters) to a narrower tier's kernel.
  */
 #ifndef SL_IMAGE_RESIZE_KERNELS_H
 #define SL_IMAGE_RESIZE_KERNELS_H
@@ -27,18 +27,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include "cpu.h"     /* the tiers, and which of them this build has */
 #include "image.h"
-#include "testing.h" /* the tier numbers; the hooks resize*.c define */
-
-/* The x86 tiers: SSE2 where the compiler targets it; AVX2 and AVX-512
- * (and the SSSE3 colour pass) on x86-64 with gcc or clang, which compile
- * them with function target attributes and check the CPU at run time. */
-#if defined(__SSE2__) && !defined(SL__RESIZE_PORTABLE)
-#define SL__RESIZE_HAVE_SSE2 1
-#if defined(__GNUC__) && defined(__x86_64__)
-#define SL__RESIZE_HAVE_AVX 1
-#endif
-#endif
+#include "testing.h" /* the hooks resize*.c define */
 
 #define WBITS 14 /* weights: fixed point, summing to exactly 1 << WBITS */
 #define IBITS 6  /* fraction bits of the intermediate row (255 << 6 fits int16) */
@@ -99,7 +90,7 @@ typedef void (*sl__ycc_rgb_colour_pass)(const uint8_t *y, const uint8_t *cb, con
 
 struct sl__resize_kernels {
     const char *name;
-    int level; /* SL__RESIZE_C ... SL__RESIZE_AVX512 */
+    int level; /* SL__IMAGE_C ... SL__IMAGE_AVX512 */
     sl__vpass vertical;
     /* The horizontal pass for axis a, RGB (horizontal_for) or one plane
      * (horizontal1_for): called once per image after the taps are built,
@@ -180,14 +171,14 @@ void sl__ycc_rgb_c(const uint8_t *y, const uint8_t *cb, const uint8_t *cr, uint8
 void sl__ycc_rgb_colour_c(const uint8_t *y, const uint8_t *cb, const uint8_t *cr, uint8_t *rgb,
                           int n, const int16_t c[6]);
 
-#ifdef SL__RESIZE_HAVE_SSE2
+#ifdef SL__IMAGE_HAVE_SSE2
 extern const sl__resize_kernels sl__resize_sse2;
 void sl__horizontal_sse2(const sl__axis *a, const int16_t *row, uint8_t *line, bool flip,
                          int o0, int o1); /* output columns [o0, o1) */
 sl__hpass sl__horizontal1_sse2_for(sl__axis *a);
 #endif
 
-#ifdef SL__RESIZE_HAVE_AVX
+#ifdef SL__IMAGE_HAVE_AVX
 void sl__ycc_rgb_ssse3(const uint8_t *y, const uint8_t *cb, const uint8_t *cr, uint8_t *rgb,
                        int n);
 extern const sl__resize_kernels sl__resize_avx2;

@@ -6,7 +6,7 @@
  */
 #include "resize_kernels.h"
 
-#ifdef SL__RESIZE_HAVE_SSE2
+#ifdef SL__IMAGE_HAVE_SSE2
 #include <emmintrin.h>
 
 static inline __m128i weight_pairs(const int16_t *w)
@@ -164,7 +164,7 @@ sl__hpass sl__horizontal1_sse2_for(sl__axis *a)
 
 const sl__resize_kernels sl__resize_sse2 = {
     .name = "sse2",
-    .level = SL__RESIZE_SSE2,
+    .level = SL__IMAGE_SSE2,
     .vertical = vertical,
     .horizontal_for = horizontal_for,
     .horizontal1_for = sl__horizontal1_sse2_for,

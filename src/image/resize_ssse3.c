@@ -5,7 +5,7 @@
  */
 #include "resize_kernels.h"
 
-#ifdef SL__RESIZE_HAVE_AVX
+#ifdef SL__IMAGE_HAVE_AVX
 #include <immintrin.h>
 
 /* Byte k of the 48 that 16 RGB pixels fill, taken from channel c: its

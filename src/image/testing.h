@@ -1,24 +1,28 @@
 /*
- * What only tests use of image/: the resampler's hooks for picking an
- * instruction-set tier by hand and checking that tiers agree. The library
- * itself runs the tier chosen once per process (resize.c); only tests
- * call these, and they change nothing that other resizers see.
+ * What only tests use of image/: forcing an instruction-set tier, and the
+ * resampler's hooks for running a tier's kernels by hand and checking that
+ * tiers agree. The library itself runs the tier chosen once per process
+ * (cpu.c); only tests call these.
  */
 #ifndef SL_IMAGE_TESTING_H
 #define SL_IMAGE_TESTING_H
 
+#include "cpu.h"
 #include "image.h"
+
+/* Makes `level` the process's tier (sl__image_tier) for what is chosen
+ * from now on: resizers made after, augmentations run after; -1 goes back
+ * to the detected one. false, changing nothing, where this build or this
+ * CPU lacks it. Not while other threads decode. */
+bool sl__image_tier_force(int level);
 
 /* One tier's kernels (resize_kernels.h; opaque here). */
 typedef struct sl__resize_kernels sl__resize_kernels;
 
-/* The tiers, narrowest first. Each computes the integers of the portable
- * one. */
-enum { SL__RESIZE_C, SL__RESIZE_SSE2, SL__RESIZE_AVX2, SL__RESIZE_AVX512, SL__RESIZE_TIERS };
-
-/* The kernels of tier `level`, or NULL where this build or this CPU lacks
- * it (SLUICE_NO_AVX2 / SLUICE_NO_AVX512 do not apply: they steer only the
- * process's own choice). Any thread. */
+/* The resampler's kernels of tier `level` (SL__IMAGE_*, cpu.h), or NULL
+ * where this build or this CPU lacks it (SLUICE_NO_AVX2 / SLUICE_NO_AVX512
+ * and sl__image_tier_force do not apply: they steer only the process's
+ * own choice). Any thread. */
 const sl__resize_kernels *sl__resize_kernels_for(int level);
 /* "c", "sse2", "avx2" or "avx512", for messages. */
 const char *sl__resize_kernels_name(const sl__resize_kernels *k);
