@@ -10,11 +10,12 @@
 #include "cpu.h"
 #include "testing.h"
 
-/* Written once (detect), read-only after; `chosen` also by the test hook. */
+/* Written once (detect), read-only after; `chosen` also by the test hook,
+ * and -1 until detect has run, so that a call per row costs a load. */
 static bool usable[SL__IMAGE_TIERS];
 static int features;
 static int detected;
-static atomic_int chosen;
+static atomic_int chosen = -1;
 static pthread_once_t detect_once = PTHREAD_ONCE_INIT;
 
 static void detect(void)
@@ -47,8 +48,12 @@ static void detect(void)
 
 int sl__image_tier(void)
 {
-    pthread_once(&detect_once, detect);
-    return atomic_load_explicit(&chosen, memory_order_relaxed);
+    int t = atomic_load_explicit(&chosen, memory_order_relaxed);
+    if (t < 0) {
+        pthread_once(&detect_once, detect);
+        t = atomic_load_explicit(&chosen, memory_order_relaxed);
+    }
+    return t;
 }
 
 bool sl__image_tier_usable(int level)
