@@ -1,6 +1,7 @@
 /*
- * Image augmentations (augment.c): what sl_image_spec asks for besides the
- * crop, flip and normalisation, as torchvision's transforms define them.
+ * Image augmentations (augment*.c; augment_kernels.h says which file holds
+ * what): what sl_image_spec asks for besides the crop, flip and
+ * normalisation, as torchvision's transforms define them.
  *
  * A plan is drawn per image before decoding (sl__aug_draw: every random
  * choice, from the element's stream, in a fixed order), then carried out
