@@ -133,6 +133,23 @@ sl_element *sl__element_i64(int64_t v)
     return el;
 }
 
+sl_element *sl__element_i64_then(int64_t v, const sl_element *el, const char *op)
+{
+    sl_element *out = sl__element_new(el->n + 1, sizeof v);
+    struct sl_tensor *t = out ? sl__element_push(out, SL_INT64, 0, NULL, sizeof v) : NULL;
+    if (t)
+        memcpy(t->data, &v, sizeof v);
+    for (int j = 0; t && j < el->n; j++)
+        if (sl_element_add_shared(out, el, j) < 0)
+            t = NULL;
+    if (!t) {
+        sl_element_release(out);
+        sl__set_error(SL_ENOMEM, "%s: out of memory", op);
+        return NULL;
+    }
+    return out;
+}
+
 struct sl_tensor *sl__element_push(sl_element *el, sl_dtype dtype, int ndim,
                                    const int64_t *shape, size_t nbytes)
 {

@@ -34,6 +34,10 @@ sl_element *sl__element_new(int ntensors, size_t inline_bytes);
 /* A new element holding one int64 scalar (range, counter, enumerate's
  * index), or NULL with SL_ENOMEM. */
 sl_element *sl__element_i64(int64_t v);
+/* The same scalar followed by el's tensors, shared (enumerate's index,
+ * rejection_resample's class), or NULL with SL_ENOMEM, the message
+ * naming op. */
+sl_element *sl__element_i64_then(int64_t v, const sl_element *el, const char *op);
 /* Appends a tensor of nbytes for dtype/shape; inline if it fits, else from a
  * pooled buffer. Returns the tensor (data uninitialised) or NULL. */
 struct sl_tensor *sl__element_push(sl_element *el, sl_dtype dtype, int ndim,

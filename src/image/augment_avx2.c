@@ -124,12 +124,5 @@ warp_bilinear(const uint8_t *src, uint8_t *dst, int w, int h, const float m[6], 
     }
 }
 
-const sl__augment_kernels sl__augment_avx2 = {
-    .name = "avx2",
-    .planes = planes,
-    .gain = gain,
-    .axpy = axpy,
-    .warp_bilinear = warp_bilinear,
-    .lut = sl__aug_lut_c,
-};
+SL__AUGMENT_TIER(avx2, sl__aug_lut_c);
 #endif

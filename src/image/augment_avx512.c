@@ -158,12 +158,5 @@ lut_vbmi(const uint8_t lut[3][256], uint8_t *p, size_t from, size_t bytes)
     sl__aug_lut_bytes(lut, p, i, bytes);
 }
 
-const sl__augment_kernels sl__augment_avx512 = {
-    .name = "avx512",
-    .planes = planes,
-    .gain = gain,
-    .axpy = axpy,
-    .warp_bilinear = warp_bilinear,
-    .lut = lut_vbmi,
-};
+SL__AUGMENT_TIER(avx512, lut_vbmi);
 #endif

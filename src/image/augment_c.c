@@ -33,11 +33,4 @@ void sl__aug_lut_c(const uint8_t lut[3][256], uint8_t *p, size_t from, size_t by
     sl__aug_lut_bytes(lut, p, from, bytes);
 }
 
-const sl__augment_kernels sl__augment_c = {
-    .name = "c",
-    .planes = planes,
-    .gain = gain,
-    .axpy = axpy,
-    .warp_bilinear = warp_bilinear,
-    .lut = sl__aug_lut_c,
-};
+SL__AUGMENT_TIER(c, sl__aug_lut_c);

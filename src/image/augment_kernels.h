@@ -75,6 +75,14 @@ typedef struct sl__augment_kernels {
     void (*lut)(const uint8_t lut[3][256], uint8_t *p, size_t from, size_t bytes);
 } sl__augment_kernels;
 
+/* A tier file's table: the static planes, gain, axpy and warp_bilinear
+ * every tier's file defines under those names, and its byte-table kernel.
+ *     SL__AUGMENT_TIER(avx2, sl__aug_lut_c);  // sl__augment_avx2 */
+#define SL__AUGMENT_TIER(tier, lut_fn)                                              \
+    const sl__augment_kernels sl__augment_##tier = {                                \
+        .name = #tier, .planes = planes, .gain = gain, .axpy = axpy,                \
+        .warp_bilinear = warp_bilinear, .lut = (lut_fn)}
+
 /* The kernels of the process's tier (cpu.h). Any thread. */
 const sl__augment_kernels *sl__aug_kernels(void);
 

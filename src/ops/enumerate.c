@@ -13,22 +13,11 @@ typedef struct enumerate_iter {
     int64_t pos;
 } enumerate_iter;
 
-/* (index, the tensors of el), or NULL (SL_ENOMEM). */
-static sl_element *pair(int64_t index, const sl_element *el)
+/* (start + position, the tensors of el), wrapping as int64 arithmetic
+ * would not. */
+static int64_t index_at(const sl_dataset *ds, int64_t pos)
 {
-    sl_element *out = sl__element_new(el->n + 1, sizeof(int64_t));
-    struct sl_tensor *t = out ? sl__element_push(out, SL_INT64, 0, NULL, sizeof index) : NULL;
-    if (t)
-        *(int64_t *)t->data = index;
-    for (int j = 0; t && j < el->n; j++)
-        if (sl_element_add_shared(out, el, j) < 0)
-            t = NULL;
-    if (!t) {
-        sl_element_release(out);
-        sl__set_error(SL_ENOMEM, "enumerate: out of memory");
-        return NULL;
-    }
-    return out;
+    return (int64_t)((uint64_t)((const enumerate_ds *)ds)->start + (uint64_t)pos);
 }
 
 static int enumerate_next(sl__iter *base, sl_element **out)
@@ -38,8 +27,7 @@ static int enumerate_next(sl__iter *base, sl_element **out)
     int rc = sl__iter_next(it->u.in, &el);
     if (rc)
         return rc;
-    int64_t start = ((const enumerate_ds *)base->ds)->start;
-    *out = pair((int64_t)((uint64_t)start + (uint64_t)it->pos), el);
+    *out = sl__element_i64_then(index_at(base->ds, it->pos), el, "enumerate");
     sl_element_release(el);
     if (!*out)
         return SL_ENOMEM;
@@ -74,7 +62,7 @@ static int enumerate_get(const sl_dataset *ds, int64_t index, sl_element **out)
     int rc = in->ops->get(in, index, &el);
     if (rc)
         return rc;
-    *out = pair((int64_t)((uint64_t)((const enumerate_ds *)ds)->start + (uint64_t)index), el);
+    *out = sl__element_i64_then(index_at(ds, index), el, "enumerate");
     sl_element_release(el);
     return *out ? 0 : SL_ENOMEM;
 }

@@ -55,24 +55,6 @@ static double estimated_accept(const rejection_resample_iter *it, int k)
     return best > 0 ? d->target[k] / (double)it->seen[k] / best : 0;
 }
 
-/* (class, the tensors of el), or NULL (SL_ENOMEM). */
-static sl_element *with_class(int64_t k, const sl_element *el)
-{
-    sl_element *out = sl__element_new(el->n + 1, sizeof(int64_t));
-    struct sl_tensor *t = out ? sl__element_push(out, SL_INT64, 0, NULL, sizeof k) : NULL;
-    if (t)
-        *(int64_t *)t->data = k;
-    for (int j = 0; t && j < el->n; j++)
-        if (sl_element_add_shared(out, el, j) < 0)
-            t = NULL;
-    if (!t) {
-        sl_element_release(out);
-        sl__set_error(SL_ENOMEM, "rejection_resample: out of memory");
-        return NULL;
-    }
-    return out;
-}
-
 /* The class of el in [0, nclasses), or an element error. */
 static int class_of(rejection_resample_iter *it, const sl_element *el, int64_t index,
                     int64_t *k)
@@ -132,7 +114,7 @@ static int next_kept(rejection_resample_iter *it, sl_element **out)
                 sl_element_release(el);
                 return 0;
             }
-            *out = with_class(k, el);
+            *out = sl__element_i64_then(k, el, "rejection_resample");
             sl_element_release(el);
             return *out ? 0 : SL_ENOMEM;
         }
