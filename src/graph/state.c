@@ -20,22 +20,29 @@
 
 /* ---- writing ---- */
 
-int sl__state_node(sl__bytes *w, const sl__iter *it, int nfields, const int64_t *fields,
-                   int nchildren)
+unsigned char *sl__state_record(sl__bytes *w, const sl__iter *it, int nfields, int nchildren)
 {
     size_t need = REC_HDR + 8 * (size_t)nfields;
-    int rc = sl__bytes_reserve(w, need);
-    if (rc)
-        return rc;
+    if (w->cap - w->n < need && sl__bytes_reserve(w, need))
+        return NULL;
     unsigned char *p = w->p + w->n;
     sl__put_le64(p, it->key);
     sl__put_le32(p + 8, (uint32_t)nfields);
     sl__put_le32(p + 12, (uint32_t)nchildren);
     sl__put_le64(p + 16, (uint64_t)it->ok_count);
     sl__put_le64(p + 24, (uint64_t)it->fail_count);
-    for (int i = 0; i < nfields; i++)
-        sl__put_le64(p + REC_HDR + 8 * i, (uint64_t)fields[i]);
     w->n += need;
+    return p + REC_HDR;
+}
+
+int sl__state_node(sl__bytes *w, const sl__iter *it, int nfields, const int64_t *fields,
+                   int nchildren)
+{
+    unsigned char *p = sl__state_record(w, it, nfields, nchildren);
+    if (!p)
+        return SL_ENOMEM;
+    for (int i = 0; i < nfields; i++)
+        sl__put_le64(p + 8 * i, (uint64_t)fields[i]);
     return 0;
 }
 

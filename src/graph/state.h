@@ -34,6 +34,12 @@ typedef struct sl__tree sl__tree;
  * exactly nchildren child records (sl__iter_save or a snapshot). */
 int sl__state_node(sl__bytes *w, const sl__iter *it, int nfields, const int64_t *fields,
                    int nchildren);
+/* The same with the fields left to the caller: where to put them, each
+ * 8 bytes little-endian (sl__put_le64), or NULL with SL_ENOMEM set. For
+ * a writer that reads its fields from elsewhere (the sync skeleton's
+ * tables) without copying them twice: a map snapshots its input's record
+ * at every element it pulls. */
+unsigned char *sl__state_record(sl__bytes *w, const sl__iter *it, int nfields, int nchildren);
 /* Appends it's record (and its inputs'): it->ops->save, or SL_EUNSUPPORTED
  * for an op without one. Only the thread that calls it's next, between
  * two calls. */

@@ -1,6 +1,7 @@
 /* The one-input node skeleton (sync.h). */
 #include <stdio.h>
 #include <string.h>
+#include "../core/le.h"
 #include "sync.h"
 
 #define MAX_STATE 16
@@ -186,25 +187,29 @@ void sl__sync_drop_input(sl__sync_iter *it, int i)
         it->in = NULL;
 }
 
+/* Runs at every element a map or prefetch pulls from a sync node (their
+ * snapshots), so the fields go straight from the iterator to the record. */
 int sl__sync_save(sl__iter *base, sl__bytes *w)
 {
     sl__sync_iter *it = (sl__sync_iter *)base;
     const sl__sync_def *def = def_of_iter(base);
-    int64_t v[MAX_STATE];
-    if (def->nstate > MAX_STATE)
-        return sl__set_error(SL_EINTERNAL, "%s: %d saved fields, at most %d",
-                             sl_dataset_name(base->ds), def->nstate, MAX_STATE);
-    sl__fields_get(it, def->state, def->nstate, v);
-    int n = base->ds->ninputs;
-    if (replays(def, base->ds))
-        return sl__state_node(w, base, def->nstate, v, 0);
-    if (n <= 1)
-        return sl__save_sync(w, base, def->nstate, v, it->in);
-    int alive = 0;
-    for (int i = 0; i < n; i++)
-        alive += it->ins[i] != NULL;
-    int rc = sl__state_node(w, base, def->nstate, v, alive);
-    for (int i = 0; rc == 0 && i < n; i++)
+    int n = base->ds->ninputs, alive = 0;
+    if (!replays(def, base->ds)) {
+        if (n <= 1)
+            alive = it->in != NULL;
+        else
+            for (int i = 0; i < n; i++)
+                alive += it->ins[i] != NULL;
+    }
+    unsigned char *p = sl__state_record(w, base, def->nstate, alive);
+    if (!p)
+        return SL_ENOMEM;
+    for (int i = 0; i < def->nstate; i++)
+        sl__put_le64(p + 8 * i, (uint64_t)field_value(it, &def->state[i]));
+    int rc = 0;
+    if (alive && n <= 1)
+        return sl__iter_save(it->in, w);
+    for (int i = 0; alive && rc == 0 && i < n; i++)
         if (it->ins[i])
             rc = sl__iter_save(it->ins[i], w);
     return rc;
@@ -219,6 +224,15 @@ int sl__indexed_start(sl__sync_iter *u, bool resumed)
     sl__indexed_iter *it = (sl__indexed_iter *)u;
     it->n = sl_dataset_cardinality(u->base.ds);
     return resumed ? sl__state_range(&u->base, "position", it->position, 0, it->n) : 0;
+}
+
+int sl__indexed_save(sl__iter *base, sl__bytes *w)
+{
+    unsigned char *p = sl__state_record(w, base, 1, 0);
+    if (!p)
+        return SL_ENOMEM;
+    sl__put_le64(p, (uint64_t)((const sl__indexed_iter *)base)->position);
+    return 0;
 }
 
 int sl__indexed_next(sl__iter *base, sl_element **out)

@@ -139,9 +139,14 @@ typedef struct sl__indexed_iter {
 extern const sl__field sl__indexed_state[1];
 int sl__indexed_next(sl__iter *it, sl_element **out);
 int sl__indexed_start(sl__sync_iter *it, bool resumed);
+/* sl__sync_save's record, written without the table walk: a map over a
+ * source snapshots it at every element. */
+int sl__indexed_save(sl__iter *it, sl__bytes *w);
 #define SL__INDEXED_SOURCE(start_)                                                      \
-    .iter = {SL__SYNC_ITER(sl__indexed_next)}, .iter_size = sizeof(sl__indexed_iter), \
-    SL__SYNC_STATE(sl__indexed_state), .start = (start_)
+    .iter = {.next = sl__indexed_next, .destroy = sl__sync_destroy,                     \
+             .save = sl__indexed_save},                                                 \
+    .iter_size = sizeof(sl__indexed_iter), SL__SYNC_STATE(sl__indexed_state),           \
+    .start = (start_)
 
 /* The def of a dataset made from one. */
 static inline const sl__sync_def *sl__sync_def_of(const sl_dataset *ds)
