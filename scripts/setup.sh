@@ -4,7 +4,8 @@
 #
 #   setup.sh run    what building the library and running sluice-bench needs
 #   setup.sh test   that, plus what the tests need (cmocka, Python with
-#                   numpy, PIL, pytest, PyTorch and torchvision, pip, and
+#                   numpy, PIL, pytest, PyTorch and torchvision, pip and venv
+#                   (the install tests build a fresh virtual environment), and
 #                   pycparser for the binding's generator; Open MPI for the
 #                   mpirun tests, which link it: the library does not; libcurl
 #                   and libssl (libcrypto signs the requests), nginx and
@@ -20,7 +21,7 @@
 
 # The lists; extend them here.
 SLUICE_APT_RUN="build-essential cmake pkg-config liburing-dev libjpeg62-turbo-dev zlib1g-dev"
-SLUICE_APT_TEST="$SLUICE_APT_RUN libspng-dev libwebp-dev libcurl4-openssl-dev libssl-dev nginx-light openssl libcmocka-dev python3 python3-numpy python3-pil python3-pycparser python3-pytest python3-torch python3-torchvision python3-pip openmpi-bin libopenmpi-dev"
+SLUICE_APT_TEST="$SLUICE_APT_RUN libspng-dev libwebp-dev libcurl4-openssl-dev libssl-dev nginx-light openssl libcmocka-dev python3 python3-numpy python3-pil python3-pycparser python3-pytest python3-torch python3-torchvision python3-pip python3-venv openmpi-bin libopenmpi-dev"
 
 sluice_setup() {
     local job=${1:-test} want pkg missing=""

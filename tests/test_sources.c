@@ -3,6 +3,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdbool.h>
 #include <string.h>
 #include "testutil.h"
 
@@ -671,6 +672,54 @@ static void test_version(void **state)
                      SL_VERSION_MAJOR * 10000 + SL_VERSION_MINOR * 100 + SL_VERSION_PATCH);
 }
 
+/* The library reports the options it was compiled with; the tests are
+ * compiled with the same SLUICE_NO_* definitions, so they must agree. */
+static void test_build_options(void **state)
+{
+    (void)state;
+    const char *have = sl_build_options();
+    const struct {
+        const char *name;
+        bool on;
+    } want[] = {
+#ifdef SLUICE_NO_URING
+        {"io_uring", false},
+#else
+        {"io_uring", true},
+#endif
+#ifdef SLUICE_NO_JPEG
+        {"jpeg", false},
+#else
+        {"jpeg", true},
+#endif
+#ifdef SLUICE_NO_PNG
+        {"png", false},
+#else
+        {"png", true},
+#endif
+#ifdef SLUICE_NO_WEBP
+        {"webp", false},
+#else
+        {"webp", true},
+#endif
+#ifdef SLUICE_NO_ZLIB
+        {"zlib", false},
+#else
+        {"zlib", true},
+#endif
+#ifdef SLUICE_NO_CURL
+        {"curl", false},
+#else
+        {"curl", true},
+#endif
+    };
+    char expect[256] = "";
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        snprintf(expect + strlen(expect), sizeof expect - strlen(expect), "%s%s=%s",
+                 i ? " " : "", want[i].name, want[i].on ? "on" : "off");
+    assert_string_equal(have, expect);
+}
+
 /* ---- dataset identity ---- */
 
 static int ident(sl_map_ctx *ctx, const sl_element *in, sl_element **out, void *user)
@@ -760,6 +809,7 @@ int main(void)
         cmocka_unit_test(test_iterator_stats),
         cmocka_unit_test(test_strerror),
         cmocka_unit_test(test_version),
+        cmocka_unit_test(test_build_options),
         cmocka_unit_test(test_dataset_identity),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

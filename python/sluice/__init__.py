@@ -38,6 +38,14 @@ library_path = _lib.sluice_path
 library_version = _lib.sl_version_string().decode()
 
 
+def build_options():
+    """The optional parts the loaded C library was built with, as the
+    library itself reports them (sl_build_options): {"io_uring": True,
+    "jpeg": True, "png": True, "webp": True, "zlib": True, "curl": True}."""
+    words = _lib.sl_build_options().decode().split()
+    return {name: value == "on" for name, value in (w.split("=", 1) for w in words)}
+
+
 def memory_in_use():
     """Bytes the C library holds from its allocator (sl_memory_in_use),
     including its buffer caches; release_memory() returns the caches."""
@@ -59,6 +67,6 @@ __all__ = [
     "ALL", "AUTO", "AUTOTUNE", "INFINITE", "UNKNOWN", "Array", "DTYPE_NAMES", "Dataset",
     "DistributedContext", "distributed_context",
     "FixedLenFeature", "Iterator", "LibraryError", "MapContext", "Options", "TFRecordDataset",
-    "VarLenFeature", "View", "__version__", "cpu_count", "library_path", "library_version",
+    "VarLenFeature", "View", "__version__", "build_options", "cpu_count", "library_path", "library_version",
     "memory_in_use", "release_memory", "Queue", "TensorSpec",
 ] + list(_error_names)

@@ -171,6 +171,7 @@ STRUCTS = (sl_allocator, sl_dist_context, sl_feature, sl_image_spec, sl_mixup_sp
 FUNCTIONS = {
     "sl_version_number": (c_uint, []),
     "sl_version_string": (c_char_p, []),
+    "sl_build_options": (c_char_p, []),
     "sl_strerror": (c_char_p, [c_int]),
     "sl_last_error": (c_char_p, []),
     "sl_last_error_code": (c_int, []),

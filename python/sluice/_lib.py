@@ -4,10 +4,15 @@ Search order (the first that exists wins):
 
 1. ``SLUICE_LIBRARY``: a path to the shared library. When it is set it is the
    only candidate, so a wrong value is an error rather than a silent fallback.
-2. Next to the package: ``libsluice.so*`` inside the package directory, then
-   the library that ``cmake --install`` put under the same prefix (its path
-   relative to the package is written into ``_install.py`` at install time).
-3. The system loader: ``libsluice.so.0`` through ``LD_LIBRARY_PATH``, the
+2. Next to the package: ``libsluice.so*`` inside the package directory (what
+   ``pip install ./python`` puts there).
+3. In a checkout (the package is ``<checkout>/python/sluice``: PYTHONPATH or
+   an editable install): the checkout's ``build/`` library, then the one the
+   build backend made in ``python/_backend/build/``.
+4. The library that ``cmake --install`` put under the package's prefix (its
+   path relative to the package is written into ``_install.py`` at install
+   time).
+5. The system loader: ``libsluice.so.0`` through ``LD_LIBRARY_PATH``, the
    ld.so cache and the default directories.
 
 Every function of the header is declared with the argtypes/restype that
@@ -46,6 +51,15 @@ def _candidates():
         path = os.path.join(pkg, name)
         if os.path.exists(path):
             found.append((path, "the package directory"))
+    python_dir = os.path.dirname(pkg)
+    checkout = os.path.dirname(python_dir)
+    if os.path.exists(os.path.join(python_dir, "_backend", "sluice_backend.py")) and \
+            os.path.exists(os.path.join(checkout, "CMakeLists.txt")):
+        for path, where in ((os.path.join(checkout, "build", SONAME), "the checkout's build/"),
+                            (os.path.join(python_dir, "_backend", "build", SONAME),
+                             "the build backend's build/")):
+            if os.path.exists(path):
+                found.append((path, where))
     try:
         from ._install import LIBRARY  # written by cmake --install
     except ImportError:
@@ -115,8 +129,29 @@ def load():
     lib = _open(path, origin)
     _declare(lib, FUNCTIONS, True)
     _declare(lib, EXPERIMENTAL_FUNCTIONS, False)
-    lib.sluice_path = path
+    lib.sluice_path = _loaded_path(lib, path)
+    lib.sluice_origin = origin
     return lib
+
+
+class _DlInfo(ctypes.Structure):
+    _fields_ = [("dli_fname", ctypes.c_char_p), ("dli_fbase", ctypes.c_void_p),
+                ("dli_sname", ctypes.c_char_p), ("dli_saddr", ctypes.c_void_p)]
+
+
+def _loaded_path(lib, path):
+    """The file the loader opened (a bare soname says nothing of where it
+    was found): dladdr of one of its functions, made absolute."""
+    try:
+        dladdr = ctypes.CDLL(None).dladdr
+        dladdr.argtypes, dladdr.restype = [ctypes.c_void_p, ctypes.POINTER(_DlInfo)], ctypes.c_int
+        info = _DlInfo()
+        if dladdr(ctypes.cast(lib.sl_version_number, ctypes.c_void_p), ctypes.byref(info)) \
+                and info.dli_fname:
+            return os.path.realpath(os.fsdecode(info.dli_fname))
+    except (AttributeError, OSError):
+        pass
+    return os.path.realpath(path) if os.sep in path else path
 
 
 def optional(lib, name):

@@ -113,14 +113,37 @@ def test_version_rule():
     assert not _compatible(10000 + minor) and not _compatible(0)
 
 
-def test_library_found_through_the_loader():
+def test_library_found_through_the_loader(tmp_path):
     lib = os.environ.get("SLUICE_LIBRARY")
     if not lib:
         pytest.skip("SLUICE_LIBRARY not set")
-    env = {"SLUICE_LIBRARY": "", "LD_LIBRARY_PATH": os.path.dirname(os.path.abspath(lib))}
-    r = run_python("import sluice; print(sluice.library_path, sluice.library_version)", env=env)
+    # a copy of the package outside the checkout, so that the checkout's
+    # build/ is not a candidate and the loader has to find it
+    shutil.copytree(os.path.dirname(sluice.__file__), tmp_path / "sluice",
+                    ignore=shutil.ignore_patterns("__pycache__", "_install.py", "*.so*"))
+    lib_dir = os.path.dirname(os.path.realpath(lib))
+    env = {"SLUICE_LIBRARY": "", "LD_LIBRARY_PATH": lib_dir, "PYTHONPATH": str(tmp_path)}
+    r = run_python("import sluice; print(sluice.library_path, sluice.library_version, "
+                   "sluice.__file__)", env=env, cwd=str(tmp_path))
     assert r.returncode == 0, r.stderr
-    assert r.stdout.split()[1] == sluice.library_version
+    path, version, module = r.stdout.split()
+    assert module.startswith(str(tmp_path)) and version == sluice.library_version
+    # the path the loader opened, not the bare soname it was asked for
+    assert os.path.dirname(path) == lib_dir, path
+
+
+def test_library_found_in_the_checkout(tmp_path):
+    """From a checkout with nothing set, the package loads the checkout's
+    build/ library (a C change is picked up by rebuilding it)."""
+    from conftest import SOURCE_DIR
+    built = os.path.join(SOURCE_DIR, "build", "libsluice.so.0")
+    if not os.path.exists(built):
+        pytest.skip("no %s" % built)
+    env = {"SLUICE_LIBRARY": "", "LD_LIBRARY_PATH": "",
+           "PYTHONPATH": os.path.join(SOURCE_DIR, "python")}
+    r = run_python("import sluice; print(sluice.library_path)", env=env, cwd=str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == os.path.realpath(built)
 
 
 # ---- Ctrl-C ----
