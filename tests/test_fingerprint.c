@@ -76,9 +76,9 @@ static void test_streams(void **state)
 {
     (void)state;
     /* the order a whole-dataset shuffle gives for seed 3 in epoch 0, and
-     * in epoch 1 */
-    static const int64_t order0[10] = {2, 5, 6, 4, 3, 7, 1, 8, 9, 0};
-    static const int64_t order1[10] = {0, 3, 1, 4, 9, 7, 5, 2, 6, 8};
+     * in epoch 1 (order version 1: a drawn table up to 1,024 elements) */
+    static const int64_t order0[10] = {8, 3, 0, 9, 2, 5, 1, 7, 4, 6};
+    static const int64_t order1[10] = {4, 7, 1, 8, 6, 0, 3, 5, 2, 9};
     sl_dataset *ds = sl_shuffle(sl_range(0, 10, 1), SL_SHUFFLE_ALL, 3, 0);
     int64_t *v;
     size_t n;
@@ -91,6 +91,16 @@ static void test_streams(void **state)
         free(v);
         sl_options_free(o);
     }
+    sl_dataset_release(ds);
+    /* and the first of 5,000 (the Feistel network, core/perm.c) */
+    static const int64_t big0[10] = {3067, 3963, 3091, 1496, 2049, 3147, 1045, 2884, 542, 3558};
+    ds = sl_shuffle(sl_range(0, 5000, 1), SL_SHUFFLE_ALL, 3, 0);
+    sl_options *ob = tu_opts(1, 0);
+    assert_int_equal(tu_collect(ds, ob, &v, &n, NULL), SL_EOF);
+    assert_int_equal(n, 5000);
+    assert_memory_equal(v, big0, sizeof big0);
+    free(v);
+    sl_options_free(ob);
     sl_dataset_release(ds);
     /* a map's per-element stream for global seed 5 */
     static const int64_t first[3] = {0x145b9cb1f6cd24ca, 0x57062cdb69753313,

@@ -241,17 +241,17 @@ static sl_dataset *build(const char *name)
 
 typedef struct fx_case {
     const char *name;
-    int64_t k; /* elements taken before the state was saved */
+    int64_t k;    /* elements taken before the state was saved */
+    int refused; /* its order changed on purpose since: the old state is
+                  * refused (SL_EMISMATCH), never misread */
 } fx_case;
 
 static const fx_case cases[] = {
-    {"range", 11},        {"counter", 9},          {"from_tensors", 13},
-    {"from_element", 4},  {"from_files", 3},       {"list_files", 5},
-    {"image_folder", 2},  {"scan", 17},            {"unique", 4},
-    {"rejection_resample", 12}, {"group_by_window", 5}, {"pack", 6},
-    {"window", 4},        {"shuffle", 23},         {"shuffle_all", 19},
-    {"map_batch_prefetch", 7}, {"interleave", 8},  {"cache", 12},
-    {"snapshot", 10},     {"load", 9},
+    {"range", 11, 0}, {"counter", 9, 0}, {"from_tensors", 13, 0}, {"from_element", 4, 0},
+    {"from_files", 3, 0}, {"list_files", 5, 0}, {"image_folder", 2, 0}, {"scan", 17, 0},
+    {"unique", 4, 0}, {"rejection_resample", 12, 0}, {"group_by_window", 5, 0}, {"pack", 6, 0},
+    {"window", 4, 0}, {"shuffle", 23, 0}, {"shuffle_all", 19, 1}, {"map_batch_prefetch", 7, 0},
+    {"interleave", 8, 0}, {"cache", 12, 0}, {"snapshot", 10, 0}, {"load", 9, 0},
 };
 #define NCASES (int)(sizeof cases / sizeof *cases)
 
@@ -392,6 +392,17 @@ static void check_case(const fx_case *c)
         fail_msg("%s: %s", c->name, sl_last_error());
     sl_options *o = opts();
     sl_iterator *it = sl_iterator_restore(ds, state, len, o);
+    if (c->refused) {
+        /* shuffle(ALL) computes its order per index since issue 39 */
+        assert_null(it);
+        assert_int_equal(sl_last_error_code(), SL_EMISMATCH);
+        if (!strstr(sl_last_error(), "order version"))
+            fail_msg("%s: %s", c->name, sl_last_error());
+        sl_options_free(o);
+        sl_dataset_release(ds);
+        free(file);
+        return;
+    }
     if (!it)
         fail_msg("%s: the old state does not restore: %s", c->name, sl_last_error());
     /* saved again where it stands, it is the same state, byte for byte */

@@ -12,6 +12,7 @@
  */
 #include <string.h>
 #include "../graph/node.h"
+#include "../core/perm.h"
 #include "../graph/sync.h"
 
 typedef struct shuffle_ds {
@@ -258,43 +259,25 @@ static int shuffle_buffer_make(const sl_dataset *ds, sl__tree *tree, uint64_t ke
 /* ---- whole-dataset shuffle ---- */
 
 /*
- * A lazy Fisher–Yates: step i swaps a random j in [i, n) into place and emits
- * it, so nothing is shuffled ahead of time. The table holds value ^ position,
- * which makes the zeroed allocation the identity permutation. 32-bit entries
- * when they suffice halve its size.
+ * Position i of the epoch is element perm(i) of the input, a bijection of
+ * [0, n) keyed by (seed, node, epoch) and computed per index (core/perm.h):
+ * no table, the same order on every host, and a saved position resumes in
+ * O(1). The record keeps the permutation's version beside the position: a
+ * state written under another order (sluice 0.3's first, a lazily drawn
+ * Fisher-Yates table, saved the position alone) is refused, never misread.
  */
 typedef struct shuffle_all_iter {
     sl__iter base;
-    sl__rng rng;
-    void *perm;
-    size_t width; /* 4 or 8 */
-    int64_t n, pos;
+    sl__perm perm;
+    int64_t n, pos, version;
 } shuffle_all_iter;
-
-static uint64_t perm_get(const shuffle_all_iter *it, int64_t i)
-{
-    if (it->width == 4)
-        return ((const uint32_t *)it->perm)[i] ^ (uint32_t)i;
-    return ((const uint64_t *)it->perm)[i] ^ (uint64_t)i;
-}
-
-static void perm_set(shuffle_all_iter *it, int64_t i, uint64_t v)
-{
-    if (it->width == 4)
-        ((uint32_t *)it->perm)[i] = (uint32_t)v ^ (uint32_t)i;
-    else
-        ((uint64_t *)it->perm)[i] = v ^ (uint64_t)i;
-}
 
 static int shuffle_all_next(sl__iter *base, sl_element **out)
 {
     shuffle_all_iter *it = (shuffle_all_iter *)base;
     const sl_dataset *in = base->ds->inputs[0];
     while (it->pos < it->n) {
-        int64_t i = it->pos++;
-        int64_t j = i + (int64_t)sl__rng_below(&it->rng, (uint64_t)(it->n - i));
-        uint64_t picked = perm_get(it, j);
-        perm_set(it, j, perm_get(it, i));
+        uint64_t picked = sl__perm_at(&it->perm, (uint64_t)it->pos++);
         int rc = in->ops->get(in, (int64_t)picked, out);
         if (rc == 0) {
             base->ok_count++;
@@ -308,38 +291,21 @@ static int shuffle_all_next(sl__iter *base, sl_element **out)
     return SL_EOF;
 }
 
-static void shuffle_all_destroy(sl__iter *base)
-{
-    shuffle_all_iter *it = (shuffle_all_iter *)base;
-    sl__free(it->perm, (size_t)it->n * it->width);
-}
-
-/* The record: the position; the permutation is redrawn up to it. */
 static const sl__field shuffle_all_state[] = {
     SL__FIELD_I64(shuffle_all_iter, pos, 0, INT64_MAX),
+    SL__FIELD_I64(shuffle_all_iter, version, 0, INT64_MAX),
 };
+#define SHUFFLE_ALL_FIELDS ((int)(sizeof shuffle_all_state / sizeof shuffle_all_state[0]))
 
 static int shuffle_all_save(sl__iter *base, sl__bytes *w)
 {
-    int64_t f[1];
-    sl__fields_get(base, shuffle_all_state, 1, f);
-    return sl__state_node(w, base, 1, f, 0);
-}
-
-/* The permutation after `pos` steps: the same draws and swaps, without
- * fetching the elements. */
-static void shuffle_all_resume(shuffle_all_iter *it, int64_t pos)
-{
-    for (; it->pos < pos; it->pos++) {
-        int64_t i = it->pos;
-        int64_t j = i + (int64_t)sl__rng_below(&it->rng, (uint64_t)(it->n - i));
-        perm_set(it, j, perm_get(it, i));
-    }
+    int64_t f[SHUFFLE_ALL_FIELDS];
+    sl__fields_get(base, shuffle_all_state, SHUFFLE_ALL_FIELDS, f);
+    return sl__state_node(w, base, SHUFFLE_ALL_FIELDS, f, 0);
 }
 
 static const sl__iter_ops shuffle_all_iter_ops = {
     .next = shuffle_all_next,
-    .destroy = shuffle_all_destroy,
     .save = shuffle_all_save,
 };
 
@@ -355,25 +321,27 @@ static int shuffle_all_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, 
     if (!it)
         return SL_ENOMEM;
     it->n = sl_dataset_cardinality(ds->inputs[0]);
-    it->width = (uint64_t)it->n <= UINT32_MAX ? 4 : 8;
-    it->perm = sl__calloc((size_t)it->n, it->width);
-    if (!it->perm) {
-        it->n = 0;
+    sl__rng rng = make_rng(&it->base);
+    sl__perm_init(&it->perm, (uint64_t)it->n, sl__rng_next(&rng));
+    if (sl__iter_restored_count(&it->base) == 1) {
         sl__iter_free(&it->base);
-        return sl__set_error(SL_ENOMEM, "shuffle: no memory for a permutation of %lld",
-                             (long long)sl_dataset_cardinality(ds->inputs[0]));
+        return sl__set_error(SL_EMISMATCH, "shuffle(ALL): the state was saved under the order "
+                             "of an older sluice (a drawn table); this one computes order "
+                             "version %d per index and cannot resume it",
+                             SL__PERM_VERSION);
     }
-    it->rng = make_rng(&it->base);
-    rc = sl__fields_restore(&it->base, it, shuffle_all_state, 1);
+    rc = sl__fields_restore(&it->base, it, shuffle_all_state, SHUFFLE_ALL_FIELDS);
+    if (rc > 0 && it->version != SL__PERM_VERSION)
+        rc = sl__set_error(SL_EMISMATCH, "shuffle(ALL): the state was saved under order "
+                           "version %lld; this sluice computes version %d",
+                           (long long)it->version, SL__PERM_VERSION);
     if (rc > 0)
         rc = sl__state_range(&it->base, "pos", it->pos, 0, it->n);
     if (rc < 0) {
         sl__iter_free(&it->base);
         return rc;
     }
-    int64_t pos = it->pos;
-    it->pos = 0;
-    shuffle_all_resume(it, pos);
+    it->version = SL__PERM_VERSION;
     *out = &it->base;
     return 0;
 }
