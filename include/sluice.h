@@ -881,7 +881,11 @@ SL_API sl_dataset *sl_padded_batch(sl_dataset *in, int64_t size, int n,
 /* Uses the whole dataset as the shuffle buffer: a fresh permutation of the
  * index each epoch, no fill-up pause. Needs a source of known size with
  * random access (range, from_tensors, from_files and take/skip/shard of
- * them); SL_EUNSUPPORTED otherwise. */
+ * them); SL_EUNSUPPORTED otherwise. The permutation is computed per
+ * position (a keyed Feistel network walked onto [0, n)): no table, the same
+ * order for a seed on every thread count and host, and a saved position
+ * resumes at once. States record the order's version; one saved under
+ * another order is refused with SL_EMISMATCH. */
 #define SL_SHUFFLE_ALL (-1)
 /* The same order every epoch (tf.data's reshuffle_each_iteration=False);
  * random ops after the shuffle (map_image's crops and flips) still draw
@@ -1153,6 +1157,25 @@ SL_API sl_dataset *sl_tfrecord(sl_dataset *paths, int compression, unsigned flag
 /* sl_interleave_fn for TFRecord files: user points to an int, an
  * sl_compression (NULL: none). */
 SL_API sl_dataset *sl_tfrecord_fn(const sl_element *path, void *user);
+/* TFRecord shards with random access: element i is the i-th record of the
+ * shards taken in order, (record: scalar string), plus (path) with
+ * SL_WITH_PATHS, as sl_tfrecord gives them; known cardinality, so
+ * shuffle(SL_SHUFFLE_ALL) permutes every record of every shard with no
+ * buffer and a saved position seeks. Each shard's index is read now:
+ * index_paths[k] (DALI's tfrecord2idx files: one "offset size" line per
+ * record, size counting the framing), or with index_paths NULL (or its
+ * entry NULL) "<shard>.idx" when it is no older than the shard and ends
+ * where the shard does, else one pass over the shard's record headers
+ * builds it and writes it there (kept in memory where that fails).
+ * Uncompressed shards only. A record is one read; its length and CRCs
+ * are checked as sl_tfrecord checks them (flags: SL_WITH_PATHS,
+ * SL_TFRECORD_NO_DATA_CRC), and a bad one is an element error naming the
+ * shard, the byte offset and the record. NULL with SL_EIO (a shard that
+ * cannot be read) or SL_ECORRUPT (an index that does not fit its shard,
+ * naming the line; a shard whose headers do not parse, naming the
+ * offset). */
+SL_API sl_dataset *sl_tfrecord_indexed(const char *const *paths, int n,
+                                       const char *const *index_paths, unsigned flags);
 
 /* A tf.train.Example feature to parse (tf.io.FixedLenFeature /
  * VarLenFeature). */

@@ -846,6 +846,38 @@ class Dataset:
             cycle_length=n, block_length=1, num_parallel_calls=n, deterministic=deterministic)
 
     @staticmethod
+    def tfrecord_indexed(filenames, index_paths=None, *, with_paths=False, check_crc=True):
+        """TFRecord shards with random access by record, as DALI's
+        readers.tfrecord(path, index_path) reads them: the records of the
+        shards in order, as bytes, with a known cardinality, so
+        shuffle(sluice.ALL) permutes every record with no buffer and a
+        saved state seeks. index_paths: one DALI tfrecord2idx file per
+        shard ("offset size" lines), or None (or a None entry) to use
+        "<shard>.idx" beside the shard when it is current, else to index
+        the shard in one pass and write that file (kept in memory where
+        the folder is read-only). Uncompressed shards only. A bad record
+        is a CorruptDataError naming the shard and the byte offset; an
+        index that does not fit its shard fails here, naming the line."""
+        if isinstance(filenames, (str, bytes, os.PathLike)):
+            filenames = [filenames]
+        paths = [os.fsencode(p) for p in filenames]
+        n = len(paths)
+        if n < 1:
+            raise ValueError("tfrecord_indexed: no shards")
+        arr = (ctypes.c_char_p * n)(*paths)
+        idx = None
+        if index_paths is not None:
+            index_paths = list(index_paths)
+            if len(index_paths) != n:
+                raise ValueError("tfrecord_indexed: %d shards but %d index paths"
+                                 % (n, len(index_paths)))
+            idx = (ctypes.c_char_p * n)(*[None if p is None else os.fsencode(p)
+                                          for p in index_paths])
+        flags = ((SL_WITH_PATHS if with_paths else 0)
+                 | (0 if check_crc else SL_TFRECORD_NO_DATA_CRC))
+        return Dataset(_check(lib.sl_tfrecord_indexed(arr, n, idx, flags)), strings="bytes")
+
+    @staticmethod
     def webdataset(urls, keys=("jpg", "cls"), *, with_keys=False):
         """WebDataset tar shards (plain or .tar.gz): members grouped into
         samples by key (the path up to the first "." of the base name), each
@@ -1528,10 +1560,12 @@ class Dataset:
         """Shuffles through a buffer of buffer_size elements, or the whole
         dataset with sluice.ALL (needs a source of known size with random
         access: range, from_tensor_slices, the file sources; files are read
-        in the shuffled order, so nothing is read twice). seed None derives
-        one from Options(seed). reshuffle_each_iteration (default True): a
-        new order each epoch; False keeps one order, though random ops after
-        the shuffle (map_image's crops) still change each epoch."""
+        in the shuffled order, so nothing is read twice; the order is
+        computed per position, with no table, and resumes at once). seed
+        None derives one from Options(seed). reshuffle_each_iteration
+        (default True): a new order each epoch; False keeps one order,
+        though random ops after the shuffle (map_image's crops) still change
+        each epoch."""
         buffer_size = _count("shuffle", "buffer_size", buffer_size)
         flags = SL_SHUFFLE_NO_RESHUFFLE if reshuffle_each_iteration is False else 0
         return self._derive(lib.sl_shuffle, buffer_size, -1 if seed is None else seed, flags)

@@ -588,3 +588,31 @@ def test_resume_over_interleaved_shards(shards):
     it.close()
     rest = list(ds.iterator(state=state))
     assert head + rest == full
+
+
+def test_tfrecord_indexed_shuffles_records_without_a_buffer(tmp_path):
+    records = [b"record %d " % i * (i % 5 + 1) for i in range(50)]
+    shards = []
+    for k in range(2):
+        path = tmp_path / ("part-%d.tfrecord" % k)
+        path.write_bytes(b"".join(frame(r) for r in records[k * 25:(k + 1) * 25]))
+        shards.append(str(path))
+    ds = sluice.Dataset.tfrecord_indexed(shards)
+    assert ds.cardinality() == 50
+    assert [bytes(r) for r in ds] == records
+    # the index it wrote beside each shard is DALI's text
+    lines = (tmp_path / "part-0.tfrecord.idx").read_text().splitlines()
+    assert lines[0] == "0 %d" % (len(records[0]) + 16) and len(lines) == 25
+    shuffled = ds.shuffle(sluice.ALL, seed=4, reshuffle_each_iteration=False)
+    order = [bytes(r) for r in shuffled]
+    assert sorted(order) == sorted(records) and order != records
+    assert [bytes(r) for r in shuffled] == order  # one order, every pass
+    it = iter(shuffled)
+    head = [bytes(next(it)) for _ in range(17)]
+    state = it.state()
+    assert head + [bytes(r) for r in shuffled.iterator(state=state)] == order
+    # an index that does not fit its shard is refused, naming it
+    bad = tmp_path / "bad.idx"
+    bad.write_text("0 16\n")
+    with pytest.raises(sluice.CorruptDataError, match="bad.idx"):
+        sluice.Dataset.tfrecord_indexed(shards, [str(bad), None])
