@@ -1177,6 +1177,26 @@ SL_API sl_dataset *sl_tfrecord_fn(const sl_element *path, void *user);
 SL_API sl_dataset *sl_tfrecord_indexed(const char *const *paths, int n,
                                        const char *const *index_paths, unsigned flags);
 
+/* Token files with random access, memory-mapped (pages are read on first
+ * touch; a corpus larger than memory costs no heap): sources of sequences
+ * for sl_pack, sl_window, sl_padded_batch. Element i is a 1-D tensor of
+ * tokens in the file's own dtype. Both check every count, size and offset
+ * against the files' lengths when made (NULL with SL_ECORRUPT naming the
+ * file and what does not fit), so no read leaves the mapping.
+ *
+ * Megatron-LM's indexed dataset (megatron.core.datasets.indexed_dataset):
+ * PREFIX.idx ("MMIDIDX" header, version 1, dtype code, sequence and
+ * document counts, sizes, pointers, document indices) and PREFIX.bin.
+ * Element i is sequence i, or with SL_TOKENS_DOCUMENTS document i (its
+ * sequences, contiguous in the .bin, as one tensor). */
+#define SL_TOKENS_DOCUMENTS 1u
+SL_API sl_dataset *sl_megatron(const char *prefix, unsigned flags);
+/* A NumPy .npy file (versions 1-3; little-endian u1, i1, u2, i2, i4, i8,
+ * f4, f8): a 2-D array's rows (seq_len 0, or the row length), or a 1-D
+ * array cut into elements of seq_len tokens (the last may be shorter).
+ * flags: 0. */
+SL_API sl_dataset *sl_npy(const char *path, int64_t seq_len, unsigned flags);
+
 /* A tf.train.Example feature to parse (tf.io.FixedLenFeature /
  * VarLenFeature). */
 typedef enum sl_feature_type {

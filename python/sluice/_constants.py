@@ -137,6 +137,7 @@ SL_COMPRESSION_GZIP = 2
 
 # #define SL_*
 SL_TFRECORD_NO_DATA_CRC = 2
+SL_TOKENS_DOCUMENTS = 1
 
 # enum sl_feature_type
 SL_FEATURE_BYTES = 0

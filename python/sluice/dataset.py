@@ -17,7 +17,7 @@ from ._constants import (SL_AUTOTUNE, SL_COMPRESSION_GZIP, SL_COMPRESSION_NONE,
                          SL_PAD_TO_BUCKET_BOUNDARY, SL_SHUFFLE_ALL,
                          SL_SAME_EACH_EPOCH, SL_SHUFFLE_NO_RESHUFFLE, SL_STOP_ON_EMPTY,
                          SL_STRING,
-                         SL_TFRECORD_NO_DATA_CRC, SL_UINT8, SL_UINT16,
+                         SL_TFRECORD_NO_DATA_CRC, SL_TOKENS_DOCUMENTS, SL_UINT8, SL_UINT16,
                          SL_UNKNOWN, SL_WITH_PATHS)
 from . import _callbacks
 from ._callbacks import Callback
@@ -876,6 +876,26 @@ class Dataset:
         flags = ((SL_WITH_PATHS if with_paths else 0)
                  | (0 if check_crc else SL_TFRECORD_NO_DATA_CRC))
         return Dataset(_check(lib.sl_tfrecord_indexed(arr, n, idx, flags)), strings="bytes")
+
+    @staticmethod
+    def megatron(prefix, documents=False):
+        """Megatron-LM's indexed dataset (PREFIX.idx and PREFIX.bin, as
+        megatron.core.datasets.indexed_dataset writes them), memory-mapped:
+        element i is sequence i's tokens as a 1-D array in the file's dtype,
+        or with documents=True document i (its sequences joined). Random
+        access: shuffle(sluice.ALL) and a saved state seek. An index that
+        does not fit its files is a CorruptDataError naming it."""
+        flags = SL_TOKENS_DOCUMENTS if documents else 0
+        return Dataset(_check(lib.sl_megatron(os.fsencode(prefix), flags)))
+
+    @staticmethod
+    def npy(path, seq_len=0):
+        """A NumPy .npy file, memory-mapped: a 2-D array's rows (seq_len 0
+        or the row length), or a 1-D token array cut into elements of
+        seq_len tokens (the last may be shorter). Little-endian integer and
+        float dtypes; random access as Dataset.megatron."""
+        return Dataset(_check(lib.sl_npy(os.fsencode(path),
+                                         _count("npy", "seq_len", seq_len), 0)))
 
     @staticmethod
     def webdataset(urls, keys=("jpg", "cls"), *, with_keys=False):
