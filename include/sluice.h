@@ -895,6 +895,21 @@ SL_API sl_dataset *sl_padded_batch(sl_dataset *in, int64_t size, int n,
 /* Seed: -1 derives one from the iterator's SL_OPT_SEED. */
 SL_API sl_dataset *sl_shuffle(sl_dataset *in, int64_t buffer, int64_t seed,
                               unsigned flags);
+/* A whole-dataset order that keeps reads near each other, for data in
+ * shards or object storage (as MosaicML Streaming's py1e and FFCV's
+ * quasi-random order): the input's index in blocks of `block` consecutive
+ * elements (about a shard's records), the full blocks permuted, then each
+ * run of `window` consecutive permuted blocks shuffled within (a short last
+ * block is shuffled on its own at the end of the pass). At any moment the
+ * reads touch at most `window` blocks, and a block's elements are read
+ * within one window of block * window positions. What it costs in
+ * randomness: each element's position is still uniform over the pass, but
+ * two elements of one block always land in the same window, at most
+ * block * window positions apart (a full shuffle puts them n / 3 apart
+ * on average). Needs what SL_SHUFFLE_ALL needs; seed and flags as
+ * sl_shuffle's; saved positions seek. block, window >= 1. */
+SL_API sl_dataset *sl_shuffle_windowed(sl_dataset *in, int64_t block, int64_t window,
+                                       int64_t seed, unsigned flags);
 /* count >= 0 passes (0 gives an empty dataset, as in tf.data), or -1 for
  * forever. A pass that yields nothing ends a forever-repeat (so an empty
  * input does not spin). Each pass re-creates the input with a new epoch

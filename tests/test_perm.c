@@ -160,6 +160,84 @@ static void test_neighbours_uncorrelated(void **state)
     }
 }
 
+/* sl_shuffle_windowed: a permutation whose every window of block * window
+ * positions holds whole blocks, at most `window` of them, the short last
+ * block last; the same at any thread count; resumes anywhere. */
+static void test_windowed(void **state)
+{
+    (void)state;
+    const int64_t n = 1003, block = 10, window = 4;
+    sl_dataset *ds = sl_shuffle_windowed(sl_range(0, n, 1), block, window, 3, 0);
+    if (!ds)
+        fail_msg("%s", sl_last_error());
+    int64_t *a, *b;
+    size_t na, nb;
+    sl_options *o1 = tu_opts(1, 0), *o3 = tu_opts(3, 0);
+    assert_int_equal(tu_collect(ds, o1, &a, &na, NULL), SL_EOF);
+    assert_int_equal(tu_collect(ds, o3, &b, &nb, NULL), SL_EOF);
+    assert_int_equal(na, (size_t)n);
+    assert_memory_equal(a, b, (size_t)n * sizeof *a);
+    char *seen = calloc((size_t)n, 1);
+    int64_t in_place = 0;
+    for (int64_t i = 0; i < n; i++) {
+        assert_false(seen[a[i]]);
+        seen[a[i]] = 1;
+        in_place += a[i] == i;
+    }
+    assert_true(in_place < 20);
+    for (int64_t w = 0; w * block * window < 1000; w++) {
+        int blocks[64], nblocks = 0;
+        for (int64_t i = w * block * window; i < (w + 1) * block * window && i < 1000; i++) {
+            int blk = (int)(a[i] / block), k = 0;
+            assert_true(a[i] < 1000);
+            while (k < nblocks && blocks[k] != blk)
+                k++;
+            if (k == nblocks)
+                blocks[nblocks++] = blk;
+        }
+        assert_true(nblocks <= window);
+    }
+    for (int64_t i = 1000; i < n; i++) /* the short block, last */
+        assert_true(a[i] >= 1000);
+    /* resumed anywhere, the rest is the same */
+    const int64_t at[] = {0, 7, 40, 399, 1000, 1002};
+    for (size_t k = 0; k < sizeof at / sizeof *at; k++) {
+        sl_iterator *it = sl_iterator_create(ds, o1);
+        sl_element *el;
+        for (int64_t i = 0; i < at[k]; i++) {
+            assert_int_equal(sl_next(it, &el), 0);
+            sl_element_release(el);
+        }
+        unsigned char st[256];
+        int64_t len = sl_iterator_save(it, st, sizeof st);
+        assert_true(len > 0);
+        sl_iterator_free(it);
+        it = sl_iterator_restore(ds, st, (size_t)len, o1);
+        assert_non_null(it);
+        for (int64_t i = at[k]; i < n; i++) {
+            assert_int_equal(sl_next(it, &el), 0);
+            assert_int_equal(*(const int64_t *)sl_tensor_data(sl_element_tensor(el, 0)), a[i]);
+            sl_element_release(el);
+        }
+        assert_int_equal(sl_next(it, &el), SL_EOF);
+        sl_iterator_free(it);
+    }
+    free(seen);
+    free(a);
+    free(b);
+    sl_dataset_release(ds);
+    /* fewer elements than a block; bad arguments */
+    ds = sl_shuffle_windowed(sl_range(0, 7, 1), 10, 4, 3, 0);
+    assert_int_equal(tu_collect(ds, o1, &a, &na, NULL), SL_EOF);
+    assert_int_equal(na, 7);
+    free(a);
+    sl_dataset_release(ds);
+    assert_null(sl_shuffle_windowed(sl_range(0, 7, 1), 0, 4, 3, 0));
+    assert_int_equal(sl_last_error_code(), SL_EINVAL);
+    sl_options_free(o1);
+    sl_options_free(o3);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -168,6 +246,7 @@ int main(void)
         cmocka_unit_test(test_huge),
         cmocka_unit_test(test_uniform_positions),
         cmocka_unit_test(test_neighbours_uncorrelated),
+        cmocka_unit_test(test_windowed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

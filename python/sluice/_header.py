@@ -286,6 +286,7 @@ FUNCTIONS = {
     "sl_window": (c_void_p, [c_void_p, c_int64, c_int64, c_int64, c_uint]),
     "sl_padded_batch": (c_void_p, [c_void_p, c_int64, c_int, POINTER(c_int64), c_void_p, c_uint]),
     "sl_shuffle": (c_void_p, [c_void_p, c_int64, c_int64, c_uint]),
+    "sl_shuffle_windowed": (c_void_p, [c_void_p, c_int64, c_int64, c_int64, c_uint]),
     "sl_repeat": (c_void_p, [c_void_p, c_int64]),
     "sl_take": (c_void_p, [c_void_p, c_int64]),
     "sl_assert_cardinality": (c_void_p, [c_void_p, c_int64]),

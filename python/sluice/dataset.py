@@ -1590,6 +1590,20 @@ class Dataset:
         flags = SL_SHUFFLE_NO_RESHUFFLE if reshuffle_each_iteration is False else 0
         return self._derive(lib.sl_shuffle, buffer_size, -1 if seed is None else seed, flags)
 
+    def shuffle_windowed(self, block, window, seed=None, reshuffle_each_iteration=None):
+        """A whole-dataset order that keeps reads near each other (sharded
+        data, object storage): the index in blocks of `block` consecutive
+        elements (about a shard's records), the blocks permuted, then each
+        run of `window` permuted blocks shuffled within. Reads touch at most
+        `window` blocks at a time. Each element's position is still uniform
+        over the pass, but two elements of one block land at most
+        block * window positions apart. Needs what shuffle(sluice.ALL)
+        needs; seed and reshuffle_each_iteration as shuffle's."""
+        flags = SL_SHUFFLE_NO_RESHUFFLE if reshuffle_each_iteration is False else 0
+        return self._derive(lib.sl_shuffle_windowed, _count("shuffle_windowed", "block", block),
+                            _count("shuffle_windowed", "window", window),
+                            -1 if seed is None else seed, flags)
+
     def repeat(self, count=None):
         """count passes, or forever (None or -1). Each pass is a new epoch
         for what is below (new order, new crops)."""

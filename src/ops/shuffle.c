@@ -19,6 +19,7 @@ typedef struct shuffle_ds {
     sl_dataset base;
     int64_t buffer, seed;
     unsigned flags;
+    int64_t block, window; /* sl_shuffle_windowed's; 0 for sl_shuffle */
 } shuffle_ds;
 
 /* ---- buffer shuffle ---- */
@@ -268,16 +269,47 @@ static int shuffle_buffer_make(const sl_dataset *ds, sl__tree *tree, uint64_t ke
  */
 typedef struct shuffle_all_iter {
     sl__iter base;
-    sl__perm perm;
+    sl__perm perm; /* windowed: of the full blocks */
     int64_t n, pos, version;
+    /* sl_shuffle_windowed: the input in blocks of `block`, the full ones
+     * permuted, each run of `window` of them shuffled within; the short
+     * last block, if any, is shuffled on its own at the end */
+    int64_t block, window, full;
+    uint64_t key;
+    sl__perm in_window;
+    int64_t current; /* the window in_window is for, or -1 */
 } shuffle_all_iter;
+
+/* The input index at position i of a windowed order. */
+static uint64_t windowed_at(shuffle_all_iter *it, int64_t i)
+{
+    int64_t span = it->block * it->window, w = i / span;
+    if (i >= it->full * it->block) /* the tail, a window of its own */
+        w = (it->full + it->window - 1) / it->window;
+    if (w != it->current) {
+        int64_t first = w * it->window;
+        int64_t count = first < it->full ? (it->full - first < it->window ? it->full - first
+                                                                          : it->window) *
+                                               it->block
+                                         : it->n - it->full * it->block;
+        sl__perm_init(&it->in_window, (uint64_t)count, sl__hash_u64(it->key, (uint64_t)w));
+        it->current = w;
+    }
+    int64_t base = it->full * it->block;
+    if (i >= base)
+        return (uint64_t)base + sl__perm_at(&it->in_window, (uint64_t)(i - base));
+    uint64_t q = sl__perm_at(&it->in_window, (uint64_t)(i - w * span));
+    uint64_t slot = (uint64_t)(w * it->window) + q / (uint64_t)it->block;
+    return sl__perm_at(&it->perm, slot) * (uint64_t)it->block + q % (uint64_t)it->block;
+}
 
 static int shuffle_all_next(sl__iter *base, sl_element **out)
 {
     shuffle_all_iter *it = (shuffle_all_iter *)base;
     const sl_dataset *in = base->ds->inputs[0];
     while (it->pos < it->n) {
-        uint64_t picked = sl__perm_at(&it->perm, (uint64_t)it->pos++);
+        int64_t i = it->pos++;
+        uint64_t picked = it->block ? windowed_at(it, i) : sl__perm_at(&it->perm, (uint64_t)i);
         int rc = in->ops->get(in, (int64_t)picked, out);
         if (rc == 0) {
             base->ok_count++;
@@ -322,7 +354,17 @@ static int shuffle_all_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, 
         return SL_ENOMEM;
     it->n = sl_dataset_cardinality(ds->inputs[0]);
     sl__rng rng = make_rng(&it->base);
-    sl__perm_init(&it->perm, (uint64_t)it->n, sl__rng_next(&rng));
+    const shuffle_ds *sd = (const shuffle_ds *)ds;
+    it->block = sd->block;
+    it->window = sd->window;
+    it->current = -1;
+    if (it->block) {
+        it->full = it->n / it->block;
+        it->key = sl__rng_next(&rng);
+        sl__perm_init(&it->perm, (uint64_t)it->full, sl__rng_next(&rng));
+    } else {
+        sl__perm_init(&it->perm, (uint64_t)it->n, sl__rng_next(&rng));
+    }
     if (sl__iter_restored_count(&it->base) == 1) {
         sl__iter_free(&it->base);
         return sl__set_error(SL_EMISMATCH, "shuffle(ALL): the state was saved under the order "
@@ -366,7 +408,10 @@ static uint64_t shuffle_fingerprint(const sl_dataset *ds, uint64_t h)
     const shuffle_ds *s = (const shuffle_ds *)ds;
     h = sl__hash_u64(h, (uint64_t)s->buffer);
     h = sl__hash_u64(h, (uint64_t)s->seed);
-    return sl__hash_u64(h, s->flags);
+    h = sl__hash_u64(h, s->flags);
+    if (s->block) /* (what sl_shuffle hashed before stays as it was) */
+        h = sl__hash_u64(sl__hash_u64(h, (uint64_t)s->block), (uint64_t)s->window);
+    return h;
 }
 
 static const sl__node_ops shuffle_ops = {
@@ -377,14 +422,29 @@ static const sl__node_ops shuffle_ops = {
     .fingerprint = shuffle_fingerprint,
 };
 
-static sl_dataset *build(sl_dataset *in, int64_t buffer, int64_t seed, unsigned flags)
+typedef struct shuffle_args {
+    int64_t buffer;
+    int64_t seed;
+    unsigned flags;
+    int64_t block, window;
+} shuffle_args;
+
+static sl_dataset *build(sl_dataset *in, const shuffle_args *a)
 {
+    int64_t buffer = a->buffer, seed = a->seed;
+    unsigned flags = a->flags;
     shuffle_ds *s = (shuffle_ds *)sl__dataset_new(&shuffle_ops, sizeof *s, in);
     if (!s)
         return NULL;
     s->buffer = buffer;
     s->seed = seed;
     s->flags = flags;
+    s->block = a->block;
+    s->window = a->window;
+    if (a->block < 0 || a->window < 0 || (a->block > 0) != (a->window > 0))
+        return sl__dataset_fail(&s->base, SL_EINVAL, "shuffle_windowed: block and window "
+                                "must be >= 1 (%lld, %lld)", (long long)a->block,
+                                (long long)a->window);
     if (buffer == 0 || buffer < SL_SHUFFLE_ALL)
         return sl__dataset_fail(&s->base, SL_EINVAL,
                                 "shuffle: buffer must be >= 1 or SL_SHUFFLE_ALL, not %lld",
@@ -412,21 +472,27 @@ static sl_dataset *build(sl_dataset *in, int64_t buffer, int64_t seed, unsigned 
     return &s->base;
 }
 
-typedef struct shuffle_args {
-    int64_t buffer;
-    int64_t seed;
-    unsigned flags;
-} shuffle_args;
-
 static sl_dataset *apply(sl_dataset *x, void *arg)
 {
-    const shuffle_args *a = arg;
-    return build(x, a->buffer, a->seed, a->flags);
+    return build(x, arg);
 }
 
 /* Moves below nodes that read files, so dropped files are never read. */
 SL_API sl_dataset *sl_shuffle(sl_dataset *in, int64_t buffer, int64_t seed, unsigned flags)
 {
-    shuffle_args a = {buffer, seed, flags};
+    shuffle_args a = {buffer, seed, flags, 0, 0};
+    return sl__push_below(in, apply, &a);
+}
+
+SL_API sl_dataset *sl_shuffle_windowed(sl_dataset *in, int64_t block, int64_t window,
+                                       int64_t seed, unsigned flags)
+{
+    if (in && (block < 1 || window < 1)) {
+        sl__set_error(SL_EINVAL, "shuffle_windowed: block and window must be >= 1 (%lld, "
+                      "%lld)", (long long)block, (long long)window);
+        sl_dataset_release(in);
+        return NULL;
+    }
+    shuffle_args a = {SL_SHUFFLE_ALL, seed, flags, block, window};
     return sl__push_below(in, apply, &a);
 }

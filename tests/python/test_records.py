@@ -616,3 +616,11 @@ def test_tfrecord_indexed_shuffles_records_without_a_buffer(tmp_path):
     bad.write_text("0 16\n")
     with pytest.raises(sluice.CorruptDataError, match="bad.idx"):
         sluice.Dataset.tfrecord_indexed(shards, [str(bad), None])
+
+
+def test_shuffle_windowed_keeps_shards_together(tmp_path):
+    ds = sluice.Dataset.range(100).shuffle_windowed(10, 2, seed=1)
+    order = [int(x) for x in ds]
+    assert sorted(order) == list(range(100)) and order != list(range(100))
+    for w in range(0, 100, 20):  # every 20 positions: two whole blocks of 10
+        assert len({v // 10 for v in order[w:w + 20]}) == 2
