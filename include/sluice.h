@@ -1694,6 +1694,30 @@ SL_API sl_dataset *sl_snapshot(sl_dataset *in, const char *path, int compression
 SL_API int64_t sl_iterator_save(sl_iterator *it, void *buf, size_t cap);
 SL_API sl_iterator *sl_iterator_restore(sl_dataset *ds, const void *state, size_t len,
                                         const sl_options *opts);
+/* Resumes a pass saved on another number of ranks: states[0..n) are every
+ * old rank's state from one checkpoint (any order), and ds is this rank's
+ * pipeline, built with its own sl_distribute context (any world size, this
+ * rank among it). From their records the old ranks' positions are merged
+ * into what the epoch has left (a prefix of the order, and the few
+ * positions faster ranks took beyond it), and the new ranks split that, so
+ * across the change every element of the epoch is consumed exactly once
+ * (an element the error policy skipped counts as consumed; the padding
+ * for equal steps wraps within what is left and counts in
+ * SL_STAT_PADDED). The order must be computed per position below
+ * distribute: shuffle(SL_SHUFFLE_ALL), sl_shuffle_windowed, or an indexed
+ * source (range, from_tensor_slices, the file lists, tfrecord_indexed,
+ * megatron, npy); the nodes above distribute start afresh, so the batch
+ * size may change. A state saved after such a resume holds the merged
+ * base too, so checkpoints may be resumed on yet another world size, and
+ * sl_iterator_restore still resumes it on the same one.
+ * NULL with SL_EMISMATCH (another pipeline, seed or epoch, ranks missing
+ * or repeated, states from different resumes), SL_EUNSUPPORTED (ranks
+ * more than 4,096 elements apart, or a distribute that splits whole files)
+ * or SL_EINVAL (n > 1 and no distribute node over a dataset of known
+ * size); n = 1 without a distribute node is sl_iterator_restore. */
+SL_API sl_iterator *sl_iterator_restore_ranks(sl_dataset *ds, const void *const *states,
+                                              const size_t *lens, int n,
+                                              const sl_options *opts);
 
 /* ======================================================================== */
 /* Experimental: still moving. Define SLUICE_EXPERIMENTAL before including  */

@@ -332,6 +332,8 @@ FUNCTIONS = {
     "sl_snapshot": (c_void_p, [c_void_p, c_char_p, c_int]),
     "sl_iterator_save": (c_int64, [c_void_p, c_void_p, c_size_t]),
     "sl_iterator_restore": (c_void_p, [c_void_p, c_void_p, c_size_t, c_void_p]),
+    "sl_iterator_restore_ranks": (c_void_p, [c_void_p, POINTER(c_void_p), POINTER(c_size_t), c_int,
+                                             c_void_p]),
 }
 
 # The SLUICE_EXPERIMENTAL section: name -> (restype, argtypes), in header order.

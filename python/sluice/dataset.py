@@ -1802,7 +1802,8 @@ class Dataset:
         epoch: the epoch to run (for processes that must agree); None takes
         the dataset's next one and counts it. state: bytes from
         Iterator.state() to resume a pass where it stopped (the epoch is
-        the state's)."""
+        the state's), or the list of every rank's states of one checkpoint
+        to resume on another world size (see Iterator)."""
         return Iterator(self, options, interruptible, epoch, state)
 
     def __iter__(self):

@@ -40,19 +40,34 @@ class Iterator:
     (in this process or another): the pass resumes right after the last
     element that iterator yielded, with the same output from there on.
     StateMismatchError for another pipeline, seed or epoch, CorruptDataError
-    for a damaged or truncated state."""
+    for a damaged or truncated state. A list of states (every rank's, from
+    one checkpoint of a job with ``distribute``) resumes on any world size
+    (sl_iterator_restore_ranks): the new ranks, each passing the same list,
+    split what no old rank consumed, so every element of the epoch is
+    consumed once across the change; ops above distribute start afresh."""
 
     def __init__(self, dataset, options=None, interruptible=True, epoch=None, state=None):
         opts = dataset.options.merge(options)
         if epoch is not None:
             opts = opts.merge(Options(epoch=epoch))
-        if state is not None and not isinstance(state, (bytes, bytearray, memoryview)):
-            raise TypeError("state must be bytes (from Iterator.state()), not %s"
-                            % type(state).__name__)
+        states = None
+        if isinstance(state, (list, tuple)):
+            states = [bytes(x) for x in state]
+            if not states:
+                raise ValueError("state: an empty list of states")
+        elif state is not None and not isinstance(state, (bytes, bytearray, memoryview)):
+            raise TypeError("state must be bytes (from Iterator.state()) or a list of every "
+                            "rank's, not %s" % type(state).__name__)
         c_opts = opts.to_c()
         try:
             if state is None:
                 it = lib.sl_iterator_create(dataset._ptr, c_opts)
+            elif states is not None:
+                n = len(states)
+                bufs = (ctypes.c_void_p * n)(*[ctypes.cast(ctypes.c_char_p(b), ctypes.c_void_p)
+                                               for b in states])
+                lens = (ctypes.c_size_t * n)(*[len(b) for b in states])
+                it = lib.sl_iterator_restore_ranks(dataset._ptr, bufs, lens, n, c_opts)
             else:
                 state = bytes(state)
                 it = lib.sl_iterator_restore(dataset._ptr, state, len(state), c_opts)

@@ -132,6 +132,9 @@ class DataLoader:
         pass, the position after the last batch it yielded; between passes
         (or before the first), the epoch the next iter() starts."""
         it = self.iterator
+        if isinstance(self._resume, list):
+            raise ValueError("state_dict: the loader holds the states of several ranks it "
+                             "has not resumed yet; iterate it first")
         if self._resume is not None:
             return {"version": self.STATE_VERSION, "epoch": self._next_epoch,
                     "state": self._resume}
@@ -141,7 +144,30 @@ class DataLoader:
 
     def load_state_dict(self, state_dict):
         """Takes a state_dict() of a DataLoader over the same pipeline: the
-        next iter() resumes its pass (or starts its next epoch)."""
+        next iter() resumes its pass (or starts its next epoch). Or the list
+        of every rank's state_dict() from one checkpoint (gathered with
+        torch.distributed.all_gather_object, or read from each rank's
+        file): the pipeline's distribute then splits what those ranks had
+        not consumed between this job's ranks, whatever their number, so
+        every element of the epoch is used once across the change."""
+        if isinstance(state_dict, (list, tuple)):
+            dicts = list(state_dict)
+            if not dicts or any(not isinstance(d, dict) or "epoch" not in d for d in dicts):
+                raise ValueError("load_state_dict: expected DataLoader.state_dict() dicts")
+            epochs = {d["epoch"] for d in dicts}
+            if len(epochs) != 1:
+                raise ValueError("load_state_dict: the ranks' states are of epochs %s; give "
+                                 "the states of one checkpoint" % sorted(epochs))
+            states = [d.get("state") for d in dicts]
+            self.set_epoch(epochs.pop())
+            if all(x is None for x in states):  # between passes: the next epoch starts
+                self._resume = None
+            elif any(x is None for x in states):
+                raise ValueError("load_state_dict: some ranks were between passes and some "
+                                 "inside one")
+            else:
+                self._resume = [bytes(x) for x in states]
+            return
         if not isinstance(state_dict, dict) or "epoch" not in state_dict:
             raise ValueError("load_state_dict: expected a dict from DataLoader.state_dict(), "
                              "not %r" % (type(state_dict).__name__,))

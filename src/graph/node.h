@@ -178,6 +178,11 @@ typedef struct sl__iter_ops {
      * thread that calls next. */
     bool (*draining)(const sl__iter *it);
     int (*prime)(sl__iter *it);
+    /* Optional: element i of this pass, out of order (a whole-dataset
+     * shuffle's i-th, an indexed source's), for a distribute resumed on
+     * another world size. Does not move the iterator; the caller applies
+     * the error policy. NULL: no random access. */
+    int (*get)(sl__iter *it, int64_t i, sl_element **out);
 } sl__iter_ops;
 
 struct sl__iter {

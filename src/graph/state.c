@@ -245,6 +245,16 @@ int sl__restore_parse(const void *state, size_t len, sl__state_info *info, sl__r
     return 0;
 }
 
+const int64_t *sl__restore_record(const sl__restore *r, uint64_t key, int *nfields)
+{
+    for (int i = 0; i < r->n; i++)
+        if (r->e[i].key == key) {
+            *nfields = r->e[i].nfields;
+            return r->e[i].fields;
+        }
+    return NULL;
+}
+
 static _Thread_local sl__tree *restoring;
 
 void sl__restore_begin(sl__tree *t)

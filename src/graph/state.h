@@ -78,6 +78,8 @@ typedef struct sl__state_info {
  * with a message saying which. */
 int sl__restore_parse(const void *state, size_t len, sl__state_info *info, sl__restore **out);
 void sl__restore_free(sl__restore *r);
+/* The fields of node `key`'s record in r (and their count), or NULL. */
+const int64_t *sl__restore_record(const sl__restore *r, uint64_t key, int *nfields);
 /* Between begin and end, node iterators this thread makes in t take their
  * records (sl__iter_alloc calls attach). Only the thread restoring: nodes
  * made later, or by a producer thread (a repeat's next pass), start fresh. */

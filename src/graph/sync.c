@@ -131,7 +131,8 @@ int sl__sync_make_as(const sl__sync_def *def, const sl_dataset *ds, sl__tree *tr
     if (ds->ninputs > 1 && !(it->ins = sl__calloc((size_t)ds->ninputs, sizeof *it->ins)))
         rc = SL_ENOMEM;
     if (rc == 0)
-        rc = sl__fields_restore(&it->base, it, def->state, def->nstate);
+        rc = def->restore ? def->restore(it) : sl__fields_restore(&it->base, it, def->state,
+                                                                  def->nstate);
     bool resumed = rc > 0, replay_to = resumed && replays(def, ds);
     int64_t saved[MAX_STATE];
     if (replay_to) { /* the fields start from zero, and the pass runs to them */
@@ -233,6 +234,11 @@ int sl__indexed_save(sl__iter *base, sl__bytes *w)
         return SL_ENOMEM;
     sl__put_le64(p, (uint64_t)((const sl__indexed_iter *)base)->position);
     return 0;
+}
+
+int sl__indexed_get(sl__iter *base, int64_t i, sl_element **out)
+{
+    return base->ds->ops->get(base->ds, i, out);
 }
 
 int sl__indexed_next(sl__iter *base, sl_element **out)

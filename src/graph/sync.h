@@ -82,6 +82,10 @@ typedef struct sl__sync_def {
     int (*start)(sl__sync_iter *it, bool resumed);
     /* Frees what the iterator holds besides its input. NULL: nothing. */
     void (*fini)(sl__sync_iter *it);
+    /* For a record whose length varies (no state table): reads it into
+     * the iterator; 0 fresh, 1 resumed, or a negative code. The op saves
+     * it with an iter.save of its own. */
+    int (*restore)(sl__sync_iter *it);
     /* An op whose state is rebuilt rather than saved (what it holds:
      * groups, open rows, a carried state). Its record holds its fields
      * only. Restored, the fields start at zero, the input afresh, and the
@@ -138,13 +142,14 @@ typedef struct sl__indexed_iter {
 
 extern const sl__field sl__indexed_state[1];
 int sl__indexed_next(sl__iter *it, sl_element **out);
+int sl__indexed_get(sl__iter *it, int64_t i, sl_element **out);
 int sl__indexed_start(sl__sync_iter *it, bool resumed);
 /* sl__sync_save's record, written without the table walk: a map over a
  * source snapshots it at every element. */
 int sl__indexed_save(sl__iter *it, sl__bytes *w);
 #define SL__INDEXED_SOURCE(start_)                                                      \
     .iter = {.next = sl__indexed_next, .destroy = sl__sync_destroy,                     \
-             .save = sl__indexed_save},                                                 \
+             .save = sl__indexed_save, .get = sl__indexed_get},                         \
     .iter_size = sizeof(sl__indexed_iter), SL__SYNC_STATE(sl__indexed_state),           \
     .start = (start_)
 

@@ -325,6 +325,24 @@ void sl__tree_fini(sl__tree *t)
  * random streams and statistics entries) are too. */
 #define ROOT_KEY SL__SALT_ROOT_KEY
 
+static bool key_below(const sl_dataset *ds, uint64_t key, const sl_dataset *target,
+                      uint64_t *out)
+{
+    if (ds == target) {
+        *out = key;
+        return true;
+    }
+    for (int i = 0; i < ds->ninputs; i++)
+        if (key_below(ds->inputs[i], child_key(key, i, ds->inputs[i]), target, out))
+            return true;
+    return false;
+}
+
+int sl__node_key(const sl_dataset *root, const sl_dataset *target, uint64_t *key)
+{
+    return key_below(root, ROOT_KEY, target, key) ? 0 : -1;
+}
+
 int sl__iter_make_root(const sl_dataset *ds, sl__tree *t, int64_t epoch, sl__iter **out)
 {
     t->epoch = epoch;

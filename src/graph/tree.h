@@ -135,6 +135,9 @@ void sl__tree_fini(sl__tree *t);
 int64_t sl__tree_stat(const sl__tree *t, sl_stat key);
 /* The root node iterator of a tree, for `epoch`. */
 int sl__iter_make_root(const sl_dataset *ds, sl__tree *t, int64_t epoch, sl__iter **out);
+/* The key node `target` (somewhere under root, along its inputs) gets in
+ * a pass of root, as saved states name it: 0, or -1 when it is not there. */
+int sl__node_key(const sl_dataset *root, const sl_dataset *target, uint64_t *key);
 /* The runtime set with sl_options_set_runtime, or NULL. */
 sl_runtime *sl__options_runtime(const sl_options *opts);
 const char *sl__options_cache_dir(const sl_options *opts);

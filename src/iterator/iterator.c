@@ -11,6 +11,7 @@
 #include "../core/clock.h"
 #include "../graph/node.h"
 #include "../obs/obs.h"
+#include "../ops/distribute.h"
 #include "iterator.h"
 
 struct sl_iterator {
@@ -49,7 +50,7 @@ static sl_iterator *create(sl_dataset *ds, const sl_options *opts, sl__restore *
     }
     it->ds = sl_dataset_retain(ds);
     int64_t epoch = sl_options_get(opts, SL_OPT_EPOCH);
-    if (restore) {
+    if (info) { /* a restore, or an elastic one (its records merged, none kept) */
         epoch = info->epoch;
         /* the iterators made after this one go on from its epoch */
         long long next = atomic_load(&ds->next_epoch);
@@ -150,6 +151,76 @@ SL_API sl_iterator *sl_iterator_restore(sl_dataset *ds, const void *state, size_
         return NULL;
     }
     return create(ds, opts, r, &info);
+}
+
+SL_API sl_iterator *sl_iterator_restore_ranks(sl_dataset *ds, const void *const *states,
+                                              const size_t *lens, int n,
+                                              const sl_options *opts)
+{
+    if (!ds || !states || !lens || n < 1) {
+        if (ds || !sl__error_msg()[0])
+            sl__set_error(SL_EINVAL, "sl_iterator_restore_ranks: %s",
+                          !ds ? "NULL dataset" : "no states");
+        return NULL;
+    }
+    sl_clear_error();
+    const sl_dataset *dist = sl__distribute_find(ds);
+    uint64_t key = 0;
+    if (!dist && sl_last_error_code() == SL_EUNSUPPORTED)
+        return NULL;
+    if (!dist || sl__node_key(ds, dist, &key) < 0) {
+        if (n == 1) /* one state, nothing to merge: an ordinary restore */
+            return sl_iterator_restore(ds, states[0], lens[0], opts);
+        sl__set_error(SL_EINVAL, "sl_iterator_restore_ranks: %d states, but the pipeline has "
+                      "no distribute node over a dataset of known size to split them again",
+                      n);
+        return NULL;
+    }
+    sl__restore **r = sl__calloc((size_t)n, sizeof *r);
+    const int64_t **recs = sl__calloc((size_t)n, sizeof *recs);
+    int *nf = sl__calloc((size_t)n, sizeof *nf);
+    sl__state_info info = {0}, first = {0};
+    int64_t seed = sl_options_get(opts, SL_OPT_SEED), epoch = sl_options_get(opts, SL_OPT_EPOCH);
+    int rc = r && recs && nf ? 0 : sl__set_error(SL_ENOMEM, "restore_ranks: out of memory");
+    for (int i = 0; rc == 0 && i < n; i++) {
+        if ((rc = sl__restore_parse(states[i], lens[i], &info, &r[i])) < 0)
+            break;
+        if (i == 0)
+            first = info;
+        if (info.seed != seed)
+            rc = sl__set_error(SL_EMISMATCH, "state %d was taken with seed %lld, these options "
+                               "have seed %lld", i, (long long)info.seed, (long long)seed);
+        else if (info.epoch != first.epoch || (epoch >= 0 && epoch != info.epoch))
+            rc = sl__set_error(SL_EMISMATCH, "state %d is in epoch %lld, state 0 in %lld%s", i,
+                               (long long)info.epoch, (long long)first.epoch,
+                               epoch >= 0 ? " (or the options ask for another)" : "");
+        else if (!(recs[i] = sl__restore_record(r[i], key, &nf[i])))
+            rc = sl__set_error(SL_EMISMATCH, "state %d has no record of this pipeline's "
+                               "distribute node (another pipeline, or other ops above "
+                               "distribute)", i);
+    }
+    sl__distribute_base base = {0};
+    if (rc == 0)
+        rc = sl__distribute_merge(dist, recs, nf, n, &base);
+    for (int i = 0; r && i < n; i++)
+        sl__restore_free(r[i]);
+    sl__free(r, (size_t)n * sizeof *r);
+    sl__free(recs, (size_t)n * sizeof *recs);
+    sl__free(nf, (size_t)n * sizeof *nf);
+    if (rc < 0)
+        return NULL;
+    first.elements = 0;
+    sl__distribute_pending(&base);
+    sl_iterator *it = create(ds, opts, NULL, &first);
+    bool taken = sl__distribute_pending(NULL);
+    sl__distribute_base_free(&base);
+    if (it && !taken) {
+        sl_iterator_free(it);
+        sl__set_error(SL_EINTERNAL, "sl_iterator_restore_ranks: the distribute node was not "
+                      "made with the iterator");
+        return NULL;
+    }
+    return it;
 }
 
 static void trace_consumer(sl__tree *t, int64_t t0, int64_t t1)

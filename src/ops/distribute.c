@@ -13,14 +13,31 @@
  *
  * sl_distribute places the node: over the file list of a record reader
  * (FILE), or over the elements below the nodes that read files (DATA).
+ *
+ * Resumed on another world size (sl_iterator_restore_ranks): every old
+ * rank's record says how far it got, so what the epoch has left is known
+ * exactly: every position below `start`, and the few in `skip` (sorted)
+ * above it, were consumed. The new ranks split what is left, position j of
+ * it to rank j mod world, and fetch each element by random access through
+ * the input iterator (a whole-dataset shuffle, an indexed source); the
+ * padding for equal steps wraps within what is left. A record then holds
+ * that base too, so a later resume, on any world size, merges again.
+ *
+ * Record: pos, emitted, world, rank, the input's fingerprint, start, the
+ * skip count, the skipped positions (7 + count fields; 4 before the
+ * fingerprint and base were saved, still read).
  */
+#include <stdlib.h>
 #include <string.h>
+#include "../core/le.h"
 #include "../core/log.h"
 #include "../graph/sync.h"
+#include "distribute.h"
 
 typedef struct distribute_ds {
     sl_dataset base;
     int64_t world, rank, n, m; /* n: input cardinality, m: this rank's */
+    bool drop;
 } distribute_ds;
 
 typedef struct distribute_iter {
@@ -31,7 +48,18 @@ typedef struct distribute_iter {
     int64_t pad_scan; /* the second pass looking for it: its next position (-1: none) */
     bool done;
     int64_t world, rank; /* the dataset's, saved so a restore can check them */
+    /* resumed on another world size: what earlier ranks consumed (every
+     * position below start, and skip[0..nskip) above it), what is left
+     * (left positions) and this rank's share of it (m) */
+    bool based;
+    int64_t start, nskip, left, m;
+    int64_t *skip;
 } distribute_iter;
+
+/* An elastic restore's merged base, waiting for the distribute node that
+ * the iterator being made on this thread creates. */
+static _Thread_local const sl__distribute_base *pending;
+static _Thread_local bool pending_taken;
 
 /* Input position of this rank's k-th element, before wrapping. */
 static int64_t position(const distribute_ds *d, int64_t k) { return d->rank + k * d->world; }
@@ -82,10 +110,43 @@ static int fetch_pad(distribute_iter *it, const distribute_ds *d, sl_element **o
     return 0;
 }
 
+/* Input position of element j of what is left. */
+static int64_t left_at(const distribute_iter *it, int64_t j)
+{
+    int64_t x = it->start + j;
+    for (int64_t k = 0; k < it->nskip && it->skip[k] <= x; k++)
+        x++;
+    return x;
+}
+
+static int based_next(distribute_iter *it, sl_element **out)
+{
+    sl__iter *in = it->u.in;
+    while (it->emitted < it->m) {
+        int64_t j = it->rank + it->emitted * it->world;
+        bool padded = j >= it->left;
+        if (padded)
+            j %= it->left;
+        it->emitted++;
+        int rc = in->ops->get(in, left_at(it, j), out);
+        if (rc == 0) {
+            if (padded)
+                atomic_fetch_add(&it->u.base.tree->padded, 1);
+            return 0;
+        }
+        if ((rc = sl__policy(&it->u.base, rc)))
+            return rc;
+    }
+    it->done = true;
+    return SL_EOF;
+}
+
 static int distribute_next(sl__iter *base, sl_element **out)
 {
     distribute_iter *it = (distribute_iter *)base;
     const distribute_ds *d = (const distribute_ds *)base->ds;
+    if (it->based)
+        return based_next(it, out);
     if (it->done || it->emitted >= d->m) {
         it->done = true;
         return SL_EOF;
@@ -121,7 +182,88 @@ static int distribute_next(sl__iter *base, sl_element **out)
 
 static void distribute_fini(sl__sync_iter *u)
 {
-    sl_element_release(((distribute_iter *)u)->pad);
+    distribute_iter *it = (distribute_iter *)u;
+    sl_element_release(it->pad);
+    if (it->skip)
+        sl__free(it->skip, (size_t)it->nskip * sizeof *it->skip);
+}
+
+static uint64_t input_fingerprint(const sl_dataset *ds)
+{
+    return sl_dataset_fingerprint(ds->inputs[0]);
+}
+
+static int set_base(distribute_iter *it, int64_t start, int64_t nskip, const int64_t *skip)
+{
+    const distribute_ds *d = (const distribute_ds *)it->u.base.ds;
+    if (start < 0 || start > d->n || nskip < 0 || nskip > d->n - start)
+        return sl__set_error(SL_ECORRUPT, "saved state: distribute: a base of %lld and %lld "
+                             "positions for %lld elements", (long long)start,
+                             (long long)nskip, (long long)d->n);
+    if (nskip && !(it->skip = sl__alloc((size_t)nskip * sizeof *it->skip)))
+        return sl__set_error(SL_ENOMEM, "distribute: out of memory");
+    it->nskip = nskip;
+    for (int64_t k = 0; k < nskip; k++) {
+        if (skip[k] <= (k ? skip[k - 1] : start) || skip[k] >= d->n)
+            return sl__set_error(SL_ECORRUPT, "saved state: distribute: consumed position "
+                                 "%lld out of order", (long long)skip[k]);
+        it->skip[k] = skip[k];
+    }
+    it->start = start;
+    it->based = start > 0 || nskip > 0;
+    return 0;
+}
+
+/* The record: the four fields of old, or those, the input's fingerprint
+ * and the base. */
+static int distribute_restore(sl__sync_iter *u)
+{
+    distribute_iter *it = (distribute_iter *)u;
+    const distribute_ds *d = (const distribute_ds *)u->base.ds;
+    int n = sl__iter_restored_count(&u->base);
+    if (n < 0) {
+        if (pending && pending->ds == u->base.ds) { /* an elastic restore's new ranks */
+            int rc = set_base(it, pending->start, pending->nskip, pending->skip);
+            it->based = true;
+            pending = NULL;
+            pending_taken = true;
+            return rc;
+        }
+        return 0;
+    }
+    if (n != 4 && (n < 7 || n > 4096 + 7))
+        return sl__set_error(SL_ECORRUPT, "saved state: distribute has %d fields", n);
+    int64_t f[4096 + 7];
+    sl__iter_restored(&u->base, n, f);
+    it->pos = f[0], it->emitted = f[1], it->world = f[2], it->rank = f[3];
+    if (n == 4)
+        return 1;
+    if ((uint64_t)f[4] != input_fingerprint(&d->base))
+        return sl__set_error(SL_EMISMATCH, "distribute: the state was saved over another "
+                             "input (fingerprint %016llx, this one's %016llx)",
+                             (unsigned long long)f[4],
+                             (unsigned long long)input_fingerprint(&d->base));
+    if (f[6] != n - 7)
+        return sl__set_error(SL_ECORRUPT, "saved state: distribute: %lld consumed positions "
+                             "in %d fields", (long long)f[6], n);
+    int rc = set_base(it, f[5], f[6], f + 7);
+    return rc ? rc : 1;
+}
+
+static int distribute_save(sl__iter *base, sl__bytes *w)
+{
+    distribute_iter *it = (distribute_iter *)base;
+    int alive = it->u.in != NULL;
+    unsigned char *p = sl__state_record(w, base, 7 + (int)it->nskip, alive);
+    if (!p)
+        return SL_ENOMEM;
+    int64_t head[7] = {it->pos, it->emitted, it->world, it->rank,
+                       (int64_t)input_fingerprint(base->ds), it->start, it->nskip};
+    for (int i = 0; i < 7; i++)
+        sl__put_le64(p + 8 * i, (uint64_t)head[i]);
+    for (int64_t k = 0; k < it->nskip; k++)
+        sl__put_le64(p + 8 * (7 + k), (uint64_t)it->skip[k]);
+    return alive ? sl__iter_save(it->u.in, w) : 0;
 }
 
 static int distribute_start(sl__sync_iter *u, bool resumed)
@@ -129,6 +271,15 @@ static int distribute_start(sl__sync_iter *u, bool resumed)
     distribute_iter *it = (distribute_iter *)u;
     const distribute_ds *d = (const distribute_ds *)u->base.ds;
     it->pad_scan = -1;
+    if (it->based) {
+        it->left = d->n - it->start - it->nskip;
+        it->m = it->left == 0 ? 0 : d->drop ? it->left / d->world
+                                            : (it->left + d->world - 1) / d->world;
+        if (!resumed) {
+            it->world = d->world;
+            it->rank = d->rank;
+        }
+    }
     if (!resumed) {
         it->world = d->world;
         it->rank = d->rank;
@@ -140,7 +291,7 @@ static int distribute_start(sl__sync_iter *u, bool resumed)
                              "rank %lld of %lld; restore each rank's own state with the same "
                              "world size", (long long)it->rank, (long long)it->world,
                              (long long)d->rank, (long long)d->world);
-    int rc = sl__state_range(&u->base, "emitted", it->emitted, 0, d->m);
+    int rc = sl__state_range(&u->base, "emitted", it->emitted, 0, it->based ? it->m : d->m);
     return rc ? rc : sl__state_range(&u->base, "pos", it->pos, 0, d->n);
 }
 
@@ -153,12 +304,6 @@ static int distribute_get(const sl_dataset *ds, int64_t index, sl_element **out)
     return in->ops->get(in, position(d, index) % d->n, out);
 }
 
-static const sl__field distribute_state[] = {
-    SL__FIELD_I64(distribute_iter, pos, 0, INT64_MAX),
-    SL__FIELD_I64(distribute_iter, emitted, 0, INT64_MAX),
-    SL__FIELD_I64(distribute_iter, world, INT64_MIN, INT64_MAX),
-    SL__FIELD_I64(distribute_iter, rank, INT64_MIN, INT64_MAX),
-};
 static const sl__field distribute_params[] = {
     SL__PARAM(distribute_ds, world), SL__PARAM(distribute_ds, rank), SL__PARAM(distribute_ds, m),
 };
@@ -167,12 +312,12 @@ static const sl__sync_def distribute_def = {
     .node = {.kind = "distribute", SL__SYNC_NODE, .cardinality = distribute_cardinality,
              .structure = sl__structure_of_input,
              .can_get = distribute_can_get, .get = distribute_get},
-    .iter = {SL__SYNC_ITER(distribute_next)},
+    .iter = {.next = distribute_next, .destroy = sl__sync_destroy, .save = distribute_save},
     .iter_size = sizeof(distribute_iter),
-    SL__SYNC_STATE(distribute_state),
     SL__SYNC_PARAMS(distribute_params),
     .start = distribute_start,
     .fini = distribute_fini,
+    .restore = distribute_restore,
 };
 
 typedef struct distribute_args {
@@ -204,6 +349,7 @@ static sl_dataset *apply(sl_dataset *x, void *arg)
     d->world = a->world;
     d->rank = a->rank;
     d->n = n;
+    d->drop = a->flags & SL_DISTRIBUTE_DROP;
     d->m = (a->flags & SL_DISTRIBUTE_DROP) ? n / a->world : (n + a->world - 1) / a->world;
     return &d->base;
 }
@@ -259,7 +405,13 @@ SL_API sl_dataset *sl_distribute(sl_dataset *in, const sl_dist_context *ctx, uns
         sl_dataset_release(in);
         return NULL;
     }
-    if (ctx->world_size == 1)
+    /* One rank: the node passes everything; it is there over a dataset of
+     * known size split by element, so a checkpoint of several ranks can
+     * be resumed on this one (sl_iterator_restore_ranks). */
+    if (ctx->world_size == 1 &&
+        (sl_dataset_cardinality(in) < 0 ||
+         (!(flags & SL_DISTRIBUTE_BY_DATA) && reader_below(in)) ||
+         (flags & SL_DISTRIBUTE_BY_FILE)))
         return in;
     if (sl__dataset_changing(in)) {
         sl__set_error(SL_EUNSUPPORTED, "distribute: the input lists its files anew each "
@@ -282,4 +434,154 @@ SL_API sl_dataset *sl_distribute(sl_dataset *in, const sl_dist_context *ctx, uns
         return NULL;
     }
     return sl__push_below(in, apply, &a);
+}
+
+/* ---- resuming on another world size ---- */
+
+/* The node under ds, and whether a record reader sits above it (the
+ * ranks then split files, whose partly read records a merge cannot see). */
+static const sl_dataset *find(const sl_dataset *ds, bool *by_file)
+{
+    if (!ds)
+        return NULL;
+    if (ds->ops == &distribute_def.node)
+        return ds;
+    for (int i = 0; i < ds->ninputs; i++) {
+        const sl_dataset *d = find(ds->inputs[i], by_file);
+        if (d) {
+            *by_file |= ds->ops->rebuild_files != NULL;
+            return d;
+        }
+    }
+    return NULL;
+}
+
+const sl_dataset *sl__distribute_find(const sl_dataset *ds)
+{
+    bool by_file = false;
+    const sl_dataset *d = find(ds, &by_file);
+    if (d && by_file) {
+        sl__set_error(SL_EUNSUPPORTED, "restore_ranks: distribute splits whole files between "
+                      "the ranks here; a file read part way cannot be split again. Resume on "
+                      "the same world size, or distribute by element (an indexed source, "
+                      "SL_DISTRIBUTE_BY_DATA)");
+        return NULL;
+    }
+    return d;
+}
+
+bool sl__distribute_pending(const sl__distribute_base *b)
+{
+    bool taken = pending_taken;
+    pending = b;
+    pending_taken = false;
+    return taken;
+}
+
+void sl__distribute_base_free(sl__distribute_base *b)
+{
+    if (b->skip)
+        sl__free(b->skip, (size_t)b->nskip * sizeof *b->skip);
+    b->skip = NULL;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+#define MAX_SKIP 4096
+
+int sl__distribute_merge(const sl_dataset *dist, const int64_t *const *recs,
+                         const int *nfields, int n, sl__distribute_base *out)
+{
+    const distribute_ds *d = (const distribute_ds *)dist;
+    *out = (sl__distribute_base){.ds = dist};
+    /* the old base, which every old rank shares */
+    distribute_iter old = {0};
+    int64_t world = recs[0][2];
+    if (world != n)
+        return sl__set_error(SL_EMISMATCH, "restore_ranks: %d states from a world of %lld: "
+                             "give every old rank's state, once", n, (long long)world);
+    bool *seen = sl__calloc((size_t)n, sizeof *seen);
+    if (!seen)
+        return SL_ENOMEM;
+    int rc = 0;
+    for (int i = 0; rc == 0 && i < n; i++) {
+        const int64_t *f = recs[i];
+        int64_t start = nfields[i] >= 7 ? f[5] : 0, nskip = nfields[i] >= 7 ? f[6] : 0;
+        if (nfields[i] != 4 && (nfields[i] < 7 || nskip != nfields[i] - 7))
+            rc = sl__set_error(SL_ECORRUPT, "restore_ranks: state %d: a distribute record of "
+                               "%d fields", i, nfields[i]);
+        else if (f[2] != world || f[3] < 0 || f[3] >= world || seen[f[3]])
+            rc = sl__set_error(SL_EMISMATCH, "restore_ranks: state %d is rank %lld of %lld; "
+                               "the states must be ranks 0..%lld of one world, once each", i,
+                               (long long)f[3], (long long)f[2], (long long)world - 1);
+        else if (nfields[i] >= 7 && (uint64_t)f[4] != input_fingerprint(dist))
+            rc = sl__set_error(SL_EMISMATCH, "restore_ranks: state %d was saved over another "
+                               "input (fingerprint %016llx, this one's %016llx)", i,
+                               (unsigned long long)f[4],
+                               (unsigned long long)input_fingerprint(dist));
+        else if (i > 0 && (start != old.start || nskip != old.nskip ||
+                           (nskip && memcmp(f + 7, old.skip, (size_t)nskip * 8) != 0)))
+            rc = sl__set_error(SL_EMISMATCH, "restore_ranks: state %d comes from another "
+                               "resume than state 0 (states of one checkpoint, please)", i);
+        else if (f[1] < 0)
+            rc = sl__set_error(SL_ECORRUPT, "restore_ranks: state %d: emitted %lld", i,
+                               (long long)f[1]);
+        if (rc == 0 && i == 0) {
+            old.u.base.ds = dist;
+            rc = set_base(&old, start, nskip, f + 7);
+        }
+        if (rc == 0)
+            seen[f[3]] = true;
+    }
+    sl__free(seen, (size_t)n * sizeof *seen);
+    int64_t left = d->n - old.start - old.nskip;
+    /* what is left of the old base, j in [0, left): rank j mod world took j
+     * while j < rank + emitted * world */
+    int64_t J = left;
+    for (int i = 0; rc == 0 && i < n; i++) {
+        int64_t r = recs[i][3], upto = r + recs[i][1] * world;
+        if (upto < J)
+            J = upto;
+    }
+    /* the consumed positions above J, global */
+    sl__bytes acc = {0};
+    for (int i = 0; rc == 0 && i < n; i++) {
+        int64_t r = recs[i][3], e = recs[i][1];
+        int64_t k0 = J > r ? (J - r + world - 1) / world : 0;
+        for (int64_t k = k0; rc == 0 && k < e && r + k * world < left; k++) {
+            int64_t g = left_at(&old, r + k * world); /* (a pad consumed nothing new) */
+            if (acc.n / 8 >= MAX_SKIP)
+                rc = sl__set_error(SL_EUNSUPPORTED, "restore_ranks: the ranks are more than "
+                                   "%d elements apart; resume them where they were saved",
+                                   MAX_SKIP);
+            else if (sl__bytes_append(&acc, &g, sizeof g))
+                rc = sl__set_error(SL_ENOMEM, "restore_ranks: out of memory");
+        }
+    }
+    if (rc == 0)
+        out->start = J < left ? left_at(&old, J) : d->n;
+    for (int64_t k = 0; rc == 0 && k < old.nskip; k++) /* the old base's, above it */
+        if (old.skip[k] > out->start && sl__bytes_append(&acc, &old.skip[k], 8))
+            rc = sl__set_error(SL_ENOMEM, "restore_ranks: out of memory");
+    int64_t nskip = (int64_t)(acc.n / 8);
+    if (rc == 0 && nskip > MAX_SKIP)
+        rc = sl__set_error(SL_EUNSUPPORTED, "restore_ranks: the ranks are more than %d "
+                           "elements apart; resume them where they were saved", MAX_SKIP);
+    if (rc == 0 && nskip) {
+        qsort(acc.p, (size_t)nskip, 8, cmp_i64);
+        out->skip = sl__alloc((size_t)nskip * sizeof *out->skip);
+        if (!out->skip)
+            rc = sl__set_error(SL_ENOMEM, "restore_ranks: out of memory");
+        else
+            memcpy(out->skip, acc.p, (size_t)nskip * sizeof *out->skip);
+        out->nskip = out->skip ? nskip : 0;
+    }
+    sl__bytes_free(&acc);
+    if (old.skip)
+        sl__free(old.skip, (size_t)old.nskip * sizeof *old.skip);
+    return rc;
 }

@@ -323,6 +323,17 @@ static int shuffle_all_next(sl__iter *base, sl_element **out)
     return SL_EOF;
 }
 
+static int shuffle_all_get(sl__iter *base, int64_t i, sl_element **out)
+{
+    shuffle_all_iter *it = (shuffle_all_iter *)base;
+    if (i < 0 || i >= it->n)
+        return sl__set_error(SL_EINVAL, "shuffle: position %lld of %lld", (long long)i,
+                             (long long)it->n);
+    uint64_t picked = it->block ? windowed_at(it, i) : sl__perm_at(&it->perm, (uint64_t)i);
+    const sl_dataset *in = base->ds->inputs[0];
+    return in->ops->get(in, (int64_t)picked, out);
+}
+
 static const sl__field shuffle_all_state[] = {
     SL__FIELD_I64(shuffle_all_iter, pos, 0, INT64_MAX),
     SL__FIELD_I64(shuffle_all_iter, version, 0, INT64_MAX),
@@ -339,6 +350,7 @@ static int shuffle_all_save(sl__iter *base, sl__bytes *w)
 static const sl__iter_ops shuffle_all_iter_ops = {
     .next = shuffle_all_next,
     .save = shuffle_all_save,
+    .get = shuffle_all_get,
 };
 
 static int shuffle_all_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,

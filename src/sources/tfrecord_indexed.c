@@ -211,7 +211,8 @@ static const sl__sync_def tfri_def = {
     .node = {.kind = "tfrecord_indexed", .make_iter = sl__sync_make,
              .cardinality = tfri_cardinality, .fingerprint = tfri_fingerprint,
              .destroy = tfri_destroy, .can_get = tfri_can_get, .get = tfri_get},
-    .iter = {.next = tfri_next, .destroy = sl__sync_destroy, .save = sl__indexed_save},
+    .iter = {.next = tfri_next, .destroy = sl__sync_destroy, .save = sl__indexed_save,
+             .get = sl__indexed_get},
     .iter_size = sizeof(sl__indexed_iter), SL__SYNC_STATE(sl__indexed_state),
     .start = sl__indexed_start,
 };

@@ -2,6 +2,7 @@
 runs of examples/ddp_train.py (gloo on loopback): every epoch split across
 the ranks with equal steps, the split checked with all_gather_object."""
 
+import collections
 import os
 import socket
 import subprocess
@@ -88,7 +89,7 @@ def test_restore_needs_same_world(clean_env):
         ds.distribute(rank=1, world_size=2).iterator(state=state)
 
 
-def _torchrun(nproc, args, timeout=200):
+def _torchrun(nproc, args, timeout=200, script=EXAMPLE):
     try:
         import torch.distributed  # noqa: F401
     except ImportError:
@@ -109,7 +110,7 @@ def _torchrun(nproc, args, timeout=200):
         port = s.getsockname()[1]
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1",
            "--rdzv_backend", "c10d", "--rdzv_endpoint", "127.0.0.1:%d" % port,
-           "--nproc_per_node", str(nproc), "--redirects", "1", "--tee", "1", EXAMPLE] + args
+           "--nproc_per_node", str(nproc), "--redirects", "1", "--tee", "1", script] + args
     env = dict(os.environ, OMP_NUM_THREADS="1")
     for v in LAUNCHER_VARS:
         env.pop(v, None)
@@ -146,3 +147,45 @@ def test_torchrun_uneven_two_steps(tmp_path):
     assert rc == 0, out
     for r in range(2):
         assert "rank %d/2 epoch 0: 4 steps of 4" % r in out, out
+
+
+def test_resume_on_another_world_size():
+    """4 ranks stop at different steps; 3 ranks, each given all 4 states,
+    finish the epoch: every element exactly once across the change, and the
+    batch size changes with it."""
+    def pipeline(rank, world, batch):
+        return (sluice.Dataset.range(50).shuffle(sluice.ALL, seed=3)
+                .distribute(rank=rank, world_size=world).batch(batch))
+
+    seen, states = [], []
+    for rank in range(4):
+        it = pipeline(rank, 4, 2).iterator(epoch=0)
+        for _ in range(rank + 1):
+            seen += [int(x) for x in next(it)]
+        states.append(it.state())
+    rest, padded = [], 0
+    for rank in range(3):
+        it = pipeline(rank, 3, 5).iterator(state=states)
+        for batch in it:
+            assert len(batch) <= 5
+            rest += [int(x) for x in batch]
+        padded += it.stats()["padded"]
+    counts = collections.Counter(seen + rest)
+    assert set(counts) == set(range(50))
+    assert sum(c - 1 for c in counts.values()) == padded
+    with pytest.raises(sluice.StateMismatchError, match="once"):
+        pipeline(0, 3, 5).iterator(state=states[:3])
+
+
+def test_torchrun_checkpoint_resumed_on_three_and_six_ranks(tmp_path):
+    """examples/elastic_resume.py: 4 torchrun ranks checkpoint mid-epoch
+    (their loader states gathered with all_gather_object, torch.save'd);
+    3 ranks, then 6, resume it and finish the epoch, each element once."""
+    script = os.path.join(SOURCE_DIR, "examples", "elastic_resume.py")
+    ckpt = str(tmp_path / "ckpt")
+    rc, out = _torchrun(4, ["--checkpoint", ckpt, "--steps", "3", "--check"], script=script)
+    assert rc == 0, out
+    for world in (3, 6):
+        rc, out = _torchrun(world, ["--resume", ckpt, "--check", "--batch", "5"], script=script)
+        assert rc == 0, out
+        assert "check: 4 ranks -> %d ranks, 1000 elements: ok" % world in out, out

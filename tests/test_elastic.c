@@ -1,0 +1,290 @@
+/* Resuming on another world size (sl_iterator_restore_ranks): the old
+ * ranks stop at different points, their states are merged, and the new
+ * ranks, W' of them, consume the rest: across the change every element of
+ * the epoch exactly once, plus only the padding that equal steps need.
+ * Then again from the new ranks' states onto yet another world size. */
+#include <stdlib.h>
+#include <string.h>
+#include "core/error.h"
+#include "testutil.h"
+
+#define N 103
+#define BATCH 3
+#define MAX_STATE 4096
+
+static sl_dataset *pipeline(int world, int rank, int source)
+{
+    sl_dist_context ctx = {.rank = rank, .world_size = world};
+    sl_dataset *in = sl_range(0, N, 1);
+    if (source == 0)
+        in = sl_shuffle(in, SL_SHUFFLE_ALL, 5, 0);
+    else if (source == 1)
+        in = sl_shuffle_windowed(in, 8, 3, 5, 0);
+    /* source 2: range's own order (an indexed source, no shuffle) */
+    return sl_batch(sl_distribute(in, &ctx, 0), BATCH, 0);
+}
+
+typedef struct rank_run {
+    unsigned char state[MAX_STATE];
+    size_t len;
+} rank_run;
+
+/* Takes `batches` batches from it (all of them if < 0), counting each
+ * element in count[]; returns the elements taken. */
+static int64_t take(sl_iterator *it, int64_t batches, int *count)
+{
+    sl_element *el;
+    int64_t got = 0;
+    for (int64_t b = 0; batches < 0 || b < batches; b++) {
+        int rc = sl_next(it, &el);
+        if (rc == SL_EOF)
+            break;
+        if (rc)
+            fail_msg("%s", sl_iterator_errmsg(it));
+        const sl_tensor *t = sl_element_tensor(el, 0);
+        for (int64_t i = 0; i < sl_tensor_shape(t)[0]; i++) {
+            int64_t v = ((const int64_t *)sl_tensor_data(t))[i];
+            assert_true(v >= 0 && v < N);
+            count[v]++;
+            got++;
+        }
+        sl_element_release(el);
+    }
+    return got;
+}
+
+static void save(sl_iterator *it, rank_run *r)
+{
+    int64_t n = sl_iterator_save(it, r->state, sizeof r->state);
+    if (n <= 0 || n > MAX_STATE)
+        fail_msg("save: %s", sl_last_error());
+    r->len = (size_t)n;
+}
+
+/* Every element counted once, and at most `pad` counted twice. */
+static void exactly_once(const int *count, int64_t pad, const char *what)
+{
+    int64_t twice = 0;
+    for (int v = 0; v < N; v++) {
+        if (count[v] < 1 || count[v] > 2)
+            fail_msg("%s: element %d taken %d times", what, v, count[v]);
+        twice += count[v] - 1;
+    }
+    if (twice > pad)
+        fail_msg("%s: %lld elements taken twice, padding allows %lld", what, (long long)twice,
+                 (long long)pad);
+}
+
+/* Old ranks of W at different paces -> W' ranks part way -> W'' to the end. */
+static void resume_twice(int source, int W, int W2, int W3)
+{
+    int count[N] = {0};
+    sl_options *o = tu_opts(2, 9);
+    rank_run old[5], mid[5];
+    for (int r = 0; r < W; r++) { /* rank r stops after r % 3 * 4 + 1 batches */
+        sl_dataset *ds = pipeline(W, r, source);
+        sl_iterator *it = sl_iterator_create(ds, o);
+        assert_non_null(it);
+        take(it, r % 3 * 4 + 1, count);
+        save(it, &old[r]);
+        sl_iterator_free(it);
+        sl_dataset_release(ds);
+    }
+    const void *states[5];
+    size_t lens[5];
+    for (int r = 0; r < W; r++)
+        states[r] = old[r].state, lens[r] = old[r].len;
+    /* W2 ranks take two batches each and save */
+    for (int r = 0; r < W2; r++) {
+        sl_dataset *ds = pipeline(W2, r, source);
+        sl_iterator *it = sl_iterator_restore_ranks(ds, states, lens, W, o);
+        if (!it)
+            fail_msg("%d -> %d, rank %d: %s", W, W2, r, sl_last_error());
+        take(it, 2, count);
+        save(it, &mid[r]);
+        sl_iterator_free(it);
+        sl_dataset_release(ds);
+    }
+    for (int r = 0; r < W2; r++)
+        states[r] = mid[r].state, lens[r] = mid[r].len;
+    /* W3 ranks to the end of the epoch */
+    int64_t padded = 0;
+    for (int r = 0; r < W3; r++) {
+        sl_dataset *ds = pipeline(W3, r, source);
+        sl_iterator *it = sl_iterator_restore_ranks(ds, states, lens, W2, o);
+        if (!it)
+            fail_msg("%d -> %d, rank %d: %s", W2, W3, r, sl_last_error());
+        take(it, -1, count);
+        padded += sl_iterator_stat(it, SL_STAT_PADDED);
+        sl_iterator_free(it);
+        sl_dataset_release(ds);
+    }
+    char what[64];
+    snprintf(what, sizeof what, "source %d, %d -> %d -> %d", source, W, W2, W3);
+    /* the old and middle ranks may have padded too, when they reached the
+     * end: at most one element a rank */
+    exactly_once(count, padded + W + W2, what);
+    sl_options_free(o);
+}
+
+static void test_world_sizes(void **state)
+{
+    (void)state;
+    const int sizes[] = {1, 2, 3, 5};
+    for (int source = 0; source < 3; source++)
+        for (int a = 0; a < 4; a++)
+            for (int b = 0; b < 4; b++)
+                resume_twice(source, sizes[a], sizes[b], sizes[(a + b + 1) % 4]);
+}
+
+/* Ranks one batch apart restore on the same world size: the same split. */
+static void test_same_world_and_plain_restore(void **state)
+{
+    (void)state;
+    int count[N] = {0};
+    sl_options *o = tu_opts(1, 9);
+    rank_run run[2];
+    for (int r = 0; r < 2; r++) {
+        sl_dataset *ds = pipeline(2, r, 0);
+        sl_iterator *it = sl_iterator_create(ds, o);
+        take(it, 3 + r, count);
+        save(it, &run[r]);
+        sl_iterator_free(it);
+        sl_dataset_release(ds);
+    }
+    const void *states[2] = {run[0].state, run[1].state};
+    size_t lens[2] = {run[0].len, run[1].len};
+    /* after a merge, a rank's own state restores with sl_iterator_restore */
+    for (int r = 0; r < 2; r++) {
+        sl_dataset *ds = pipeline(2, r, 0);
+        sl_iterator *it = sl_iterator_restore_ranks(ds, states, lens, 2, o);
+        assert_non_null(it);
+        take(it, 1, count);
+        rank_run again;
+        save(it, &again);
+        sl_iterator_free(it);
+        it = sl_iterator_restore(ds, again.state, again.len, o);
+        if (!it)
+            fail_msg("%s", sl_last_error());
+        take(it, -1, count);
+        sl_iterator_free(it);
+        sl_dataset_release(ds);
+    }
+    exactly_once(count, 2, "2 -> 2");
+    sl_options_free(o);
+}
+
+static int fail_17(sl_map_ctx *ctx, const sl_element *in, sl_element **out, void *user)
+{
+    (void)ctx, (void)user;
+    int64_t v = *(const int64_t *)sl_tensor_data(sl_element_tensor(in, 0));
+    if (v % 17 == 0)
+        return sl__set_error(SL_ECORRUPT, "element %lld is bad", (long long)v);
+    *out = sl_element_retain((sl_element *)in);
+    return 0;
+}
+
+/* Elements the error policy skipped count as consumed: never read again. */
+static void test_skipped_count_as_consumed(void **state)
+{
+    (void)state;
+    int count[N] = {0};
+    sl_options *o = tu_opts(1, 9);
+    assert_int_equal(sl_options_set(o, SL_OPT_ERROR_POLICY, SL_ERRORS_SKIP), 0);
+    assert_int_equal(sl_options_set(o, SL_OPT_ERROR_LOG_LIMIT, 0), 0);
+    rank_run run[3];
+    const void *states[3];
+    size_t lens[3];
+    for (int r = 0; r < 3; r++) {
+        sl_dist_context ctx = {.rank = r, .world_size = 3};
+        sl_dataset *ds = sl_batch(sl_map(sl_distribute(sl_shuffle(sl_range(0, N, 1),
+                                                                  SL_SHUFFLE_ALL, 5, 0),
+                                                       &ctx, 0),
+                                         "fail_17", fail_17, NULL, 1, 0),
+                                  BATCH, 0);
+        sl_iterator *it = sl_iterator_create(ds, o);
+        take(it, 2 + 2 * r, count);
+        save(it, &run[r]);
+        states[r] = run[r].state, lens[r] = run[r].len;
+        sl_iterator_free(it);
+        sl_dataset_release(ds);
+    }
+    for (int r = 0; r < 2; r++) {
+        sl_dist_context ctx = {.rank = r, .world_size = 2};
+        sl_dataset *ds = sl_batch(sl_map(sl_distribute(sl_shuffle(sl_range(0, N, 1),
+                                                                  SL_SHUFFLE_ALL, 5, 0),
+                                                       &ctx, 0),
+                                         "fail_17", fail_17, NULL, 1, 0),
+                                  BATCH, 0);
+        sl_iterator *it = sl_iterator_restore_ranks(ds, states, lens, 3, o);
+        if (!it)
+            fail_msg("%s", sl_last_error());
+        take(it, -1, count);
+        sl_iterator_free(it);
+        sl_dataset_release(ds);
+    }
+    for (int v = 0; v < N; v++)
+        if (v % 17 == 0)
+            count[v]++; /* skipped once, wherever it fell */
+    exactly_once(count, 1, "3 -> 2 with skips");
+    sl_options_free(o);
+}
+
+static void test_refusals(void **state)
+{
+    (void)state;
+    sl_options *o = tu_opts(1, 9), *other = tu_opts(1, 10);
+    rank_run run[3];
+    int count[N] = {0};
+    for (int r = 0; r < 3; r++) {
+        sl_dataset *ds = pipeline(3, r, 0);
+        sl_iterator *it = sl_iterator_create(ds, o);
+        take(it, 1, count);
+        save(it, &run[r]);
+        sl_iterator_free(it);
+        sl_dataset_release(ds);
+    }
+    const void *states[3] = {run[0].state, run[1].state, run[2].state};
+    size_t lens[3] = {run[0].len, run[1].len, run[2].len};
+    sl_dataset *ds = pipeline(2, 0, 0);
+    /* a rank missing; a rank twice; another seed; another pipeline */
+    assert_null(sl_iterator_restore_ranks(ds, states, lens, 2, o));
+    assert_int_equal(sl_last_error_code(), SL_EMISMATCH);
+    const void *twice[3] = {run[0].state, run[0].state, run[2].state};
+    assert_null(sl_iterator_restore_ranks(ds, twice, lens, 3, o));
+    assert_int_equal(sl_last_error_code(), SL_EMISMATCH);
+    assert_null(sl_iterator_restore_ranks(ds, states, lens, 3, other));
+    assert_int_equal(sl_last_error_code(), SL_EMISMATCH);
+    sl_dataset *windowed = pipeline(2, 0, 1);
+    assert_null(sl_iterator_restore_ranks(windowed, states, lens, 3, o));
+    assert_int_equal(sl_last_error_code(), SL_EMISMATCH);
+    sl_dataset_release(windowed);
+    sl_dataset_release(ds);
+    /* no distribute: n > 1 refused, n = 1 an ordinary restore */
+    sl_dataset *plain = sl_batch(sl_shuffle(sl_range(0, N, 1), SL_SHUFFLE_ALL, 5, 0), BATCH, 0);
+    assert_null(sl_iterator_restore_ranks(plain, states, lens, 3, o));
+    assert_int_equal(sl_last_error_code(), SL_EINVAL);
+    sl_iterator *it = sl_iterator_create(plain, o);
+    take(it, 1, count);
+    rank_run one;
+    save(it, &one);
+    sl_iterator_free(it);
+    const void *s1[1] = {one.state};
+    it = sl_iterator_restore_ranks(plain, s1, &one.len, 1, o);
+    assert_non_null(it);
+    sl_iterator_free(it);
+    sl_dataset_release(plain);
+    sl_options_free(o);
+    sl_options_free(other);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_world_sizes),
+        cmocka_unit_test(test_same_world_and_plain_restore),
+        cmocka_unit_test(test_skipped_count_as_consumed),
+        cmocka_unit_test(test_refusals),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
