@@ -2,15 +2,59 @@
  * ranks stop at different points, their states are merged, and the new
  * ranks, W' of them, consume the rest: across the change every element of
  * the epoch exactly once, plus only the padding that equal steps need.
- * Then again from the new ranks' states onto yet another world size. */
+ * Then again from the new ranks' states onto yet another world size, over
+ * a shuffled range, a windowed order, range itself, and shuffled .npy and
+ * Megatron token files. */
 #include <stdlib.h>
 #include <string.h>
 #include "core/error.h"
+#include "recordutil.h"
 #include "testutil.h"
 
 #define N 103
 #define BATCH 3
 #define MAX_STATE 4096
+
+static char dir[256], npy_path[300], megatron_prefix[300];
+
+/* The same N values as token files: a .npy of int64 cut into elements of
+ * one, and a Megatron index of N one-token int64 sequences. */
+static void write_token_files(void)
+{
+    int64_t v[N];
+    for (int i = 0; i < N; i++)
+        v[i] = i;
+    snprintf(npy_path, sizeof npy_path, "%s/values.npy", dir);
+    ru_buf b = {0};
+    const char *dict = "{'descr': '<i8', 'fortran_order': False, 'shape': (103,), }";
+    unsigned char h[8];
+    ru_put(&b, "\x93NUMPY\x01\x00", 8);
+    ru_le(h, strlen(dict) + 1, 2), ru_put(&b, h, 2);
+    ru_put(&b, dict, strlen(dict)), ru_put(&b, "\n", 1);
+    ru_put(&b, v, sizeof v);
+    ru_write(npy_path, b.p, b.n);
+    b.n = 0;
+    snprintf(megatron_prefix, sizeof megatron_prefix, "%s/values", dir);
+    char path[320];
+    snprintf(path, sizeof path, "%s.bin", megatron_prefix);
+    ru_write(path, v, sizeof v);
+    ru_put(&b, "MMIDIDX\0\0", 9);
+    ru_le(h, 1, 8), ru_put(&b, h, 8);
+    h[0] = 5, ru_put(&b, h, 1); /* int64 */
+    ru_le(h, N, 8), ru_put(&b, h, 8);
+    ru_le(h, 2, 8), ru_put(&b, h, 8);
+    for (int i = 0; i < N; i++)
+        ru_le(h, 1, 4), ru_put(&b, h, 4);
+    for (int i = 0; i < N; i++)
+        ru_le(h, 8 * (uint64_t)i, 8), ru_put(&b, h, 8);
+    ru_le(h, 0, 8), ru_put(&b, h, 8);
+    ru_le(h, N, 8), ru_put(&b, h, 8);
+    snprintf(path, sizeof path, "%s.idx", megatron_prefix);
+    ru_write(path, b.p, b.n);
+    free(b.p);
+}
+
+#define SOURCES 5
 
 static sl_dataset *pipeline(int world, int rank, int source)
 {
@@ -21,6 +65,13 @@ static sl_dataset *pipeline(int world, int rank, int source)
     else if (source == 1)
         in = sl_shuffle_windowed(in, 8, 3, 5, 0);
     /* source 2: range's own order (an indexed source, no shuffle) */
+    if (source == 3) { /* token files, shuffled: int64 [1] elements */
+        sl_dataset_release(in);
+        in = sl_shuffle(sl_npy(npy_path, 1, 0), SL_SHUFFLE_ALL, 5, 0);
+    } else if (source == 4) {
+        sl_dataset_release(in);
+        in = sl_shuffle(sl_megatron(megatron_prefix, 0), SL_SHUFFLE_ALL, 5, 0);
+    }
     return sl_batch(sl_distribute(in, &ctx, 0), BATCH, 0);
 }
 
@@ -41,7 +92,7 @@ static int64_t take(sl_iterator *it, int64_t batches, int *count)
             break;
         if (rc)
             fail_msg("%s", sl_iterator_errmsg(it));
-        const sl_tensor *t = sl_element_tensor(el, 0);
+        const sl_tensor *t = sl_element_tensor(el, 0); /* [B] or [B, 1] */
         for (int64_t i = 0; i < sl_tensor_shape(t)[0]; i++) {
             int64_t v = ((const int64_t *)sl_tensor_data(t))[i];
             assert_true(v >= 0 && v < N);
@@ -131,7 +182,7 @@ static void test_world_sizes(void **state)
 {
     (void)state;
     const int sizes[] = {1, 2, 3, 5};
-    for (int source = 0; source < 3; source++)
+    for (int source = 0; source < SOURCES; source++)
         for (int a = 0; a < 4; a++)
             for (int b = 0; b < 4; b++)
                 resume_twice(source, sizes[a], sizes[b], sizes[(a + b + 1) % 4]);
@@ -280,11 +331,15 @@ static void test_refusals(void **state)
 
 int main(void)
 {
+    tu_tmpdir(dir);
+    write_token_files();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_world_sizes),
         cmocka_unit_test(test_same_world_and_plain_restore),
         cmocka_unit_test(test_skipped_count_as_consumed),
         cmocka_unit_test(test_refusals),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    tu_rmdir(dir);
+    return rc;
 }
