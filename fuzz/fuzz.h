@@ -33,4 +33,25 @@ static inline unsigned fuzz_touch(const sl_element *el)
     return s;
 }
 
+/* Iterates ds (consumed; NULL allowed: a refused input) to its end on one
+ * thread under the given error policy, touching every element. */
+static inline void fuzz_drain(sl_dataset *ds, int policy)
+{
+    sl_options *o = sl_options_create();
+    sl_options_set(o, SL_OPT_THREADS, 1);
+    sl_options_set(o, SL_OPT_ERROR_POLICY, policy);
+    sl_options_set(o, SL_OPT_ERROR_LOG_LIMIT, 0);
+    sl_iterator *it = ds ? sl_iterator_create(ds, o) : NULL;
+    sl_element *el;
+    volatile unsigned sink = 0;
+    while (it && sl_next(it, &el) == 0) {
+        sink += fuzz_touch(el);
+        sl_element_release(el);
+    }
+    (void)sink;
+    sl_iterator_free(it);
+    sl_options_free(o);
+    sl_dataset_release(ds);
+}
+
 #endif

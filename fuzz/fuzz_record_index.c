@@ -34,22 +34,7 @@ static ru_buf valid_shard(void)
 static void read_all(const char *const *index, unsigned flags)
 {
     const char *paths[] = {shard};
-    sl_dataset *ds = sl_tfrecord_indexed(paths, 1, index, flags);
-    sl_options *o = sl_options_create();
-    sl_options_set(o, SL_OPT_THREADS, 1);
-    sl_options_set(o, SL_OPT_ERROR_POLICY, SL_ERRORS_SKIP);
-    sl_options_set(o, SL_OPT_ERROR_LOG_LIMIT, 0);
-    sl_iterator *it = ds ? sl_iterator_create(ds, o) : NULL;
-    sl_element *el;
-    volatile unsigned sink = 0;
-    while (it && sl_next(it, &el) == 0) {
-        sink += fuzz_touch(el);
-        sl_element_release(el);
-    }
-    (void)sink;
-    sl_iterator_free(it);
-    sl_options_free(o);
-    sl_dataset_release(ds);
+    fuzz_drain(sl_tfrecord_indexed(paths, 1, index, flags), SL_ERRORS_SKIP);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -16,23 +16,6 @@
 
 static char prefix[64], idx[72], bin[72], npy[72];
 
-static void read_all(sl_dataset *ds)
-{
-    sl_options *o = sl_options_create();
-    sl_options_set(o, SL_OPT_THREADS, 1);
-    sl_iterator *it = ds ? sl_iterator_create(ds, o) : NULL;
-    sl_element *el;
-    volatile unsigned sink = 0;
-    while (it && sl_next(it, &el) == 0) {
-        sink += fuzz_touch(el);
-        sl_element_release(el);
-    }
-    (void)sink;
-    sl_iterator_free(it);
-    sl_options_free(o);
-    sl_dataset_release(ds);
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
@@ -45,7 +28,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     if (data[0] & 1) {
         ru_write(npy, data + 1, size - 1);
-        read_all(sl_npy(npy, data[0] & 2 ? 3 : 0, 0));
+        fuzz_drain(sl_npy(npy, data[0] & 2 ? 3 : 0, 0), SL_ERRORS_FAIL);
         unlink(npy);
         return 0;
     }
@@ -54,7 +37,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         tokens[i] = (unsigned char)i;
     ru_write(bin, tokens, sizeof tokens);
     ru_write(idx, data + 1, size - 1);
-    read_all(sl_megatron(prefix, data[0] & 2 ? SL_TOKENS_DOCUMENTS : 0));
+    fuzz_drain(sl_megatron(prefix, data[0] & 2 ? SL_TOKENS_DOCUMENTS : 0), SL_ERRORS_FAIL);
     unlink(idx);
     unlink(bin);
     return 0;

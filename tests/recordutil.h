@@ -164,7 +164,8 @@ static inline void ru_write(const char *path, const void *p, size_t n)
 {
     FILE *f = fopen(path, "wb");
     if (f) {
-        fwrite(p, 1, n, f);
+        if (n) /* (an empty file's buffer may be NULL) */
+            fwrite(p, 1, n, f);
         fclose(f);
     }
 }

@@ -231,7 +231,7 @@ static void test_given_index(void **state)
     char bad[600];
     snprintf(bad, sizeof bad, "%s/bad.idx", dir);
     const char *texts[] = {"0 16\nx 5\n", "0 16\n0 16\n", "5 16\n", "0 99999999\n",
-                           "0 16 junk\n", "18446744073709551615 16\n"};
+                           "0 16 junk\n", "18446744073709551615 16\n", ""};
     for (size_t t = 0; t < sizeof texts / sizeof *texts; t++) {
         write_text(bad, texts[t]);
         const char *one[NSHARDS] = {bad, given[1], given[2]};

@@ -295,7 +295,7 @@ static void test_npy(void **state)
     ru_write(path, "\x93NUMPY\x01\x00\xff\xff", 10); /* a header longer than the file */
     assert_null(sl_npy(path, 0, 0));
     assert_int_equal(sl_last_error_code(), SL_ECORRUPT);
-    ru_write(path, "PK\x03\x04 not npy", 14);
+    ru_write(path, "PK\x03\x04 not npy", 12);
     assert_null(sl_npy(path, 0, 0));
     assert_int_equal(sl_last_error_code(), SL_ECORRUPT);
     sl_options_free(o);

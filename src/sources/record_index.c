@@ -50,7 +50,7 @@ int sl__record_index_parse(const char *text, size_t len, uint64_t shard_size, ui
                            const char *name, sl__record_index *out)
 {
     memset(out, 0, sizeof *out);
-    const char *p = text, *end = text + len;
+    const char *p = len ? text : "", *end = p + len; /* an empty file's text may be NULL */
     uint64_t next = 0; /* where the next record may start */
     int64_t line = 0;
     int rc = 0;
