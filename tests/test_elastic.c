@@ -3,8 +3,9 @@
  * ranks, W' of them, consume the rest: across the change every element of
  * the epoch exactly once, plus only the padding that equal steps need.
  * Then again from the new ranks' states onto yet another world size, over
- * a shuffled range, a windowed order, range itself, and shuffled .npy and
- * Megatron token files. */
+ * a shuffled range, a windowed order, range itself, shuffled .npy and
+ * Megatron token files, and shuffled TFRecord shards (indexed by their own
+ * pass, and by DALI index files). */
 #include <stdlib.h>
 #include <string.h>
 #include "core/error.h"
@@ -54,7 +55,47 @@ static void write_token_files(void)
     free(b.p);
 }
 
-#define SOURCES 5
+/* The same values as TFRecord records (8 bytes each) in 3 shards, and
+ * DALI index files for them under other names. */
+static char shard_path[3][300], dali_path[3][300];
+static const char *shards[3], *dali[3];
+
+static void write_shards(void)
+{
+    for (int k = 0; k < 3; k++) {
+        snprintf(shard_path[k], sizeof shard_path[k], "%s/part-%d.tfrecord", dir, k);
+        snprintf(dali_path[k], sizeof dali_path[k], "%s/part-%d.dali-idx", dir, k);
+        shards[k] = shard_path[k], dali[k] = dali_path[k];
+        ru_buf b = {0}, idx = {0};
+        for (int64_t v = k * 40; v < N && v < (k + 1) * 40; v++) {
+            char line[64];
+            int len = snprintf(line, sizeof line, "%zu %d\n", b.n, 8 + 16);
+            ru_put(&idx, line, (size_t)len);
+            unsigned char le[8];
+            ru_le(le, (uint64_t)v, 8);
+            ru_record(&b, le, 8);
+        }
+        ru_write(shard_path[k], b.p, b.n);
+        ru_write(dali_path[k], idx.p, idx.n);
+        free(b.p), free(idx.p);
+    }
+}
+
+static int record_value(sl_map_ctx *ctx, const sl_element *in, sl_element **out, void *user)
+{
+    (void)ctx, (void)user;
+    size_t len;
+    const unsigned char *p =
+        (const unsigned char *)sl_tensor_string(sl_element_tensor(in, 0), 0, &len);
+    assert_int_equal(len, 8);
+    int64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v |= (int64_t)p[i] << (8 * i);
+    *out = sl_element_create(1);
+    return sl_element_add_int64(*out, v);
+}
+
+#define SOURCES 7
 
 static sl_dataset *pipeline(int world, int rank, int source)
 {
@@ -71,6 +112,13 @@ static sl_dataset *pipeline(int world, int rank, int source)
     } else if (source == 4) {
         sl_dataset_release(in);
         in = sl_shuffle(sl_megatron(megatron_prefix, 0), SL_SHUFFLE_ALL, 5, 0);
+    }
+    if (source == 5 || source == 6) { /* TFRecord shards, built or DALI index */
+        sl_dataset_release(in);
+        in = sl_shuffle(sl_tfrecord_indexed(shards, 3, source == 6 ? dali : NULL, 0),
+                        SL_SHUFFLE_ALL, 5, 0);
+        return sl_batch(sl_map(sl_distribute(in, &ctx, 0), "value", record_value, NULL, 1, 0),
+                        BATCH, 0);
     }
     return sl_batch(sl_distribute(in, &ctx, 0), BATCH, 0);
 }
@@ -333,6 +381,7 @@ int main(void)
 {
     tu_tmpdir(dir);
     write_token_files();
+    write_shards();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_world_sizes),
         cmocka_unit_test(test_same_world_and_plain_restore),
