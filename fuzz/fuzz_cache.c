@@ -73,19 +73,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     sl_dataset *ds = sl_cache(upstream(), path);
     if (data[0] & 2) /* elements of several shapes meet in a batch */
         ds = sl_batch(ds, 2, 0);
-    sl_options *o = sl_options_create();
-    sl_options_set(o, SL_OPT_THREADS, 1);
-    sl_iterator *it = ds ? sl_iterator_create(ds, o) : NULL;
-    sl_element *el;
-    volatile unsigned sink = 0;
-    while (it && sl_next(it, &el) == 0) {
-        sink += fuzz_touch(el);
-        sl_element_release(el);
-    }
-    (void)sink;
-    sl_iterator_free(it);
-    sl_options_free(o);
-    sl_dataset_release(ds);
+    fuzz_drain(ds, SL_ERRORS_FAIL);
     unlink(path);
     unlink(partial);
     return 0;

@@ -44,19 +44,7 @@ static void run(const uint8_t *data, size_t size, bool as_bytes)
     }
     sl_dataset *ds = sl_parse_example(sl_from_tensor_slices(el), as_bytes ? strict : lenient,
                                       as_bytes ? 5 : 6, 0);
-    sl_options *o = sl_options_create();
-    sl_options_set(o, SL_OPT_THREADS, 1);
-    sl_iterator *it = ds ? sl_iterator_create(ds, o) : NULL;
-    sl_element *out;
-    volatile unsigned sink = 0;
-    while (it && sl_next(it, &out) == 0) {
-        sink += fuzz_touch(out);
-        sl_element_release(out);
-    }
-    (void)sink;
-    sl_iterator_free(it);
-    sl_options_free(o);
-    sl_dataset_release(ds);
+    fuzz_drain(ds, SL_ERRORS_FAIL);
 }
 
 /* The input merged with an Example of one long image/encoded value, before
