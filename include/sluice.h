@@ -1709,7 +1709,10 @@ SL_API sl_iterator *sl_iterator_restore(sl_dataset *ds, const void *state, size_
  * megatron, npy); the nodes above distribute start afresh, so the batch
  * size may change. A state saved after such a resume holds the merged
  * base too, so checkpoints may be resumed on yet another world size, and
- * sl_iterator_restore still resumes it on the same one.
+ * sl_iterator_restore still resumes it on the same one. A pipeline may hold
+ * several distribute nodes (a mixture of sources, each distributed on its
+ * own): each is merged, and the mixture above them, starting afresh, may
+ * be given new weights without any source's elements repeated or lost.
  * NULL with SL_EMISMATCH (another pipeline, seed or epoch, ranks missing
  * or repeated, states from different resumes), SL_EUNSUPPORTED (ranks
  * more than 4,096 elements apart, or a distribute that splits whole files)

@@ -273,6 +273,79 @@ static void test_same_world_and_plain_restore(void **state)
     sl_options_free(o);
 }
 
+/* A mixture of two sources, each distributed on its own (as a global
+ * order per source), resumed on another world size with new weights:
+ * every element of both sources once, none repeated or skipped. */
+static sl_dataset *mixture(int world, int rank, double wa)
+{
+    sl_dist_context ctx = {.rank = rank, .world_size = world};
+    sl_dataset *in[2] = {
+        sl_distribute(sl_shuffle(sl_range(0, 60, 1), SL_SHUFFLE_ALL, 1, 0), &ctx, 0),
+        sl_distribute(sl_shuffle(sl_range(1000, 1040, 1), SL_SHUFFLE_ALL, 2, 0), &ctx, 0)};
+    const double w[2] = {wa, 1 - wa};
+    return sl_batch(sl_sample_from(in, 2, w, 4, 0), BATCH, 0);
+}
+
+static void take_mixed(sl_iterator *it, int64_t batches, int *count)
+{
+    sl_element *el;
+    for (int64_t b = 0; batches < 0 || b < batches; b++) {
+        int rc = sl_next(it, &el);
+        if (rc == SL_EOF)
+            break;
+        if (rc)
+            fail_msg("%s", sl_iterator_errmsg(it));
+        const sl_tensor *t = sl_element_tensor(el, 0);
+        for (int64_t i = 0; i < sl_tensor_shape(t)[0]; i++) {
+            int64_t v = ((const int64_t *)sl_tensor_data(t))[i];
+            assert_true((v >= 0 && v < 60) || (v >= 1000 && v < 1040));
+            count[v]++;
+        }
+        sl_element_release(el);
+    }
+}
+
+static void test_mixture_new_weights(void **state)
+{
+    (void)state;
+    static int count[1040];
+    memset(count, 0, sizeof count);
+    sl_options *o = tu_opts(1, 9);
+    rank_run run[3];
+    const void *states[3];
+    size_t lens[3];
+    for (int r = 0; r < 3; r++) {
+        sl_dataset *ds = mixture(3, r, 0.5);
+        sl_iterator *it = sl_iterator_create(ds, o);
+        take_mixed(it, r + 2, count);
+        save(it, &run[r]);
+        states[r] = run[r].state, lens[r] = run[r].len;
+        sl_iterator_free(it);
+        sl_dataset_release(ds);
+    }
+    int64_t padded = 0;
+    for (int r = 0; r < 2; r++) {
+        sl_dataset *ds = mixture(2, r, 0.9); /* new weights */
+        sl_iterator *it = sl_iterator_restore_ranks(ds, states, lens, 3, o);
+        if (!it)
+            fail_msg("%s", sl_last_error());
+        take_mixed(it, -1, count);
+        padded += sl_iterator_stat(it, SL_STAT_PADDED);
+        sl_iterator_free(it);
+        sl_dataset_release(ds);
+    }
+    int64_t twice = 0;
+    for (int v = 0; v < 1040; v++) {
+        if (v >= 60 && v < 1000)
+            continue;
+        if (count[v] < 1 || count[v] > 2)
+            fail_msg("element %d taken %d times", v, count[v]);
+        twice += count[v] - 1;
+    }
+    assert_true(twice <= padded);
+    sl_options_free(o);
+}
+
 static int fail_17(sl_map_ctx *ctx, const sl_element *in, sl_element **out, void *user)
 {
     (void)ctx, (void)user;
@@ -386,6 +459,7 @@ int main(void)
         cmocka_unit_test(test_world_sizes),
         cmocka_unit_test(test_same_world_and_plain_restore),
         cmocka_unit_test(test_skipped_count_as_consumed),
+        cmocka_unit_test(test_mixture_new_weights),
         cmocka_unit_test(test_refusals),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

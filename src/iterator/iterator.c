@@ -163,12 +163,20 @@ SL_API sl_iterator *sl_iterator_restore_ranks(sl_dataset *ds, const void *const 
                           !ds ? "NULL dataset" : "no states");
         return NULL;
     }
-    sl_clear_error();
-    const sl_dataset *dist = sl__distribute_find(ds);
-    uint64_t key = 0;
-    if (!dist && sl_last_error_code() == SL_EUNSUPPORTED)
+    enum { MAX_NODES = 64 };
+    const sl_dataset *dist[MAX_NODES];
+    uint64_t key[MAX_NODES];
+    int nd = sl__distribute_find(ds, dist, MAX_NODES);
+    if (nd < 0)
         return NULL;
-    if (!dist || sl__node_key(ds, dist, &key) < 0) {
+    if (nd > MAX_NODES) {
+        sl__set_error(SL_EUNSUPPORTED, "sl_iterator_restore_ranks: %d distribute nodes, at "
+                      "most %d", nd, MAX_NODES);
+        return NULL;
+    }
+    for (int k = 0; k < nd; k++)
+        sl__node_key(ds, dist[k], &key[k]);
+    if (nd == 0) {
         if (n == 1) /* one state, nothing to merge: an ordinary restore */
             return sl_iterator_restore(ds, states[0], lens[0], opts);
         sl__set_error(SL_EINVAL, "sl_iterator_restore_ranks: %d states, but the pipeline has "
@@ -179,6 +187,7 @@ SL_API sl_iterator *sl_iterator_restore_ranks(sl_dataset *ds, const void *const 
     sl__restore **r = sl__calloc((size_t)n, sizeof *r);
     const int64_t **recs = sl__calloc((size_t)n, sizeof *recs);
     int *nf = sl__calloc((size_t)n, sizeof *nf);
+    sl__distribute_base base[MAX_NODES] = {{0}};
     sl__state_info info = {0}, first = {0};
     int64_t seed = sl_options_get(opts, SL_OPT_SEED), epoch = sl_options_get(opts, SL_OPT_EPOCH);
     int rc = r && recs && nf ? 0 : sl__set_error(SL_ENOMEM, "restore_ranks: out of memory");
@@ -194,29 +203,35 @@ SL_API sl_iterator *sl_iterator_restore_ranks(sl_dataset *ds, const void *const 
             rc = sl__set_error(SL_EMISMATCH, "state %d is in epoch %lld, state 0 in %lld%s", i,
                                (long long)info.epoch, (long long)first.epoch,
                                epoch >= 0 ? " (or the options ask for another)" : "");
-        else if (!(recs[i] = sl__restore_record(r[i], key, &nf[i])))
-            rc = sl__set_error(SL_EMISMATCH, "state %d has no record of this pipeline's "
-                               "distribute node (another pipeline, or other ops above "
-                               "distribute)", i);
     }
-    sl__distribute_base base = {0};
-    if (rc == 0)
-        rc = sl__distribute_merge(dist, recs, nf, n, &base);
+    /* each distribute node: its record in every state, merged */
+    for (int k = 0; rc == 0 && k < nd; k++) {
+        for (int i = 0; rc == 0 && i < n; i++)
+            if (!(recs[i] = sl__restore_record(r[i], key[k], &nf[i])))
+                rc = sl__set_error(SL_EMISMATCH, "state %d has no record of this pipeline's "
+                                   "distribute node %d (another pipeline, or other ops above "
+                                   "distribute)", i, k);
+        if (rc == 0)
+            rc = sl__distribute_merge(dist[k], recs, nf, n, &base[k]);
+    }
     for (int i = 0; r && i < n; i++)
         sl__restore_free(r[i]);
     sl__free(r, (size_t)n * sizeof *r);
     sl__free(recs, (size_t)n * sizeof *recs);
     sl__free(nf, (size_t)n * sizeof *nf);
-    if (rc < 0)
-        return NULL;
-    first.elements = 0;
-    sl__distribute_pending(&base);
-    sl_iterator *it = create(ds, opts, NULL, &first);
-    bool taken = sl__distribute_pending(NULL);
-    sl__distribute_base_free(&base);
+    sl_iterator *it = NULL;
+    bool taken = true;
+    if (rc == 0) {
+        first.elements = 0;
+        sl__distribute_pending(base, nd);
+        it = create(ds, opts, NULL, &first);
+        taken = sl__distribute_pending(NULL, 0);
+    }
+    for (int k = 0; k < nd; k++)
+        sl__distribute_base_free(&base[k]);
     if (it && !taken) {
         sl_iterator_free(it);
-        sl__set_error(SL_EINTERNAL, "sl_iterator_restore_ranks: the distribute node was not "
+        sl__set_error(SL_EINTERNAL, "sl_iterator_restore_ranks: a distribute node was not "
                       "made with the iterator");
         return NULL;
     }

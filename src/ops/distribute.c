@@ -59,7 +59,7 @@ typedef struct distribute_iter {
 /* An elastic restore's merged base, waiting for the distribute node that
  * the iterator being made on this thread creates. */
 static _Thread_local const sl__distribute_base *pending;
-static _Thread_local bool pending_taken;
+static _Thread_local int npending, ntaken;
 
 /* Input position of this rank's k-th element, before wrapping. */
 static int64_t position(const distribute_ds *d, int64_t k) { return d->rank + k * d->world; }
@@ -222,13 +222,13 @@ static int distribute_restore(sl__sync_iter *u)
     const distribute_ds *d = (const distribute_ds *)u->base.ds;
     int n = sl__iter_restored_count(&u->base);
     if (n < 0) {
-        if (pending && pending->ds == u->base.ds) { /* an elastic restore's new ranks */
-            int rc = set_base(it, pending->start, pending->nskip, pending->skip);
-            it->based = true;
-            pending = NULL;
-            pending_taken = true;
-            return rc;
-        }
+        for (int i = 0; i < npending; i++) /* an elastic restore's new ranks */
+            if (pending[i].ds == u->base.ds) {
+                int rc = set_base(it, pending[i].start, pending[i].nskip, pending[i].skip);
+                it->based = true;
+                ntaken++;
+                return rc;
+            }
         return 0;
     }
     if (n != 4 && (n < 7 || n > 4096 + 7))
@@ -438,44 +438,48 @@ SL_API sl_dataset *sl_distribute(sl_dataset *in, const sl_dist_context *ctx, uns
 
 /* ---- resuming on another world size ---- */
 
-/* The node under ds, and whether a record reader sits above it (the
- * ranks then split files, whose partly read records a merge cannot see). */
-static const sl_dataset *find(const sl_dataset *ds, bool *by_file)
+/* The nodes under ds, counted into *n (the first max into out); *by_file
+ * when a record reader sits above one (the ranks then split files, whose
+ * partly read records a merge cannot see). */
+static void find(const sl_dataset *ds, bool reader_above, const sl_dataset **out, int max,
+                 int *n, bool *by_file)
 {
     if (!ds)
-        return NULL;
-    if (ds->ops == &distribute_def.node)
-        return ds;
-    for (int i = 0; i < ds->ninputs; i++) {
-        const sl_dataset *d = find(ds->inputs[i], by_file);
-        if (d) {
-            *by_file |= ds->ops->rebuild_files != NULL;
-            return d;
-        }
+        return;
+    if (ds->ops == &distribute_def.node) {
+        if (*n < max)
+            out[*n] = ds;
+        ++*n;
+        *by_file |= reader_above;
+        return;
     }
-    return NULL;
+    for (int i = 0; i < ds->ninputs; i++)
+        find(ds->inputs[i], reader_above || ds->ops->rebuild_files != NULL, out, max, n,
+             by_file);
 }
 
-const sl_dataset *sl__distribute_find(const sl_dataset *ds)
+int sl__distribute_find(const sl_dataset *ds, const sl_dataset **out, int max)
 {
     bool by_file = false;
-    const sl_dataset *d = find(ds, &by_file);
-    if (d && by_file) {
+    int n = 0;
+    find(ds, false, out, max, &n, &by_file);
+    if (by_file) {
         sl__set_error(SL_EUNSUPPORTED, "restore_ranks: distribute splits whole files between "
                       "the ranks here; a file read part way cannot be split again. Resume on "
                       "the same world size, or distribute by element (an indexed source, "
                       "SL_DISTRIBUTE_BY_DATA)");
-        return NULL;
+        return -1;
     }
-    return d;
+    return n;
 }
 
-bool sl__distribute_pending(const sl__distribute_base *b)
+bool sl__distribute_pending(const sl__distribute_base *b, int n)
 {
-    bool taken = pending_taken;
+    bool all = ntaken >= npending;
     pending = b;
-    pending_taken = false;
-    return taken;
+    npending = n;
+    ntaken = 0;
+    return all;
 }
 
 void sl__distribute_base_free(sl__distribute_base *b)

@@ -14,17 +14,20 @@ typedef struct sl__distribute_base {
     int64_t *skip;        /* consumed positions above start, sorted */
 } sl__distribute_base;
 
-/* The distribute node under ds (along every input), or NULL. */
-const sl_dataset *sl__distribute_find(const sl_dataset *ds);
+/* The distribute nodes under ds (along every input; a mixture of sources
+ * distributed one by one has several), at most max of them into out: how
+ * many there are, or -1 with SL_EUNSUPPORTED set when one splits whole
+ * files. */
+int sl__distribute_find(const sl_dataset *ds, const sl_dataset **out, int max);
 /* Merges n old ranks' records of node dist (recs[i]: nfields[i] fields)
  * into out: 0, SL_EMISMATCH (ranks missing or repeated, another input,
  * different bases) or SL_ECORRUPT, naming what. */
 int sl__distribute_merge(const sl_dataset *dist, const int64_t *const *recs,
                          const int *nfields, int n, sl__distribute_base *out);
 void sl__distribute_base_free(sl__distribute_base *b);
-/* Sets the base the next distribute iterator this thread makes over
- * b->ds takes (NULL clears it); returns whether the last one set was
- * taken. */
-bool sl__distribute_pending(const sl__distribute_base *b);
+/* Sets the bases the distribute iterators this thread makes next take,
+ * each the one for its node (b[i].ds; NULL, 0 clears them); returns
+ * whether every one set before was taken. */
+bool sl__distribute_pending(const sl__distribute_base *b, int n);
 
 #endif
