@@ -1713,11 +1713,16 @@ SL_API sl_iterator *sl_iterator_restore(sl_dataset *ds, const void *state, size_
  * several distribute nodes (a mixture of sources, each distributed on its
  * own): each is merged, and the mixture above them, starting afresh, may
  * be given new weights without any source's elements repeated or lost.
- * NULL with SL_EMISMATCH (another pipeline, seed or epoch, ranks missing
- * or repeated, states from different resumes), SL_EUNSUPPORTED (ranks
- * more than 4,096 elements apart, or a distribute that splits whole files)
- * or SL_EINVAL (n > 1 and no distribute node over a dataset of known
- * size); n = 1 without a distribute node is sl_iterator_restore. */
+ * Over such an input distribute always counts positions of the order, so
+ * an element the error policy skips below it is a consumed position too.
+ * NULL with SL_EMISMATCH (another pipeline, seed, epoch or order, ranks
+ * missing or repeated, states from different resumes, a mixture that had
+ * dropped an ended input), SL_EUNSUPPORTED (no position-giving input below
+ * distribute, ranks more than 4,096 elements apart, a distribute that
+ * splits whole files, states saved by an older sluice, or a checkpoint in
+ * a later pass of a repeat above distribute: put repeat below it) or
+ * SL_EINVAL (n > 1 and no distribute node over a dataset of known size);
+ * n = 1 without a distribute node is sl_iterator_restore. */
 SL_API sl_iterator *sl_iterator_restore_ranks(sl_dataset *ds, const void *const *states,
                                               const size_t *lens, int n,
                                               const sl_options *opts);

@@ -209,8 +209,9 @@ SL_API sl_iterator *sl_iterator_restore_ranks(sl_dataset *ds, const void *const 
         for (int i = 0; rc == 0 && i < n; i++)
             if (!(recs[i] = sl__restore_record(r[i], key[k], &nf[i])))
                 rc = sl__set_error(SL_EMISMATCH, "state %d has no record of this pipeline's "
-                                   "distribute node %d (another pipeline, or other ops above "
-                                   "distribute)", i, k);
+                                   "distribute node %d (another pipeline, other ops above "
+                                   "distribute, or a mixture that had dropped that input when "
+                                   "it ended: resume that on the same world size)", i, k);
         if (rc == 0)
             rc = sl__distribute_merge(dist[k], recs, nf, n, &base[k]);
     }

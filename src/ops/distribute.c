@@ -23,16 +23,23 @@
  * padding for equal steps wraps within what is left. A record then holds
  * that base too, so a later resume, on any world size, merges again.
  *
- * Record: pos, emitted, world, rank, the input's fingerprint, start, the
- * skip count, the skipped positions (7 + count fields; 4 before the
- * fingerprint and base were saved, still read).
+ * Over an input that gives any position (a whole-dataset shuffle, an
+ * indexed source) the node always fetches by position, so what it counts
+ * is positions of the order even when the error policy skips an element.
+ *
+ * Record: pos, emitted, world, rank, the input's fingerprint, the pass's
+ * epoch, start, the skip count, the skipped positions (8 + count fields;
+ * 4 before the fingerprint and base were saved, still read by a restore
+ * on the same rank, refused by a merge).
  */
 #include <stdlib.h>
 #include <string.h>
 #include "../core/le.h"
 #include "../core/log.h"
 #include "../graph/sync.h"
+#include "../core/perm.h"
 #include "distribute.h"
+#include "shuffle.h"
 
 typedef struct distribute_ds {
     sl_dataset base;
@@ -58,7 +65,11 @@ typedef struct distribute_iter {
 
 /* An elastic restore's merged base, waiting for the distribute node that
  * the iterator being made on this thread creates. */
-static _Thread_local const sl__distribute_base *pending;
+/* At most this many positions consumed above the prefix (how far apart the
+ * ranks may be when a checkpoint is merged). */
+#define MAX_SKIP 4096
+
+static _Thread_local sl__distribute_base *pending;
 static _Thread_local int npending, ntaken;
 
 /* Input position of this rank's k-th element, before wrapping. */
@@ -122,6 +133,10 @@ static int64_t left_at(const distribute_iter *it, int64_t j)
 static int based_next(distribute_iter *it, sl_element **out)
 {
     sl__iter *in = it->u.in;
+    if (!in->ops->get)
+        return sl__set_error(SL_EUNSUPPORTED, "distribute: %s gives no position of its pass "
+                             "(a whole-dataset shuffle or an indexed source does)",
+                             sl_dataset_name(in->ds));
     while (it->emitted < it->m) {
         int64_t j = it->rank + it->emitted * it->world;
         bool padded = j >= it->left;
@@ -132,6 +147,7 @@ static int based_next(distribute_iter *it, sl_element **out)
         if (rc == 0) {
             if (padded)
                 atomic_fetch_add(&it->u.base.tree->padded, 1);
+            it->u.base.ok_count++;
             return 0;
         }
         if ((rc = sl__policy(&it->u.base, rc)))
@@ -188,9 +204,18 @@ static void distribute_fini(sl__sync_iter *u)
         sl__free(it->skip, (size_t)it->nskip * sizeof *it->skip);
 }
 
+/* The input's fingerprint, with the per-index order's version: a merge
+ * of records written under another order would misplace every position. */
 static uint64_t input_fingerprint(const sl_dataset *ds)
 {
-    return sl_dataset_fingerprint(ds->inputs[0]);
+    return sl__hash_u64(sl_dataset_fingerprint(ds->inputs[0]), SL__PERM_VERSION);
+}
+
+/* Whether the input gives any position of its pass to its iterators. */
+static bool by_position(const sl_dataset *ds)
+{
+    const sl_dataset *in = ds->inputs[0];
+    return sl__dataset_can_get(in) || sl__shuffle_by_position(in);
 }
 
 static int set_base(distribute_iter *it, int64_t start, int64_t nskip, const int64_t *skip)
@@ -210,7 +235,9 @@ static int set_base(distribute_iter *it, int64_t start, int64_t nskip, const int
         it->skip[k] = skip[k];
     }
     it->start = start;
-    it->based = start > 0 || nskip > 0;
+    if ((start > 0 || nskip > 0) && !by_position(&d->base))
+        return sl__set_error(SL_EUNSUPPORTED, "distribute: a state merged from other ranks "
+                             "needs an input that gives any position of its pass");
     return 0;
 }
 
@@ -223,17 +250,24 @@ static int distribute_restore(sl__sync_iter *u)
     int n = sl__iter_restored_count(&u->base);
     if (n < 0) {
         for (int i = 0; i < npending; i++) /* an elastic restore's new ranks */
-            if (pending[i].ds == u->base.ds) {
-                int rc = set_base(it, pending[i].start, pending[i].nskip, pending[i].skip);
-                it->based = true;
+            if (pending[i].ds == u->base.ds && !pending[i].taken) {
+                if (pending[i].epoch != u->base.epoch)
+                    return sl__set_error(SL_EUNSUPPORTED, "restore_ranks: the checkpoint is "
+                                         "in pass %lld of distribute's input, this iterator "
+                                         "starts pass %lld (an op above distribute, such as "
+                                         "repeat, restarts): resume on the same world size, "
+                                         "or repeat below distribute",
+                                         (long long)pending[i].epoch,
+                                         (long long)u->base.epoch);
+                pending[i].taken = true;
                 ntaken++;
-                return rc;
+                return set_base(it, pending[i].start, pending[i].nskip, pending[i].skip);
             }
         return 0;
     }
-    if (n != 4 && (n < 7 || n > 4096 + 7))
+    if (n != 4 && (n < 8 || n > MAX_SKIP + 8))
         return sl__set_error(SL_ECORRUPT, "saved state: distribute has %d fields", n);
-    int64_t f[4096 + 7];
+    int64_t f[MAX_SKIP + 8];
     sl__iter_restored(&u->base, n, f);
     it->pos = f[0], it->emitted = f[1], it->world = f[2], it->rank = f[3];
     if (n == 4)
@@ -243,10 +277,10 @@ static int distribute_restore(sl__sync_iter *u)
                              "input (fingerprint %016llx, this one's %016llx)",
                              (unsigned long long)f[4],
                              (unsigned long long)input_fingerprint(&d->base));
-    if (f[6] != n - 7)
+    if (f[7] != n - 8)
         return sl__set_error(SL_ECORRUPT, "saved state: distribute: %lld consumed positions "
-                             "in %d fields", (long long)f[6], n);
-    int rc = set_base(it, f[5], f[6], f + 7);
+                             "in %d fields", (long long)f[7], n);
+    int rc = set_base(it, f[6], f[7], f + 8);
     return rc ? rc : 1;
 }
 
@@ -254,15 +288,16 @@ static int distribute_save(sl__iter *base, sl__bytes *w)
 {
     distribute_iter *it = (distribute_iter *)base;
     int alive = it->u.in != NULL;
-    unsigned char *p = sl__state_record(w, base, 7 + (int)it->nskip, alive);
+    unsigned char *p = sl__state_record(w, base, 8 + (int)it->nskip, alive);
     if (!p)
         return SL_ENOMEM;
-    int64_t head[7] = {it->pos, it->emitted, it->world, it->rank,
-                       (int64_t)input_fingerprint(base->ds), it->start, it->nskip};
-    for (int i = 0; i < 7; i++)
+    int64_t head[8] = {it->pos,   it->emitted, it->world, it->rank,
+                       (int64_t)input_fingerprint(base->ds), base->epoch, it->start,
+                       it->nskip};
+    for (int i = 0; i < 8; i++)
         sl__put_le64(p + 8 * i, (uint64_t)head[i]);
     for (int64_t k = 0; k < it->nskip; k++)
-        sl__put_le64(p + 8 * (7 + k), (uint64_t)it->skip[k]);
+        sl__put_le64(p + 8 * (8 + k), (uint64_t)it->skip[k]);
     return alive ? sl__iter_save(it->u.in, w) : 0;
 }
 
@@ -271,6 +306,7 @@ static int distribute_start(sl__sync_iter *u, bool resumed)
     distribute_iter *it = (distribute_iter *)u;
     const distribute_ds *d = (const distribute_ds *)u->base.ds;
     it->pad_scan = -1;
+    it->based = by_position(&d->base);
     if (it->based) {
         it->left = d->n - it->start - it->nskip;
         it->m = it->left == 0 ? 0 : d->drop ? it->left / d->world
@@ -473,7 +509,7 @@ int sl__distribute_find(const sl_dataset *ds, const sl_dataset **out, int max)
     return n;
 }
 
-bool sl__distribute_pending(const sl__distribute_base *b, int n)
+bool sl__distribute_pending(sl__distribute_base *b, int n)
 {
     bool all = ntaken >= npending;
     pending = b;
@@ -495,13 +531,24 @@ static int cmp_i64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-#define MAX_SKIP 4096
 
 int sl__distribute_merge(const sl_dataset *dist, const int64_t *const *recs,
                          const int *nfields, int n, sl__distribute_base *out)
 {
     const distribute_ds *d = (const distribute_ds *)dist;
     *out = (sl__distribute_base){.ds = dist};
+    if (!by_position(dist))
+        return sl__set_error(SL_EUNSUPPORTED, "restore_ranks: %s gives no position of its "
+                             "pass; a merge needs shuffle(ALL), shuffle_windowed or an "
+                             "indexed source below distribute",
+                             sl_dataset_name(dist->inputs[0]));
+    for (int i = 0; i < n; i++)
+        if (nfields[i] < 8 || recs[i][7] != nfields[i] - 8)
+            return sl__set_error(nfields[i] == 4 ? SL_EUNSUPPORTED : SL_ECORRUPT,
+                                 "restore_ranks: state %d %s", i, nfields[i] == 4
+                                     ? "was saved by an older sluice; resume it on the same "
+                                       "world size"
+                                     : "has a damaged distribute record");
     /* the old base, which every old rank shares */
     distribute_iter old = {0};
     int64_t world = recs[0][2];
@@ -510,39 +557,47 @@ int sl__distribute_merge(const sl_dataset *dist, const int64_t *const *recs,
                              "give every old rank's state, once", n, (long long)world);
     bool *seen = sl__calloc((size_t)n, sizeof *seen);
     if (!seen)
-        return SL_ENOMEM;
+        return sl__set_error(SL_ENOMEM, "restore_ranks: out of memory");
     int rc = 0;
+    out->epoch = recs[0][5];
     for (int i = 0; rc == 0 && i < n; i++) {
         const int64_t *f = recs[i];
-        int64_t start = nfields[i] >= 7 ? f[5] : 0, nskip = nfields[i] >= 7 ? f[6] : 0;
-        if (nfields[i] != 4 && (nfields[i] < 7 || nskip != nfields[i] - 7))
-            rc = sl__set_error(SL_ECORRUPT, "restore_ranks: state %d: a distribute record of "
-                               "%d fields", i, nfields[i]);
-        else if (f[2] != world || f[3] < 0 || f[3] >= world || seen[f[3]])
+        int64_t start = f[6], nskip = f[7];
+        if (f[2] != world || f[3] < 0 || f[3] >= world || seen[f[3]])
             rc = sl__set_error(SL_EMISMATCH, "restore_ranks: state %d is rank %lld of %lld; "
                                "the states must be ranks 0..%lld of one world, once each", i,
                                (long long)f[3], (long long)f[2], (long long)world - 1);
-        else if (nfields[i] >= 7 && (uint64_t)f[4] != input_fingerprint(dist))
+        else if ((uint64_t)f[4] != input_fingerprint(dist))
             rc = sl__set_error(SL_EMISMATCH, "restore_ranks: state %d was saved over another "
-                               "input (fingerprint %016llx, this one's %016llx)", i,
+                               "input or order (fingerprint %016llx, this one's %016llx)", i,
                                (unsigned long long)f[4],
                                (unsigned long long)input_fingerprint(dist));
+        else if (f[5] != out->epoch)
+            rc = sl__set_error(SL_EMISMATCH, "restore_ranks: state %d is in pass %lld of "
+                               "distribute's input, state 0 in %lld", i, (long long)f[5],
+                               (long long)out->epoch);
         else if (i > 0 && (start != old.start || nskip != old.nskip ||
-                           (nskip && memcmp(f + 7, old.skip, (size_t)nskip * 8) != 0)))
+                           (nskip && memcmp(f + 8, old.skip, (size_t)nskip * 8) != 0)))
             rc = sl__set_error(SL_EMISMATCH, "restore_ranks: state %d comes from another "
                                "resume than state 0 (states of one checkpoint, please)", i);
-        else if (f[1] < 0)
-            rc = sl__set_error(SL_ECORRUPT, "restore_ranks: state %d: emitted %lld", i,
-                               (long long)f[1]);
         if (rc == 0 && i == 0) {
             old.u.base.ds = dist;
-            rc = set_base(&old, start, nskip, f + 7);
+            rc = set_base(&old, start, nskip, f + 8);
         }
         if (rc == 0)
             seen[f[3]] = true;
     }
     sl__free(seen, (size_t)n * sizeof *seen);
-    int64_t left = d->n - old.start - old.nskip;
+    int64_t left_old = d->n - old.start - old.nskip;
+    int64_t m_old = left_old == 0 ? 0 : d->drop ? left_old / world : (left_old + world - 1) / world;
+    bool finished = true; /* every old rank took its whole share */
+    for (int i = 0; rc == 0 && i < n; i++) {
+        if (recs[i][1] < 0 || recs[i][1] > m_old)
+            rc = sl__set_error(SL_ECORRUPT, "restore_ranks: state %d: %lld elements emitted "
+                               "of %lld", i, (long long)recs[i][1], (long long)m_old);
+        finished &= recs[i][1] == m_old;
+    }
+    int64_t left = finished ? 0 : left_old; /* (a DROP epoch's dropped tail stays dropped) */
     /* what is left of the old base, j in [0, left): rank j mod world took j
      * while j < rank + emitted * world */
     int64_t J = left;
@@ -568,6 +623,8 @@ int sl__distribute_merge(const sl_dataset *dist, const int64_t *const *recs,
     }
     if (rc == 0)
         out->start = J < left ? left_at(&old, J) : d->n;
+    if (rc == 0 && finished)
+        out->start = d->n;
     for (int64_t k = 0; rc == 0 && k < old.nskip; k++) /* the old base's, above it */
         if (old.skip[k] > out->start && sl__bytes_append(&acc, &old.skip[k], 8))
             rc = sl__set_error(SL_ENOMEM, "restore_ranks: out of memory");

@@ -10,8 +10,10 @@
 
 typedef struct sl__distribute_base {
     const sl_dataset *ds; /* the distribute node it is for */
+    int64_t epoch;        /* the pass of the node's iterators it belongs to */
     int64_t start, nskip;
     int64_t *skip;        /* consumed positions above start, sorted */
+    bool taken;           /* by the node's iterator */
 } sl__distribute_base;
 
 /* The distribute nodes under ds (along every input; a mixture of sources
@@ -28,6 +30,6 @@ void sl__distribute_base_free(sl__distribute_base *b);
 /* Sets the bases the distribute iterators this thread makes next take,
  * each the one for its node (b[i].ds; NULL, 0 clears them); returns
  * whether every one set before was taken. */
-bool sl__distribute_pending(const sl__distribute_base *b, int n);
+bool sl__distribute_pending(sl__distribute_base *b, int n);
 
 #endif

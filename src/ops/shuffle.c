@@ -13,6 +13,7 @@
 #include <string.h>
 #include "../graph/node.h"
 #include "../core/perm.h"
+#include "shuffle.h"
 #include "../graph/sync.h"
 
 typedef struct shuffle_ds {
@@ -457,6 +458,12 @@ static sl_dataset *build(sl_dataset *in, const shuffle_args *a)
         return sl__dataset_fail(&s->base, SL_EINVAL, "shuffle_windowed: block and window "
                                 "must be >= 1 (%lld, %lld)", (long long)a->block,
                                 (long long)a->window);
+    if (a->block) { /* a window past the blocks there are is all of them: the same order */
+        int64_t card = sl_dataset_cardinality(s->base.inputs[0]);
+        int64_t full = card > 0 ? card / a->block : 0;
+        if (s->window > full)
+            s->window = full > 0 ? full : 1;
+    }
     if (buffer == 0 || buffer < SL_SHUFFLE_ALL)
         return sl__dataset_fail(&s->base, SL_EINVAL,
                                 "shuffle: buffer must be >= 1 or SL_SHUFFLE_ALL, not %lld",
@@ -482,6 +489,11 @@ static sl_dataset *build(sl_dataset *in, const shuffle_args *a)
                                 sl_dataset_name(input),
                                 card == SL_INFINITE ? "infinite" : "unknown");
     return &s->base;
+}
+
+bool sl__shuffle_by_position(const sl_dataset *ds)
+{
+    return ds->ops == &shuffle_ops && ((const shuffle_ds *)ds)->buffer == SL_SHUFFLE_ALL;
 }
 
 static sl_dataset *apply(sl_dataset *x, void *arg)
