@@ -402,76 +402,63 @@ static void test_skipped_count_as_consumed(void **state)
     sl_options_free(o);
 }
 
-/* Found in review: what a merge must refuse, and edges it must get right. */
-static void test_review_cases(void **state)
+/* The pipelines of the review cases: 40 elements below distribute (a
+ * buffered shuffle, a repeat above it, DROP), for rank r of world. */
+enum { BUFFERED, REPEATED, DROPPED };
+
+static sl_dataset *review_pipeline(int kind, int world, int rank)
 {
-    (void)state;
-    sl_options *o = tu_opts(1, 9);
-    int count[N] = {0};
-    rank_run run[3];
-    const void *states[3];
-    size_t lens[3];
-    /* a buffered shuffle below distribute gives no position: refused */
-    for (int r = 0; r < 2; r++) {
-        sl_dist_context ctx = {.rank = r, .world_size = 2};
-        sl_dataset *ds = sl_distribute(sl_shuffle(sl_range(0, 40, 1), 8, 1, 0), &ctx, 0);
+    sl_dist_context ctx = {.rank = rank, .world_size = world};
+    sl_dataset *in = sl_shuffle(sl_range(0, 40, 1), kind == BUFFERED ? 8 : SL_SHUFFLE_ALL, 1, 0);
+    sl_dataset *ds = sl_distribute(in, &ctx, kind == DROPPED ? SL_DISTRIBUTE_DROP : 0);
+    return kind == REPEATED ? sl_repeat(ds, 3) : ds;
+}
+
+/* Every rank of `world` takes `steps` elements and saves. */
+static void checkpoint_ranks(int kind, int world, int steps, sl_options *o, rank_run *run,
+                             const void **states, size_t *lens)
+{
+    for (int r = 0; r < world; r++) {
+        sl_dataset *ds = review_pipeline(kind, world, r);
         sl_iterator *it = sl_iterator_create(ds, o);
         sl_element *el;
-        assert_int_equal(sl_next(it, &el), 0);
-        sl_element_release(el);
+        for (int i = 0; i < steps; i++) {
+            assert_int_equal(sl_next(it, &el), 0);
+            sl_element_release(el);
+        }
         save(it, &run[r]);
         states[r] = run[r].state, lens[r] = run[r].len;
         sl_iterator_free(it);
         sl_dataset_release(ds);
     }
-    sl_dist_context three = {.rank = 0, .world_size = 3};
-    sl_dataset *ds = sl_distribute(sl_shuffle(sl_range(0, 40, 1), 8, 1, 0), &three, 0);
+}
+
+/* Found in review: what a merge must refuse, and edges it must get right. */
+static void test_review_cases(void **state)
+{
+    (void)state;
+    sl_options *o = tu_opts(1, 9);
+    rank_run run[3];
+    const void *states[3];
+    size_t lens[3];
+    /* a buffered shuffle below distribute gives no position: refused */
+    checkpoint_ranks(BUFFERED, 2, 1, o, run, states, lens);
+    sl_dataset *ds = review_pipeline(BUFFERED, 3, 0);
     assert_null(sl_iterator_restore_ranks(ds, states, lens, 2, o));
     assert_int_equal(sl_last_error_code(), SL_EUNSUPPORTED);
     sl_dataset_release(ds);
 
     /* repeat above distribute, saved in its second pass: refused, not
      * merged into the first pass's order */
-    for (int r = 0; r < 2; r++) {
-        sl_dist_context ctx = {.rank = r, .world_size = 2};
-        ds = sl_repeat(sl_distribute(sl_shuffle(sl_range(0, 40, 1), SL_SHUFFLE_ALL, 1, 0),
-                                     &ctx, 0), 3);
-        sl_iterator *it = sl_iterator_create(ds, o);
-        sl_element *el;
-        for (int i = 0; i < 25; i++) {
-            assert_int_equal(sl_next(it, &el), 0);
-            sl_element_release(el);
-        }
-        save(it, &run[r]);
-        states[r] = run[r].state, lens[r] = run[r].len;
-        sl_iterator_free(it);
-        sl_dataset_release(ds);
-    }
-    ds = sl_repeat(sl_distribute(sl_shuffle(sl_range(0, 40, 1), SL_SHUFFLE_ALL, 1, 0), &three,
-                                 0), 3);
+    checkpoint_ranks(REPEATED, 2, 25, o, run, states, lens);
+    ds = review_pipeline(REPEATED, 3, 0);
     assert_null(sl_iterator_restore_ranks(ds, states, lens, 2, o));
     assert_int_equal(sl_last_error_code(), SL_EUNSUPPORTED);
     sl_dataset_release(ds);
 
     /* DROP, every rank at the end of its share: nothing is left */
-    for (int r = 0; r < 3; r++) {
-        sl_dist_context ctx = {.rank = r, .world_size = 3};
-        ds = sl_distribute(sl_shuffle(sl_range(0, 40, 1), SL_SHUFFLE_ALL, 1, 0), &ctx,
-                           SL_DISTRIBUTE_DROP);
-        sl_iterator *it = sl_iterator_create(ds, o);
-        sl_element *el;
-        for (int i = 0; i < 13; i++) {
-            assert_int_equal(sl_next(it, &el), 0);
-            sl_element_release(el);
-        }
-        save(it, &run[r]);
-        states[r] = run[r].state, lens[r] = run[r].len;
-        sl_iterator_free(it);
-        sl_dataset_release(ds);
-    }
-    sl_dist_context one = {.rank = 0, .world_size = 1};
-    ds = sl_distribute(sl_shuffle(sl_range(0, 40, 1), SL_SHUFFLE_ALL, 1, 0), &one,
-                       SL_DISTRIBUTE_DROP);
+    checkpoint_ranks(DROPPED, 3, 13, o, run, states, lens);
+    ds = review_pipeline(DROPPED, 1, 0);
     sl_iterator *it = sl_iterator_restore_ranks(ds, states, lens, 3, o);
     if (!it)
         fail_msg("%s", sl_last_error());
@@ -493,7 +480,6 @@ static void test_review_cases(void **state)
     }
     free(v);
     sl_dataset_release(ds);
-    (void)count;
     sl_options_free(o);
 }
 
