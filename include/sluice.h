@@ -1185,12 +1185,28 @@ SL_API sl_dataset *sl_tfrecord_fn(const sl_element *path, void *user);
  * Uncompressed shards only. A record is one read; its length and CRCs
  * are checked as sl_tfrecord checks them (flags: SL_WITH_PATHS,
  * SL_TFRECORD_NO_DATA_CRC), and a bad one is an element error naming the
- * shard, the byte offset and the record. NULL with SL_EIO (a shard that
- * cannot be read) or SL_ECORRUPT (an index that does not fit its shard,
+ * shard, the byte offset and the record. Records are read through the
+ * read node (io_depth in flight; a URL shard by one ranged GET each). NULL
+ * with SL_EIO (a shard that cannot be read), SL_ENOENT (a named index that
+ * does not exist) or SL_ECORRUPT (an index that does not fit its shard,
  * naming the line; a shard whose headers do not parse, naming the
  * offset). */
 SL_API sl_dataset *sl_tfrecord_indexed(const char *const *paths, int n,
                                        const char *const *index_paths, unsigned flags);
+
+/* WebDataset tar shards with random access: the samples of sl_tar_shards
+ * (keys, types and flags as there: SL_WITH_PATHS adds the sample's key),
+ * each fetched by one read of its members, so shuffle(ALL) and distribute
+ * take any sample without reading the ones before it. A shard's index
+ * (one "offset size" line per sample, its headers to its last member's
+ * padding) is "<shard>.idx" when no older than the shard, else built in
+ * one pass over its headers and written there (kept in memory where that
+ * fails; for a URL, "<url>.idx" when it exists, else the shard streamed
+ * once). Uncompressed shards only. A sample that does not parse, lacks a
+ * key or disagrees with its index is an element error naming the shard
+ * and the byte offset. */
+SL_API sl_dataset *sl_tar_indexed(const char *const *paths, int n, const char *const *keys,
+                                  const sl_dtype *types, int nkeys, unsigned flags);
 
 /* Token files with random access, memory-mapped (pages are read on first
  * touch; a corpus larger than memory costs no heap): sources of sequences

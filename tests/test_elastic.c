@@ -81,6 +81,39 @@ static void write_shards(void)
     }
 }
 
+/* The same values as WebDataset samples in 3 tar shards: "sNNN.cls" (the
+ * value as text) and "sNNN.txt", a directory and a member with no
+ * extension between some of them. */
+static char tar_path[3][300];
+static const char *tars[3];
+
+static void write_tars(void)
+{
+    for (int k = 0; k < 3; k++) {
+        snprintf(tar_path[k], sizeof tar_path[k], "%s/part-%d.tar", dir, k);
+        tars[k] = tar_path[k];
+        ru_buf b = {0};
+        for (int64_t v = k * 40; v < N && v < (k + 1) * 40; v++) {
+            char name[32], text[32];
+            snprintf(name, sizeof name, "s%03lld.cls", (long long)v);
+            int len = snprintf(text, sizeof text, "%lld\n", (long long)v);
+            ru_tar_file(&b, name, text, (size_t)len);
+            if (v % 7 == 3)
+                ru_tar_file(&b, "README", "x", 1);
+            snprintf(name, sizeof name, "s%03lld.txt", (long long)v);
+            ru_tar_file(&b, name, "some text", 9);
+            if (v % 11 == 5) {
+                unsigned char h[512];
+                ru_tar_header(h, "a-directory", 0, '5');
+                ru_put(&b, h, 512);
+            }
+        }
+        ru_tar_end(&b);
+        ru_write(tar_path[k], b.p, b.n);
+        free(b.p);
+    }
+}
+
 static int record_value(sl_map_ctx *ctx, const sl_element *in, sl_element **out, void *user)
 {
     (void)ctx, (void)user;
@@ -95,7 +128,7 @@ static int record_value(sl_map_ctx *ctx, const sl_element *in, sl_element **out,
     return sl_element_add_int64(*out, v);
 }
 
-#define SOURCES 7
+#define SOURCES 8
 
 static sl_dataset *pipeline(int world, int rank, int source)
 {
@@ -119,6 +152,12 @@ static sl_dataset *pipeline(int world, int rank, int source)
                         SL_SHUFFLE_ALL, 5, 0);
         return sl_batch(sl_map(sl_distribute(in, &ctx, 0), "value", record_value, NULL, 1, 0),
                         BATCH, 0);
+    }
+    if (source == 7) { /* tar shards: int64 scalars from "cls" */
+        sl_dataset_release(in);
+        static const char *keys[] = {"cls"};
+        static const sl_dtype types[] = {SL_INT64};
+        in = sl_shuffle(sl_tar_indexed(tars, 3, keys, types, 1, 0), SL_SHUFFLE_ALL, 5, 0);
     }
     return sl_batch(sl_distribute(in, &ctx, 0), BATCH, 0);
 }
@@ -596,6 +635,7 @@ int main(void)
     tu_tmpdir(dir);
     write_token_files();
     write_shards();
+    write_tars();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_world_sizes),
         cmocka_unit_test(test_same_world_and_plain_restore),

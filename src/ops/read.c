@@ -18,6 +18,11 @@
  * (io_http.c), opened at the first URL: its first FIRST_PIECE bytes are
  * asked for before the size is known, which is all of most images in one
  * request; the answer tells the size, and the rest comes in a second.
+ *
+ * Ranged (sl__read_ranges, for the indexed record sources): tensors 1 and
+ * 2 of the input are an offset and a length, and only those bytes are
+ * read (a URL: one ranged GET), `lead` bytes into a buffer of the node's,
+ * so that the format's node above can lay a tensor's header before them.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -40,12 +45,14 @@
 typedef struct read_ds {
     sl_dataset base;
     unsigned flags;
+    int64_t lead; /* ranged: bytes before the data in its buffer; -1: whole files */
 } read_ds;
 
 typedef struct slot {
     sl_element *el;      /* the output being filled; NULL after an error */
     unsigned char *data; /* where the file's bytes go */
     uint64_t size, got;
+    uint64_t off;        /* ranged: where the bytes start in the file */
     int64_t bytes;       /* held against the RAM budget */
     int fd;
     /* a URL: its object in the remote engine, and until its size is known
@@ -211,11 +218,18 @@ static int open_file(read_iter *it, const char *path, slot *s)
         return path_error(it, SL_EIO, path, plen, "not a regular file");
     if (st.st_size == 0)
         return path_error(it, SL_ECORRUPT, path, plen, "empty file");
+    bool ranged = ((const read_ds *)it->base.ds)->lead >= 0;
+    if (ranged && (s->off > (uint64_t)st.st_size || s->size > (uint64_t)st.st_size - s->off))
+        return path_error(it, SL_ECORRUPT, path, plen, "%llu bytes at byte %llu run past its "
+                          "end (%llu bytes): it changed since it was indexed",
+                          (unsigned long long)s->size, (unsigned long long)s->off,
+                          (unsigned long long)st.st_size);
     /* blocking again: io_uring answers EAGAIN on a non-blocking file rather
      * than waiting for the disk */
     if (fcntl(fd, F_SETFL, 0) < 0)
         return path_error(it, SL_EIO, path, plen, "%s", strerror(errno));
-    s->size = (uint64_t)st.st_size;
+    if (!ranged)
+        s->size = (uint64_t)st.st_size;
     return 0;
 }
 
@@ -247,6 +261,46 @@ static int open_remote(read_iter *it, const char *path, slot *s)
     return 0;
 }
 
+static int make_output(read_iter *it, sl_element *in, const char *path, slot *s);
+static int queue_piece(read_iter *it, slot *s);
+
+/* Ranged: the offset and length in tensors 1 and 2 of `in`. */
+static int in_range(read_iter *it, const sl_element *in, const char *path, slot *s)
+{
+    const sl_tensor *o = sl_element_tensor(in, 1), *n = sl_element_tensor(in, 2);
+    if (!o || !n || sl_tensor_dtype(o) != SL_INT64 || sl_tensor_dtype(n) != SL_INT64 ||
+        sl_tensor_count(o) != 1 || sl_tensor_count(n) != 1)
+        return path_error(it, SL_EDTYPE, path, (int)strlen(path),
+                          "a ranged read needs int64 scalars (offset, length) after the path");
+    int64_t off = sl_tensor_int64(o), len = sl_tensor_int64(n);
+    if (off < 0 || len < 1)
+        return path_error(it, SL_EINVAL, path, (int)strlen(path), "bad range: %lld bytes at "
+                          "byte %lld", (long long)len, (long long)off);
+    s->off = (uint64_t)off;
+    s->size = (uint64_t)len;
+    return 0;
+}
+
+/* Ranged, a URL: its object, the element made now (the size is known)
+ * and its one GET queued. */
+static int open_remote_range(read_iter *it, const char *path, sl_element *in, slot *s)
+{
+    int plen = (int)strlen(path);
+    if (!it->http) {
+        int rc = sl__http_open(it->depth, &it->base.tree->http, &it->http);
+        if (rc < 0)
+            return path_error(it, rc, path, plen, "%s", sl__error_msg());
+    }
+    s->obj = sl__http_add(it->http, path);
+    if (s->obj < 0) {
+        sl__error_prefix(sl_dataset_name(it->base.ds));
+        return s->obj;
+    }
+    s->remote = true;
+    int rc = make_output(it, in, path, s);
+    return rc ? rc : queue_piece(it, s);
+}
+
 /* (bytes, the input's other tensors[, path]): the bytes in a pooled buffer
  * of the file's size, the input's tensors shared with it. */
 static int make_output(read_iter *it, sl_element *in, const char *path, slot *s)
@@ -257,10 +311,13 @@ static int make_output(read_iter *it, sl_element *in, const char *path, slot *s)
     for (int i = with_paths ? 0 : 1; i < in->n; i++)
         if (!in->t[i].buf)
             inline_bytes += (in->t[i].nbytes + 63) & ~(size_t)63;
+    size_t lead = ((const read_ds *)it->base.ds)->lead > 0
+                      ? (size_t)((const read_ds *)it->base.ds)->lead : 0;
     sl_element *el = sl__element_new(kept + 1, inline_bytes);
-    sl__buf *buf = el ? sl__buf_get(s->size) : NULL;
+    sl__buf *buf = el ? sl__buf_get(lead + s->size) : NULL;
     int64_t shape[1] = {(int64_t)s->size};
-    bool ok = buf && sl__element_push_view(el, SL_UINT8, 1, shape, buf->data, s->size, buf);
+    bool ok = buf &&
+              sl__element_push_view(el, SL_UINT8, 1, shape, buf->data + lead, s->size, buf);
     sl__buf_release(buf);
     for (int k = 1; ok && k <= kept; k++) {
         const struct sl_tensor *t = &in->t[k % in->n]; /* the path, if kept, last */
@@ -274,7 +331,7 @@ static int make_output(read_iter *it, sl_element *in, const char *path, slot *s)
                           "out of memory for %llu bytes", (unsigned long long)s->size);
     }
     s->el = el;
-    s->data = buf->data;
+    s->data = buf->data + lead;
     s->bytes = (int64_t)sl__element_bytes(el);
     sl__iter_hold(&it->base, s->bytes);
     return 0;
@@ -285,8 +342,9 @@ static int queue_piece(read_iter *it, slot *s)
 {
     uint64_t left = s->size - s->got;
     size_t len = left > SL__IO_MAX_READ ? SL__IO_MAX_READ : (size_t)left;
-    int rc = s->remote ? sl__io_prep(it->http, s->obj, s->data + s->got, len, s->got, s)
-                       : sl__io_prep(it->io, s->fd, s->data + s->got, len, s->got, s);
+    uint64_t at = s->off + s->got;
+    int rc = s->remote ? sl__io_prep(it->http, s->obj, s->data + s->got, len, at, s)
+                       : sl__io_prep(it->io, s->fd, s->data + s->got, len, at, s);
     if (rc < 0) {
         int plen;
         const char *p = out_path(s, &plen);
@@ -328,7 +386,22 @@ static void start_one(read_iter *it)
     char path[PATH_CAP];
     int rc = in_path(it, in, path);
     bool url = rc == 0 && sl__is_url(path);
-    if (url) {
+    bool ranged = ((const read_ds *)it->base.ds)->lead >= 0;
+    if (ranged && rc == 0)
+        rc = in_range(it, in, path, s);
+    if (ranged && rc == 0 && url) {
+        sl__bytes_swap(&it->snaps[it->tail % it->nslots], &it->pulling);
+        it->tail++;
+        atomic_fetch_add(&it->count, 1);
+        rc = open_remote_range(it, path, in, s);
+        sl_element_release(in);
+        if (rc < 0) {
+            slot_fail(it, s, rc);
+            publish(it, &s, 1);
+        }
+        return;
+    }
+    if (url && rc == 0) {
         rc = open_remote(it, path, s);
         if (rc == 0) { /* the element comes with the size */
             s->in = in;
@@ -794,7 +867,9 @@ static int64_t read_cardinality(const sl_dataset *ds)
 
 static sl_dataset *read_rebuild(const sl_dataset *ds, sl_dataset *new_input)
 {
-    sl_dataset *r = sl_read_files(new_input, ((const read_ds *)ds)->flags);
+    const read_ds *d = (const read_ds *)ds;
+    sl_dataset *r = d->lead >= 0 ? sl__read_ranges(new_input, (size_t)d->lead, d->flags)
+                                 : sl_read_files(new_input, d->flags);
     if (r && ds->name) {
         r->name = sl__strdup(ds->name);
         if (!r->name) {
@@ -807,7 +882,9 @@ static sl_dataset *read_rebuild(const sl_dataset *ds, sl_dataset *new_input)
 
 static uint64_t read_fingerprint(const sl_dataset *ds, uint64_t h)
 {
-    return sl__hash_u64(h, ((const read_ds *)ds)->flags);
+    const read_ds *d = (const read_ds *)ds;
+    h = sl__hash_u64(h, d->flags);
+    return d->lead < 0 ? h : sl__hash_u64(h, (uint64_t)d->lead); /* whole files: as before */
 }
 
 /* The path (tensor 0) becomes the file's bytes; with SL_WITH_PATHS the
@@ -838,13 +915,24 @@ static const sl__node_ops read_ops = {
     .structure = read_structure,
 };
 
-SL_API sl_dataset *sl_read_files(sl_dataset *in, unsigned flags)
+static sl_dataset *make_read(sl_dataset *in, int64_t lead, unsigned flags)
 {
     read_ds *r = (read_ds *)sl__dataset_new(&read_ops, sizeof *r, in);
     if (!r)
         return NULL;
     r->flags = flags;
+    r->lead = lead;
     if (flags & ~(SL_WITH_PATHS | SL__READ_GONE_OK))
         return sl__dataset_fail(&r->base, SL_EINVAL, "read: unknown flags 0x%x", flags);
     return &r->base;
+}
+
+SL_API sl_dataset *sl_read_files(sl_dataset *in, unsigned flags)
+{
+    return make_read(in, -1, flags);
+}
+
+sl_dataset *sl__read_ranges(sl_dataset *in, size_t lead, unsigned flags)
+{
+    return make_read(in, (int64_t)lead, flags);
 }

@@ -506,6 +506,11 @@ uint64_t sl__stream_offset(const sl__stream *s)
     return s->off;
 }
 
+uint64_t sl__stream_size(const sl__stream *s)
+{
+    return s->size;
+}
+
 bool sl__stream_compressed(const sl__stream *s)
 {
     return s->zon;

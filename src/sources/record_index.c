@@ -3,16 +3,19 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "../core/crc32c.h"
 #include "../core/error.h"
 #include "../core/fileio.h"
 #include "../core/le.h"
+#include "../core/log.h"
+#include "../remote/remote.h"
 #include "record_index.h"
 
 #define TFRECORD_FRAMING 16 /* u64 length, u32 its CRC, ..., u32 the data's CRC */
 
-static int push(sl__record_index *x, uint64_t offset, uint32_t size)
+int sl__record_index_push(sl__record_index *x, uint64_t offset, uint32_t size)
 {
     if (sl__bytes_append(&x->offsets, &offset, sizeof offset) ||
         sl__bytes_append(&x->sizes, &size, sizeof size))
@@ -47,7 +50,7 @@ static bool number(const char **p, const char *end, uint64_t *v)
 }
 
 int sl__record_index_parse(const char *text, size_t len, uint64_t shard_size, uint32_t min_size,
-                           const char *name, sl__record_index *out)
+                           unsigned flags, const char *name, sl__record_index *out)
 {
     memset(out, 0, sizeof *out);
     const char *p = len ? text : "", *end = p + len; /* an empty file's text may be NULL */
@@ -85,10 +88,11 @@ int sl__record_index_parse(const char *text, size_t len, uint64_t shard_size, ui
             rc = sl__set_error(SL_ECORRUPT, "%s: line %lld: %s", name, (long long)line, why);
             break;
         }
-        rc = push(out, offset, (uint32_t)size);
+        rc = sl__record_index_push(out, offset, (uint32_t)size);
         next = offset + size;
     }
-    if (rc == 0 && next != shard_size)
+    if (rc == 0 && shard_size != UINT64_MAX &&
+        ((flags & SL__INDEX_TO_END) ? next != shard_size : next > shard_size))
         rc = sl__set_error(SL_ECORRUPT, "%s: its records end at byte %llu, the shard has %llu "
                            "(an index of another file, or of an older version of it)",
                            name, (unsigned long long)next, (unsigned long long)shard_size);
@@ -97,17 +101,63 @@ int sl__record_index_parse(const char *text, size_t len, uint64_t shard_size, ui
     return rc;
 }
 
-int sl__tfrecord_index_build(int fd, uint64_t size, const char *path, sl__record_index *out)
+static int64_t pread_read(void *ctx, uint64_t at, void *dst, size_t n)
+{
+    const sl__pread_ctx *c = ctx;
+    ssize_t got = sl__pread_full(c->fd, dst, n, at);
+    if (got < 0)
+        return sl__set_error(SL_EIO, "%s: read at byte %llu: %s", c->path,
+                             (unsigned long long)at, strerror(errno));
+    return got;
+}
+
+static int pread_skip(void *ctx, uint64_t at, uint64_t n)
+{
+    const sl__pread_ctx *c = ctx;
+    return at > c->size || n > c->size - at;
+}
+
+sl__reader sl__pread_reader(sl__pread_ctx *ctx)
+{
+    return (sl__reader){pread_read, pread_skip, ctx};
+}
+
+static int64_t stream_read(void *ctx, uint64_t at, void *dst, size_t n)
+{
+    sl__stream *st = ctx;
+    uint64_t now = sl__stream_offset(st), skipped;
+    size_t got;
+    int rc = at > now ? sl__stream_skip(st, at - now, &skipped) : 0;
+    if (rc == 0 && at > now && skipped < at - now)
+        return 0;
+    rc = rc ? rc : sl__stream_read(st, dst, n, &got);
+    return rc < 0 ? rc : (int64_t)got;
+}
+
+static int stream_skip(void *ctx, uint64_t at, uint64_t n)
+{
+    sl__stream *st = ctx;
+    uint64_t now = sl__stream_offset(st), skipped;
+    n += at - now;
+    int rc = sl__stream_skip(st, n, &skipped);
+    return rc < 0 ? rc : skipped < n;
+}
+
+sl__reader sl__stream_reader(sl__stream *s)
+{
+    return (sl__reader){stream_read, stream_skip, s};
+}
+
+int sl__tfrecord_index_build(const sl__reader *r, const char *path, sl__record_index *out)
 {
     memset(out, 0, sizeof *out);
     uint64_t at = 0;
     int rc = 0;
-    while (at < size && rc == 0) {
+    for (;;) {
         unsigned char hdr[12];
-        ssize_t got = sl__pread_full(fd, hdr, sizeof hdr, at);
-        if (got < 0) {
-            rc = sl__set_error(SL_EIO, "%s: read at byte %llu: %s", path, (unsigned long long)at,
-                               strerror(errno));
+        int64_t got = r->read(r->ctx, at, hdr, sizeof hdr);
+        if (got <= 0) {
+            rc = (int)got;
             break;
         }
         uint64_t len = sl__get_le64(hdr);
@@ -117,18 +167,124 @@ int sl__tfrecord_index_build(int fd, uint64_t size, const char *path, sl__record
         else if (sl__crc32c_mask(sl__crc32c(0, hdr, 8)) != sl__get_le32(hdr + 8))
             why = "bad length CRC (not a TFRecord file, or a compressed one: random access "
                   "needs an uncompressed shard)";
-        else if (len > UINT32_MAX - TFRECORD_FRAMING || len + TFRECORD_FRAMING > size - at)
+        else if (len > UINT32_MAX - TFRECORD_FRAMING ||
+                 (rc = r->skip(r->ctx, at + sizeof hdr, len + 4)) > 0)
             why = "a record runs past the end of the file";
+        if (rc < 0)
+            break;
         if (why) {
             rc = sl__set_error(SL_ECORRUPT, "%s: %s at byte %llu", path, why,
                                (unsigned long long)at);
             break;
         }
-        rc = push(out, at, (uint32_t)(len + TFRECORD_FRAMING));
+        if ((rc = sl__record_index_push(out, at, (uint32_t)(len + TFRECORD_FRAMING))) != 0)
+            break;
         at += len + TFRECORD_FRAMING;
     }
     if (rc)
         sl__record_index_free(out);
+    return rc;
+}
+
+static int read_text(const char *path, sl__bytes *out)
+{
+    sl__stream_opts o = {.backend = SL_IO_AUTO, .compression = SL_COMPRESSION_NONE};
+    sl__stream *st;
+    int rc = sl__stream_open(path, &o, &st);
+    if (rc < 0)
+        return rc;
+    size_t got = 65536;
+    while (rc == 0 && got == 65536 && (rc = sl__bytes_reserve(out, 65536)) == 0) {
+        rc = sl__stream_read(st, out->p + out->n, 65536, &got);
+        out->n += rc == 0 ? got : 0;
+    }
+    sl__stream_close(st);
+    return rc;
+}
+
+/* The index text at `name` parsed: 0, or a code with the message set. */
+static int load_text(const char *name, uint64_t size, const sl__index_format *f,
+                     sl__record_index *out)
+{
+    sl__bytes text = {0};
+    int rc = read_text(name, &text);
+    if (rc == 0)
+        rc = sl__record_index_parse((const char *)text.p, text.n, size, f->min_size, f->flags,
+                                    name, out);
+    sl__bytes_free(&text);
+    return rc;
+}
+
+static bool newer(const struct stat *a, const struct stat *b)
+{
+    return a->st_mtim.tv_sec > b->st_mtim.tv_sec ||
+           (a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec >= b->st_mtim.tv_nsec);
+}
+
+/* A URL's index: given, or beside it ("<url>.idx"), else built by
+ * streaming the shard once. An index fetched is not checked against the
+ * object's size (that would cost a request per shard): each ranged read
+ * checks its record. */
+static int load_remote(const char *url, const char *given, const sl__index_format *f,
+                       sl__record_index *out)
+{
+    char beside[4096 + 8];
+    int rc = SL_ENOENT;
+    if (given || strlen(url) < 4096) {
+        snprintf(beside, sizeof beside, "%s.idx", url);
+        rc = load_text(given ? given : beside, UINT64_MAX, f, out);
+        if (rc == 0 || given)
+            return rc;
+        if (rc != SL_ENOENT)
+            sl__log(SL_LOG_WARN, "%s: %s; indexing the shard again", f->who, sl_last_error());
+    }
+    sl__stream_opts o = {.backend = SL_IO_AUTO, .compression = SL_COMPRESSION_NONE};
+    sl__stream *st;
+    if ((rc = sl__stream_open(url, &o, &st)) < 0)
+        return rc;
+    sl__reader r = sl__stream_reader(st);
+    rc = f->build(&r, sl__stream_path(st), out);
+    if (rc == 0)
+        sl__log(SL_LOG_INFO, "%s: indexed %s in one pass (%lld records); an index beside it "
+                "(%s.idx) would spare that", f->who, sl__stream_path(st),
+                (long long)out->count, sl__stream_path(st));
+    sl__stream_close(st);
+    return rc;
+}
+
+int sl__record_index_load(const char *path, const char *given, const sl__index_format *f,
+                          sl__record_index *out)
+{
+    if (sl__is_url(path))
+        return load_remote(path, given, f, out);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st, ist;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        int rc = sl__set_error(SL_EIO, "%s: %s", path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return rc;
+    }
+    char beside[4096];
+    snprintf(beside, sizeof beside, "%s.idx", path);
+    bool current = !given && stat(beside, &ist) == 0 && newer(&ist, &st);
+    int rc;
+    if (given || current) {
+        rc = load_text(given ? given : beside, (uint64_t)st.st_size, f, out);
+        if (rc == 0 || given) {
+            close(fd);
+            return rc;
+        }
+        /* a stale or damaged index of our own making: build it again */
+        sl__log(SL_LOG_WARN, "%s: %s; indexing %s again", f->who, sl_last_error(), path);
+    }
+    sl__pread_ctx ctx = {fd, (uint64_t)st.st_size, path};
+    sl__reader r = sl__pread_reader(&ctx);
+    rc = f->build(&r, path, out);
+    close(fd);
+    if (rc == 0 && sl__record_index_write(out, beside) != 0)
+        sl__log(SL_LOG_INFO, "%s: keeping the index of %s in memory (%s)", f->who, path,
+                sl_last_error());
     return rc;
 }
 

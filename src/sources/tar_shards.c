@@ -3,12 +3,9 @@
  * each followed by its member's data padded to 512 bytes, ended by zero
  * blocks. Members are grouped into samples by key (the path up to the
  * first '.' of the base name; consecutive members with one key are one
- * sample), and each sample yields the members asked for.
+ * sample), and each sample yields the members asked for. The headers
+ * are walked by tar_format.c.
  *
- * Headers: POSIX ustar (name and prefix), GNU ('L' long names before the
- * member they name, base-256 sizes) and pax ('x' records path= and size=
- * for the next member; 'g' global records are skipped). Only regular
- * members are samples' parts; directories, links and the like are skipped.
  * The member read past the end of a sample is kept for the next one, so a
  * saved position is that member's first header.
  */
@@ -19,10 +16,8 @@
 #include <string.h>
 #include <strings.h>
 #include "shards.h"
+#include "tar_format.h"
 
-#define BLOCK 512
-#define MAX_NAME 65536
-#define MAX_PAX (1 << 20)
 #define MAX_KEYS 64
 
 typedef struct tar_shards_ds {
@@ -42,9 +37,7 @@ typedef struct value {
 
 typedef struct member {
     bool have;          /* read ahead: the first member of the next sample */
-    uint64_t start;     /* offset of its first header */
-    sl__bytes name;     /* NUL-terminated */
-    size_t klen;        /* key = name[0..klen) */
+    sl__tar_member t;   /* where it is, its name and key */
     int slot;           /* the key asked for that it is, or -1 */
     value v;
     int rc;             /* an error of its own (too large), with msg */
@@ -59,7 +52,8 @@ typedef struct tar_shards_iter {
     int file_rc;        /* the file failed after the last sample (message kept) */
     char *file_msg;
     value *vals;        /* per key, the current sample's */
-    sl__bytes pax_path, long_name, key;
+    sl__tar_scratch scratch;
+    sl__bytes key;
 } tar_shards_iter;
 
 static void value_drop(value *v)
@@ -102,137 +96,6 @@ static int skip_all(tar_shards_iter *it, uint64_t n, uint64_t at)
     return rc;
 }
 
-static uint64_t padding(uint64_t size)
-{
-    return (BLOCK - size % BLOCK) % BLOCK;
-}
-
-/* An octal field (spaces and NULs around it), or GNU base-256. */
-static bool number(const unsigned char *f, size_t n, uint64_t *out)
-{
-    uint64_t v = 0;
-    if (f[0] & 0x80) {
-        if (f[0] != 0x80) /* negative, or wider than 64 bits */
-            return false;
-        for (size_t i = 1; i < n; i++) {
-            if (v >> 56)
-                return false;
-            v = v << 8 | f[i];
-        }
-        *out = v;
-        return true;
-    }
-    size_t i = 0;
-    while (i < n && (f[i] == ' ' || f[i] == 0))
-        i++;
-    bool any = false;
-    for (; i < n && f[i] >= '0' && f[i] <= '7'; i++) {
-        if (v >> 61)
-            return false;
-        v = v << 3 | (uint64_t)(f[i] - '0');
-        any = true;
-    }
-    for (; i < n; i++)
-        if (f[i] != ' ' && f[i] != 0)
-            return false;
-    *out = v;
-    return any || n == 0;
-}
-
-static bool checksum_ok(const unsigned char *h)
-{
-    uint64_t want;
-    if (!number(h + 148, 8, &want))
-        return false;
-    /* every byte, the checksum field's 8 counted as spaces; some old tars
-     * summed signed chars: each byte from 128 up then counts 256 less */
-    uint32_t u = 0, high = 0;
-    for (int i = 0; i < BLOCK; i++) { /* two plain sums: vectorized */
-        u += h[i];
-        high += h[i] >> 7;
-    }
-    for (int i = 148; i < 156; i++) {
-        u -= h[i];
-        high -= h[i] >> 7;
-    }
-    u += 8 * ' ';
-    int64_t s = (int64_t)u - 256 * (int64_t)high;
-    return u == want || (uint64_t)s == want;
-}
-
-static bool all_zero(const unsigned char *h)
-{
-    for (int i = 0; i < BLOCK; i++)
-        if (h[i])
-            return false;
-    return true;
-}
-
-static int set_str(sl__bytes *b, const void *p, size_t n)
-{
-    int rc = sl__bytes_assign(b, p, n);
-    return rc ? rc : sl__bytes_append(b, "", 1);
-}
-
-/* A pax extended header's records ("<len> key=value\n"): path and size. */
-static int read_pax(tar_shards_iter *it, uint64_t size, uint64_t at, int64_t *pax_size)
-{
-    if (size > MAX_PAX)
-        return corrupt(it, "pax header too large", at);
-    char *p = sl__alloc(size + 1);
-    if (!p)
-        return SL_ENOMEM;
-    int rc = read_all(it, p, (size_t)size, at, "a pax header runs past the end of the file");
-    p[size] = '\0';
-    for (size_t i = 0; rc == 0 && i < size;) {
-        char *end;
-        unsigned long long len = strtoull(p + i, &end, 10);
-        char *kv = end + 1;
-        if (end == p + i || *end != ' ' || len < 5 || len > size - i || p[i + len - 1] != '\n') {
-            rc = corrupt(it, "malformed pax record", at);
-            break;
-        }
-        char *eq = memchr(kv, '=', (size_t)(p + i + len - 1 - kv));
-        if (eq) {
-            size_t klen = (size_t)(eq - kv), vlen = (size_t)(p + i + len - 1 - (eq + 1));
-            if (klen == 4 && !memcmp(kv, "path", 4)) {
-                rc = set_str(&it->pax_path, eq + 1, vlen);
-            } else if (klen == 4 && !memcmp(kv, "size", 4)) {
-                char num[32];
-                if (vlen == 0 || vlen >= sizeof num)
-                    rc = corrupt(it, "malformed pax size", at);
-                memcpy(num, eq + 1, vlen < sizeof num ? vlen : 0);
-                num[vlen < sizeof num ? vlen : 0] = '\0';
-                char *e;
-                long long v = strtoll(num, &e, 10);
-                if (rc == 0 && (*e || v < 0))
-                    rc = corrupt(it, "malformed pax size", at);
-                *pax_size = v;
-            }
-        }
-        i += (size_t)len;
-    }
-    sl__free(p, size + 1);
-    return rc ? rc : skip_all(it, padding(size), at);
-}
-
-/* The slot of the key asked for that matches extension ext, or -1. */
-static int slot_of(const tar_shards_ds *d, const char *ext)
-{
-    size_t elen = strlen(ext);
-    for (int i = 0; i < d->nkeys; i++) {
-        const char *k = d->keys[i];
-        while (*k) {
-            const char *e = strchr(k, ';');
-            size_t n = e ? (size_t)(e - k) : strlen(k);
-            if (n == elen && strncasecmp(k, ext, n) == 0)
-                return i;
-            k += n + (e != NULL);
-        }
-    }
-    return -1;
-}
-
 /* Reads the next regular member into it->m: 0, 1 at the end of the file
  * (zero blocks or its end), or an error that loses the file. */
 static int read_member(tar_shards_iter *it)
@@ -240,83 +103,17 @@ static int read_member(tar_shards_iter *it)
     const tar_shards_ds *d = (const tar_shards_ds *)it->base.ds;
     member *m = &it->m;
     member_clear(m);
-    it->pax_path.n = it->long_name.n = 0;
-    int64_t pax_size = -1;
-    m->start = sl__stream_offset(it->sh.s);
+    sl__reader r = sl__stream_reader(it->sh.s);
     for (;;) {
-        unsigned char h[BLOCK];
-        uint64_t at = sl__stream_offset(it->sh.s);
-        size_t got;
-        int rc = sl__stream_read(it->sh.s, h, BLOCK, &got);
-        if (rc < 0)
+        sl__tar_fault f;
+        int rc = sl__tar_next(&r, sl__stream_offset(it->sh.s), &m->t, &it->scratch, &f);
+        if (rc == SL_ECORRUPT)
+            return corrupt(it, f.what, f.at);
+        if (rc)
             return rc;
-        if (got == 0 || (got == BLOCK && all_zero(h)))
-            return 1; /* the end: zero blocks, or a file without them */
-        if (got < BLOCK)
-            return corrupt(it, "the file ends inside a header", at);
-        if (!checksum_ok(h))
-            return corrupt(it, "bad header checksum (not a tar file, or damaged)", at);
-        uint64_t size;
-        if (!number(h + 124, 12, &size))
-            return corrupt(it, "bad size field in a header", at);
-        char type = (char)h[156];
-        if (type == 'L') { /* GNU: the next member's long name */
-            if (size > MAX_NAME)
-                return corrupt(it, "long name too large", at);
-            if ((rc = sl__bytes_reserve(&it->long_name, (size_t)size + 1)) < 0)
-                return rc;
-            rc = read_all(it, it->long_name.p, (size_t)size, at, "a long name runs past the end");
-            if (rc == 0)
-                rc = skip_all(it, padding(size), at);
-            if (rc < 0)
-                return rc;
-            it->long_name.n = strnlen((char *)it->long_name.p, (size_t)size);
-            it->long_name.p[it->long_name.n++] = '\0';
-            continue;
-        }
-        if (type == 'x') {
-            if ((rc = read_pax(it, size, at, &pax_size)) < 0)
-                return rc;
-            continue;
-        }
-        if (pax_size >= 0)
-            size = (uint64_t)pax_size;
-        if (type != '0' && type != '\0' && type != '7') { /* not a file: skip it */
-            if ((rc = skip_all(it, size + padding(size), at)) < 0)
-                return rc;
-            it->pax_path.n = it->long_name.n = 0;
-            pax_size = -1;
-            m->start = sl__stream_offset(it->sh.s);
-            continue;
-        }
-        /* the name: pax path, GNU long name, or ustar prefix/name */
-        if (it->pax_path.n) {
-            rc = set_str(&m->name, it->pax_path.p, it->pax_path.n - 1);
-        } else if (it->long_name.n) {
-            rc = set_str(&m->name, it->long_name.p, it->long_name.n - 1);
-        } else {
-            char full[256 + 2];
-            size_t pl = !memcmp(h + 257, "ustar", 5) ? strnlen((char *)h + 345, 155) : 0;
-            size_t nl = strnlen((char *)h, 100);
-            memcpy(full, h + 345, pl);
-            if (pl)
-                full[pl++] = '/';
-            memcpy(full + pl, h, nl);
-            rc = set_str(&m->name, full, pl + nl);
-        }
-        if (rc < 0)
-            return rc;
-        const char *name = (const char *)m->name.p;
-        const char *base = strrchr(name, '/');
-        base = base ? base + 1 : name;
-        const char *dot = base[0] != '.' ? strchr(base, '.') : NULL;
-        m->slot = -1;
-        if (dot && dot[1]) {
-            m->klen = (size_t)(dot - name);
-            m->slot = slot_of(d, dot + 1);
-        } else {
-            m->klen = 0; /* no extension: not part of a sample */
-        }
+        const char *name = (const char *)m->t.name.p;
+        uint64_t size = m->t.size, at = m->t.start;
+        m->slot = m->t.klen ? sl__tar_key_slot(d->keys, d->nkeys, name + m->t.ext) : -1;
         if (m->slot >= 0 && size > (uint64_t)it->sh.max_record) {
             char what[160];
             snprintf(what, sizeof what, "member %.64s of %llu bytes is over the limit of %lld "
@@ -335,17 +132,14 @@ static int read_member(tar_shards_iter *it)
             rc = read_all(it, (unsigned char *)m->v.buf->data + 16, (size_t)size, at,
                           "a member runs past the end of the file");
             if (rc == 0)
-                rc = skip_all(it, padding(size), at);
+                rc = skip_all(it, sl__tar_padding(size), at);
         } else {
-            rc = skip_all(it, size + padding(size), at);
+            rc = skip_all(it, size + sl__tar_padding(size), at);
         }
         if (rc < 0)
             return rc;
-        if (m->klen == 0) { /* skipped: the next member starts a fresh name */
+        if (m->t.klen == 0) { /* no extension: not part of a sample */
             member_clear(m);
-            it->pax_path.n = it->long_name.n = 0;
-            pax_size = -1;
-            m->start = sl__stream_offset(it->sh.s);
             continue;
         }
         m->have = true;
@@ -355,7 +149,7 @@ static int read_member(tar_shards_iter *it)
 
 static bool same_key(const tar_shards_iter *it)
 {
-    return it->key.n == it->m.klen && !memcmp(it->key.p, it->m.name.p, it->m.klen);
+    return it->key.n == it->m.t.klen && !memcmp(it->key.p, it->m.t.name.p, it->m.t.klen);
 }
 
 /* The sample in it->vals as an element, or an element error. */
@@ -381,41 +175,13 @@ static int emit(tar_shards_iter *it, uint64_t at, int err, char *msg, sl_element
     }
     for (int i = 0; !err && i < d->nkeys; i++) {
         value *v = &it->vals[i];
-        uint64_t *off = (uint64_t *)(void *)v->buf->data;
-        char *text = (char *)(off + 2);
-        if (d->types[i] == SL_INT64) {
-            char num[32];
-            size_t n = v->size;
-            while (n && isspace((unsigned char)text[n - 1]))
-                n--;
-            size_t s0 = 0;
-            while (s0 < n && isspace((unsigned char)text[s0]))
-                s0++;
-            char *end = num;
-            long long x = 0;
-            if (n - s0 > 0 && n - s0 < sizeof num) {
-                memcpy(num, text + s0, n - s0);
-                num[n - s0] = '\0';
-                errno = 0;
-                x = strtoll(num, &end, 10);
-            }
-            if (end == num || *end || errno) {
-                err = sl__set_error(SL_ECORRUPT, "%s: sample %.*s (at byte %llu): '%s' is not "
-                                    "an integer", sl__stream_path(it->sh.s), (int)it->key.n,
-                                    (const char *)it->key.p, (unsigned long long)at,
-                                    d->keys[i]);
-                break;
-            }
-            rc = sl_element_add_int64(el, (int64_t)x);
-        } else if (d->types[i] == SL_STRING) {
-            off[0] = 0;
-            off[1] = v->size;
-            rc = sl__element_push_view(el, SL_STRING, 0, NULL, off, 16 + (size_t)v->size, v->buf)
-                     ? 0 : SL_ENOMEM;
-        } else {
-            int64_t shape[1] = {(int64_t)v->size};
-            rc = sl__element_push_view(el, SL_UINT8, 1, shape, text, (size_t)v->size, v->buf)
-                     ? 0 : SL_ENOMEM;
+        rc = sl__tar_push_value(el, d->types[i], v->buf->data + 16, v->size, v->buf);
+        if (rc == 1) {
+            err = sl__set_error(SL_ECORRUPT, "%s: sample %.*s (at byte %llu): '%s' is not "
+                                "an integer", sl__stream_path(it->sh.s), (int)it->key.n,
+                                (const char *)it->key.p, (unsigned long long)at, d->keys[i]);
+            rc = 0;
+            break;
         }
         if (rc < 0) {
             sl_element_release(el);
@@ -470,11 +236,10 @@ static int sample(tar_shards_iter *it, sl_element **out)
             return (rc = sl__shards_lose_file(&it->base, &it->sh, rc)) ? rc : 1;
         }
     }
-    uint64_t at = it->m.start;
-    int rc = set_str(&it->key, it->m.name.p, it->m.klen);
+    uint64_t at = it->m.t.start;
+    int rc = sl__bytes_assign(&it->key, it->m.t.name.p, it->m.t.klen);
     if (rc < 0)
         return rc;
-    it->key.n--; /* without its NUL */
     int err = 0;
     char *msg = NULL;
     do {
@@ -526,12 +291,11 @@ static void tar_shards_destroy(sl__iter *base)
     tar_shards_iter *it = (tar_shards_iter *)base;
     const tar_shards_ds *d = (const tar_shards_ds *)base->ds;
     member_clear(&it->m);
-    sl__bytes_free(&it->m.name);
+    sl__tar_member_free(&it->m.t);
     for (int i = 0; it->vals && i < d->nkeys; i++)
         value_drop(&it->vals[i]);
     sl__free(it->vals, (size_t)d->nkeys * sizeof *it->vals);
-    sl__bytes_free(&it->pax_path);
-    sl__bytes_free(&it->long_name);
+    sl__tar_scratch_free(&it->scratch);
     sl__bytes_free(&it->key);
     sl__strfree(it->file_msg);
     sl__shards_fini(&it->sh);
@@ -544,7 +308,7 @@ static int tar_shards_save(sl__iter *base, sl__bytes *w)
     tar_shards_iter *it = (tar_shards_iter *)base;
     int64_t at = -1;
     if (it->sh.s)
-        at = (int64_t)(it->m.have ? it->m.start : sl__stream_offset(it->sh.s));
+        at = (int64_t)(it->m.have ? it->m.t.start : sl__stream_offset(it->sh.s));
     return sl__shards_save(base, &it->sh, w, at);
 }
 
