@@ -307,6 +307,8 @@ FUNCTIONS = {
     "sl_tfrecord": (c_void_p, [c_void_p, c_int, c_uint]),
     "sl_tfrecord_fn": (c_void_p, [c_void_p, c_void_p]),
     "sl_tfrecord_indexed": (c_void_p, [POINTER(c_char_p), c_int, POINTER(c_char_p), c_uint]),
+    "sl_tar_indexed": (c_void_p, [POINTER(c_char_p), c_int, POINTER(c_char_p), POINTER(c_int),
+                                  c_int, c_uint]),
     "sl_megatron": (c_void_p, [c_char_p, c_uint]),
     "sl_npy": (c_void_p, [c_char_p, c_int64, c_uint]),
     "sl_parse_example": (c_void_p, [c_void_p, POINTER(sl_feature), c_int, c_uint]),

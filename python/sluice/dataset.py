@@ -898,6 +898,19 @@ class Dataset:
                                          _count("npy", "seq_len", seq_len), 0)))
 
     @staticmethod
+    def _wds_keys(keys, op):
+        """webdataset's keys as C arrays: the names, and their types ("cls",
+        "cls2", "index", "inx" and "id" parsed as int64, the rest bytes)."""
+        if isinstance(keys, str):
+            keys = keys.split()
+        keys = [k.encode() if isinstance(k, str) else bytes(k) for k in keys]
+        if not keys:
+            raise ValueError("%s: give at least one key" % op)
+        ints = {b"cls", b"cls2", b"index", b"inx", b"id"}
+        types = [SL_INT64 if k in ints else SL_STRING for k in keys]
+        return (ctypes.c_char_p * len(keys))(*keys), (ctypes.c_int * len(keys))(*types)
+
+    @staticmethod
     def webdataset(urls, keys=("jpg", "cls"), *, with_keys=False):
         """WebDataset tar shards (plain or .tar.gz): members grouped into
         samples by key (the path up to the first "." of the base name), each
@@ -910,23 +923,36 @@ class Dataset:
         webdataset's "__key__"). A sample without a requested key, a bad
         header checksum or a member running past the end is a
         CorruptDataError naming the shard and the byte offset."""
-        if isinstance(keys, str):
-            keys = keys.split()
-        keys = [k.encode() if isinstance(k, str) else bytes(k) for k in keys]
-        if not keys:
-            raise ValueError("webdataset: give at least one key")
-        ints = {b"cls", b"cls2", b"index", b"inx", b"id"}
-        types = [SL_INT64 if k in ints else SL_STRING for k in keys]
+        karr, tarr = Dataset._wds_keys(keys, "webdataset")
         if isinstance(urls, Dataset):
             paths = urls
         else:
             expanded = [u for url in _records.path_list(urls, "webdataset")
                         for u in _records.brace_expand(os.fsdecode(url))]
             paths = Dataset._paths(expanded, "webdataset")
-        karr = (ctypes.c_char_p * len(keys))(*keys)
-        tarr = (ctypes.c_int * len(keys))(*types)
-        return paths._derive(lib.sl_tar_shards, karr, tarr, len(keys),
+        return paths._derive(lib.sl_tar_shards, karr, tarr, len(karr),
                              SL_WITH_PATHS if with_keys else 0, strings="bytes")
+
+    @staticmethod
+    def webdataset_indexed(urls, keys=("jpg", "cls"), *, with_keys=False):
+        """webdataset() with random access by sample, as wids reads tar
+        shards: the same samples in the same order and the same element
+        layout, but a known cardinality, so shuffle(sluice.ALL) permutes
+        every sample of every shard with no buffer, distribute() splits
+        samples rather than shards, and a saved state seeks. Each shard's
+        index ("<shard>.idx": one "offset size" line per sample) is used
+        when current, else built in one pass over the headers and written
+        beside it; a URL shard is read one ranged GET per sample. Plain
+        (uncompressed) tar only. urls: a path, brace notation or a list."""
+        karr, tarr = Dataset._wds_keys(keys, "webdataset_indexed")
+        paths = [os.fsencode(u) for url in _records.path_list(urls, "webdataset_indexed")
+                 for u in _records.brace_expand(os.fsdecode(url))]
+        if not paths:
+            raise ValueError("webdataset_indexed: no shards")
+        arr = (ctypes.c_char_p * len(paths))(*paths)
+        return Dataset(_check(lib.sl_tar_indexed(arr, len(paths), karr, tarr, len(karr),
+                                                 SL_WITH_PATHS if with_keys else 0)),
+                       strings="bytes")
 
     # ---- transformations ----
 

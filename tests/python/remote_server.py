@@ -212,6 +212,7 @@ class Handler(BaseHTTPRequestHandler):
             sent = self.connection.sendfile(f, a, n)
             with srv.lock:
                 srv.bytes_sent += sent
+                srv.bytes_of[rel] = srv.bytes_of.get(rel, 0) + sent
             return
         f.seek(a)
         sent = 0
@@ -225,6 +226,7 @@ class Handler(BaseHTTPRequestHandler):
                 break
         with srv.lock:
             srv.bytes_sent += sent
+            srv.bytes_of[rel] = srv.bytes_of.get(rel, 0) + sent
         if cut is not None:
             self.wfile.flush()
             with srv.lock:
@@ -256,6 +258,7 @@ class Server(ThreadingHTTPServer):
         self.requests = self.resets = self.failed = self.bytes_sent = 0
         self.signed = self.bad_signatures = self.lists = 0
         self.paths = []
+        self.bytes_of = {}  # path -> body bytes sent
         self.thread = threading.Thread(target=self.serve_forever, daemon=True)
 
     def handle_error(self, request, client_address):

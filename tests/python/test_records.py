@@ -624,3 +624,34 @@ def test_shuffle_windowed_keeps_shards_together(tmp_path):
     assert sorted(order) == list(range(100)) and order != list(range(100))
     for w in range(0, 100, 20):  # every 20 positions: two whole blocks of 10
         assert len({v // 10 for v in order[w:w + 20]}) == 2
+
+
+def test_webdataset_indexed_same_samples_any_order(shards, image_files, tmp_path):
+    # the shards' folder may be shared: index copies of them here
+    src = _files(shards["tar"])
+    for f in src:
+        (tmp_path / os.path.basename(f)).write_bytes(open(f, "rb").read())
+    files = [str(tmp_path / os.path.basename(f)) for f in src]
+    seq = sluice.Dataset.webdataset(files, keys=("jpg", "cls"), with_keys=True)
+    ds = sluice.Dataset.webdataset_indexed(files, keys=("jpg", "cls"), with_keys=True)
+    assert ds.cardinality() == len(image_files)
+    got = [(j, int(c), k) for j, c, k in ds]
+    assert got == [(j, int(c), k) for j, c, k in seq]
+    assert all(os.path.exists(f + ".idx") for f in files)
+    mixed = [(j, int(c)) for j, c, _ in ds.shuffle(sluice.ALL, seed=3)]
+    assert sorted(mixed) == sorted((j, c) for j, c, _ in got)
+    assert mixed != [(j, c) for j, c, _ in got]
+    # a state saved part way resumes where it was
+    it = iter(ds.shuffle(sluice.ALL, seed=3))
+    for _ in range(5):
+        next(it)
+    state = it.state()
+    rest = [int(c) for _, c, _ in it]
+    assert [int(c) for _, c, _ in ds.shuffle(sluice.ALL, seed=3).iterator(state=state)] == rest
+    # damaged: a sample whose index no longer fits is an error naming the shard
+    path = tmp_path / "bad.tar"
+    path.write_bytes(_tar_bytes([("a.jpg", b"A"), ("a.cls", b"1"), ("b.jpg", b"B")]))
+    with pytest.raises(sluice.CorruptDataError, match=r"bad\.tar.*has no 'cls'"):
+        list(sluice.Dataset.webdataset_indexed(str(path)))
+    assert [int(c) for _, c in sluice.Dataset.webdataset_indexed(str(path))
+            .with_options(error_policy="skip")] == [1]

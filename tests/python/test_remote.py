@@ -274,18 +274,24 @@ def test_secrets_in_the_url_never_shown(store):
     assert "pa55word" not in msg and "deadbeef" not in msg and "/bucket/gone.tfrecord?..." in msg
 
 
+def _inject_faults(srv, every):
+    """Resets mid-body on 30% of responses, and a burst of two 503s at
+    every `every`-th request."""
+    srv.reset_prob = 0.3
+
+    def bursts(s, path, n):
+        if n % every == 0:
+            s.fail_next = 2
+    srv.on_request = bursts
+
+
 def test_faults_lose_and_repeat_nothing(store):
     # resets mid-body at random offsets and 503 bursts: every record once,
     # in order, as the local read gives them
     want = _local(store, "tfrecord") + _local(store, "tfrecord.gz", compression_type="GZIP")
     random.seed(5)
     with Server(store) as srv:
-        srv.reset_prob = 0.3
-
-        def bursts(s, path, n):
-            if n % 7 == 0:
-                s.fail_next = 2
-        srv.on_request = bursts
+        _inject_faults(srv, 7)
         urls = ["%s/bucket/%s" % (srv.url, n) for n in _names("tfrecord")]
         got = [bytes(x) for x in Dataset.tfrecord(urls).as_numpy_iterator()]
         got += [bytes(x) for x in Dataset.tfrecord([u + ".gz" for u in urls],
@@ -635,3 +641,94 @@ def test_nginx_http_and_https(store, nginx, monkeypatch):
     assert [bytes(x) for x in Dataset.tfrecord(tls).as_numpy_iterator()] == want
     tars = nginx["https"] + "/bucket/train/shard-{00000..00002}.tar"
     assert len(list(Dataset.webdataset(tars))) == 120
+
+
+@pytest.fixture
+def indexed_store(store, tmp_path):
+    """A bucket of its own (indexes appear beside the shards): the store's
+    three TFRecord and three tar shards."""
+    d = tmp_path / "bucket" / "idx"
+    d.mkdir(parents=True)
+    for i in range(3):
+        for name in ("data-%05d.tfrecord" % i, "shard-%05d.tar" % i):
+            shutil.copy(os.path.join(store, "bucket", "train", name), d / name)
+    return str(tmp_path)
+
+
+def _idx_names(kind):
+    return ["idx/%s-%05d.%s" % ("data" if kind == "tfrecord" else "shard", i, kind)
+            for i in range(3)]
+
+
+def test_indexed_over_http_reads_only_the_records_taken(indexed_store):
+    root = indexed_store
+    local = {k: [os.path.join(root, "bucket", n) for n in _idx_names(k)]
+             for k in ("tfrecord", "tar")}
+    want = [bytes(x) for x in Dataset.tfrecord(local["tfrecord"]).as_numpy_iterator()]
+    with Server(root) as srv:
+        urls = {k: ["%s/bucket/%s" % (srv.url, n) for n in _idx_names(k)]
+                for k in ("tfrecord", "tar")}
+        # no index beside the shards: each is streamed once to build it
+        got = [bytes(x) for x in Dataset.tfrecord_indexed(urls["tfrecord"]).as_numpy_iterator()]
+        assert got == want
+        # indexes beside them (written by the local build): only ranges now
+        Dataset.tfrecord_indexed(local["tfrecord"])
+        Dataset.webdataset_indexed(local["tar"])
+        srv.bytes_of.clear()
+        srv.paths.clear()
+        ds = Dataset.tfrecord_indexed(urls["tfrecord"]).shuffle(sluice.ALL, seed=4).take(25)
+        got = [bytes(x) for x in ds.as_numpy_iterator()]
+        mine = Dataset.tfrecord_indexed(local["tfrecord"]).shuffle(sluice.ALL, seed=4).take(25)
+        assert got == [bytes(x) for x in mine.as_numpy_iterator()]
+        records = sum(len(r) + 16 for r in got)
+        shard_bytes = sum(v for k, v in srv.bytes_of.items() if not k.endswith(".idx"))
+        assert records <= shard_bytes <= 1.5 * records, (records, shard_bytes)
+        assert sum(1 for p in srv.paths if not p.endswith(".idx")) == 25
+        # tar samples: one range each, the sample's headers and members
+        srv.bytes_of.clear()
+        ds = Dataset.webdataset_indexed(urls["tar"], keys=("jpg", "cls"), with_keys=True)
+        got = list(ds.shuffle(sluice.ALL, seed=2).take(12).as_numpy_iterator())
+        mine = Dataset.webdataset_indexed(local["tar"], keys=("jpg", "cls"), with_keys=True)
+        assert [(bytes(a), int(b), k) for a, b, k in got] == \
+            [(bytes(a), int(b), k) for a, b, k in
+             mine.shuffle(sluice.ALL, seed=2).take(12).as_numpy_iterator()]
+        payload = sum(len(a) + 2 for a, _, _ in got)
+        shard_bytes = sum(v for k, v in srv.bytes_of.items() if not k.endswith(".idx"))
+        # headers: 512 per member and padding to 512
+        assert shard_bytes <= 1.5 * payload + 12 * 4 * 512, (payload, shard_bytes)
+
+
+def test_indexed_over_http_faults_lose_and_repeat_nothing(indexed_store):
+    root = indexed_store
+    local = [os.path.join(root, "bucket", n) for n in _idx_names("tfrecord")]
+    want = [bytes(x) for x in Dataset.tfrecord_indexed(local).shuffle(sluice.ALL, seed=8)
+            .as_numpy_iterator()]
+    random.seed(7)
+    with Server(root) as srv:
+        _inject_faults(srv, 11)
+        urls = ["%s/bucket/%s" % (srv.url, n) for n in _idx_names("tfrecord")]
+        got = [bytes(x) for x in Dataset.tfrecord_indexed(urls).shuffle(sluice.ALL, seed=8)
+               .as_numpy_iterator()]
+        assert srv.resets >= 3 and srv.failed >= 2, (srv.resets, srv.failed)
+    assert got == want
+
+
+def test_indexed_over_http_missing_and_changed(indexed_store):
+    root = indexed_store
+    local = [os.path.join(root, "bucket", n) for n in _idx_names("tfrecord")]
+    Dataset.tfrecord_indexed(local)  # indexes beside
+    with Server(root) as srv:
+        urls = ["%s/bucket/%s" % (srv.url, n) for n in _idx_names("tfrecord")]
+        with pytest.raises(sluice.NotFoundError, match=r"nope\.tfrecord"):
+            Dataset.tfrecord_indexed(urls[:2] + [srv.url + "/bucket/idx/nope.tfrecord"])
+        with pytest.raises(sluice.NotFoundError, match=r"nope\.idx"):
+            Dataset.tfrecord_indexed(urls, [None, None, srv.url + "/bucket/idx/nope.idx"])
+        # a shard cut short after it was indexed: its last records fail,
+        # naming the URL, and the skip policy goes past them
+        with open(local[2], "r+b") as f:
+            f.truncate(os.path.getsize(local[2]) - 100)
+        ds = Dataset.tfrecord_indexed(urls)
+        with pytest.raises(sluice.Error, match=r"data-00002\.tfrecord"):
+            list(ds)
+        n = sum(1 for _ in ds.with_options(error_policy="skip"))
+        assert n == 389
