@@ -23,7 +23,9 @@
  * Bit 4: the error policy skips, so the reader goes on past a damaged
  * chunk. Bit 5: after 1 element (bit 7: 3) the position is saved and the
  * rest read by a restored iterator, which skips chunks by their headers.
- * Bit 6: the elements are batched in twos.
+ * Bit 6: the elements are batched in twos. Then the same directory is read
+ * by position (load().shuffle(ALL)): its index built in one pass, each
+ * element fetched alone, under the skip policy.
  *
  * After each input, with everything released, the library must hold what
  * it held before: every free gave back the size its allocation took. */
@@ -316,6 +318,7 @@ static void load(unsigned flags)
     sl_iterator_free(it);
     sl_options_free(o);
     sl_dataset_release(ds);
+    fuzz_drain(sl_shuffle(sl_load(dir), SL_SHUFFLE_ALL, 1, 0), SL_ERRORS_SKIP);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -1658,7 +1658,13 @@ SL_API int sl_save(sl_dataset *ds, const char *path, const sl_options *opts, int
  * manifest, SL_EUNSUPPORTED for a newer format. A damaged chunk of a
  * shard file is an element error naming the file and its offset (the
  * error policy decides; skipping drops that chunk's elements). Saves and
- * restores its position (per shard) like any op. */
+ * restores its position (per shard) like any op. Random access (shuffle
+ * SL_SHUFFLE_ALL, distribute resumed on another world size): the first
+ * element taken by position indexes the save in one pass over its shards
+ * (every chunk's checksum checked, 12 bytes of memory per element, kept
+ * with the dataset); then an element is one read, or for a compressed
+ * save the inflation of its chunk (the last 4 chunks are kept). A record
+ * changed since is an element error naming the file. */
 SL_API sl_dataset *sl_load(const char *path);
 /* tf.data's snapshot: the first complete pass of `in` (consumed) is
  * written, while it is served, under the directory `path` in a

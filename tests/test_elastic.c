@@ -114,6 +114,25 @@ static void write_tars(void)
     }
 }
 
+/* The same values saved (sl_save), gzip, in 3 shards by value % 3, so
+ * a shard holds every third element of the saved order. */
+static char saved_path[300];
+
+static int mod3(sl_map_ctx *ctx, const sl_element *el, int64_t *key, void *user)
+{
+    (void)ctx, (void)user;
+    *key = sl_tensor_int64(sl_element_tensor(el, 0)) % 3;
+    return 0;
+}
+
+static void write_saved(void)
+{
+    snprintf(saved_path, sizeof saved_path, "%s/saved", dir);
+    sl_dataset *ds = sl_range(0, N, 1);
+    assert_int_equal(sl_save(ds, saved_path, NULL, SL_COMPRESSION_GZIP, mod3, NULL), 0);
+    sl_dataset_release(ds);
+}
+
 static int record_value(sl_map_ctx *ctx, const sl_element *in, sl_element **out, void *user)
 {
     (void)ctx, (void)user;
@@ -128,7 +147,7 @@ static int record_value(sl_map_ctx *ctx, const sl_element *in, sl_element **out,
     return sl_element_add_int64(*out, v);
 }
 
-#define SOURCES 8
+#define SOURCES 9
 
 static sl_dataset *pipeline(int world, int rank, int source)
 {
@@ -158,6 +177,9 @@ static sl_dataset *pipeline(int world, int rank, int source)
         static const char *keys[] = {"cls"};
         static const sl_dtype types[] = {SL_INT64};
         in = sl_shuffle(sl_tar_indexed(tars, 3, keys, types, 1, 0), SL_SHUFFLE_ALL, 5, 0);
+    } else if (source == 8) { /* a saved dataset */
+        sl_dataset_release(in);
+        in = sl_shuffle(sl_load(saved_path), SL_SHUFFLE_ALL, 5, 0);
     }
     return sl_batch(sl_distribute(in, &ctx, 0), BATCH, 0);
 }
@@ -636,6 +658,7 @@ int main(void)
     write_token_files();
     write_shards();
     write_tars();
+    write_saved();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_world_sizes),
         cmocka_unit_test(test_same_world_and_plain_restore),

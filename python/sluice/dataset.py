@@ -1785,7 +1785,11 @@ class Dataset:
         manifest says how the shards are compressed, so compression and
         element_spec are accepted for tf.data's signature and checked
         only for their form; strings come out as bytes, as from tf.data.
-        reader_func is not supported: the order is always the saved one."""
+        reader_func is not supported: the order is always the saved one.
+        Random access: shuffle(sluice.ALL) and distribute() take elements by
+        position, from an index the first such read builds in one pass over
+        the shards (compressed shards inflate a chunk per element read; the
+        last few chunks are kept)."""
         Dataset._unsupported("load", reader_func=reader_func)
         Dataset._compression("load", compression)
         ds = Dataset(_check(lib.sl_load(os.fsencode(path))), strings="bytes")

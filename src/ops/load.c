@@ -1,14 +1,49 @@
 /* load(path): the elements a save wrote, in the order they were saved
  * (saved_file.h: the directory's format). The manifest is read when the
  * dataset is built, so its structure and cardinality are known then; the
- * shard files are opened by each pass. */
+ * shard files are opened by each pass.
+ *
+ * Random access (shuffle(ALL), distribute resumed on another world size):
+ * the first get indexes every element in one pass over the shards
+ * (sl__saved_index), kept for the dataset's life. */
+#include <pthread.h>
 #include "../graph/node.h"
 #include "../store/saved_file.h"
 
 typedef struct load_ds {
     sl_dataset base;
     sl__saved *saved;
+    pthread_mutex_t mu; /* making the index */
+    sl__saved_index *_Atomic index;
 } load_ds;
+
+static int load_get(const sl_dataset *ds, int64_t i, sl_element **out)
+{
+    load_ds *d = (load_ds *)ds; /* the index is made once, on first use */
+    sl__saved_index *x = atomic_load_explicit(&d->index, memory_order_acquire);
+    if (!x) {
+        pthread_mutex_lock(&d->mu);
+        x = atomic_load_explicit(&d->index, memory_order_relaxed);
+        int rc = x ? 0 : sl__saved_index_build(d->saved, &x);
+        if (rc == 0)
+            atomic_store_explicit(&d->index, x, memory_order_release);
+        pthread_mutex_unlock(&d->mu);
+        if (rc)
+            return rc;
+    }
+    return sl__saved_index_get(x, i, out);
+}
+
+static bool load_can_get(const sl_dataset *ds)
+{
+    (void)ds;
+    return true;
+}
+
+static int load_iter_get(sl__iter *base, int64_t i, sl_element **out)
+{
+    return load_get(base->ds, i, out);
+}
 
 typedef struct load_iter {
     sl__iter base;
@@ -48,6 +83,7 @@ static const sl__iter_ops load_iter_ops = {
     .next = load_next,
     .destroy = load_destroy,
     .save = load_save,
+    .get = load_iter_get,
 };
 
 static int load_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
@@ -82,7 +118,10 @@ static uint64_t load_fingerprint(const sl_dataset *ds, uint64_t h)
 
 static void load_ds_destroy(sl_dataset *ds)
 {
-    sl__saved_free(((load_ds *)ds)->saved);
+    load_ds *d = (load_ds *)ds;
+    sl__saved_index_free(atomic_load(&d->index));
+    pthread_mutex_destroy(&d->mu);
+    sl__saved_free(d->saved);
 }
 
 static const sl__node_ops load_ops = {
@@ -91,6 +130,8 @@ static const sl__node_ops load_ops = {
     .cardinality = load_cardinality,
     .fingerprint = load_fingerprint,
     .destroy = load_ds_destroy,
+    .can_get = load_can_get,
+    .get = load_get,
 };
 
 SL_API sl_dataset *sl_load(const char *path)
@@ -112,6 +153,7 @@ SL_API sl_dataset *sl_load(const char *path)
         return NULL;
     }
     d->saved = s;
+    pthread_mutex_init(&d->mu, NULL);
     if (!s->structure)
         return &d->base;
     return sl__dataset_structured(&d->base, sl_structure_retain(s->structure));

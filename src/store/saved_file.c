@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -824,6 +825,7 @@ typedef struct shard_in {
     size_t pos;             /* the next record in raw */
     uint32_t left;          /* records left in raw */
     uint64_t chunk_off;     /* raw's chunk, for messages */
+    uint32_t chunk_crc;     /* ... and its stored bytes' CRC-32C */
     int64_t consumed;       /* records taken (the head not among them) */
     sl_element *head;       /* the next element, read ahead; NULL: none */
     int64_t head_index;
@@ -909,6 +911,7 @@ static int load_chunk(const sl__saved *s, shard_in *h)
     h->raw.n = hdr[1];
     h->pos = 0;
     h->left = hdr[2];
+    h->chunk_crc = hdr[3];
     return 0;
 }
 
@@ -1122,6 +1125,262 @@ int sl__saved_reader_resume(const sl__saved *s, const int64_t *f, sl__saved_read
 }
 
 /* ---- removing ---- */
+
+/* ---- random access ---- */
+
+#define KEPT_CHUNKS 4 /* inflated chunks kept for the next gets */
+
+typedef struct saved_chunk {
+    uint64_t off; /* its header's offset in the shard file */
+    uint32_t stored, raw, crc;
+    int shard; /* position in s->shards */
+} saved_chunk;
+
+typedef struct kept_chunk {
+    int64_t chunk; /* -1: empty */
+    uint64_t used;
+    sl__bytes raw;
+} kept_chunk;
+
+struct sl__saved_index {
+    const sl__saved *s;
+    int *fds;              /* per shard, open for the index's life */
+    char (*paths)[4096];   /* per shard, for messages */
+    saved_chunk *chunks;
+    int64_t nchunks, capchunks;
+    uint32_t *where;       /* per element: chunk, record offset in raw, record length */
+    pthread_mutex_t mu;    /* the kept chunks */
+    kept_chunk kept[KEPT_CHUNKS];
+    uint64_t clock;
+};
+
+void sl__saved_index_free(sl__saved_index *x)
+{
+    if (!x)
+        return;
+    const sl__saved *s = x->s;
+    int n = s->nshards ? s->nshards : 1;
+    for (int i = 0; x->fds && i < s->nshards; i++)
+        if (x->fds[i] >= 0)
+            close(x->fds[i]);
+    sl__free(x->fds, (size_t)n * sizeof *x->fds);
+    sl__free(x->paths, (size_t)n * sizeof *x->paths);
+    sl__free(x->chunks, (size_t)x->capchunks * sizeof *x->chunks);
+    sl__free(x->where, (size_t)(s->elements ? s->elements : 1) * 3 * sizeof *x->where);
+    for (int k = 0; k < KEPT_CHUNKS; k++)
+        sl__bytes_free(&x->kept[k].raw);
+    pthread_mutex_destroy(&x->mu);
+    sl__free(x, sizeof *x);
+}
+
+static int add_chunk(sl__saved_index *x, const saved_chunk *c)
+{
+    if (x->nchunks == x->capchunks) {
+        int64_t cap = x->capchunks ? 2 * x->capchunks : 64;
+        saved_chunk *n = sl__alloc((size_t)cap * sizeof *n);
+        if (!n)
+            return SL_ENOMEM;
+        if (x->nchunks)
+            memcpy(n, x->chunks, (size_t)x->nchunks * sizeof *n);
+        sl__free(x->chunks, (size_t)x->capchunks * sizeof *x->chunks);
+        x->chunks = n;
+        x->capchunks = cap;
+    }
+    x->chunks[x->nchunks++] = *c;
+    return 0;
+}
+
+/* Every chunk of shard k, its records placed in x->where. */
+static int index_shard(sl__saved_index *x, int k, shard_in *h)
+{
+    const sl__saved *s = x->s;
+    int64_t seen = 0;
+    for (;;) {
+        uint64_t off = h->next_off;
+        int rc = load_chunk(s, h);
+        if (rc == SL_EOF)
+            break;
+        if (rc)
+            return rc;
+        uint32_t stored = (uint32_t)(h->next_off - off - CHUNK_HDR);
+        saved_chunk c = {off, stored, (uint32_t)h->raw.n, h->chunk_crc, k};
+        if ((rc = add_chunk(x, &c)) < 0)
+            return sl__set_error(rc, "%s(%s): out of memory", s->op, h->path);
+        for (; h->left; h->left--) {
+            int64_t index;
+            size_t len;
+            const char *why = record_at(h, &index, &len);
+            if (!why && index >= s->elements)
+                why = "an element index past the manifest's count";
+            else if (!why && x->where[3 * index] != UINT32_MAX)
+                why = "an element index repeats";
+            if (why)
+                return shard_corrupt(s, h, why, off);
+            uint32_t *w = &x->where[3 * index];
+            w[0] = (uint32_t)(x->nchunks - 1);
+            w[1] = (uint32_t)h->pos;
+            w[2] = (uint32_t)len;
+            h->pos += RECORD_HDR + len;
+            seen++;
+        }
+    }
+    if (seen != h->m->elements)
+        return sl__set_error(SL_ECORRUPT, "%s(%s): holds %lld elements, the manifest says %lld",
+                             s->op, h->path, (long long)seen, (long long)h->m->elements);
+    return 0;
+}
+
+int sl__saved_index_build(const sl__saved *s, sl__saved_index **out)
+{
+    *out = NULL;
+    int n = s->nshards ? s->nshards : 1;
+    sl__saved_index *x = sl__calloc(1, sizeof *x);
+    if (x) {
+        x->s = s;
+        x->fds = sl__alloc((size_t)n * sizeof *x->fds);
+        x->paths = sl__alloc((size_t)n * sizeof *x->paths);
+        x->where = sl__alloc((size_t)(s->elements ? s->elements : 1) * 3 * sizeof *x->where);
+        pthread_mutex_init(&x->mu, NULL);
+    }
+    if (!x || !x->fds || !x->paths || !x->where) {
+        if (x) {
+            if (x->fds)
+                for (int i = 0; i < n; i++)
+                    x->fds[i] = -1;
+            sl__saved_index_free(x);
+        }
+        return sl__set_error(SL_ENOMEM, "%s(%s): out of memory for its index", s->op, s->dir);
+    }
+    for (int i = 0; i < n; i++)
+        x->fds[i] = -1;
+    for (int k = 0; k < KEPT_CHUNKS; k++)
+        x->kept[k].chunk = -1;
+    memset(x->where, 0xff, (size_t)s->elements * 3 * sizeof *x->where);
+    int rc = 0;
+    for (int k = 0; rc == 0 && k < s->nshards; k++) {
+        shard_in h = {.m = &s->shards[k], .fd = -1};
+        rc = open_shard(s, &h, 0);
+        if (rc == 0)
+            rc = index_shard(x, k, &h);
+        memcpy(x->paths[k], h.path, sizeof h.path);
+        x->fds[k] = h.fd;
+        sl__bytes_free(&h.raw);
+        sl__bytes_free(&h.stored);
+    }
+    for (int64_t i = 0; rc == 0 && i < s->elements; i++)
+        if (x->where[3 * i] == UINT32_MAX)
+            rc = sl__set_error(SL_ECORRUPT, "%s(%s): no shard holds element %lld", s->op,
+                               s->dir, (long long)i);
+    if (rc) {
+        sl__saved_index_free(x);
+        return rc;
+    }
+    *out = x;
+    return 0;
+}
+
+/* Chunk c inflated into raw (the caller's buffer). */
+static int inflate_at(sl__saved_index *x, int64_t c, sl__bytes *stored, sl__bytes *raw)
+{
+    const sl__saved *s = x->s;
+    const saved_chunk *ch = &x->chunks[c];
+    const char *path = x->paths[ch->shard];
+    int rc = SL_ECORRUPT;
+    const char *why = NULL;
+    stored->n = 0;
+    if (sl__bytes_reserve(stored, ch->stored ? ch->stored : 1))
+        return sl__set_error(SL_ENOMEM, "%s(%s): out of memory", s->op, path);
+    ssize_t r = sl__pread_full(x->fds[ch->shard], stored->p, ch->stored, ch->off + CHUNK_HDR);
+    if (r != (ssize_t)ch->stored)
+        why = r < 0 ? strerror(errno) : "file shrank";
+    else if (sl__crc32c(0, stored->p, ch->stored) != ch->crc)
+        why = "chunk checksum mismatch (the file changed since it was indexed)";
+    else
+        why = inflate_chunk(s->compression, stored->p, ch->stored, raw, ch->raw, &rc);
+    if (why)
+        return rc == SL_ECORRUPT ? sl__set_error(rc, "%s(%s): %s at offset %" PRIu64, s->op,
+                                                 path, why, ch->off)
+                                 : sl__set_error(rc, "%s(%s): %s", s->op, path, why);
+    return 0;
+}
+
+/* The record (12-byte header, then len bytes) of element i into rec. */
+static int record_bytes(sl__saved_index *x, int64_t i, sl__bytes *rec)
+{
+    const uint32_t *w = &x->where[3 * i];
+    const saved_chunk *ch = &x->chunks[w[0]];
+    size_t n = RECORD_HDR + (size_t)w[2];
+    rec->n = 0;
+    if (sl__bytes_reserve(rec, n))
+        return SL_ENOMEM;
+    if (x->s->compression == SL_COMPRESSION_NONE) {
+        ssize_t r = sl__pread_full(x->fds[ch->shard], rec->p, n, ch->off + CHUNK_HDR + w[1]);
+        if (r != (ssize_t)n)
+            return sl__set_error(r < 0 ? sl__errno_code(errno) : SL_ECORRUPT,
+                                 "%s(%s): reading element %lld: %s", x->s->op,
+                                 x->paths[ch->shard], (long long)i,
+                                 r < 0 ? strerror(errno) : "file shrank");
+        rec->n = n;
+        return 0;
+    }
+    pthread_mutex_lock(&x->mu);
+    kept_chunk *k = NULL;
+    for (int j = 0; j < KEPT_CHUNKS && !k; j++)
+        if (x->kept[j].chunk == (int64_t)w[0])
+            k = &x->kept[j];
+    if (k) {
+        k->used = ++x->clock;
+        memcpy(rec->p, k->raw.p + w[1], n);
+        rec->n = n;
+    }
+    pthread_mutex_unlock(&x->mu);
+    if (k)
+        return 0;
+    /* inflated outside the lock (other threads' hits go on), then kept */
+    sl__bytes stored = {0}, raw = {0};
+    int rc = inflate_at(x, w[0], &stored, &raw);
+    sl__bytes_free(&stored);
+    if (rc) {
+        sl__bytes_free(&raw);
+        return rc;
+    }
+    memcpy(rec->p, raw.p + w[1], n);
+    rec->n = n;
+    pthread_mutex_lock(&x->mu);
+    k = &x->kept[0];
+    for (int j = 1; j < KEPT_CHUNKS; j++)
+        if (x->kept[j].used < k->used)
+            k = &x->kept[j];
+    sl__bytes_swap(&k->raw, &raw);
+    k->chunk = w[0];
+    k->used = ++x->clock;
+    pthread_mutex_unlock(&x->mu);
+    sl__bytes_free(&raw);
+    return 0;
+}
+
+int sl__saved_index_get(sl__saved_index *x, int64_t i, sl_element **out)
+{
+    const sl__saved *s = x->s;
+    if (i < 0 || i >= s->elements)
+        return sl__set_error(SL_EINVAL, "%s(%s): element %lld of %lld", s->op, s->dir,
+                             (long long)i, (long long)s->elements);
+    sl__bytes rec = {0};
+    int rc = record_bytes(x, i, &rec);
+    const char *why = NULL;
+    if (rc == 0 && sl__get_le64(rec.p) != (uint64_t)i)
+        why = "the record is another element's (the file changed since it was indexed)";
+    else if (rc == 0)
+        rc = decode_element(rec.p + RECORD_HDR, rec.n - RECORD_HDR, out, &why);
+    sl__bytes_free(&rec);
+    const saved_chunk *ch = &x->chunks[x->where[3 * i]];
+    if (why)
+        return sl__set_error(SL_ECORRUPT, "%s(%s): element %lld: %s (its chunk at offset %"
+                             PRIu64 ")", s->op, x->paths[ch->shard], (long long)i, why, ch->off);
+    if (rc == SL_ENOMEM)
+        return sl__set_error(rc, "%s(%s): out of memory", s->op, x->paths[ch->shard]);
+    return rc;
+}
 
 void sl__saved_remove(const char *dir)
 {

@@ -116,6 +116,22 @@ void sl__saved_reader_position(const sl__saved_reader *r, int64_t *f);
 int sl__saved_reader_resume(const sl__saved *s, const int64_t *f, sl__saved_reader **out);
 void sl__saved_reader_free(sl__saved_reader *r);
 
+/* ---- random access ---- */
+
+/* Where every element of a saved dataset lies (its chunk, its record's
+ * place in the chunk's raw bytes), from one pass over every chunk of every
+ * shard, each chunk's checksum checked and its records walked (not
+ * decoded). Element indices must be 0 .. elements-1, each once. */
+typedef struct sl__saved_index sl__saved_index;
+/* 0 and *out, or a negative code naming the file and the offset. */
+int sl__saved_index_build(const sl__saved *s, sl__saved_index **out);
+/* Element i, read and decoded: one read for an uncompressed dataset; a
+ * compressed one inflates the record's chunk (the last few are kept).
+ * Any thread, concurrently. 0, or an error naming the file: SL_ECORRUPT
+ * for a record that no longer decodes (the file changed since). */
+int sl__saved_index_get(sl__saved_index *x, int64_t i, sl_element **out);
+void sl__saved_index_free(sl__saved_index *x);
+
 /* Removes a saved dataset's directory (its manifest first, so it is never
  * read half-removed), or a partial one. Best effort. */
 void sl__saved_remove(const char *dir);

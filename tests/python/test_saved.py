@@ -52,6 +52,26 @@ def test_resume(tmp_path):
     assert head + tail == [int(v) for v in whole]
 
 
+@pytest.mark.parametrize("compression", [None, "GZIP"])
+def test_load_shuffles_by_position(tmp_path, compression):
+    path = str(tmp_path / "saved")
+    Dataset.range(500).save(path, compression=compression, shard_func=lambda x: x % 3)
+    ds = Dataset.load(path).shuffle(sluice.ALL, seed=6, reshuffle_each_iteration=False)
+    order = [int(v) for v in ds]
+    assert sorted(order) == list(range(500)) and order != list(range(500))
+    assert [int(v) for v in ds] == order  # the same seed, the same order
+    # a state saved part way resumes by position
+    it = ds.iterator()
+    head = [int(next(it)) for _ in range(123)]
+    state = it.state()
+    it.close()
+    assert head + [int(v) for v in ds.iterator(state=state)] == order
+    # and the ranks of distribute, each its share
+    shares = [[int(v) for v in ds.distribute(rank=r, world_size=3)] for r in range(3)]
+    assert [len(s) for s in shares] == [167] * 3  # one element repeated: equal steps
+    assert set(sum(shares, [])) == set(order)
+
+
 def test_errors(tmp_path):
     path = str(tmp_path / "saved")
     with pytest.raises(FileNotFoundError):
