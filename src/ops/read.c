@@ -23,6 +23,11 @@
  * 2 of the input are an offset and a length, and only those bytes are
  * read (a URL: one ranged GET), `lead` bytes into a buffer of the node's,
  * so that the format's node above can lay a tensor's header before them.
+ * Where the input also gives a span (tensors 4 and 5: the byte range of
+ * the block of records the record is in, under sl_shuffle_windowed), a
+ * URL's span is fetched once, by one GET, and each of its records copied
+ * out of it: a window of blocks costs a request per block, not per
+ * record. Up to SPANS spans are kept, the least recently used dropped.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -41,6 +46,8 @@
 #define MAX_AUTO_DEPTH 256 /* what the controller may raise io_depth to */
 #define PATH_CAP 4096
 #define FIRST_PIECE ((size_t)256 << 10)
+#define SPANS 32
+#define MAX_SPAN ((uint64_t)64 << 20)
 
 typedef struct read_ds {
     sl_dataset base;
@@ -64,7 +71,21 @@ typedef struct slot {
     int rc;              /* 0, or the element's error */
     char *msg;           /* its message (owned) */
     bool done;           /* under mu: the consumer may take it */
+    struct slot *next_waiting; /* producer: the next slot waiting for its span */
 } slot;
+
+/* A block of records of a URL, fetched whole (ranged, with spans). */
+typedef struct span {
+    char *url;        /* NULL: free */
+    uint64_t off, len, got;
+    unsigned char *data;
+    int obj;          /* its object in the remote engine while in flight */
+    bool done;
+    int rc;           /* 0, or why it failed (msg) */
+    char *msg;
+    slot *waiting;    /* slots whose record it holds, not yet copied */
+    uint64_t used;
+} span;
 
 typedef struct read_iter {
     sl__iter base;
@@ -96,6 +117,8 @@ typedef struct read_iter {
      * not started yet, and after the last element the consumer passed */
     sl__bytes *snaps, pulling, taken;
     sl__snapper snap;
+    span spans[SPANS]; /* producer only */
+    uint64_t span_clock;
 } read_iter;
 
 static bool stopped(read_iter *it)
@@ -364,6 +387,182 @@ static void input_end(read_iter *it, int rc)
     }
 }
 
+/* ---- spans (ranged reads of URLs under a windowed order) ---- */
+
+static void span_free(read_iter *it, span *p)
+{
+    if (p->data) {
+        sl__free(p->data, (size_t)p->len);
+        sl__iter_unhold(&it->base, (int64_t)p->len);
+    }
+    sl__strfree(p->url);
+    sl__strfree(p->msg);
+    *p = (span){0};
+}
+
+static void spans_free(read_iter *it)
+{
+    for (int i = 0; i < SPANS; i++)
+        span_free(it, &it->spans[i]);
+}
+
+/* The span (tensors 4 and 5) of a ranged element, or false. */
+static bool in_span(const sl_element *in, const slot *s, uint64_t *off, uint64_t *len)
+{
+    const sl_tensor *o = sl_element_tensor(in, 4), *n = sl_element_tensor(in, 5);
+    if (!o || !n || sl_tensor_dtype(o) != SL_INT64 || sl_tensor_dtype(n) != SL_INT64 ||
+        sl_tensor_count(o) != 1 || sl_tensor_count(n) != 1)
+        return false;
+    int64_t a = sl_tensor_int64(o), b = sl_tensor_int64(n);
+    /* a span that does not hold the record, or too big to keep: the
+     * record alone */
+    if (a < 0 || b < 1 || (uint64_t)b > MAX_SPAN || s->off < (uint64_t)a ||
+        s->off + s->size > (uint64_t)a + (uint64_t)b)
+        return false;
+    *off = (uint64_t)a;
+    *len = (uint64_t)b;
+    return true;
+}
+
+/* Copies slot s's record out of its span, or fails it with the span's
+ * error. */
+static void span_deliver(read_iter *it, const span *p, slot *s)
+{
+    if (p->rc) {
+        sl__set_error_str(p->rc, p->msg);
+        slot_fail(it, s, p->rc);
+    } else {
+        memcpy(s->data, p->data + (s->off - p->off), (size_t)s->size);
+    }
+}
+
+/* The span of (url, off, len), found or started: NULL when every span is
+ * in flight (try again after a reap), or on an error (*rc). */
+static span *span_get(read_iter *it, const char *url, uint64_t off, uint64_t len, int *rc)
+{
+    span *victim = NULL; /* a free one, else the least recently used idle one */
+    for (int i = 0; i < SPANS; i++) {
+        span *p = &it->spans[i];
+        if (p->url && p->off == off && p->len == len && !strcmp(p->url, url)) {
+            p->used = ++it->span_clock;
+            return p;
+        }
+        if (!p->url) {
+            if (!victim || victim->url)
+                victim = p;
+        } else if (p->done && !p->waiting && (!victim || (victim->url && p->used < victim->used))) {
+            victim = p;
+        }
+    }
+    if (!victim)
+        return NULL;
+    span_free(it, victim);
+    span *p = victim;
+    p->data = sl__alloc((size_t)len);
+    p->url = sl__strdup(url);
+    if (!p->data || !p->url) {
+        sl__free(p->data, p->data ? (size_t)len : 0);
+        p->data = NULL;
+        span_free(it, p);
+        *rc = path_error(it, SL_ENOMEM, url, (int)strlen(url), "out of memory for a span of "
+                         "%llu bytes", (unsigned long long)len);
+        return NULL;
+    }
+    p->off = off;
+    p->len = len;
+    p->used = ++it->span_clock;
+    sl__iter_hold(&it->base, (int64_t)len);
+    if (!it->http && (*rc = sl__http_open(it->depth, &it->base.tree->http, &it->http)) < 0)
+        *rc = path_error(it, *rc, url, (int)strlen(url), "%s", sl__error_msg());
+    if (*rc == 0 && (p->obj = sl__http_add(it->http, url)) < 0) {
+        *rc = p->obj;
+        sl__error_prefix(sl_dataset_name(it->base.ds));
+    }
+    if (*rc == 0 && (*rc = sl__io_prep(it->http, p->obj, p->data, (size_t)len, off, p)) < 0) {
+        sl__http_drop(it->http, p->obj);
+        *rc = path_error(it, *rc, url, (int)strlen(url), "%s", sl__error_msg());
+    }
+    if (*rc) {
+        span_free(it, p);
+        return NULL;
+    }
+    it->inflight++;
+    it->inflight_remote++;
+    return p;
+}
+
+static bool is_span(const read_iter *it, const void *user)
+{
+    return (const char *)user >= (const char *)it->spans &&
+           (const char *)user < (const char *)(it->spans + SPANS);
+}
+
+/* A span's read finished: more of it asked for, or every slot waiting
+ * for it delivered (published here). */
+static void complete_span(read_iter *it, const sl__io_cqe *c)
+{
+    span *p = c->user;
+    it->inflight_remote--;
+    int rc = 0;
+    if (c->code) {
+        rc = sl__set_error_str(c->code, c->msg);
+        sl__error_prefix(sl_dataset_name(it->base.ds));
+    } else {
+        atomic_fetch_add(&it->base.tree->bytes_read, c->res);
+        sl__stat_add(&it->base.stats->bytes_read, c->res);
+        p->got += (uint64_t)c->res;
+        if (p->got < p->len && c->res > 0) {
+            rc = sl__io_prep(it->http, p->obj, p->data + p->got, (size_t)(p->len - p->got),
+                             p->off + p->got, p);
+            if (rc == 0) {
+                it->inflight++;
+                it->inflight_remote++;
+                return;
+            }
+        } else if (p->got < p->len) {
+            rc = path_error(it, SL_ECORRUPT, p->url, (int)strlen(p->url),
+                            "the object ends inside bytes %llu-%llu (it changed since it "
+                            "was indexed)", (unsigned long long)p->off,
+                            (unsigned long long)(p->off + p->len - 1));
+        }
+    }
+    sl__http_drop(it->http, p->obj);
+    p->done = true;
+    if (rc) {
+        p->rc = rc;
+        p->msg = sl__strdup(sl__error_msg());
+    }
+    while (p->waiting) {
+        slot *s = p->waiting;
+        p->waiting = s->next_waiting;
+        s->next_waiting = NULL;
+        span_deliver(it, p, s);
+        publish(it, &s, 1);
+    }
+}
+
+/* A ranged element of a URL with a span: its slot waits for the span (or
+ * takes its record at once). 0, 1 when no span can start now (the element
+ * waits), or an error for the slot. */
+static int start_spanned(read_iter *it, const char *path, sl_element *in, slot *s,
+                         uint64_t off, uint64_t len, bool *now)
+{
+    int rc = 0;
+    span *p = span_get(it, path, off, len, &rc);
+    if (!p)
+        return rc ? rc : 1;
+    if ((rc = make_output(it, in, path, s)) < 0)
+        return rc;
+    *now = p->done;
+    if (p->done) {
+        span_deliver(it, p, s);
+    } else {
+        s->next_waiting = p->waiting;
+        p->waiting = s;
+    }
+    return 0;
+}
+
 /* Pulls one input element and starts reading its file; a file that fails
  * before its read starts fills its slot with the error at once. */
 static void start_one(read_iter *it)
@@ -389,6 +588,25 @@ static void start_one(read_iter *it)
     bool ranged = ((const read_ds *)it->base.ds)->lead >= 0;
     if (ranged && rc == 0)
         rc = in_range(it, in, path, s);
+    uint64_t span_off, span_len;
+    if (ranged && rc == 0 && url && in_span(in, s, &span_off, &span_len)) {
+        bool now = false;
+        rc = start_spanned(it, path, in, s, span_off, span_len, &now);
+        if (rc > 0) { /* every span in flight: after a reap */
+            it->pending = in;
+            it->fd_starved = true;
+            return;
+        }
+        sl__bytes_swap(&it->snaps[it->tail % it->nslots], &it->pulling);
+        it->tail++;
+        atomic_fetch_add(&it->count, 1);
+        sl_element_release(in);
+        if (rc < 0)
+            slot_fail(it, s, rc);
+        if (rc < 0 || now)
+            publish(it, &s, 1);
+        return;
+    }
     if (ranged && rc == 0 && url) {
         sl__bytes_swap(&it->snaps[it->tail % it->nslots], &it->pulling);
         it->tail++;
@@ -495,6 +713,10 @@ static bool complete(read_iter *it, const sl__io_cqe *c)
 {
     slot *s = c->user;
     it->inflight--;
+    if (is_span(it, c->user)) {
+        complete_span(it, c);
+        return false;
+    }
     if (s->remote)
         return complete_remote(it, c);
     int plen, rc;
@@ -637,6 +859,7 @@ static void producer_finish(read_iter *it, int rc)
          * destroy */
         sl__io_close(it->io);
         it->io = NULL;
+        spans_free(it);
         sl__io_close(it->http);
         it->http = NULL;
     }
@@ -770,6 +993,7 @@ static void read_destroy(sl__iter *base)
     atomic_store(&base->stats->in_flight, 0);
     for (int64_t q = it->head; it->slots && q < it->tail; q++)
         slot_clear(it, &it->slots[q % it->nslots]);
+    spans_free(it);
     sl_element_release(it->pending);
     sl__free(it->slots, (size_t)it->nslots * sizeof *it->slots);
     sl__free(it->cqes, (size_t)it->depth * sizeof *it->cqes);

@@ -498,6 +498,12 @@ bool sl__shuffle_by_position(const sl_dataset *ds)
 
 static sl_dataset *apply(sl_dataset *x, void *arg)
 {
+    const shuffle_args *a = arg;
+    if (x && a->block && x->ops->with_blocks) { /* reads can fetch whole blocks */
+        sl_dataset *b = x->ops->with_blocks(x, a->block);
+        sl_dataset_release(x);
+        x = b;
+    }
     return build(x, arg);
 }
 

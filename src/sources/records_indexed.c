@@ -21,6 +21,8 @@
  * names (DALI's tfrecord2idx "offset size" text), "<shard>.idx" beside
  * it, or one pass over the shard (written beside a local one).
  */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -48,6 +50,7 @@ typedef struct shard {
 typedef struct records_ds {
     sl_dataset base;
     int64_t kind;
+    int64_t block; /* > 0: elements carry their block's span (with_blocks) */
     int n;
     shard *shards;
     int64_t *first; /* n + 1: records before shard k */
@@ -67,17 +70,60 @@ static int shard_of(const records_ds *d, int64_t i)
     return lo;
 }
 
+/* The first record of shard s at or after byte `at` (count when none). */
+static int64_t record_at_or_after(const shard *s, uint64_t at)
+{
+    int64_t lo = 0, hi = s->idx.count;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (sl__record_offset(&s->idx, mid) < at)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* The span of record r of shard k: the bytes of the records of its block
+ * (d->block consecutive elements) in the shard, cut into pieces of at
+ * most SPAN_BYTES starting at record boundaries (a record belongs to the
+ * piece it starts in). */
+#define SPAN_BYTES ((uint64_t)8 << 20)
+static void span_of(const records_ds *d, int k, int64_t r, uint64_t *off, uint64_t *len)
+{
+    const shard *s = &d->shards[k];
+    int64_t i = d->first[k] + r, b0 = i - i % d->block;
+    int64_t r0 = b0 > d->first[k] ? b0 - d->first[k] : 0;
+    int64_t r1 = (b0 + d->block < d->first[k + 1] ? b0 + d->block : d->first[k + 1]) -
+                 d->first[k]; /* [r0, r1): the block in this shard */
+    uint64_t base = sl__record_offset(&s->idx, r0), at = sl__record_offset(&s->idx, r);
+    uint64_t piece = (at - base) / SPAN_BYTES;
+    int64_t p0 = record_at_or_after(s, base + piece * SPAN_BYTES);
+    int64_t p1 = record_at_or_after(s, base + (piece + 1) * SPAN_BYTES);
+    if (p0 < r0)
+        p0 = r0;
+    if (p1 > r1)
+        p1 = r1;
+    *off = sl__record_offset(&s->idx, p0);
+    *len = sl__record_offset(&s->idx, p1 - 1) + sl__record_size(&s->idx, p1 - 1) - *off;
+}
+
 static int records_get(const sl_dataset *ds, int64_t i, sl_element **out)
 {
     const records_ds *d = (const records_ds *)ds;
     int k = shard_of(d, i);
     const shard *s = &d->shards[k];
     int64_t r = i - d->first[k];
-    sl_element *el = sl__element_new(4, 3 * 64);
+    uint64_t span_off = 0, span_len = 0;
+    if (d->block)
+        span_of(d, k, r, &span_off, &span_len);
+    sl_element *el = sl__element_new(d->block ? 6 : 4, 5 * 64);
     if (!el || sl_element_add_shared(el, s->path_el, 0) < 0 ||
         sl_element_add_int64(el, (int64_t)sl__record_offset(&s->idx, r)) < 0 ||
         sl_element_add_int64(el, (int64_t)sl__record_size(&s->idx, r)) < 0 ||
-        sl_element_add_int64(el, r) < 0) {
+        sl_element_add_int64(el, r) < 0 ||
+        (d->block && (sl_element_add_int64(el, (int64_t)span_off) < 0 ||
+                      sl_element_add_int64(el, (int64_t)span_len) < 0))) {
         sl_element_release(el);
         return sl__set_error(SL_ENOMEM, "%s: out of memory", sl_dataset_name(ds));
     }
@@ -97,7 +143,7 @@ static int64_t records_cardinality(const sl_dataset *ds)
 static uint64_t records_fingerprint(const sl_dataset *ds, uint64_t h)
 {
     const records_ds *d = (const records_ds *)ds;
-    h = sl__hash_u64(h, (uint64_t)d->kind);
+    h = sl__hash_u64(sl__hash_u64(h, (uint64_t)d->kind), (uint64_t)d->block);
     for (int k = 0; k < d->n; k++) {
         h = sl__hash_str(h, d->shards[k].path);
         h = sl__hash_u64(h, (uint64_t)d->shards[k].idx.count);
@@ -126,10 +172,13 @@ static bool records_can_get(const sl_dataset *ds)
     return true;
 }
 
+static sl_dataset *records_with_blocks(const sl_dataset *ds, int64_t block);
+
 static const sl__sync_def records_def = {
     .node = {.kind = "records", .make_iter = sl__sync_make, .cardinality = records_cardinality,
              .fingerprint = records_fingerprint, .destroy = records_destroy,
-             .can_get = records_can_get, .get = records_get},
+             .can_get = records_can_get, .get = records_get,
+             .with_blocks = records_with_blocks},
     SL__INDEXED_SOURCE(sl__indexed_start),
 };
 
@@ -143,6 +192,61 @@ static int set_name(sl_dataset *ds, const char *who)
     if (ds && !ds->name && !(ds->name = sl__strdup(who)))
         return sl__set_error(SL_ENOMEM, "%s: out of memory", who);
     return 0;
+}
+
+/* Loading the shards' indexes: a few threads, each taking the next shard,
+ * so that a bucket's thousands of index files cost a few round trips'
+ * time each, not their sum. */
+#define LOAD_THREADS 8
+
+typedef struct loading {
+    records_ds *d;
+    const char *const *index_paths;
+    atomic_int next;
+    int *rc;
+    char **msg; /* per shard: the message of its failure */
+} loading;
+
+static void *load_some(void *arg)
+{
+    loading *l = arg;
+    for (int k; (k = atomic_fetch_add(&l->next, 1)) < l->d->n;) {
+        shard *s = &l->d->shards[k];
+        l->rc[k] = sl__record_index_load(s->path, l->index_paths ? l->index_paths[k] : NULL,
+                                         &formats[l->d->kind], &s->idx);
+        if (l->rc[k])
+            l->msg[k] = sl__strdup(sl__error_msg());
+    }
+    return NULL;
+}
+
+/* Every shard's index; the first shard's failure, in shard order. */
+static int load_indexes(records_ds *d, const char *const *index_paths)
+{
+    int n = d->n, rc = 0;
+    loading l = {d, index_paths, 0, sl__calloc((size_t)n, sizeof(int)),
+                 sl__calloc((size_t)n, sizeof(char *))};
+    if (!l.rc || !l.msg) {
+        sl__free(l.rc, l.rc ? (size_t)n * sizeof(int) : 0);
+        sl__free(l.msg, l.msg ? (size_t)n * sizeof(char *) : 0);
+        return sl__set_error(SL_ENOMEM, "out of memory");
+    }
+    pthread_t th[LOAD_THREADS];
+    int started = 0;
+    while (n > 1 && started < LOAD_THREADS && started < n - 1 &&
+           pthread_create(&th[started], NULL, load_some, &l) == 0)
+        started++;
+    load_some(&l); /* this thread too (all of it when none started) */
+    for (int t = 0; t < started; t++)
+        pthread_join(th[t], NULL);
+    for (int k = 0; k < n; k++) {
+        if (l.rc[k] && !rc)
+            rc = sl__set_error_str(l.rc[k], l.msg[k] ? l.msg[k] : "out of memory");
+        sl__strfree(l.msg[k]);
+    }
+    sl__free(l.rc, (size_t)n * sizeof(int));
+    sl__free(l.msg, (size_t)n * sizeof(char *));
+    return rc;
 }
 
 /* The index node over paths[0..n), or NULL with the error set. */
@@ -178,14 +282,51 @@ static sl_dataset *records_new(int kind, const char *const *paths, int n,
         if (!s->path || !s->path_el || sl_element_add_string(s->path_el, paths[k],
                                                              strlen(paths[k])) != 0)
             return sl__dataset_fail(&d->base, SL_ENOMEM, "%s: out of memory", who);
-        int rc = sl__record_index_load(s->path, index_paths ? index_paths[k] : NULL,
-                                       &formats[kind], &s->idx);
-        if (rc)
-            return sl__dataset_fail(&d->base, rc, "%s: %s", who, sl_last_error());
-        d->first[k + 1] = d->first[k] + s->idx.count;
     }
+    int rc = load_indexes(d, index_paths);
+    if (rc)
+        return sl__dataset_fail(&d->base, rc, "%s: %s", who, sl_last_error());
+    for (int k = 0; k < n; k++)
+        d->first[k + 1] = d->first[k] + d->shards[k].idx.count;
     return sl__dataset_structured(&d->base,
                                   sl_structure_parse("(string[], int64[], int64[], int64[])"));
+}
+
+/* A copy of the index node whose elements carry their block's span too. */
+static sl_dataset *records_with_blocks(const sl_dataset *ds, int64_t block)
+{
+    const records_ds *from = (const records_ds *)ds;
+    const char *who = formats[from->kind].who;
+    records_ds *d = (records_ds *)sl__dataset_new_source(&records_def.node, sizeof *d);
+    if (!d || set_name(&d->base, who) < 0) {
+        sl_dataset_release(d ? &d->base : NULL);
+        return NULL;
+    }
+    int n = from->n;
+    d->kind = from->kind;
+    d->shards = sl__calloc((size_t)n, sizeof *d->shards);
+    d->first = sl__calloc((size_t)n + 1, sizeof *d->first);
+    if (!d->shards || !d->first) {
+        sl__free(d->shards, (size_t)n * sizeof *d->shards);
+        sl__free(d->first, ((size_t)n + 1) * sizeof *d->first);
+        d->shards = NULL, d->first = NULL;
+        return sl__dataset_fail(&d->base, SL_ENOMEM, "%s: out of memory", who);
+    }
+    d->n = n;
+    d->block = block;
+    memcpy(d->first, from->first, ((size_t)n + 1) * sizeof *d->first);
+    for (int k = 0; k < n; k++) {
+        const shard *f = &from->shards[k];
+        shard *s = &d->shards[k];
+        s->path = sl__strdup(f->path);
+        s->path_el = sl_element_retain(f->path_el);
+        s->idx.count = f->idx.count;
+        if (!s->path || sl__bytes_assign(&s->idx.offsets, f->idx.offsets.p, f->idx.offsets.n) ||
+            sl__bytes_assign(&s->idx.sizes, f->idx.sizes.p, f->idx.sizes.n))
+            return sl__dataset_fail(&d->base, SL_ENOMEM, "%s: out of memory", who);
+    }
+    return sl__dataset_structured(&d->base, sl_structure_parse(
+        "(string[], int64[], int64[], int64[], int64[], int64[])"));
 }
 
 /* ---- decoding: the record checked and laid out ---- */
@@ -253,7 +394,7 @@ static int decode_tfrecord(const decode_ds *d, const sl_element *in, sl_element 
     unsigned char *head = x.data + 12 - 16; /* the header's bytes, checked: ours now */
     memcpy(head, off, sizeof off);
     if (!el || !sl__element_push_view(el, SL_STRING, 0, NULL, head, 16 + len, x.buf) ||
-        (paths && sl_element_add_shared(el, in, 4) < 0)) {
+        (paths && sl_element_add_shared(el, in, in->n - 1) < 0)) {
         sl_element_release(el);
         return sl__set_error(SL_ENOMEM, "tfrecord_indexed: out of memory");
     }

@@ -732,3 +732,45 @@ def test_indexed_over_http_missing_and_changed(indexed_store):
             list(ds)
         n = sum(1 for _ in ds.with_options(error_policy="skip"))
         assert n == 389
+
+
+def test_windowed_order_over_http_fetches_blocks(indexed_store):
+    # shuffle_windowed over URL shards: each block of records is one GET
+    # (the records of a window copied out of their blocks), and the order
+    # is the local one
+    root = indexed_store
+    local = [os.path.join(root, "bucket", n) for n in _idx_names("tfrecord")]
+    Dataset.tfrecord_indexed(local)  # indexes beside
+    want = [bytes(x) for x in Dataset.tfrecord_indexed(local)
+            .shuffle_windowed(20, 3, seed=5).as_numpy_iterator()]
+    with Server(root) as srv:
+        urls = ["%s/bucket/%s" % (srv.url, n) for n in _idx_names("tfrecord")]
+        srv.paths.clear()
+        srv.bytes_of.clear()
+        got = [bytes(x) for x in Dataset.tfrecord_indexed(urls)
+               .shuffle_windowed(20, 3, seed=5).as_numpy_iterator()]
+        gets = [p for p in srv.paths if not p.endswith(".idx")]
+        shard_bytes = sum(v for k, v in srv.bytes_of.items() if not k.endswith(".idx"))
+    assert got == want
+    # 390 records in blocks of 20 (a block across two shards is two spans)
+    assert 20 <= len(gets) <= 24, len(gets)
+    total = sum(os.path.getsize(f) for f in local)
+    assert total <= shard_bytes <= 1.05 * total, (total, shard_bytes)
+    # under faults too
+    random.seed(3)
+    with Server(root) as srv:
+        _inject_faults(srv, 5)
+        urls = ["%s/bucket/%s" % (srv.url, n) for n in _idx_names("tfrecord")]
+        got = [bytes(x) for x in Dataset.tfrecord_indexed(urls)
+               .shuffle_windowed(20, 3, seed=5).as_numpy_iterator()]
+    assert got == want
+    # a window of more blocks than the read keeps: some are fetched again,
+    # and nothing is lost
+    want = [bytes(x) for x in Dataset.tfrecord_indexed(local)
+            .shuffle_windowed(2, 150, seed=1).as_numpy_iterator()]
+    with Server(root) as srv:
+        urls = ["%s/bucket/%s" % (srv.url, n) for n in _idx_names("tfrecord")]
+        got = [bytes(x) for x in Dataset.tfrecord_indexed(urls)
+               .shuffle_windowed(2, 150, seed=1).as_numpy_iterator()]
+        assert len([p for p in srv.paths if not p.endswith(".idx")]) >= 196
+    assert got == want
