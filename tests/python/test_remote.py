@@ -543,7 +543,7 @@ def s3rver(store, tmp_path_factory):
         p.kill()
 
 
-def test_s3rver_listing_ranges_and_signatures(store, s3rver, aws_env):
+def test_s3rver_listing_ranges_and_signatures(store, s3rver, aws_env, tmp_path):
     aws_env.setenv("AWS_ENDPOINT_URL_S3", s3rver)
     aws_env.setenv("AWS_ACCESS_KEY_ID", "S3RVER")
     aws_env.setenv("AWS_SECRET_ACCESS_KEY", "S3RVER")
@@ -556,6 +556,13 @@ def test_s3rver_listing_ranges_and_signatures(store, s3rver, aws_env):
     assert len(list(tars)) == 120
     # s3rver knows its access keys (not its secrets: the store of the
     # test's own checks signatures)
+    # by record and by block, ranged GETs signed
+    shards = ["s3://bucket/" + n for n in _names("tfrecord")]
+    local = Dataset.tfrecord_indexed(_copies(store, "tfrecord", tmp_path))
+    assert _shuffled(Dataset.tfrecord_indexed(shards)) == _shuffled(local)
+    assert [bytes(x) for x in Dataset.tfrecord_indexed(shards)
+            .shuffle_windowed(16, 2, seed=3).as_numpy_iterator()] == \
+        [bytes(x) for x in local.shuffle_windowed(16, 2, seed=3).as_numpy_iterator()]
     aws_env.setenv("AWS_ACCESS_KEY_ID", "NOSUCHKEY")
     with pytest.raises(sluice.PermissionDeniedError) as e:
         list(Dataset.tfrecord("s3://bucket/" + _names("tfrecord")[0]))
@@ -626,7 +633,25 @@ http {
         p.kill()
 
 
-def test_nginx_http_and_https(store, nginx, monkeypatch):
+def _copies(store, kind, tmp_path):
+    """The store's shards of a kind copied under tmp_path, so that indexes
+    built beside them stay out of the store the servers serve."""
+    d = tmp_path / ("copies-" + kind)
+    d.mkdir(exist_ok=True)
+    names = _names("tfrecord") if kind == "tfrecord" else \
+        ["train/shard-%05d.tar" % i for i in range(3)]
+    out = []
+    for n in names:
+        shutil.copy(os.path.join(store, "bucket", n), d / os.path.basename(n))
+        out.append(str(d / os.path.basename(n)))
+    return out
+
+
+def _shuffled(ds):
+    return [repr(x) for x in ds.shuffle(sluice.ALL, seed=11).as_numpy_iterator()]
+
+
+def test_nginx_http_and_https(store, nginx, monkeypatch, tmp_path):
     want = _local(store, "tfrecord")
     urls = ["%s/bucket/%s" % (nginx["http"], n) for n in _names("tfrecord")]
     assert [bytes(x) for x in Dataset.tfrecord(urls).as_numpy_iterator()] == want
@@ -641,6 +666,13 @@ def test_nginx_http_and_https(store, nginx, monkeypatch):
     assert [bytes(x) for x in Dataset.tfrecord(tls).as_numpy_iterator()] == want
     tars = nginx["https"] + "/bucket/train/shard-{00000..00002}.tar"
     assert len(list(Dataset.webdataset(tars))) == 120
+    # by record: no index beside the shards, so each is streamed once to
+    # build one, then every record is a ranged GET of its own
+    assert _shuffled(Dataset.tfrecord_indexed(tls)) == \
+        _shuffled(Dataset.tfrecord_indexed(_copies(store, "tfrecord", tmp_path)))
+    wds = [nginx["http"] + "/bucket/train/shard-%05d.tar" % i for i in range(3)]
+    assert _shuffled(Dataset.webdataset_indexed(wds)) == \
+        _shuffled(Dataset.webdataset_indexed(_copies(store, "tar", tmp_path)))
 
 
 @pytest.fixture
