@@ -1504,7 +1504,11 @@ SL_API int sl_image_spec_init(sl_image_spec *spec, size_t struct_size, int crop,
  * the per-element stream, so a seed gives the same crops on any thread
  * count. Grayscale and CMYK become RGB. Followed by sl_batch, decoding
  * writes straight into the batch tensor. parallelism as for sl_map. The
- * spec is copied. */
+ * spec is copied. The tensor may also hold pixels already decoded: uint8
+ * [H, W, C], C 1 (gray), 2 (gray + alpha), 3 (RGB) or 4 (RGBA), e.g. a
+ * numpy array or a cache of an earlier map_image's output; they are
+ * cropped, resized, augmented and normalised as a lossless PNG of the
+ * same pixels would be, to the same values. */
 SL_API sl_dataset *sl_map_image(sl_dataset *in, const sl_image_spec *spec, int parallelism);
 /* Several views of each image (self-supervised multi-crop: DINO's 2 x 224
  * + 6 x 96): specs[0 .. nviews) (nviews 1 to 64, an array of the

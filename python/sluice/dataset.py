@@ -1117,6 +1117,11 @@ class Dataset:
         (a truncated file then decodes with its missing rows grey).
 
         JPEG, PNG and WebP files all decode (the format from the bytes).
+        The image may also be decoded pixels, uint8 [H, W, C] with C 1 to 4
+        (a numpy array, a frame, a cache of an earlier map_image): they get
+        what a lossless PNG of them would, so map_image("resize", 256)
+        .cache().map_image("train", 224) decodes each file once and later
+        epochs only crop and resize (new crops every epoch).
         A PNG or WebP with alpha loses it, as PIL's convert("RGB"), unless
         background=(r, g, b) (or one gray level) is given: then it is
         composited over that colour. decode="raw" is for label maps and

@@ -27,6 +27,8 @@ typedef struct workspace {
     sl__augmenter *aug;
     int *cols;      /* raw mode's column table */
     int ncols;
+    uint8_t *rgb;   /* decoded pixels made RGB (gray, alpha dropped or blended) */
+    size_t rgb_cap;
 } workspace;
 
 static pthread_key_t ws_key;
@@ -41,6 +43,7 @@ static void ws_destroy(void *p)
     sl__resizer_free(ws->rs);
     sl__augmenter_free(ws->aug);
     sl__free(ws->cols, (size_t)ws->ncols * sizeof *ws->cols);
+    sl__free(ws->rgb, ws->rgb_cap);
     sl__free(ws, sizeof *ws);
 }
 
@@ -113,22 +116,85 @@ static const char *element_path(const sl_element *el)
     return buf;
 }
 
-/* The encoded bytes of tensor spec->image_index of in, or an error. */
-static int image_bytes(const sl_image_spec *spec, const sl_element *in, const uint8_t **data,
-                       size_t *n)
+/* What an element's image tensor holds: a file's encoded bytes, or pixels
+ * already decoded (uint8 [H, W, C], C 1 gray, 2 gray+alpha, 3 RGB, 4 RGBA:
+ * a numpy array, a cached decode, a video frame). */
+#define FMT_PIXELS (-1)
+typedef struct image_in {
+    const uint8_t *data;
+    size_t n;
+    int fmt; /* SL__FMT_*, or FMT_PIXELS */
+    int w, h, c;
+} image_in;
+
+/* Tensor spec->image_index of in, or an error. */
+static int image_input(const sl_image_spec *spec, const sl_element *in, image_in *img)
 {
     const struct sl_tensor *t = spec->image_index < in->n ? &in->t[spec->image_index] : NULL;
+    *img = (image_in){0};
     if (t && t->dtype == SL_UINT8 && t->ndim == 1) {
-        *data = t->data;
-        *n = t->nbytes;
+        img->data = t->data;
+        img->n = t->nbytes;
+    } else if (t && t->dtype == SL_STRING && t->ndim == 0) {
+        img->data = (const uint8_t *)sl_tensor_string(t, 0, &img->n);
+    } else if (t && t->dtype == SL_UINT8 && t->ndim == 3) {
+        if (t->shape[2] < 1 || t->shape[2] > 4 || t->shape[0] < 1 || t->shape[1] < 1 ||
+            t->shape[0] > INT32_MAX || t->shape[1] > INT32_MAX)
+            return sl__set_error(SL_ESHAPE, "map_image: decoded pixels of shape [%lld, %lld, "
+                                 "%lld]: an image is [H, W, C] with H, W >= 1 and C 1 to 4",
+                                 (long long)t->shape[0], (long long)t->shape[1],
+                                 (long long)t->shape[2]);
+        *img = (image_in){t->data, t->nbytes, FMT_PIXELS, (int)t->shape[1], (int)t->shape[0],
+                          (int)t->shape[2]};
+        return 0;
+    } else {
+        return sl__set_error(SL_EDTYPE, "map_image: tensor %d must be encoded bytes (uint8 [n] "
+                             "or a string) or decoded pixels (uint8 [H, W, C])",
+                             spec->image_index);
+    }
+    img->fmt = sl__image_format(img->data, img->n);
+    return 0;
+}
+
+/* Pixels as the RGB rows a decoder gives (sl__decoded): rows to the
+ * window's last, as a PNG of them decodes (gray replicated; alpha
+ * blended over the background when asked, else dropped). RGB pixels are
+ * used where they lie. */
+static int pixels_rgb(workspace *ws, const image_in *img, const sl__window *win,
+                      const int *background, sl__decoded *out)
+{
+    int rows = (int)(win->y + win->h + 0.999999);
+    if (rows > img->h)
+        rows = img->h;
+    size_t in_row = (size_t)img->w * (size_t)img->c;
+    if (img->c == 3) {
+        *out = (sl__decoded){img->data, img->w, rows, in_row, *win, 1};
         return 0;
     }
-    if (t && t->dtype == SL_STRING && t->ndim == 0) {
-        *data = (const uint8_t *)sl_tensor_string(t, 0, n);
-        return 0;
+    bool blend = background && (img->c == 2 || img->c == 4);
+    size_t row = (size_t)img->w * (blend ? 4 : 3), need = row * (size_t)rows;
+    if (need > ws->rgb_cap) {
+        sl__free(ws->rgb, ws->rgb_cap);
+        ws->rgb_cap = 0;
+        if (!(ws->rgb = sl__alloc(need)))
+            return sl__set_error(SL_ENOMEM, "out of memory (%zu bytes of pixels)", need);
+        ws->rgb_cap = need;
     }
-    return sl__set_error(SL_EDTYPE, "map_image: tensor %d must be encoded bytes "
-                         "(uint8 [n] or a string)", spec->image_index);
+    for (int y = 0; y < rows; y++) {
+        const uint8_t *p = img->data + (size_t)y * in_row;
+        uint8_t *q = ws->rgb + (size_t)y * row;
+        for (int x = 0; x < img->w; x++, p += img->c) {
+            uint8_t g = p[0];
+            q[0] = g, q[1] = img->c >= 3 ? p[1] : g, q[2] = img->c >= 3 ? p[2] : g;
+            if (blend)
+                q[3] = p[img->c - 1];
+            q += blend ? 4 : 3;
+        }
+    }
+    if (blend)
+        sl__blend_rows(ws->rgb, img->w, rows, row, background);
+    *out = (sl__decoded){ws->rgb, img->w, rows, row, *win, 1}; /* blended: RGB in each row's first 3w */
+    return 0;
 }
 
 /* One output image: its spec, where it goes, and what was drawn for it. */
@@ -224,13 +290,19 @@ static sl__window narrow(const sl__window *region, const sl__window *u, const sl
 /* Raw mode (SL_DECODE_RAW): the union u in the file's own samples, each
  * view sampled from it by nearest neighbour. JPEG at full scale (a DCT
  * scale would average samples). */
-static int decode_raw(workspace *ws, int fmt, const uint8_t *data, size_t n,
-                      const sl__jpeg_info *info, const sl__window *u, view *v, int nviews)
+static int decode_raw(workspace *ws, const image_in *img, const sl__jpeg_info *info,
+                      const sl__window *u, view *v, int nviews)
 {
     const sl_image_spec *spec = v[0].spec;
+    int fmt = img->fmt;
+    const uint8_t *data = img->data;
+    size_t n = img->n;
     sl__raw src;
-    int rc;
-    if (fmt == SL__FMT_PNG) {
+    int rc = 0;
+    if (fmt == FMT_PIXELS) {
+        src = (sl__raw){data, img->w, img->h, (size_t)img->w * (size_t)img->c, img->c, 1,
+                        img->c, *u};
+    } else if (fmt == SL__FMT_PNG) {
         rc = sl__png_decode_raw(ws->png, data, n, u, spec->channels, &src);
     } else if (fmt == SL__FMT_WEBP) {
         rc = sl__webp_decode_raw(ws->webp, data, n, u, &src);
@@ -291,9 +363,19 @@ static int decode_jpeg(workspace *ws, const uint8_t *data, size_t n, const sl_im
  * made here at its first image, so a build without one of them still
  * decodes the others, and a thread that meets only PNGs holds no JPEG
  * decoder. */
-static int read_header(workspace *ws, int fmt, const sl_image_spec *spec, const uint8_t *data,
-                       size_t n, sl__jpeg_info *info)
+static int read_header(workspace *ws, const image_in *img, const sl_image_spec *spec,
+                       sl__jpeg_info *info)
 {
+    int fmt = img->fmt;
+    const uint8_t *data = img->data;
+    size_t n = img->n;
+    if (fmt == FMT_PIXELS) {
+        if ((int64_t)img->w * img->h > spec->max_pixels)
+            return sl__set_error(SL_ERANGE, "decoded pixels of %dx%d are over max_pixels "
+                                 "(%lld)", img->w, img->h, (long long)spec->max_pixels);
+        *info = (sl__jpeg_info){img->w, img->h, img->c >= 3 ? 3 : 1, false};
+        return 0;
+    }
     const char *missing = sl__image_missing(fmt);
     if (missing)
         return sl__set_error(SL_EUNSUPPORTED, "%s", missing);
@@ -318,19 +400,17 @@ static int read_header(workspace *ws, int fmt, const sl_image_spec *spec, const 
 static int decode_mask(workspace *ws, const sl_image_spec *mask, const sl_element *in,
                        const sl__jpeg_info *img, const view *image, void *dst)
 {
-    const uint8_t *data = NULL;
-    size_t n = 0;
-    int rc = image_bytes(mask, in, &data, &n);
-    int fmt = sl__image_format(data, n);
+    image_in m;
+    int rc = image_input(mask, in, &m);
     sl__jpeg_info info;
     if (rc == 0)
-        rc = read_header(ws, fmt, mask, data, n, &info);
+        rc = read_header(ws, &m, mask, &info);
     if (rc == 0) {
         double sx = (double)info.width / img->width, sy = (double)info.height / img->height;
         const sl__window *w = &image->win;
         view v = {.spec = mask, .dst = dst, .flip = image->flip,
                   .win = {w->x * sx, w->y * sy, w->w * sx, w->h * sy}};
-        rc = decode_raw(ws, fmt, data, n, &info, &v.win, &v, 1);
+        rc = decode_raw(ws, &m, &info, &v.win, &v, 1);
     }
     if (rc < 0 && rc != SL_ENOMEM)
         sl__error_prefix("its mask");
@@ -341,17 +421,18 @@ int sl__image_decode_views(const sl_image_spec *specs, int nviews, sl__rng *rng,
                            const sl_element *in, void *const *dst, const sl_image_spec *mask,
                            void *mask_dst)
 {
-    const uint8_t *data = NULL;
-    size_t n = 0;
-    int rc = image_bytes(&specs[0], in, &data, &n);
+    image_in img;
+    int rc = image_input(&specs[0], in, &img);
     if (rc)
         return rc;
     workspace *ws = ws_get();
     if (!ws)
         return SL_ENOMEM;
-    int fmt = sl__image_format(data, n);
+    int fmt = img.fmt;
+    const uint8_t *data = img.data;
+    size_t n = img.n;
     sl__jpeg_info info;
-    rc = read_header(ws, fmt, &specs[0], data, n, &info);
+    rc = read_header(ws, &img, &specs[0], &info);
     if (rc)
         return name_file(rc, in);
     /* every view's draws first, in order; then the union of their windows,
@@ -371,12 +452,13 @@ int sl__image_decode_views(const sl_image_spec *specs, int nviews, sl__rng *rng,
     if (nviews == 1) /* one view: its own size picks the scale, as always */
         need_w = specs[0].width, need_h = specs[0].height;
     if (specs[0].decode == SL_DECODE_RAW) {
-        rc = decode_raw(ws, fmt, data, n, &info, &u, v, nviews);
-    } else if (fmt == SL__FMT_PNG || fmt == SL__FMT_WEBP) {
+        rc = decode_raw(ws, &img, &info, &u, v, nviews);
+    } else if (fmt == SL__FMT_PNG || fmt == SL__FMT_WEBP || fmt == FMT_PIXELS) {
         const int *bg = specs[0].blend_alpha ? specs[0].background : NULL;
         sl__decoded d;
-        rc = fmt == SL__FMT_PNG ? sl__png_decode(ws->png, data, n, &u, bg, &d)
-                                : sl__webp_decode(ws->webp, data, n, &u, need_w, need_h, bg, &d);
+        rc = fmt == FMT_PIXELS  ? pixels_rgb(ws, &img, &u, bg, &d)
+             : fmt == SL__FMT_PNG ? sl__png_decode(ws->png, data, n, &u, bg, &d)
+                                  : sl__webp_decode(ws->webp, data, n, &u, need_w, need_h, bg, &d);
         for (int i = 0; rc == 0 && i < nviews; i++) {
             sl__window mine = narrow(&d.win, &u, &v[i].win);
             rc = view_render(ws, &v[i], NULL, &d, &mine);

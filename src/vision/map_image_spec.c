@@ -184,7 +184,7 @@ int sl__image_spec_check(const sl_image_spec *s)
 }
 
 /* Where the input's structure is known, its image leaf must be there and
- * hold bytes. */
+ * hold bytes (encoded, or decoded pixels). */
 int sl__image_check_input(const sl_image_spec *s, const sl_dataset *in)
 {
     const sl_structure *st = sl_dataset_structure(in);
@@ -201,7 +201,7 @@ int sl__image_check_input(const sl_image_spec *s, const sl_dataset *in)
         int dtype = sl__leaf_dtype(st, k);
         if (dtype >= 0 && dtype != SL_UINT8 && dtype != SL_STRING)
             return sl__set_error(SL_EDTYPE, "map_image: tensor %d of the input's elements %s is "
-                                 "%s, not encoded bytes", k, text,
+                                 "%s, not bytes (encoded, or decoded uint8 pixels)", k, text,
                                  sl_dtype_name((sl_dtype)dtype));
     }
     return 0;

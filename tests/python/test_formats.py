@@ -480,3 +480,61 @@ def test_mask_through_torch_is_nchw_like_its_image(tmp_path):
     assert masks.shape == (4, 2, 32, 32) and masks.dtype == torch.uint8
     want = np.array(next(iter(ds.as_numpy_iterator()))[1][..., 0])
     assert (masks[:, 0].numpy() == want).all()
+
+
+# ---- map_image over decoded pixels ----
+
+def _png_of(arr):
+    buf = io.BytesIO()
+    mode = {1: "L", 2: "LA", 3: "RGB", 4: "RGBA"}[arr.shape[2]]
+    Image.fromarray(arr[..., 0] if arr.shape[2] == 1 else arr, mode).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("channels", [1, 2, 3, 4])
+@pytest.mark.parametrize("case", ["resize", "train", "views", "blend", "raw"])
+def test_map_image_over_pixels_equals_the_png_of_them(channels, case):
+    rng = np.random.default_rng(channels)
+    arrs = [np.concatenate([_pixels(w, h, seed=i)[..., :min(channels, 3)],
+                            rng.integers(0, 256, (h, w, max(channels - 3, 0)), dtype=np.uint8)]
+                           + ([rng.integers(0, 256, (h, w, 1), dtype=np.uint8)]
+                              if channels == 2 else []), axis=-1)[..., :channels]
+            for i, (w, h) in enumerate([(61, 47), (40, 90), (128, 128), (33, 20)])]
+    kw = {"views": [sluice.View(size=24), sluice.View(size=16, scale=(0.2, 0.5))]} \
+        if case == "views" \
+        else {"background": (10, 200, 30)} if case == "blend" \
+        else {"decode": "raw", "channels": channels} if case == "raw" else {}
+    preset = "resize" if case in ("resize", "raw") else "train"
+    out = []
+    for src in (arrs, [_png_of(a) for a in arrs]):
+        got = []
+        for a in src:  # one at a time: the arrays differ in shape
+            ds = Dataset.from_tensors(a).repeat(3).map_image(preset, 24, **kw)
+            got += [repr(x) for x in ds.with_options(threads=1, seed=5)]
+        out.append(got)
+    assert out[0] == out[1]
+
+
+def test_map_image_over_pixels_batched_and_cached():
+    arr = np.stack([_pixels(50, 40, seed=i) for i in range(8)])
+    pngs = [_png_of(a) for a in arr]
+    a = Dataset.from_tensor_slices(arr).map_image("train", 32).batch(4)
+    b = Dataset.from_tensor_slices(pngs).map_image("train", 32).batch(4)
+    opts = {"threads": 2, "seed": 9}
+    assert [repr(x) for x in a.with_options(**opts)] == [repr(x) for x in b.with_options(**opts)]
+    # a decoded cache: resized once, then new crops every epoch
+    cached = (Dataset.from_tensor_slices(pngs).map_image("resize", 48).cache()
+              .map_image("train", 32).repeat(2))
+    epochs = [x for x in cached.with_options(**opts).as_numpy_iterator()]
+    assert len(epochs) == 16 and epochs[0].shape == (32, 32, 3)
+    assert not all(np.array_equal(epochs[i], epochs[i + 8]) for i in range(8))
+
+
+def test_map_image_over_bad_pixels():
+    with pytest.raises(sluice.ShapeError, match=r"\[H, W, C\]"):
+        list(Dataset.from_tensors(np.zeros((4, 4, 5), np.uint8)).map_image("resize", 8))
+    with pytest.raises(sluice.OutOfRangeError, match="max_pixels"):
+        list(Dataset.from_tensors(np.zeros((64, 64, 3), np.uint8))
+             .map_image("resize", 8, max_pixels=1000))
+    with pytest.raises(sluice.DTypeError):
+        list(Dataset.from_tensors(np.zeros((4, 4, 3), np.float32)).map_image("resize", 8))
