@@ -407,6 +407,54 @@ static void test_mixture_new_weights(void **state)
     sl_options_free(o);
 }
 
+/* A rank on which the mixture ran out of one source (and let it go, its
+ * record with it) counts that source's share as taken: the resume repeats
+ * and loses nothing. */
+static void test_mixture_source_ended_on_a_rank(void **state)
+{
+    (void)state;
+    static int count[1040];
+    memset(count, 0, sizeof count);
+    sl_options *o = tu_opts(1, 9);
+    rank_run run[3];
+    const void *states[3];
+    size_t lens[3];
+    for (int r = 0; r < 3; r++) {
+        sl_dataset *ds = mixture(3, r, 0.05); /* b (40 elements, 14 a rank) drawn first */
+        sl_iterator *it = sl_iterator_create(ds, o);
+        take_mixed(it, r == 1 ? 6 : 1, count);
+        save(it, &run[r]);
+        states[r] = run[r].state, lens[r] = run[r].len;
+        sl_iterator_free(it);
+        sl_dataset_release(ds);
+    }
+    int b1 = 0; /* what rank 1 took of b: all of its share */
+    for (int v = 1000; v < 1040; v++)
+        b1 += count[v];
+    assert_true(b1 >= 14 + 2);
+    int64_t padded = 0;
+    for (int r = 0; r < 2; r++) {
+        sl_dataset *ds = mixture(2, r, 0.5);
+        sl_iterator *it = sl_iterator_restore_ranks(ds, states, lens, 3, o);
+        if (!it)
+            fail_msg("%s", sl_last_error());
+        take_mixed(it, -1, count);
+        padded += sl_iterator_stat(it, SL_STAT_PADDED);
+        sl_iterator_free(it);
+        sl_dataset_release(ds);
+    }
+    int64_t twice = 0;
+    for (int v = 0; v < 1040; v++) {
+        if (v >= 60 && v < 1000)
+            continue;
+        if (count[v] < 1 || count[v] > 2)
+            fail_msg("element %d taken %d times", v, count[v]);
+        twice += count[v] - 1;
+    }
+    assert_true(twice <= padded + 2); /* (the old ranks' own padding of b: 42 of 40) */
+    sl_options_free(o);
+}
+
 static int fail_17(sl_map_ctx *ctx, const sl_element *in, sl_element **out, void *user)
 {
     (void)ctx, (void)user;
@@ -664,6 +712,7 @@ int main(void)
         cmocka_unit_test(test_same_world_and_plain_restore),
         cmocka_unit_test(test_skipped_count_as_consumed),
         cmocka_unit_test(test_mixture_new_weights),
+        cmocka_unit_test(test_mixture_source_ended_on_a_rank),
         cmocka_unit_test(test_review_cases),
         cmocka_unit_test(test_skip_below_distribute),
         cmocka_unit_test(test_refusals),

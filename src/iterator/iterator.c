@@ -205,15 +205,13 @@ SL_API sl_iterator *sl_iterator_restore_ranks(sl_dataset *ds, const void *const 
                                epoch >= 0 ? " (or the options ask for another)" : "");
     }
     /* each distribute node: its record in every state, merged */
+    /* a state without a node's record: a mixture let that input go when it
+     * ended on that rank (the merge counts its share consumed) */
     for (int k = 0; rc == 0 && k < nd; k++) {
-        for (int i = 0; rc == 0 && i < n; i++)
+        for (int i = 0; i < n; i++)
             if (!(recs[i] = sl__restore_record(r[i], key[k], &nf[i])))
-                rc = sl__set_error(SL_EMISMATCH, "state %d has no record of this pipeline's "
-                                   "distribute node %d (another pipeline, other ops above "
-                                   "distribute, or a mixture that had dropped that input when "
-                                   "it ended: resume that on the same world size)", i, k);
-        if (rc == 0)
-            rc = sl__distribute_merge(dist[k], recs, nf, n, &base[k]);
+                nf[i] = 0;
+        rc = sl__distribute_merge(dist[k], recs, nf, n, &base[k]);
     }
     for (int i = 0; r && i < n; i++)
         sl__restore_free(r[i]);

@@ -542,8 +542,16 @@ int sl__distribute_merge(const sl_dataset *dist, const int64_t *const *recs,
                              "pass; a merge needs shuffle(ALL), shuffle_windowed or an "
                              "indexed source below distribute",
                              sl_dataset_name(dist->inputs[0]));
+    int ref = -1; /* a state that has the record: the others' are taken from it */
+    for (int i = 0; i < n && ref < 0; i++)
+        if (recs[i])
+            ref = i;
+    if (ref < 0)
+        return sl__set_error(SL_EMISMATCH, "restore_ranks: no state has a record of %s "
+                             "(states of another pipeline, or other ops above distribute)",
+                             sl_dataset_name(dist));
     for (int i = 0; i < n; i++)
-        if (nfields[i] < 8 || recs[i][7] != nfields[i] - 8)
+        if (recs[i] && (nfields[i] < 8 || recs[i][7] != nfields[i] - 8))
             return sl__set_error(nfields[i] == 4 ? SL_EUNSUPPORTED : SL_ECORRUPT,
                                  "restore_ranks: state %d %s", i, nfields[i] == 4
                                      ? "was saved by an older sluice; resume it on the same "
@@ -551,17 +559,27 @@ int sl__distribute_merge(const sl_dataset *dist, const int64_t *const *recs,
                                      : "has a damaged distribute record");
     /* the old base, which every old rank shares */
     distribute_iter old = {0};
-    int64_t world = recs[0][2];
+    int64_t world = recs[ref][2];
     if (world != n)
         return sl__set_error(SL_EMISMATCH, "restore_ranks: %d states from a world of %lld: "
                              "give every old rank's state, once", n, (long long)world);
     bool *seen = sl__calloc((size_t)n, sizeof *seen);
-    if (!seen)
+    /* each state's rank and elements emitted: a state with no record is a
+     * rank whose mixture let the input go when it ended there (it took
+     * its whole share); such ranks take the ranks no record names */
+    int64_t *rank = sl__calloc((size_t)n, sizeof *rank), *emitted = sl__calloc((size_t)n, 8);
+    if (!seen || !rank || !emitted) {
+        sl__free(seen, seen ? (size_t)n * sizeof *seen : 0);
+        sl__free(rank, rank ? (size_t)n * sizeof *rank : 0);
+        sl__free(emitted, emitted ? (size_t)n * 8 : 0);
         return sl__set_error(SL_ENOMEM, "restore_ranks: out of memory");
+    }
     int rc = 0;
-    out->epoch = recs[0][5];
+    out->epoch = recs[ref][5];
     for (int i = 0; rc == 0 && i < n; i++) {
         const int64_t *f = recs[i];
+        if (!f)
+            continue;
         int64_t start = f[6], nskip = f[7];
         if (f[2] != world || f[3] < 0 || f[3] >= world || seen[f[3]])
             rc = sl__set_error(SL_EMISMATCH, "restore_ranks: state %d is rank %lld of %lld; "
@@ -576,40 +594,53 @@ int sl__distribute_merge(const sl_dataset *dist, const int64_t *const *recs,
             rc = sl__set_error(SL_EMISMATCH, "restore_ranks: state %d is in pass %lld of "
                                "distribute's input, state 0 in %lld", i, (long long)f[5],
                                (long long)out->epoch);
-        else if (i > 0 && (start != old.start || nskip != old.nskip ||
-                           (nskip && memcmp(f + 8, old.skip, (size_t)nskip * 8) != 0)))
+        else if (i > ref && (start != old.start || nskip != old.nskip ||
+                             (nskip && memcmp(f + 8, old.skip, (size_t)nskip * 8) != 0)))
             rc = sl__set_error(SL_EMISMATCH, "restore_ranks: state %d comes from another "
-                               "resume than state 0 (states of one checkpoint, please)", i);
-        if (rc == 0 && i == 0) {
+                               "resume than state %d (states of one checkpoint, please)", i,
+                               ref);
+        if (rc == 0 && i == ref) {
             old.u.base.ds = dist;
             rc = set_base(&old, start, nskip, f + 8);
         }
-        if (rc == 0)
+        if (rc == 0) {
             seen[f[3]] = true;
+            rank[i] = f[3];
+            emitted[i] = f[1];
+        }
     }
-    sl__free(seen, (size_t)n * sizeof *seen);
     int64_t left_old = d->n - old.start - old.nskip;
     int64_t m_old = left_old == 0 ? 0 : d->drop ? left_old / world : (left_old + world - 1) / world;
+    for (int i = 0, next = 0; rc == 0 && i < n; i++) {
+        if (recs[i])
+            continue;
+        while (seen[next])
+            next++;
+        seen[next] = true;
+        rank[i] = next;
+        emitted[i] = m_old;
+    }
+    sl__free(seen, (size_t)n * sizeof *seen);
     bool finished = true; /* every old rank took its whole share */
     for (int i = 0; rc == 0 && i < n; i++) {
-        if (recs[i][1] < 0 || recs[i][1] > m_old)
+        if (emitted[i] < 0 || emitted[i] > m_old)
             rc = sl__set_error(SL_ECORRUPT, "restore_ranks: state %d: %lld elements emitted "
-                               "of %lld", i, (long long)recs[i][1], (long long)m_old);
-        finished &= recs[i][1] == m_old;
+                               "of %lld", i, (long long)emitted[i], (long long)m_old);
+        finished &= emitted[i] == m_old;
     }
     int64_t left = finished ? 0 : left_old; /* (a DROP epoch's dropped tail stays dropped) */
     /* what is left of the old base, j in [0, left): rank j mod world took j
      * while j < rank + emitted * world */
     int64_t J = left;
     for (int i = 0; rc == 0 && i < n; i++) {
-        int64_t r = recs[i][3], upto = r + recs[i][1] * world;
+        int64_t r = rank[i], upto = r + emitted[i] * world;
         if (upto < J)
             J = upto;
     }
     /* the consumed positions above J, global */
     sl__bytes acc = {0};
     for (int i = 0; rc == 0 && i < n; i++) {
-        int64_t r = recs[i][3], e = recs[i][1];
+        int64_t r = rank[i], e = emitted[i];
         int64_t k0 = J > r ? (J - r + world - 1) / world : 0;
         for (int64_t k = k0; rc == 0 && k < e && r + k * world < left; k++) {
             int64_t g = left_at(&old, r + k * world); /* (a pad consumed nothing new) */
@@ -644,5 +675,7 @@ int sl__distribute_merge(const sl_dataset *dist, const int64_t *const *recs,
     sl__bytes_free(&acc);
     if (old.skip)
         sl__free(old.skip, (size_t)old.nskip * sizeof *old.skip);
+    sl__free(rank, (size_t)n * sizeof *rank);
+    sl__free(emitted, (size_t)n * 8);
     return rc;
 }

@@ -21,9 +21,11 @@ typedef struct sl__distribute_base {
  * many there are, or -1 with SL_EUNSUPPORTED set when one splits whole
  * files. */
 int sl__distribute_find(const sl_dataset *ds, const sl_dataset **out, int max);
-/* Merges n old ranks' records of node dist (recs[i]: nfields[i] fields)
- * into out: 0, SL_EMISMATCH (ranks missing or repeated, another input,
- * different bases) or SL_ECORRUPT, naming what. */
+/* Merges n old ranks' records of node dist (recs[i]: nfields[i] fields;
+ * NULL for a rank whose mixture let the input go when it ended there,
+ * which took its whole share: at least one must be there) into out: 0,
+ * SL_EMISMATCH (ranks missing or repeated, another input, different
+ * bases) or SL_ECORRUPT, naming what. */
 int sl__distribute_merge(const sl_dataset *dist, const int64_t *const *recs,
                          const int *nfields, int n, sl__distribute_base *out);
 void sl__distribute_base_free(sl__distribute_base *b);
