@@ -528,6 +528,70 @@ static void test_mask_paired(void **state)
     assert_non_null(strstr(sl_last_error(), "mask"));
 }
 
+/* Decoded pixels in: uint8 [H, W, C]. At the image's own size ("resize",
+ * no crop) the output is the pixels themselves, gray replicated and
+ * alpha dropped; raw mode keeps every channel; fused with batch too. A
+ * bad shape is an element error. */
+static void test_decoded_pixels(void **state)
+{
+    (void)state;
+    const int w = 40, h = 30;
+    for (int c = 1; c <= 4; c++) {
+        sl_element *el = sl_element_create(1);
+        int64_t shape[3] = {h, w, c};
+        uint8_t *p = sl_element_add_tensor(el, SL_UINT8, 3, shape);
+        for (int i = 0; i < w * h * c; i++)
+            p[i] = (uint8_t)(tu_mix((uint64_t)i) >> 11);
+        for (int raw = 0; raw < 2; raw++)
+            for (int fused = 0; fused < 2; fused++) {
+                sl_image_spec s = spec_of(SL_CROP_RESIZE, w);
+                s.height = h;
+                if (raw) {
+                    s.decode = SL_DECODE_RAW;
+                    s.channels = c;
+                }
+                sl_dataset *ds = sl_map_image(tu_elements((sl_element *[]){sl_element_retain(el)},
+                                                          1, 1), &s, 1);
+                if (fused)
+                    ds = sl_batch(ds, 1, 0);
+                sl_iterator *it = sl_iterator_create(ds, NULL);
+                sl_element *out;
+                assert_int_equal(sl_next(it, &out), 0);
+                const sl_tensor *t = sl_element_tensor(out, 0);
+                const int64_t *sh = sl_tensor_shape(t) + fused;
+                int oc = raw ? c : 3;
+                assert_true(sh[0] == h && sh[1] == w && sh[2] == oc);
+                const uint8_t *q = sl_tensor_data(t);
+                for (int y = 0; y < h; y++)
+                    for (int x = 0; x < w; x++)
+                        for (int k = 0; k < oc; k++) {
+                            int from = raw ? k : c >= 3 ? k : 0; /* gray replicated */
+                            uint8_t want = p[(y * w + x) * c + from];
+                            if (q[(y * w + x) * oc + k] != want)
+                                fail_msg("%d channels, raw %d: (%d, %d, %d) is %d, not %d", c,
+                                         raw, x, y, k, q[(y * w + x) * oc + k], want);
+                        }
+                sl_element_release(out);
+                assert_int_equal(sl_next(it, &out), SL_EOF);
+                sl_iterator_free(it);
+                sl_dataset_release(ds);
+            }
+        sl_element_release(el);
+    }
+    /* [H, W, 5]: no image */
+    sl_element *bad = sl_element_create(1);
+    int64_t shape[3] = {4, 4, 5};
+    memset(sl_element_add_tensor(bad, SL_UINT8, 3, shape), 0, 80);
+    sl_image_spec s = spec_of(SL_CROP_RESIZE, 8);
+    sl_dataset *ds = sl_map_image(tu_elements(&bad, 1, 1), &s, 1);
+    sl_iterator *it = sl_iterator_create(ds, NULL);
+    sl_element *out;
+    assert_int_equal(sl_next(it, &out), SL_ESHAPE);
+    assert_non_null(strstr(sl_iterator_errmsg(it), "[H, W, C]"));
+    sl_iterator_free(it);
+    sl_dataset_release(ds);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -542,6 +606,7 @@ int main(void)
         cmocka_unit_test(test_views),
         cmocka_unit_test(test_mask_paired),
         cmocka_unit_test(test_cancel_mid_batch),
+        cmocka_unit_test(test_decoded_pixels),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
