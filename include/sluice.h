@@ -1202,7 +1202,9 @@ SL_API sl_dataset *sl_tfrecord_indexed(const char *const *paths, int n,
  * padding) is "<shard>.idx" when no older than the shard, else built in
  * one pass over its headers and written there (kept in memory where that
  * fails; for a URL, "<url>.idx" when it exists, else the shard streamed
- * once). Uncompressed shards only. A sample that does not parse, lacks a
+ * once and the index kept under $SLUICE_INDEX_CACHE, default
+ * ~/.cache/sluice/indexes, with the object's size and validator, checked
+ * by a one-byte GET next time). Uncompressed shards only. A sample that does not parse, lacks a
  * key or disagrees with its index is an element error naming the shard
  * and the byte offset. */
 SL_API sl_dataset *sl_tar_indexed(const char *const *paths, int n, const char *const *keys,

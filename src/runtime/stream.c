@@ -511,6 +511,11 @@ uint64_t sl__stream_size(const sl__stream *s)
     return s->size;
 }
 
+const char *sl__stream_validator(const sl__stream *s)
+{
+    return s->remote && s->io ? sl__http_validator(s->io, s->fd) : "";
+}
+
 bool sl__stream_compressed(const sl__stream *s)
 {
     return s->zon;

@@ -52,8 +52,10 @@ int sl__stream_skip(sl__stream *s, uint64_t n, uint64_t *skipped);
 /* The offset of the next byte, and whether the stream is compressed. */
 uint64_t sl__stream_offset(const sl__stream *s);
 bool sl__stream_compressed(const sl__stream *s);
-/* The file's size (a URL's, as its first answer told it). */
+/* The file's size (a URL's, as its first answer told it), and a URL's
+ * validator (ETag, else Last-Modified; "" for a file or none). */
 uint64_t sl__stream_size(const sl__stream *s);
+const char *sl__stream_validator(const sl__stream *s);
 const char *sl__stream_path(const sl__stream *s);
 /* File bytes read so far (compressed bytes when compressed), and the I/O
  * backend it uses (SL_IO_URING / SL_IO_PREAD). */

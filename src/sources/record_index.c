@@ -2,6 +2,7 @@
 #include <stdbool.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,7 +11,9 @@
 #include "../core/fileio.h"
 #include "../core/le.h"
 #include "../core/log.h"
+#include "../remote/cache.h"
 #include "../remote/remote.h"
+#include "../runtime/io.h"
 #include "record_index.h"
 
 #define TFRECORD_FRAMING 16 /* u64 length, u32 its CRC, ..., u32 the data's CRC */
@@ -221,6 +224,106 @@ static bool newer(const struct stat *a, const struct stat *b)
            (a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec >= b->st_mtim.tv_nsec);
 }
 
+/* ---- indexes of URL shards kept on local disk ---- */
+
+/* The folder for them: SLUICE_INDEX_CACHE ("" or "off": none), else
+ * $XDG_CACHE_HOME/sluice/indexes, else ~/.cache/sluice/indexes. */
+static bool index_cache_dir(char *dir, size_t cap)
+{
+    const char *env = getenv("SLUICE_INDEX_CACHE");
+    if (env)
+        return *env && strcmp(env, "off") != 0 && (size_t)snprintf(dir, cap, "%s", env) < cap;
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    int n = xdg && *xdg ? snprintf(dir, cap, "%s/sluice/indexes", xdg)
+            : home && *home ? snprintf(dir, cap, "%s/.cache/sluice/indexes", home) : -1;
+    return n > 0 && (size_t)n < cap;
+}
+
+static void mkdirs(char *path)
+{
+    for (char *p = path + 1; *p; p++)
+        if (*p == '/') {
+            *p = '\0';
+            mkdir(path, 0755);
+            *p = '/';
+        }
+    mkdir(path, 0755);
+}
+
+/* What a URL is now: its size and validator, from a one-byte ranged GET.
+ * false when it cannot be told (then nothing cached is trusted). */
+static bool probe(const char *url, uint64_t *size, char *validator, size_t cap)
+{
+    static const sl__http_opts o = {3, 30, 30};
+    sl__io *io;
+    if (sl__http_open(1, &o, &io) < 0)
+        return false;
+    unsigned char b;
+    sl__io_cqe c;
+    int obj = sl__http_add(io, url);
+    bool ok = obj >= 0 && sl__io_prep(io, obj, &b, 1, 0, NULL) == 0 && sl__io_submit(io) == 0 &&
+              sl__io_reap(io, &c, 1, true) == 1 && c.code == 0;
+    if (ok) {
+        *size = sl__http_size(io, obj);
+        ok = *size != SL__HTTP_UNKNOWN && (size_t)snprintf(validator, cap, "%s",
+                                                          sl__http_validator(io, obj)) < cap;
+        ok = ok && validator[0];
+    }
+    if (obj >= 0)
+        sl__http_drop(io, obj);
+    sl__io_close(io);
+    return ok;
+}
+
+/* The cached index of url, when one was made from the object as it is now
+ * (its size and validator, asked for only when there is one): 0 with *out,
+ * else nonzero. */
+static int cached_index(const char *dir, const char *key, const char *url,
+                        const sl__index_format *f, sl__record_index *out)
+{
+    char path[1200], line[1200], now[512];
+    snprintf(path, sizeof path, "%s/%s.idx.meta", dir, key);
+    FILE *m = fopen(path, "r");
+    if (!m)
+        return 1;
+    unsigned long long was = 0;
+    int at = 0;
+    bool read = fgets(line, sizeof line, m) != NULL;
+    fclose(m);
+    size_t n = read ? strlen(line) : 0;
+    if (n && line[n - 1] == '\n')
+        line[--n] = '\0';
+    uint64_t size;
+    if (!n || sscanf(line, "%llu %n", &was, &at) != 1 || at == 0 ||
+        !probe(url, &size, now, sizeof now) || size != was || strcmp(line + at, now) != 0)
+        return 1;
+    snprintf(path, sizeof path, "%s/%s.idx", dir, key);
+    return load_text(path, size, f, out);
+}
+
+/* Keeps idx of the object (size, validator) under dir, atomically. */
+static void cache_index(const char *dir, const char *key, uint64_t size, const char *validator,
+                        const sl__record_index *idx)
+{
+    char path[1200], tmp[1300];
+    char d[1024];
+    snprintf(d, sizeof d, "%s", dir);
+    mkdirs(d);
+    snprintf(path, sizeof path, "%s/%s.idx", dir, key);
+    if (sl__record_index_write(idx, path) != 0)
+        return;
+    snprintf(path, sizeof path, "%s/%s.idx.meta", dir, key);
+    snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
+    FILE *m = fopen(tmp, "w");
+    if (!m)
+        return;
+    bool ok = fprintf(m, "%llu %s\n", (unsigned long long)size, validator) > 0;
+    if (fclose(m) == 0 && ok)
+        rename(tmp, path);
+    else
+        unlink(tmp);
+}
+
 /* A URL's index: given, or beside it ("<url>.idx"), else built by
  * streaming the shard once. An index fetched is not checked against the
  * object's size (that would cost a request per shard): each ranged read
@@ -238,6 +341,11 @@ static int load_remote(const char *url, const char *given, const sl__index_forma
         if (rc != SL_ENOENT)
             sl__log(SL_LOG_WARN, "%s: %s; indexing the shard again", f->who, sl_last_error());
     }
+    /* one kept on local disk, made from the object as it is now */
+    char dir[1024], key[65], shown[1024];
+    bool cache = index_cache_dir(dir, sizeof dir) && sl__rcache_key(url, key, shown, sizeof shown);
+    if (cache && cached_index(dir, key, url, f, out) == 0)
+        return 0;
     sl__stream_opts o = {.backend = SL_IO_AUTO, .compression = SL_COMPRESSION_NONE};
     sl__stream *st;
     if ((rc = sl__stream_open(url, &o, &st)) < 0)
@@ -248,6 +356,8 @@ static int load_remote(const char *url, const char *given, const sl__index_forma
         sl__log(SL_LOG_INFO, "%s: indexed %s in one pass (%lld records); an index beside it "
                 "(%s.idx) would spare that", f->who, sl__stream_path(st),
                 (long long)out->count, sl__stream_path(st));
+    if (rc == 0 && cache && sl__stream_validator(st)[0])
+        cache_index(dir, key, sl__stream_size(st), sl__stream_validator(st), out);
     sl__stream_close(st);
     return rc;
 }

@@ -12,11 +12,14 @@ import gc
 import os
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# indexes of URL shards go to a folder of this run's, not ~/.cache
+os.environ.setdefault("SLUICE_INDEX_CACHE", tempfile.mkdtemp(prefix="sluice-indexes-"))
 SOURCE_DIR = os.environ.get("SLUICE_SOURCE_DIR") or os.path.dirname(os.path.dirname(HERE))
 CLASSES = ("cat", "dog", "eel")
 PER_CLASS = 12

@@ -806,3 +806,26 @@ def test_windowed_order_over_http_fetches_blocks(indexed_store):
                .shuffle_windowed(2, 150, seed=1).as_numpy_iterator()]
         assert len([p for p in srv.paths if not p.endswith(".idx")]) >= 196
     assert got == want
+
+
+def test_index_of_a_url_shard_kept_on_local_disk(indexed_store, tmp_path, monkeypatch):
+    # no index beside the shards: the first dataset streams each to build
+    # one and keeps it (SLUICE_INDEX_CACHE); the next asks each shard one
+    # byte to check it is unchanged; a replaced shard is indexed again
+    root = indexed_store
+    monkeypatch.setenv("SLUICE_INDEX_CACHE", str(tmp_path / "indexes"))
+    with Server(root) as srv:
+        urls = ["%s/bucket/%s" % (srv.url, n) for n in _idx_names("tfrecord")]
+        n = Dataset.tfrecord_indexed(urls).cardinality()
+        total = sum(os.path.getsize(os.path.join(root, "bucket", p))
+                    for p in _idx_names("tfrecord"))
+        assert sum(v for k, v in srv.bytes_of.items() if not k.endswith(".idx")) >= total
+        assert len(os.listdir(tmp_path / "indexes")) == 6  # an index and its meta each
+        srv.bytes_of.clear()
+        assert Dataset.tfrecord_indexed(urls).cardinality() == n
+        assert sum(v for k, v in srv.bytes_of.items() if not k.endswith(".idx")) == 3
+        with open(os.path.join(root, "bucket", _idx_names("tfrecord")[1]), "ab") as f:
+            f.write(frame(b"one more"))
+        ds = Dataset.tfrecord_indexed(urls)
+        assert ds.cardinality() == n + 1
+        assert bytes(list(ds.skip(260).take(1).as_numpy_iterator())[0]) == b"one more"
