@@ -89,5 +89,13 @@ void fuzz_seeds(void (*add)(const uint8_t *data, size_t size))
     add(b.p, b.n);
     b.p[0] = 1;
     add(b.p, b.n);
+    /* regressions: a malformed pax record; a gzip stream cut after its
+     * magic (the stream's own error, not a walker's) */
+    b.n = 1;
+    b.p[0] = 0;
+    ru_tar_bad_pax(&b);
+    ru_tar_end(&b);
+    add(b.p, b.n);
+    add((const uint8_t *)"\x00\x1f\x8b\x30", 4);
     free(b.p);
 }

@@ -135,6 +135,21 @@ static inline void ru_tar_pax(ru_buf *b, const char *name, const void *data, siz
     ru_tar_data(b, data, n);
 }
 
+/* A pax record whose length digits follow newlines ("\n\n\n\n\n5 abc"):
+ * strtoull would skip them and find a record that ends before its key
+ * (a regression case of the pax parser), then one sample after it. */
+static inline void ru_tar_bad_pax(ru_buf *b)
+{
+    static const char rec[] = "\n\n\n\n\n5 abc";
+    unsigned char h[512];
+    ru_tar_header(h, "PaxHeader/x", sizeof rec - 1, 'x');
+    ru_put(b, h, 512);
+    ru_tar_data(b, rec, sizeof rec - 1);
+    ru_tar_file(b, "s/a.jpg", "xx", 2);
+    ru_tar_file(b, "s/a.cls", "1", 1);
+    ru_tar_file(b, "s/a.txt", "t", 1);
+}
+
 static inline void ru_tar_end(ru_buf *b)
 {
     static const unsigned char zero[1024];

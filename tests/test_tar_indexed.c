@@ -35,7 +35,7 @@ static void write_shards(void)
     for (int k = 0; k < NSHARDS; k++) {
         snprintf(shard_path[k], sizeof shard_path[k], "%s/part-%d.tar", dir, k);
         shards[k] = shard_path[k];
-        char idx[600];
+        char idx[700];
         snprintf(idx, sizeof idx, "%s.idx", shard_path[k]);
         unlink(idx);
         ru_buf b = {0};

@@ -438,7 +438,7 @@ static int walk_sample(const decode_ds *d, const record *x, unsigned char **vals
     while (at < x->at + x->size) {
         sl__tar_fault f;
         rc = sl__tar_next(&rd, at, &m, &sc, &f);
-        if (rc == SL_ECORRUPT)
+        if (rc == SL__TAR_FAULT)
             why = f.what, why_at = f.at;
         if (rc == 1)
             why = "the index's sample ends in the archive's end blocks (an index of another "

@@ -82,21 +82,25 @@ static int fault(sl__tar_fault *f, const char *what, uint64_t at)
 {
     f->what = what;
     f->at = at;
-    return SL_ECORRUPT;
+    return SL__TAR_FAULT;
 }
 
-/* A pax extended header's records ("<len> key=value\n"): path and size. */
+/* A pax extended header's records ("<len> key=value\n", len counting the
+ * whole record): path and size. NULL, or what is malformed. */
 static const char *parse_pax(char *p, size_t size, sl__bytes *path, int64_t *pax_size, int *rc)
 {
     for (size_t i = 0; i < size;) {
-        char *end;
-        unsigned long long len = strtoull(p + i, &end, 10);
-        char *kv = end + 1;
-        if (end == p + i || *end != ' ' || len < 5 || len > size - i || p[i + len - 1] != '\n')
+        size_t len = 0, k = i;
+        while (k < size && p[k] >= '0' && p[k] <= '9' && len <= size)
+            len = len * 10 + (size_t)(p[k++] - '0');
+        /* digits, a space, "key=value", a newline: all inside the record */
+        if (k == i || k >= size || p[k] != ' ' || len < 5 || len > size - i ||
+            k + 1 > i + len - 1 || p[i + len - 1] != '\n')
             return "malformed pax record";
-        char *eq = memchr(kv, '=', (size_t)(p + i + len - 1 - kv));
+        char *kv = p + k + 1, *end = p + i + len - 1; /* [kv, end): key=value */
+        char *eq = memchr(kv, '=', (size_t)(end - kv));
         if (eq) {
-            size_t klen = (size_t)(eq - kv), vlen = (size_t)(p + i + len - 1 - (eq + 1));
+            size_t klen = (size_t)(eq - kv), vlen = (size_t)(end - (eq + 1));
             if (klen == 4 && !memcmp(kv, "path", 4)) {
                 if ((*rc = set_str(path, eq + 1, vlen)) < 0)
                     return NULL;
@@ -108,12 +112,12 @@ static const char *parse_pax(char *p, size_t size, sl__bytes *path, int64_t *pax
                 num[vlen] = '\0';
                 char *e;
                 long long v = strtoll(num, &e, 10);
-                if (*e || v < 0)
+                if (*e || v < 0 || num[0] < '0' || num[0] > '9')
                     return "malformed pax size";
                 *pax_size = v;
             }
         }
-        i += (size_t)len;
+        i += len;
     }
     return NULL;
 }
@@ -257,7 +261,7 @@ int sl__tar_index_build(const sl__reader *r, const char *path, sl__record_index 
     for (;;) {
         sl__tar_fault f;
         rc = sl__tar_next(r, at, &m, &s, &f);
-        if (rc == SL_ECORRUPT)
+        if (rc == SL__TAR_FAULT)
             rc = sl__set_error(SL_ECORRUPT, "%s: %s at byte %llu", path, f.what,
                                (unsigned long long)f.at);
         if (rc)

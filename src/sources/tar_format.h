@@ -48,8 +48,9 @@ typedef struct sl__tar_fault {
 
 /* The next regular member whose headers start at `at`: 0 with *m set,
  * 1 at the end of the archive (zero blocks, or the file's end at a header
- * boundary), SL_ECORRUPT with *f set (no message: the caller names its
- * file), or the reader's negative code. */
+ * boundary), SL__TAR_FAULT with *f set (no message: the caller names its
+ * file), or the reader's negative code (its message set). */
+#define SL__TAR_FAULT 2
 int sl__tar_next(const sl__reader *r, uint64_t at, sl__tar_member *m, sl__tar_scratch *s,
                  sl__tar_fault *f);
 /* The data's padding to the block size. */

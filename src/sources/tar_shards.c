@@ -107,7 +107,7 @@ static int read_member(tar_shards_iter *it)
     for (;;) {
         sl__tar_fault f;
         int rc = sl__tar_next(&r, sl__stream_offset(it->sh.s), &m->t, &it->scratch, &f);
-        if (rc == SL_ECORRUPT)
+        if (rc == SL__TAR_FAULT)
             return corrupt(it, f.what, f.at);
         if (rc)
             return rc;
