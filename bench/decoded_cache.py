@@ -20,8 +20,9 @@ The rates are of epochs 2.. (the steady ones; the first is reported
 apart). The limit is `sluice-bench --decode-limit` on the same folder
 and thread count: decoding alone, each image's crop window at its DCT
 scale, no resize and no pipeline. Rounds alternate the cases; medians,
-one JSON object per line, a summary last. `cache_mb` is the resident
-memory the cached case added (its cache), measured after its run.
+one JSON object per line, a summary last. `cache_mb` is what the cache
+holds: the resized images' bytes (each element's pixels), counted once
+before the rounds; `rss_mb` the process's resident memory at the end.
 """
 
 import argparse
@@ -54,8 +55,7 @@ def pipeline(a, kind):
 
 
 def run(a, kind):
-    """(first-epoch images/s, later-epochs images/s, MB the run kept)."""
-    before = rss_mb()
+    """(first-epoch images/s, later-epochs images/s)."""
     ds = pipeline(a, kind)
     rates = []
     for _ in range(a.epochs):
@@ -63,9 +63,14 @@ def run(a, kind):
         for images, _labels in ds:
             n += len(images)
         rates.append(n / (time.perf_counter() - t))
-    kept = rss_mb() - before
     del ds
-    return rates[0], statistics.median(rates[1:]), kept
+    return rates[0], statistics.median(rates[1:])
+
+
+def cache_mb(a):
+    """The bytes of the pixels the cached case keeps."""
+    ds = sluice.Dataset.image_folder(a.folder).map_image("resize", a.resize)
+    return sum(img.nbytes for img, _ in ds.with_options(threads=a.threads)) / 2**20
 
 
 def decode_limit(a):
@@ -93,15 +98,14 @@ def main():
         sys.exit("decoded_cache: --epochs must be at least 2")
     later = {"decode": [], "cached": []}
     first = {"decode": [], "cached": []}
-    kept, limits = [], []
+    limits = []
+    kept = cache_mb(a)
     for r in range(a.rounds):
         limits.append(decode_limit(a))
         for kind in ("decode", "cached") if r % 2 == 0 else ("cached", "decode"):
-            f, l, k = run(a, kind)
+            f, l = run(a, kind)
             first[kind].append(f)
             later[kind].append(l)
-            if kind == "cached":
-                kept.append(k)
             print(json.dumps({"round": r, "case": kind, "first_epoch_images_per_s": round(f, 1),
                               "later_epochs_images_per_s": round(l, 1),
                               "limit_images_per_s": round(limits[-1], 1)}), flush=True)
@@ -117,7 +121,7 @@ def main():
         "cached_vs_limit": round(med["cached"] / lim, 2),
         "decode_vs_limit": round(med["decode"] / lim, 2),
         "cached_vs_decode": round(med["cached"] / med["decode"], 2),
-        "cache_mb": round(statistics.median(kept), 1)}))
+        "cache_mb": round(kept, 1), "rss_mb": round(rss_mb(), 1)}))
 
 
 if __name__ == "__main__":
