@@ -121,7 +121,7 @@ static void test_jpeg_part(void **state)
     sl_dataset *ds = sl_map_image(sl_range(0, 4, 1), &spec, 1);
     assert_null(ds);
     assert_int_equal(sl_last_error_code(), SL_EDTYPE);
-    assert_non_null(strstr(sl_last_error(), "not encoded bytes"));
+    assert_non_null(strstr(sl_last_error(), "not bytes (encoded, or decoded uint8 pixels)"));
     /* a JPEG's first bytes, and then nothing */
     static const uint8_t jpeg[11] = {0xff, 0xd8, 0xff, 0xe0, 0, 16, 'J', 'F', 'I', 'F', 0};
     static const uint8_t other[8] = {'n', 'o', 't', ' ', 'a', 'n', ' ', 'i'};
