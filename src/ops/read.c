@@ -78,6 +78,7 @@ typedef struct slot {
 typedef struct span {
     char *url;        /* NULL: free */
     uint64_t off, len, got;
+    sl__buf *buf;     /* pooled: a window's next spans reuse mapped pages */
     unsigned char *data;
     int obj;          /* its object in the remote engine while in flight */
     bool done;
@@ -391,8 +392,8 @@ static void input_end(read_iter *it, int rc)
 
 static void span_free(read_iter *it, span *p)
 {
-    if (p->data) {
-        sl__free(p->data, (size_t)p->len);
+    if (p->buf) {
+        sl__buf_release(p->buf);
         sl__iter_unhold(&it->base, (int64_t)p->len);
     }
     sl__strfree(p->url);
@@ -458,11 +459,12 @@ static span *span_get(read_iter *it, const char *url, uint64_t off, uint64_t len
         return NULL;
     span_free(it, victim);
     span *p = victim;
-    p->data = sl__alloc((size_t)len);
+    p->buf = sl__buf_get((size_t)len);
+    p->data = p->buf ? p->buf->data : NULL;
     p->url = sl__strdup(url);
-    if (!p->data || !p->url) {
-        sl__free(p->data, p->data ? (size_t)len : 0);
-        p->data = NULL;
+    if (!p->buf || !p->url) {
+        sl__buf_release(p->buf);
+        p->buf = NULL;
         span_free(it, p);
         *rc = path_error(it, SL_ENOMEM, url, (int)strlen(url), "out of memory for a span of "
                          "%llu bytes", (unsigned long long)len);

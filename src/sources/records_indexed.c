@@ -423,21 +423,39 @@ static int span_skip(void *ctx, uint64_t at, uint64_t n)
     return at - s->at > s->n || n > s->n - (at - s->at);
 }
 
-/* The members of the sample in x, by key slot: where each value lies. */
-static int walk_sample(const decode_ds *d, const record *x, unsigned char **vals,
-                       uint64_t *sizes, sl__bytes *key)
+/* The decode node's iterator: the tar walk's buffers, reused from sample
+ * to sample. */
+typedef struct decode_iter {
+    sl__sync_iter u;
+    sl__tar_member m;
+    sl__tar_scratch sc;
+    sl__bytes key;
+} decode_iter;
+
+static void decode_fini(sl__sync_iter *u)
 {
+    decode_iter *it = (decode_iter *)u;
+    sl__tar_member_free(&it->m);
+    sl__tar_scratch_free(&it->sc);
+    sl__bytes_free(&it->key);
+}
+
+/* The members of the sample in x, by key slot: where each value lies. */
+static int walk_sample(const decode_ds *d, decode_iter *it, const record *x,
+                       unsigned char **vals, uint64_t *sizes)
+{
+    sl__bytes *key = &it->key;
+    sl__tar_member *m = &it->m;
+    key->n = 0;
     span sp = {x->data, x->at, x->size};
     sl__reader rd = {span_read, span_skip, &sp};
-    sl__tar_member m = {0};
-    sl__tar_scratch sc = {0};
     uint64_t at = x->at;
     int rc = 0;
     const char *why = NULL;
     uint64_t why_at = x->at;
     while (at < x->at + x->size) {
         sl__tar_fault f;
-        rc = sl__tar_next(&rd, at, &m, &sc, &f);
+        rc = sl__tar_next(&rd, at, m, &it->sc, &f);
         if (rc == SL__TAR_FAULT)
             why = f.what, why_at = f.at;
         if (rc == 1)
@@ -445,33 +463,31 @@ static int walk_sample(const decode_ds *d, const record *x, unsigned char **vals
                   "file?)";
         if (rc)
             break;
-        at = sl__tar_next_header(&m);
+        at = sl__tar_next_header(m);
         if (at > x->at + x->size) {
             rc = SL_ECORRUPT;
             why = "a member runs past the sample's end in the index (an index of another "
                   "file?)";
-            why_at = m.start;
+            why_at = m->start;
             break;
         }
-        if (m.klen == 0)
+        if (m->klen == 0)
             continue;
-        if (key->n == 0 && (rc = sl__bytes_assign(key, m.name.p, m.klen)) < 0)
+        if (key->n == 0 && (rc = sl__bytes_assign(key, m->name.p, m->klen)) < 0)
             break;
-        if (key->n != m.klen || memcmp(key->p, m.name.p, m.klen)) {
+        if (key->n != m->klen || memcmp(key->p, m->name.p, m->klen)) {
             rc = SL_ECORRUPT;
             why = "the index's sample holds members of two samples (an index of another "
                   "file?)";
-            why_at = m.start;
+            why_at = m->start;
             break;
         }
-        int slot = sl__tar_key_slot(d->keys, d->nkeys, (const char *)m.name.p + m.ext);
+        int slot = sl__tar_key_slot(d->keys, d->nkeys, (const char *)m->name.p + m->ext);
         if (slot >= 0) { /* a repeated extension: the last one, as tar_shards */
-            vals[slot] = x->data + (m.data - x->at);
-            sizes[slot] = m.size;
+            vals[slot] = x->data + (m->data - x->at);
+            sizes[slot] = m->size;
         }
     }
-    sl__tar_member_free(&m);
-    sl__tar_scratch_free(&sc);
     if (why)
         return sl__set_error(SL_ECORRUPT, "%.*s: %s at byte %llu (sample %lld of the shard)",
                              x->plen, x->path, why, (unsigned long long)why_at, (long long)x->r);
@@ -479,7 +495,8 @@ static int walk_sample(const decode_ds *d, const record *x, unsigned char **vals
 }
 
 /* A tar sample: the values of the keys asked for[, its key]. */
-static int decode_tar(const decode_ds *d, const sl_element *in, sl_element **out)
+static int decode_tar(const decode_ds *d, decode_iter *it, const sl_element *in,
+                      sl_element **out)
 {
     record x;
     int rc = record_of(in, 0, &x);
@@ -487,8 +504,8 @@ static int decode_tar(const decode_ds *d, const sl_element *in, sl_element **out
         return rc;
     unsigned char *vals[MAX_KEYS] = {0};
     uint64_t sizes[MAX_KEYS] = {0};
-    sl__bytes key = {0};
-    rc = walk_sample(d, &x, vals, sizes, &key);
+    rc = walk_sample(d, it, &x, vals, sizes);
+    const sl__bytes key = it->key;
     for (int i = 0; rc == 0 && i < d->nkeys; i++)
         if (!vals[i])
             rc = sl__set_error(SL_ECORRUPT, "%.*s: sample %.*s (at byte %llu) has no '%s'",
@@ -509,7 +526,6 @@ static int decode_tar(const decode_ds *d, const sl_element *in, sl_element **out
     }
     if (rc == 0 && paths)
         rc = sl_element_add_string(el, key.p, key.n);
-    sl__bytes_free(&key);
     if (rc) {
         sl_element_release(el);
         return rc == SL_ENOMEM ? sl__set_error(SL_ENOMEM, "tar_indexed: out of memory") : rc;
@@ -529,7 +545,8 @@ static int decode_next(sl__iter *base, sl_element **out)
         int rc = sl__iter_next(u->in, &in);
         if (rc)
             return rc;
-        rc = d->kind == KIND_TAR ? decode_tar(d, in, out) : decode_tfrecord(d, in, out);
+        rc = d->kind == KIND_TAR ? decode_tar(d, (decode_iter *)base, in, out)
+                                 : decode_tfrecord(d, in, out);
         if (rc == 0)
             sl__element_set_origin(*out, in->origin);
         sl_element_release(in);
@@ -581,7 +598,8 @@ static const sl__sync_def decode_def = {
              .fingerprint = decode_fingerprint, .cardinality = decode_cardinality,
              .destroy = decode_destroy, .rebuild = decode_rebuild},
     .iter = {SL__SYNC_ITER(decode_next)},
-    .iter_size = sizeof(sl__sync_iter),
+    .iter_size = sizeof(decode_iter),
+    .fini = decode_fini,
 };
 
 static sl_dataset *decode_new(sl_dataset *in, int kind, unsigned flags, const char *const *keys,
