@@ -54,6 +54,7 @@ typedef struct records_ds {
     int n;
     shard *shards;
     int64_t *first; /* n + 1: records before shard k */
+    sl_dataset *owner; /* with_blocks: the node whose shards these are (retained) */
 } records_ds;
 
 /* The shard that holds record i: the last k with first[k] <= i. */
@@ -154,6 +155,10 @@ static uint64_t records_fingerprint(const sl_dataset *ds, uint64_t h)
 static void records_destroy(sl_dataset *ds)
 {
     records_ds *d = (records_ds *)ds;
+    if (d->owner) { /* the shards are the owner's */
+        sl_dataset_release(d->owner);
+        return;
+    }
     for (int k = 0; d->shards && k < d->n; k++) {
         shard *s = &d->shards[k];
         sl__record_index_free(&s->idx);
@@ -292,7 +297,8 @@ static sl_dataset *records_new(int kind, const char *const *paths, int n,
                                   sl_structure_parse("(string[], int64[], int64[], int64[])"));
 }
 
-/* A copy of the index node whose elements carry their block's span too. */
+/* The index node again, its elements carrying their block's span too: the
+ * same shards, shared with (and kept alive by) the node they come from. */
 static sl_dataset *records_with_blocks(const sl_dataset *ds, int64_t block)
 {
     const records_ds *from = (const records_ds *)ds;
@@ -302,29 +308,12 @@ static sl_dataset *records_with_blocks(const sl_dataset *ds, int64_t block)
         sl_dataset_release(d ? &d->base : NULL);
         return NULL;
     }
-    int n = from->n;
     d->kind = from->kind;
-    d->shards = sl__calloc((size_t)n, sizeof *d->shards);
-    d->first = sl__calloc((size_t)n + 1, sizeof *d->first);
-    if (!d->shards || !d->first) {
-        sl__free(d->shards, (size_t)n * sizeof *d->shards);
-        sl__free(d->first, ((size_t)n + 1) * sizeof *d->first);
-        d->shards = NULL, d->first = NULL;
-        return sl__dataset_fail(&d->base, SL_ENOMEM, "%s: out of memory", who);
-    }
-    d->n = n;
     d->block = block;
-    memcpy(d->first, from->first, ((size_t)n + 1) * sizeof *d->first);
-    for (int k = 0; k < n; k++) {
-        const shard *f = &from->shards[k];
-        shard *s = &d->shards[k];
-        s->path = sl__strdup(f->path);
-        s->path_el = sl_element_retain(f->path_el);
-        s->idx.count = f->idx.count;
-        if (!s->path || sl__bytes_assign(&s->idx.offsets, f->idx.offsets.p, f->idx.offsets.n) ||
-            sl__bytes_assign(&s->idx.sizes, f->idx.sizes.p, f->idx.sizes.n))
-            return sl__dataset_fail(&d->base, SL_ENOMEM, "%s: out of memory", who);
-    }
+    d->n = from->n;
+    d->shards = from->shards;
+    d->first = from->first;
+    d->owner = sl_dataset_retain((sl_dataset *)ds);
     return sl__dataset_structured(&d->base, sl_structure_parse(
         "(string[], int64[], int64[], int64[], int64[], int64[])"));
 }
