@@ -30,6 +30,8 @@ typedef struct out {
     z_stream z;
     unsigned char buf[1 << 16];
     int64_t bytes; /* uncompressed */
+    char path[4096];
+    FILE *idx;     /* uncompressed: "<shard>.idx", one "offset size" line per record */
 } out;
 
 static int out_open(out *o, const char *path, bool gz)
@@ -40,6 +42,9 @@ static int out_open(out *o, const char *path, bool gz)
         fprintf(stderr, "sluice-bench: %s: %s\n", path, strerror(errno));
         return -1;
     }
+    snprintf(o->path, sizeof o->path, "%s", path);
+    if (!gz) /* written beside after the shard, so the readers take it as current */
+        o->idx = tmpfile();
     o->gz = gz;
     if (gz && deflateInit2(&o->z, 6, Z_DEFLATED, 31, 8, Z_DEFAULT_STRATEGY) != Z_OK)
         return -1;
@@ -70,6 +75,13 @@ static int out_write(out *o, const void *p, size_t n)
     return out_deflate(o, Z_NO_FLUSH);
 }
 
+/* A record (or sample) from `start` to where the shard is now. */
+static void out_index(out *o, int64_t start)
+{
+    if (o->idx)
+        fprintf(o->idx, "%lld %lld\n", (long long)start, (long long)(o->bytes - start));
+}
+
 static int out_close(out *o)
 {
     int rc = 0;
@@ -79,6 +91,20 @@ static int out_close(out *o)
     }
     if (fclose(o->f) != 0)
         rc = -1;
+    if (o->idx) { /* the index, once the shard is whole */
+        char path[4200];
+        snprintf(path, sizeof path, "%s.idx", o->path);
+        FILE *f = rc == 0 ? fopen(path, "w") : NULL;
+        char buf[1 << 16];
+        size_t n;
+        rewind(o->idx);
+        while (f && (n = fread(buf, 1, sizeof buf, o->idx)) > 0)
+            if (fwrite(buf, 1, n, f) != n)
+                rc = -1;
+        if (!f || fclose(f) != 0)
+            rc = -1;
+        fclose(o->idx);
+    }
     return rc;
 }
 
@@ -261,6 +287,7 @@ int shards_write(const config *cfg)
                 base = p + k + 1;
         char name[256];
         snprintf(name, sizeof name, "%.*s", (int)(plen - (size_t)(base - p)), base);
+        int64_t start = o.bytes;
         if (rc == 0 && cfg->format == FORMAT_TFRECORD) {
             example(&rec, sl_tensor_data(img), sl_tensor_nbytes(img), label, name);
             rc = tfrecord_put(&o, rec.p, rec.n);
@@ -272,6 +299,8 @@ int shards_write(const config *cfg)
             snprintf(cls, sizeof cls, "%lld", (long long)label);
             rc = rc ? rc : tar_put(&o, key, cls, strlen(cls));
         }
+        if (rc == 0)
+            out_index(&o, start);
         sl_element_release(el);
         i++;
     }
