@@ -328,9 +328,12 @@ int shards_write(const config *cfg)
 
 /* ---- reading ---- */
 
+/* The shards: *.tfrecord or *.tar, *.gz with --compression (not the
+ * .idx indexes --make-shards writes beside uncompressed ones). */
 static char *pattern(const config *cfg, char *buf, size_t n)
 {
-    snprintf(buf, n, "%s/*.%s*", cfg->dir, cfg->format == FORMAT_TAR ? "tar" : "tfrecord");
+    snprintf(buf, n, "%s/*.%s%s", cfg->dir, cfg->format == FORMAT_TAR ? "tar" : "tfrecord",
+             cfg->compression ? ".gz" : "");
     return buf;
 }
 

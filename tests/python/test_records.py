@@ -169,7 +169,14 @@ def shards(bench, image_dir, tmp_path_factory):
 
 
 def _files(d):
-    return sorted(os.path.join(d, f) for f in os.listdir(d))
+    """The shards in d (not the indexes --make-shards writes beside them)."""
+    return sorted(os.path.join(d, f) for f in os.listdir(d) if not f.endswith(".idx"))
+
+
+def _index_of(path):
+    """The "offset size" lines of the index beside path."""
+    with open(path + ".idx") as f:
+        return [tuple(map(int, line.split())) for line in f]
 
 
 def _contents(image_files):
@@ -205,6 +212,17 @@ def test_make_shards_tfrecord_is_valid(shards, image_files):
         got.append((ex["image/encoded"][0], ex["image/class/label"][0],
                     ex["image/filename"][0].decode()))
     assert sorted(got) == want
+    # each uncompressed shard has its DALI-style index beside it: a record
+    # at each offset, of that size with its framing, back to back
+    for f in files:
+        with open(f, "rb") as fh:
+            data = fh.read()
+        at = 0
+        for off, size in _index_of(f):
+            assert off == at and struct.unpack("<Q", data[off:off + 8])[0] + 16 == size
+            at += size
+        assert at == len(data)
+    assert not any(f.endswith(".idx") for f in os.listdir(shards["tfrecord.gz"]))
 
 
 def test_make_shards_gzip_is_valid(shards):
@@ -226,6 +244,10 @@ def test_make_shards_tar_is_valid(shards, image_files, fmt):
             for jpg, cls in zip(members[::2], members[1::2]):
                 assert jpg.name.endswith(".jpg") and cls.name == jpg.name[:-4] + ".cls"
                 got.append((t.extractfile(jpg).read(), int(t.extractfile(cls).read())))
+            if fmt == "tar":  # a sample from its first header to its last member's end
+                assert _index_of(f) == [(m.offset, c.offset_data + -(-c.size // 512) * 512
+                                         - m.offset)
+                                        for m, c in zip(members[::2], members[1::2])]
     assert sorted(got) == [(d, label) for d, label, _ in want]
 
 
@@ -252,8 +274,8 @@ def test_list_files(shards):
     ordered = sluice.Dataset.list_files(os.path.join(d, "*.tfrecord"), shuffle=False)
     assert list(ordered) == files
     assert len(ordered) == len(files)
-    both = sluice.Dataset.list_files([os.path.join(d, "*-00001-*"), os.path.join(d, "*-0000*")],
-                                     shuffle=False)
+    both = sluice.Dataset.list_files([os.path.join(d, "*-00001-*.tfrecord"),
+                                      os.path.join(d, "*-0000*.tfrecord")], shuffle=False)
     assert list(both) == files[:10]  # sorted, duplicates dropped
     shuffled = sluice.Dataset.list_files(os.path.join(d, "*.tfrecord"), seed=3)  # tf's default
     e0, e1 = list(shuffled), list(shuffled)
@@ -377,7 +399,8 @@ def test_tfrecord_parallel_reads(shards):
                                        deterministic=False)
     assert sorted(unordered) == sorted(r for recs in per_file for r in recs)
     # a Python map_func gives the same order as the C reader
-    listed = sluice.Dataset.list_files(os.path.join(shards["tfrecord"], "*"), shuffle=False)
+    listed = sluice.Dataset.list_files(os.path.join(shards["tfrecord"], "*.tfrecord"),
+                                       shuffle=False)
     via_python = listed.interleave(lambda p: sluice.TFRecordDataset(p), cycle_length=3,
                                    num_parallel_calls=2)
     assert list(via_python) == tf_interleave(per_file, 3, 1)
