@@ -416,9 +416,8 @@ static void test_mixture_new_weights(void **state)
 /* A rank on which the mixture ran out of one source (and let it go, its
  * record with it) counts that source's share as taken: the resume repeats
  * and loses nothing. */
-static void test_mixture_source_ended_on_a_rank(void **state)
+static void ended_on_ranks(const int *batches)
 {
-    (void)state;
     static int count[1040];
     memset(count, 0, sizeof count);
     sl_options *o = tu_opts(1, 9);
@@ -428,7 +427,7 @@ static void test_mixture_source_ended_on_a_rank(void **state)
     for (int r = 0; r < 3; r++) {
         sl_dataset *ds = mixture(3, r, 0.05); /* b (40 elements, 14 a rank) drawn first */
         sl_iterator *it = sl_iterator_create(ds, o);
-        take_mixed(it, r == 1 ? 6 : 1, count);
+        take_mixed(it, batches[r], count);
         save(it, &run[r]);
         states[r] = run[r].state, lens[r] = run[r].len;
         sl_iterator_free(it);
@@ -459,6 +458,13 @@ static void test_mixture_source_ended_on_a_rank(void **state)
     }
     assert_true(twice <= padded + 2); /* (the old ranks' own padding of b: 42 of 40) */
     sl_options_free(o);
+}
+
+static void test_mixture_source_ended_on_a_rank(void **state)
+{
+    (void)state;
+    ended_on_ranks((const int[]){1, 6, 1}); /* on rank 1 */
+    ended_on_ranks((const int[]){6, 6, 6}); /* on every rank: none has its record */
 }
 
 static int fail_17(sl_map_ctx *ctx, const sl_element *in, sl_element **out, void *user)

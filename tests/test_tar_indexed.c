@@ -299,6 +299,48 @@ static void test_bad_index_and_samples(void **state)
     assert_int_equal(sl_last_error_code(), SL_EINVAL);
 }
 
+/* A sample of one empty member is one 512-byte header: its index line
+ * is kept and read back, not refused and rebuilt each time. */
+static void test_small_samples_keep_their_index(void **state)
+{
+    (void)state;
+    char path[600], idx[700];
+    snprintf(path, sizeof path, "%s/small.tar", dir);
+    snprintf(idx, sizeof idx, "%s.idx", path);
+    ru_buf b = {0};
+    ru_tar_file(&b, "a.txt", "", 0);
+    ru_tar_file(&b, "b.txt", "bee", 3);
+    ru_tar_end(&b);
+    ru_write(path, b.p, b.n);
+    free(b.p);
+    unlink(idx);
+    const char *one[] = {path};
+    const char *keys1[] = {"txt"};
+    const sl_dtype t1[] = {SL_STRING};
+    sl_dataset *ds = sl_tar_indexed(one, 1, keys1, t1, 1, 0);
+    assert_non_null(ds);
+    sl_dataset_release(ds);
+    struct stat before, after;
+    assert_int_equal(stat(idx, &before), 0);
+    struct timespec later[2] = {{0, UTIME_OMIT}, {before.st_mtim.tv_sec + 5, 0}};
+    utimensat(AT_FDCWD, idx, later, 0);
+    ds = sl_tar_indexed(one, 1, keys1, t1, 1, 0);
+    assert_non_null(ds);
+    assert_int_equal(sl_dataset_cardinality(ds), 2);
+    assert_int_equal(stat(idx, &after), 0);
+    assert_int_equal(after.st_mtim.tv_sec, before.st_mtim.tv_sec + 5); /* not written again */
+    sl_iterator *it = sl_iterator_create(ds, NULL);
+    sl_element *el;
+    assert_int_equal(sl_next(it, &el), 0);
+    tu_check_string(sl_element_tensor(el, 0), 0, "");
+    sl_element_release(el);
+    assert_int_equal(sl_next(it, &el), 0);
+    tu_check_string(sl_element_tensor(el, 0), 0, "bee");
+    sl_element_release(el);
+    sl_iterator_free(it);
+    sl_dataset_release(ds);
+}
+
 int main(void)
 {
     tu_tmpdir(dir);
@@ -307,6 +349,7 @@ int main(void)
         cmocka_unit_test(test_same_as_tar_shards),
         cmocka_unit_test(test_shuffled),
         cmocka_unit_test(test_bad_index_and_samples),
+        cmocka_unit_test(test_small_samples_keep_their_index),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     tu_rmdir(dir);

@@ -74,9 +74,10 @@ typedef struct sl__node_ops {
     sl_dataset *(*rebuild_files)(const sl_dataset *ds, sl_dataset *new_files);
     /* For sources of byte ranges read by a ranged read (the indexed record
      * sources): the same source whose elements also carry the byte span of
-     * the run of `block` consecutive elements each is in (sl_shuffle_windowed
+     * the run of `block` consecutive elements each is in, where `window`
+     * such runs at a time fit what the read keeps (sl_shuffle_windowed
      * asks, so a read of a URL fetches a block once). NULL: none. */
-    sl_dataset *(*with_blocks)(const sl_dataset *ds, int64_t block);
+    sl_dataset *(*with_blocks)(const sl_dataset *ds, int64_t block, int64_t window);
     /* batch(ds, size, flags) as one node, for ops that write their output
      * straight into the batch (map_image). Consumes ds. NULL: none. */
     sl_dataset *(*fuse_batch)(sl_dataset *ds, int64_t size, unsigned flags);

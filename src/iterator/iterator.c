@@ -206,7 +206,17 @@ SL_API sl_iterator *sl_iterator_restore_ranks(sl_dataset *ds, const void *const 
     }
     /* each distribute node: its record in every state, merged */
     /* a state without a node's record: a mixture let that input go when it
-     * ended on that rank (the merge counts its share consumed) */
+     * ended on that rank (the merge counts its share consumed); a state
+     * with none of this pipeline's is another pipeline's */
+    for (int i = 0; rc == 0 && i < n; i++) {
+        int found = 0;
+        for (int k = 0; k < nd; k++)
+            found += sl__restore_record(r[i], key[k], &nf[i]) != NULL;
+        if (!found)
+            rc = sl__set_error(SL_EMISMATCH, "state %d has no record of this pipeline's "
+                               "distribute nodes (another pipeline's, or other ops above "
+                               "distribute)", i);
+    }
     for (int k = 0; rc == 0 && k < nd; k++) {
         for (int i = 0; i < n; i++)
             if (!(recs[i] = sl__restore_record(r[i], key[k], &nf[i])))

@@ -251,7 +251,7 @@ static int distribute_restore(sl__sync_iter *u)
     if (n < 0) {
         for (int i = 0; i < npending; i++) /* an elastic restore's new ranks */
             if (pending[i].ds == u->base.ds && !pending[i].taken) {
-                if (pending[i].epoch != u->base.epoch)
+                if (pending[i].epoch >= 0 && pending[i].epoch != u->base.epoch)
                     return sl__set_error(SL_EUNSUPPORTED, "restore_ranks: the checkpoint is "
                                          "in pass %lld of distribute's input, this iterator "
                                          "starts pass %lld (an op above distribute, such as "
@@ -546,10 +546,11 @@ int sl__distribute_merge(const sl_dataset *dist, const int64_t *const *recs,
     for (int i = 0; i < n && ref < 0; i++)
         if (recs[i])
             ref = i;
-    if (ref < 0)
-        return sl__set_error(SL_EMISMATCH, "restore_ranks: no state has a record of %s "
-                             "(states of another pipeline, or other ops above distribute)",
-                             sl_dataset_name(dist));
+    if (ref < 0) { /* every rank's mixture had let it go: every rank took its share */
+        out->epoch = -1; /* (whatever pass the new iterators start) */
+        out->start = d->n;
+        return 0;
+    }
     for (int i = 0; i < n; i++)
         if (recs[i] && (nfields[i] < 8 || recs[i][7] != nfields[i] - 8))
             return sl__set_error(nfields[i] == 4 ? SL_EUNSUPPORTED : SL_ECORRUPT,

@@ -10,7 +10,7 @@
 
 typedef struct sl__distribute_base {
     const sl_dataset *ds; /* the distribute node it is for */
-    int64_t epoch;        /* the pass of the node's iterators it belongs to */
+    int64_t epoch;        /* the pass of the node's iterators it belongs to (-1: any) */
     int64_t start, nskip;
     int64_t *skip;        /* consumed positions above start, sorted */
     bool taken;           /* by the node's iterator */
@@ -23,7 +23,7 @@ typedef struct sl__distribute_base {
 int sl__distribute_find(const sl_dataset *ds, const sl_dataset **out, int max);
 /* Merges n old ranks' records of node dist (recs[i]: nfields[i] fields;
  * NULL for a rank whose mixture let the input go when it ended there,
- * which took its whole share: at least one must be there) into out: 0,
+ * which took its whole share; all NULL: nothing is left) into out: 0,
  * SL_EMISMATCH (ranks missing or repeated, another input, different
  * bases) or SL_ECORRUPT, naming what. */
 int sl__distribute_merge(const sl_dataset *dist, const int64_t *const *recs,

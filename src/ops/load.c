@@ -13,20 +13,28 @@
 typedef struct load_ds {
     sl_dataset base;
     sl__saved *saved;
-    pthread_mutex_t mu; /* making the index */
+    pthread_mutex_t mu; /* making the index; under it, why that failed */
     sl__saved_index *_Atomic index;
+    int failed;
+    char *failure;
 } load_ds;
 
 static int load_get(const sl_dataset *ds, int64_t i, sl_element **out)
 {
     load_ds *d = (load_ds *)ds; /* the index is made once, on first use */
     sl__saved_index *x = atomic_load_explicit(&d->index, memory_order_acquire);
-    if (!x) {
+    if (!x) { /* made once; a failure is kept, not tried again per element */
         pthread_mutex_lock(&d->mu);
         x = atomic_load_explicit(&d->index, memory_order_relaxed);
-        int rc = x ? 0 : sl__saved_index_build(d->saved, &x);
-        if (rc == 0)
+        int rc = x ? 0 : d->failed;
+        if (rc)
+            sl__set_error_str(rc, d->failure ? d->failure : "out of memory");
+        else if (!x && (rc = sl__saved_index_build(d->saved, &x)) == 0)
             atomic_store_explicit(&d->index, x, memory_order_release);
+        else if (!x) {
+            d->failed = rc;
+            d->failure = sl__strdup(sl__error_msg());
+        }
         pthread_mutex_unlock(&d->mu);
         if (rc)
             return rc;
@@ -120,6 +128,7 @@ static void load_ds_destroy(sl_dataset *ds)
 {
     load_ds *d = (load_ds *)ds;
     sl__saved_index_free(atomic_load(&d->index));
+    sl__strfree(d->failure);
     pthread_mutex_destroy(&d->mu);
     sl__saved_free(d->saved);
 }

@@ -46,8 +46,8 @@
 #define MAX_AUTO_DEPTH 256 /* what the controller may raise io_depth to */
 #define PATH_CAP 4096
 #define FIRST_PIECE ((size_t)256 << 10)
-#define SPANS 32
-#define MAX_SPAN ((uint64_t)64 << 20)
+#define SPANS SL__READ_SPANS
+#define MAX_SPAN SL__READ_MAX_SPAN
 
 typedef struct read_ds {
     sl_dataset base;
@@ -300,6 +300,11 @@ static int in_range(read_iter *it, const sl_element *in, const char *path, slot 
     if (off < 0 || len < 1)
         return path_error(it, SL_EINVAL, path, (int)strlen(path), "bad range: %lld bytes at "
                           "byte %lld", (long long)len, (long long)off);
+    /* an index's word only: allocated before any byte of it is read */
+    if (len > it->base.tree->max_record)
+        return path_error(it, SL_ECORRUPT, path, (int)strlen(path), "a record of %lld bytes "
+                          "at byte %lld is over the limit of %lld (SL_OPT_MAX_RECORD_BYTES)",
+                          (long long)len, (long long)off, (long long)it->base.tree->max_record);
     s->off = (uint64_t)off;
     s->size = (uint64_t)len;
     return 0;
@@ -802,6 +807,10 @@ static void fill(read_iter *it)
     int depth = depth_now(it);
     atomic_store_explicit(&it->base.stats->capacity, 2 * depth, memory_order_relaxed);
     it->fd_starved = false;
+    if (atomic_load(&t->held) >= t->ram_budget) /* kept spans give way first */
+        for (int i = 0; i < SPANS; i++)
+            if (it->spans[i].url && it->spans[i].done && !it->spans[i].waiting)
+                span_free(it, &it->spans[i]);
     while (!it->input_done && !it->fd_starved && it->inflight < depth && !stopped(it)) {
         int c = atomic_load(&it->count);
         if (c >= 2 * depth || (c > 0 && atomic_load(&t->held) >= t->ram_budget))

@@ -15,5 +15,9 @@
  * path[, path]), placed `lead` bytes into their buffer (the bytes before
  * are the reader's to write: a string tensor's offsets). */
 sl_dataset *sl__read_ranges(sl_dataset *in, size_t lead, unsigned flags);
+/* Spans (tensors 4 and 5 of a ranged element, sl_shuffle_windowed's
+ * blocks of a URL): how many read keeps, and the largest it fetches whole. */
+#define SL__READ_SPANS 32
+#define SL__READ_MAX_SPAN ((uint64_t)16 << 20)
 
 #endif

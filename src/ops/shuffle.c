@@ -500,7 +500,7 @@ static sl_dataset *apply(sl_dataset *x, void *arg)
 {
     const shuffle_args *a = arg;
     if (x && a->block && x->ops->with_blocks) { /* reads can fetch whole blocks */
-        sl_dataset *b = x->ops->with_blocks(x, a->block);
+        sl_dataset *b = x->ops->with_blocks(x, a->block, a->window);
         sl_dataset_release(x);
         x = b;
     }

@@ -71,25 +71,9 @@ static int shard_of(const records_ds *d, int64_t i)
     return lo;
 }
 
-/* The first record of shard s at or after byte `at` (count when none). */
-static int64_t record_at_or_after(const shard *s, uint64_t at)
-{
-    int64_t lo = 0, hi = s->idx.count;
-    while (lo < hi) {
-        int64_t mid = lo + (hi - lo) / 2;
-        if (sl__record_offset(&s->idx, mid) < at)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
 /* The span of record r of shard k: the bytes of the records of its block
- * (d->block consecutive elements) in the shard, cut into pieces of at
- * most SPAN_BYTES starting at record boundaries (a record belongs to the
- * piece it starts in). */
-#define SPAN_BYTES ((uint64_t)8 << 20)
+ * (d->block consecutive elements) in the shard, or none (0) when the
+ * block is more than read fetches whole. */
 static void span_of(const records_ds *d, int k, int64_t r, uint64_t *off, uint64_t *len)
 {
     const shard *s = &d->shards[k];
@@ -97,16 +81,10 @@ static void span_of(const records_ds *d, int k, int64_t r, uint64_t *off, uint64
     int64_t r0 = b0 > d->first[k] ? b0 - d->first[k] : 0;
     int64_t r1 = (b0 + d->block < d->first[k + 1] ? b0 + d->block : d->first[k + 1]) -
                  d->first[k]; /* [r0, r1): the block in this shard */
-    uint64_t base = sl__record_offset(&s->idx, r0), at = sl__record_offset(&s->idx, r);
-    uint64_t piece = (at - base) / SPAN_BYTES;
-    int64_t p0 = record_at_or_after(s, base + piece * SPAN_BYTES);
-    int64_t p1 = record_at_or_after(s, base + (piece + 1) * SPAN_BYTES);
-    if (p0 < r0)
-        p0 = r0;
-    if (p1 > r1)
-        p1 = r1;
-    *off = sl__record_offset(&s->idx, p0);
-    *len = sl__record_offset(&s->idx, p1 - 1) + sl__record_size(&s->idx, p1 - 1) - *off;
+    *off = sl__record_offset(&s->idx, r0);
+    *len = sl__record_offset(&s->idx, r1 - 1) + sl__record_size(&s->idx, r1 - 1) - *off;
+    if (*len > SL__READ_MAX_SPAN)
+        *off = *len = 0; /* each record alone */
 }
 
 static int records_get(const sl_dataset *ds, int64_t i, sl_element **out)
@@ -177,7 +155,7 @@ static bool records_can_get(const sl_dataset *ds)
     return true;
 }
 
-static sl_dataset *records_with_blocks(const sl_dataset *ds, int64_t block);
+static sl_dataset *records_with_blocks(const sl_dataset *ds, int64_t block, int64_t window);
 
 static const sl__sync_def records_def = {
     .node = {.kind = "records", .make_iter = sl__sync_make, .cardinality = records_cardinality,
@@ -189,7 +167,7 @@ static const sl__sync_def records_def = {
 
 static const sl__index_format formats[] = {
     [KIND_TFRECORD] = {"tfrecord_indexed", FRAMING, SL__INDEX_TO_END, sl__tfrecord_index_build},
-    [KIND_TAR] = {"tar_indexed", 2 * SL__TAR_BLOCK, 0, sl__tar_index_build},
+    [KIND_TAR] = {"tar_indexed", SL__TAR_BLOCK, 0, sl__tar_index_build},
 };
 
 static int set_name(sl_dataset *ds, const char *who)
@@ -298,10 +276,16 @@ static sl_dataset *records_new(int kind, const char *const *paths, int n,
 }
 
 /* The index node again, its elements carrying their block's span too: the
- * same shards, shared with (and kept alive by) the node they come from. */
-static sl_dataset *records_with_blocks(const sl_dataset *ds, int64_t block)
+ * same shards, shared with (and kept alive by) the node they come from;
+ * or the node itself where a window of blocks is more than read keeps. */
+static sl_dataset *records_with_blocks(const sl_dataset *ds, int64_t block, int64_t window)
 {
     const records_ds *from = (const records_ds *)ds;
+    /* a window's blocks (two kept pieces each at most, where one crosses
+     * shards) must stay in what read keeps, else they would be fetched
+     * again and again: records alone then */
+    if (window > SL__READ_SPANS / 2)
+        return sl_dataset_retain((sl_dataset *)ds);
     const char *who = formats[from->kind].who;
     records_ds *d = (records_ds *)sl__dataset_new_source(&records_def.node, sizeof *d);
     if (!d || set_name(&d->base, who) < 0) {

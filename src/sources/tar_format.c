@@ -111,8 +111,9 @@ static const char *parse_pax(char *p, size_t size, sl__bytes *path, int64_t *pax
                 memcpy(num, eq + 1, vlen);
                 num[vlen] = '\0';
                 char *e;
+                errno = 0;
                 long long v = strtoll(num, &e, 10);
-                if (*e || v < 0 || num[0] < '0' || num[0] > '9')
+                if (*e || v < 0 || errno || num[0] < '0' || num[0] > '9')
                     return "malformed pax size";
                 *pax_size = v;
             }
@@ -267,9 +268,10 @@ int sl__tar_index_build(const sl__reader *r, const char *path, sl__record_index 
         if (rc)
             break;
         at = sl__tar_next_header(&m);
-        if (r->skip(r->ctx, m.data, at - m.data) != 0) { /* an error, or the file's end */
-            rc = sl__set_error(SL_ECORRUPT, "%s: a member runs past the end of the file at "
-                               "byte %llu", path, (unsigned long long)m.start);
+        if ((rc = r->skip(r->ctx, m.data, at - m.data)) != 0) { /* an error, or the end */
+            if (rc > 0)
+                rc = sl__set_error(SL_ECORRUPT, "%s: a member runs past the end of the file "
+                                   "at byte %llu", path, (unsigned long long)m.start);
             break;
         }
         if (m.klen == 0)

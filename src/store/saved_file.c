@@ -17,6 +17,7 @@
 #include "../core/error.h"
 #include "../core/fileio.h"
 #include "../core/le.h"
+#include "../core/log.h"
 #include "../core/structure.h"
 #include "../core/bytes.h"
 #include "../runtime/runtime.h"
@@ -1152,6 +1153,7 @@ struct sl__saved_index {
     pthread_mutex_t mu;    /* the kept chunks */
     kept_chunk kept[KEPT_CHUNKS];
     uint64_t clock;
+    char *damage;          /* the first damage the pass met: its elements are lost */
 };
 
 void sl__saved_index_free(sl__saved_index *x)
@@ -1169,6 +1171,7 @@ void sl__saved_index_free(sl__saved_index *x)
     sl__free(x->where, (size_t)(s->elements ? s->elements : 1) * 3 * sizeof *x->where);
     for (int k = 0; k < KEPT_CHUNKS; k++)
         sl__bytes_free(&x->kept[k].raw);
+    sl__strfree(x->damage);
     pthread_mutex_destroy(&x->mu);
     sl__free(x, sizeof *x);
 }
@@ -1190,16 +1193,30 @@ static int add_chunk(sl__saved_index *x, const saved_chunk *c)
     return 0;
 }
 
-/* Every chunk of shard k, its records placed in x->where. */
+/* Notes the first damage the index's pass met (this thread's message):
+ * the elements it hides are lost, as the sequential reader loses them. */
+static void damaged(sl__saved_index *x)
+{
+    if (!x->damage)
+        x->damage = sl__strdup(sl__error_msg());
+}
+
+/* Every chunk of shard k, its records placed in x->where. Damage (a bad
+ * chunk, a bad record, a count that is off) is noted and passed over as
+ * the sequential reader passes over it; a read that fails ends it. */
 static int index_shard(sl__saved_index *x, int k, shard_in *h)
 {
     const sl__saved *s = x->s;
     int64_t seen = 0;
-    for (;;) {
+    while (!h->ended) {
         uint64_t off = h->next_off;
         int rc = load_chunk(s, h);
         if (rc == SL_EOF)
             break;
+        if (rc == SL_ECORRUPT) { /* its records are lost; after a bad header, the rest */
+            damaged(x);
+            continue;
+        }
         if (rc)
             return rc;
         uint32_t stored = (uint32_t)(h->next_off - off - CHUNK_HDR);
@@ -1214,8 +1231,11 @@ static int index_shard(sl__saved_index *x, int k, shard_in *h)
                 why = "an element index past the manifest's count";
             else if (!why && x->where[3 * index] != UINT32_MAX)
                 why = "an element index repeats";
-            if (why)
-                return shard_corrupt(s, h, why, off);
+            if (why) { /* the rest of the chunk is lost */
+                shard_corrupt(s, h, why, off);
+                damaged(x);
+                break;
+            }
             uint32_t *w = &x->where[3 * index];
             w[0] = (uint32_t)(x->nchunks - 1);
             w[1] = (uint32_t)h->pos;
@@ -1224,9 +1244,11 @@ static int index_shard(sl__saved_index *x, int k, shard_in *h)
             seen++;
         }
     }
-    if (seen != h->m->elements)
-        return sl__set_error(SL_ECORRUPT, "%s(%s): holds %lld elements, the manifest says %lld",
-                             s->op, h->path, (long long)seen, (long long)h->m->elements);
+    if (seen != h->m->elements && !x->damage) {
+        sl__set_error(SL_ECORRUPT, "%s(%s): holds %lld elements, the manifest says %lld", s->op,
+                      h->path, (long long)seen, (long long)h->m->elements);
+        damaged(x);
+    }
     return 0;
 }
 
@@ -1234,6 +1256,17 @@ int sl__saved_index_build(const sl__saved *s, sl__saved_index **out)
 {
     *out = NULL;
     int n = s->nshards ? s->nshards : 1;
+    /* a record takes at least 16 raw bytes, and raw bytes are at most
+     * MAX_RATIO times the stored ones: a manifest that claims more
+     * elements than its shards can hold is damaged (and its count is not
+     * allocated for) */
+    uint64_t room = 0;
+    for (int k = 0; k < s->nshards; k++)
+        room += s->shards[k].size / (RECORD_HDR + 4) *
+                (s->compression == SL_COMPRESSION_NONE ? 1 : MAX_RATIO);
+    if ((uint64_t)s->elements > room || (uint64_t)s->elements > SIZE_MAX / 12 - 1)
+        return sl__set_error(SL_ECORRUPT, "%s(%s): the manifest's %lld elements are more than "
+                             "its shards can hold", s->op, s->dir, (long long)s->elements);
     sl__saved_index *x = sl__calloc(1, sizeof *x);
     if (x) {
         x->s = s;
@@ -1267,10 +1300,14 @@ int sl__saved_index_build(const sl__saved *s, sl__saved_index **out)
         sl__bytes_free(&h.raw);
         sl__bytes_free(&h.stored);
     }
-    for (int64_t i = 0; rc == 0 && i < s->elements; i++)
-        if (x->where[3 * i] == UINT32_MAX)
-            rc = sl__set_error(SL_ECORRUPT, "%s(%s): no shard holds element %lld", s->op,
-                               s->dir, (long long)i);
+    for (int64_t i = 0; rc == 0 && !x->damage && i < s->elements; i++)
+        if (x->where[3 * i] == UINT32_MAX) {
+            sl__set_error(SL_ECORRUPT, "%s(%s): no shard holds element %lld", s->op, s->dir,
+                          (long long)i);
+            damaged(x);
+        }
+    if (rc == 0 && x->damage)
+        sl__log(SL_LOG_WARN, "%s: some elements are lost: %s", s->op, x->damage);
     if (rc) {
         sl__saved_index_free(x);
         return rc;
@@ -1365,6 +1402,10 @@ int sl__saved_index_get(sl__saved_index *x, int64_t i, sl_element **out)
     if (i < 0 || i >= s->elements)
         return sl__set_error(SL_EINVAL, "%s(%s): element %lld of %lld", s->op, s->dir,
                              (long long)i, (long long)s->elements);
+    if (x->where[3 * i] == UINT32_MAX)
+        return sl__set_error(SL_ECORRUPT, "%s(%s): element %lld is lost to damage its index "
+                             "met (%s)", s->op, s->dir, (long long)i,
+                             x->damage ? x->damage : "?");
     sl__bytes rec = {0};
     int rc = record_bytes(x, i, &rec);
     const char *why = NULL;
