@@ -149,6 +149,16 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self):
         srv = self.server
+        with srv.lock:
+            srv.active += 1
+        try:
+            self._get()
+        finally:
+            with srv.lock:
+                srv.active -= 1
+
+    def _get(self):
+        srv = self.server
         path, _, query = self.path.partition("?")
         with srv.lock:
             srv.requests += 1
@@ -262,10 +272,22 @@ class Server(ThreadingHTTPServer):
         self.signed = self.bad_signatures = self.lists = 0
         self.paths = []
         self.bytes_of = {}  # path -> body bytes sent
+        self.active = 0  # requests being answered
         self.thread = threading.Thread(target=self.serve_forever, daemon=True)
 
     def handle_error(self, request, client_address):
         pass  # a client that hung up (or the reset above): nothing to report
+
+    def shard_bytes(self):
+        """Body bytes sent of every path but indexes (.idx), once the answers
+        in progress are done: a client may have its bytes before the
+        handler has counted them."""
+        for _ in range(500):
+            with self.lock:
+                if self.active == 0:
+                    return sum(v for k, v in self.bytes_of.items() if not k.endswith(".idx"))
+            time.sleep(0.01)
+        raise TimeoutError("the test store is still answering")
 
     @property
     def url(self):

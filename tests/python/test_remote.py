@@ -713,7 +713,7 @@ def test_indexed_over_http_reads_only_the_records_taken(indexed_store):
         mine = Dataset.tfrecord_indexed(local["tfrecord"]).shuffle(sluice.ALL, seed=4).take(25)
         assert got == [bytes(x) for x in mine.as_numpy_iterator()]
         records = sum(len(r) + 16 for r in got)
-        shard_bytes = sum(v for k, v in srv.bytes_of.items() if not k.endswith(".idx"))
+        shard_bytes = srv.shard_bytes()
         assert records <= shard_bytes <= 1.5 * records, (records, shard_bytes)
         assert sum(1 for p in srv.paths if not p.endswith(".idx")) == 25
         # tar samples: one range each, the sample's headers and members
@@ -725,7 +725,7 @@ def test_indexed_over_http_reads_only_the_records_taken(indexed_store):
             [(bytes(a), int(b), k) for a, b, k in
              mine.shuffle(sluice.ALL, seed=2).take(12).as_numpy_iterator()]
         payload = sum(len(a) + 2 for a, _, _ in got)
-        shard_bytes = sum(v for k, v in srv.bytes_of.items() if not k.endswith(".idx"))
+        shard_bytes = srv.shard_bytes()
         # headers: 512 per member and padding to 512
         assert shard_bytes <= 1.5 * payload + 12 * 4 * 512, (payload, shard_bytes)
 
@@ -782,7 +782,7 @@ def test_windowed_order_over_http_fetches_blocks(indexed_store):
         got = [bytes(x) for x in Dataset.tfrecord_indexed(urls)
                .shuffle_windowed(20, 3, seed=5).as_numpy_iterator()]
         gets = [p for p in srv.paths if not p.endswith(".idx")]
-        shard_bytes = sum(v for k, v in srv.bytes_of.items() if not k.endswith(".idx"))
+        shard_bytes = srv.shard_bytes()
     assert got == want
     # 390 records in blocks of 20 (a block across two shards is two spans)
     assert 20 <= len(gets) <= 24, len(gets)
@@ -819,11 +819,11 @@ def test_index_of_a_url_shard_kept_on_local_disk(indexed_store, tmp_path, monkey
         n = Dataset.tfrecord_indexed(urls).cardinality()
         total = sum(os.path.getsize(os.path.join(root, "bucket", p))
                     for p in _idx_names("tfrecord"))
-        assert sum(v for k, v in srv.bytes_of.items() if not k.endswith(".idx")) >= total
+        assert srv.shard_bytes() >= total
         assert len(os.listdir(tmp_path / "indexes")) == 6  # an index and its meta each
         srv.bytes_of.clear()
         assert Dataset.tfrecord_indexed(urls).cardinality() == n
-        assert sum(v for k, v in srv.bytes_of.items() if not k.endswith(".idx")) == 3
+        assert srv.shard_bytes() == 3
         with open(os.path.join(root, "bucket", _idx_names("tfrecord")[1]), "ab") as f:
             f.write(frame(b"one more"))
         ds = Dataset.tfrecord_indexed(urls)
