@@ -570,6 +570,15 @@ static int start_spanned(read_iter *it, const char *path, sl_element *in, slot *
     return 0;
 }
 
+/* The slot at the tail is the pulled element's now: its position goes
+ * with it, and the consumer may wait for it. */
+static void claim_slot(read_iter *it)
+{
+    sl__bytes_swap(&it->snaps[it->tail % it->nslots], &it->pulling);
+    it->tail++;
+    atomic_fetch_add(&it->count, 1);
+}
+
 /* Pulls one input element and starts reading its file; a file that fails
  * before its read starts fills its slot with the error at once. */
 static void start_one(read_iter *it)
@@ -604,9 +613,7 @@ static void start_one(read_iter *it)
             it->fd_starved = true;
             return;
         }
-        sl__bytes_swap(&it->snaps[it->tail % it->nslots], &it->pulling);
-        it->tail++;
-        atomic_fetch_add(&it->count, 1);
+        claim_slot(it);
         sl_element_release(in);
         if (rc < 0)
             slot_fail(it, s, rc);
@@ -615,9 +622,7 @@ static void start_one(read_iter *it)
         return;
     }
     if (ranged && rc == 0 && url) {
-        sl__bytes_swap(&it->snaps[it->tail % it->nslots], &it->pulling);
-        it->tail++;
-        atomic_fetch_add(&it->count, 1);
+        claim_slot(it);
         rc = open_remote_range(it, path, in, s);
         sl_element_release(in);
         if (rc < 0) {
@@ -630,9 +635,7 @@ static void start_one(read_iter *it)
         rc = open_remote(it, path, s);
         if (rc == 0) { /* the element comes with the size */
             s->in = in;
-            sl__bytes_swap(&it->snaps[it->tail % it->nslots], &it->pulling);
-            it->tail++;
-            atomic_fetch_add(&it->count, 1);
+            claim_slot(it);
             return;
         }
     } else if (rc == 0) {
@@ -643,9 +646,7 @@ static void start_one(read_iter *it)
         it->fd_starved = true;
         return;
     }
-    sl__bytes_swap(&it->snaps[it->tail % it->nslots], &it->pulling);
-    it->tail++;
-    atomic_fetch_add(&it->count, 1);
+    claim_slot(it);
     if (rc == 0)
         rc = make_output(it, in, path, s);
     sl_element_release(in);
