@@ -68,16 +68,7 @@ void fuzz_seeds(void (*add)(const uint8_t *data, size_t size))
     ru_buf b = {0};
     unsigned char m = 0;
     ru_put(&b, &m, 1);
-    for (int s = 0; s < 3; s++) {
-        char name[200], cls[8];
-        snprintf(name, sizeof name, "d/%03d.jpg", s);
-        ru_tar_file(&b, name, "\xff\xd8 not really a jpeg", 20);
-        snprintf(name, sizeof name, "d/%03d.cls", s);
-        snprintf(cls, sizeof cls, "%d\n", s);
-        ru_tar_file(&b, name, cls, strlen(cls));
-        snprintf(name, sizeof name, "d/%03d.txt", s);
-        ru_tar_file(&b, name, "a caption", 9);
-    }
+    ru_tar_samples(&b, 3, NULL);
     ru_tar_gnu_long(&b, "a/long/name/of/more/than/one/hundred/bytes/so/that/gnu/tar/needs/an/L/"
                         "header/for/it/x.jpg", "xx", 2);
     ru_tar_file(&b, "a/long/name/of/more/than/one/hundred/bytes/so/that/gnu/tar/needs/an/L/"

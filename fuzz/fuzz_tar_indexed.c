@@ -78,17 +78,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 static ru_buf seed_shard(uint64_t at[6])
 {
     ru_buf b = {0};
-    for (int s = 0; s < 3; s++) {
-        char name[32], cls[8];
-        at[s] = b.n;
-        snprintf(name, sizeof name, "d/%03d.jpg", s);
-        ru_tar_file(&b, name, "\xff\xd8 not really a jpeg", 20);
-        snprintf(name, sizeof name, "d/%03d.cls", s);
-        snprintf(cls, sizeof cls, "%d\n", s);
-        ru_tar_file(&b, name, cls, strlen(cls));
-        snprintf(name, sizeof name, "d/%03d.txt", s);
-        ru_tar_file(&b, name, "a caption", 9);
-    }
+    ru_tar_samples(&b, 3, at);
     at[3] = b.n;
     ru_tar_gnu_long(&b, "a/long/name/of/more/than/one/hundred/bytes/so/that/gnu/tar/needs/an/L/"
                         "header/for/it/x.png", "xx", 2);

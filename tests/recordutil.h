@@ -135,6 +135,25 @@ static inline void ru_tar_pax(ru_buf *b, const char *name, const void *data, siz
     ru_tar_data(b, data, n);
 }
 
+/* Samples "d/NNN.jpg" (not really a JPEG), ".cls" (N) and ".txt" for N
+ * in [0, n): the fuzz targets' plain seed samples. Sample N starts at
+ * at[N] when at is not NULL. */
+static inline void ru_tar_samples(ru_buf *b, int n, uint64_t *at)
+{
+    for (int s = 0; s < n; s++) {
+        char name[32], cls[16];
+        if (at)
+            at[s] = b->n;
+        snprintf(name, sizeof name, "d/%03d.jpg", s);
+        ru_tar_file(b, name, "\xff\xd8 not really a jpeg", 20);
+        snprintf(name, sizeof name, "d/%03d.cls", s);
+        snprintf(cls, sizeof cls, "%d\n", s);
+        ru_tar_file(b, name, cls, strlen(cls));
+        snprintf(name, sizeof name, "d/%03d.txt", s);
+        ru_tar_file(b, name, "a caption", 9);
+    }
+}
+
 /* A pax record whose length digits follow newlines ("\n\n\n\n\n5 abc"):
  * strtoull would skip them and find a record that ends before its key
  * (a regression case of the pax parser), then one sample after it. */
