@@ -83,9 +83,27 @@ typedef struct sl__plane {
     sl__window win;      /* the requested window in this plane's samples */
 } sl__plane;
 
+/* How Y, Cb and Cr become R, G and B when they are not JFIF's (BT.601,
+ * full range): a video stream's matrix and range. Q16 fixed point, the
+ * range's chroma gain in the chroma weights: y' = (y - y_off) * y_gain,
+ * R = y' + cr_r (cr - 128), G = y' - cb_g (cb - 128) - cr_g (cr - 128),
+ * B = y' + cb_b (cb - 128). */
+typedef struct sl__ycc_matrix {
+    int32_t y_off, y_gain;
+    int32_t cr_r, cb_g, cr_g, cb_b;
+} sl__ycc_matrix;
+
+/* The matrix of luma weights kr and kb (BT.601: 0.299, 0.114; BT.709:
+ * 0.2126, 0.0722; BT.2020: 0.2627, 0.0593), limited range (Y 16-235,
+ * chroma 16-240) or full. */
+void sl__ycc_matrix_make(double kr, double kb, bool full_range, sl__ycc_matrix *m);
+
 typedef struct sl__ycc {
     sl__plane plane[3];  /* Y, Cb, Cr; Cb and Cr sampled alike */
     int scale_denom;
+    /* NULL: JFIF's conversion (the kernels' own); else this one, in the
+     * portable pass (a colour transform is then not folded in) */
+    const sl__ycc_matrix *matrix;
 } sl__ycc;
 
 /* The window as raw YCbCr planes (jpeg_read_raw_data): no upsampling and
@@ -206,7 +224,8 @@ int sl__resize(sl__resizer *r, const uint8_t *src, int w, int h, size_t stride,
                const sl__window *win, const sl__resize_out *out);
 /* The same from YCbCr planes: each plane resampled from its own window
  * and resolution (chroma upsampling and the resize are one filter), then
- * converted to RGB per output pixel (BT.601 full range, as JFIF). */
+ * converted to RGB per output pixel (BT.601 full range, as JFIF, or
+ * src->matrix). */
 int sl__resize_ycc(sl__resizer *r, const sl__ycc *src, const sl__resize_out *out);
 /* Writes a whole uint8 RGB HWC image of out's size in out's layout and
  * dtype (flip not applied: the image has it). */

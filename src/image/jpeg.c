@@ -583,6 +583,7 @@ static int decode_ycc_region(sl__jpeg *dec, void *arg)
                                rq->win.w / d * rx, rq->win.h / d * ry};
     }
     out->scale_denom = rq->d;
+    out->matrix = NULL;
     jpeg_abort_decompress(ci); /* the rows below are never decoded */
     dec->data = NULL;
     return 0;

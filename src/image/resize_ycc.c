@@ -41,6 +41,39 @@ static void colour_row(const sl__resizer *r, const plane_job pj[3], uint8_t *rgb
     r->k->ycc_rgb(pj[0].line, pj[1].line, pj[2].line, rgb, width);
 }
 
+static inline uint8_t clamp8(int32_t v)
+{
+    return v < 0 ? 0 : v > 255 ? 255 : (uint8_t)v;
+}
+
+/* Another matrix or range than JFIF's (a video stream's), in Q16: per
+ * output pixel, so the portable loop costs little beside the decode. */
+static void matrix_row(const sl__ycc_matrix *m, const plane_job pj[3], uint8_t *rgb, int width)
+{
+    const uint8_t *yl = pj[0].line, *cbl = pj[1].line, *crl = pj[2].line;
+    for (int x = 0; x < width; x++) {
+        int32_t y = (yl[x] - m->y_off) * m->y_gain + (1 << 15);
+        int32_t cb = cbl[x] - 128, cr = crl[x] - 128;
+        rgb[3 * x] = clamp8((y + cr * m->cr_r) >> 16);
+        rgb[3 * x + 1] = clamp8((y - cb * m->cb_g - cr * m->cr_g) >> 16);
+        rgb[3 * x + 2] = clamp8((y + cb * m->cb_b) >> 16);
+    }
+}
+
+void sl__ycc_matrix_make(double kr, double kb, bool full_range, sl__ycc_matrix *m)
+{
+    double kg = 1 - kr - kb;
+    double yg = full_range ? 1 : 255.0 / 219, cg = (full_range ? 1 : 255.0 / 224) * 65536;
+    *m = (sl__ycc_matrix){
+        .y_off = full_range ? 0 : 16,
+        .y_gain = (int32_t)lround(yg * 65536),
+        .cr_r = (int32_t)lround(2 * (1 - kr) * cg),
+        .cb_g = (int32_t)lround(2 * (1 - kb) * kb / kg * cg),
+        .cr_g = (int32_t)lround(2 * (1 - kr) * kr / kg * cg),
+        .cb_b = (int32_t)lround(2 * (1 - kb) * cg),
+    };
+}
+
 static bool plane_ok(const sl__plane *p)
 {
     return p->data && p->width > 0 && p->height > 0 && isfinite(p->win.x) &&
@@ -224,7 +257,7 @@ int sl__resize_ycc(sl__resizer *r, const sl__ycc *src, const sl__resize_out *out
     }
     if (out->dtype == SL_FLOAT32)
         sl__resize_lut(r, out);
-    if (out->colour && out->colour->on)
+    if (out->colour && out->colour->on && !src->matrix)
         return resize_colour(r, pj, out);
     sl__vpass vertical = r->k->vertical;
     bool direct = out->dtype == SL_UINT8 && out->layout != SL_LAYOUT_CHW;
@@ -232,7 +265,10 @@ int sl__resize_ycc(sl__resizer *r, const sl__ycc *src, const sl__resize_out *out
         for (int c = 0; c < 3; c++)
             plane_row(vertical, &pj[c], y, out->flip);
         uint8_t *line = direct ? (uint8_t *)out->data + (size_t)y * W * 3 : r->line;
-        colour_row(r, pj, line, W);
+        if (src->matrix)
+            matrix_row(src->matrix, pj, line, W);
+        else
+            colour_row(r, pj, line, W);
         if (!direct)
             sl__resize_store(r, out, y, line);
     }

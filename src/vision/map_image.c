@@ -197,14 +197,7 @@ static int pixels_rgb(workspace *ws, const image_in *img, const sl__window *win,
     return 0;
 }
 
-/* One output image: its spec, where it goes, and what was drawn for it. */
-typedef struct view {
-    const sl_image_spec *spec;
-    void *dst;
-    sl__window win; /* in source pixels */
-    bool flip, aug;
-    sl__aug plan;
-} view;
+typedef sl__image_view view;
 
 static void view_draw(const sl_image_spec *spec, sl__rng *rng, const sl__jpeg_info *info,
                       void *dst, view *v)
@@ -243,7 +236,8 @@ static int view_render(workspace *ws, view *v, const sl__ycc *planes, const sl__
     int rc;
     if (planes) {
         /* the colour transform rides on the conversion when it comes first */
-        if (pixels && v->plan.colour.on && !v->plan.affine && !v->plan.nops) {
+        if (pixels && v->plan.colour.on && !v->plan.affine && !v->plan.nops &&
+            !planes->matrix) {
             to.colour = &v->plan.colour;
             folded = true;
         }
@@ -258,6 +252,37 @@ static int view_render(workspace *ws, view *v, const sl__ycc *planes, const sl__
     if (rc == 0 && v->aug)
         sl__aug_erase(spec, &v->plan, v->dst);
     return rc;
+}
+
+void sl__image_view_draw(const sl_image_spec *spec, sl__rng *rng, int width, int height,
+                         bool gray, void *dst, sl__image_view *v)
+{
+    sl__jpeg_info info = {width, height, gray ? 1 : 3, false};
+    view_draw(spec, rng, &info, dst, v);
+}
+
+int sl__image_view_render(sl__image_view *v, const sl__ycc *planes, const sl__decoded *d,
+                          const sl__window *win)
+{
+    workspace *ws = ws_get();
+    return ws ? view_render(ws, v, planes, d, win) : SL_ENOMEM;
+}
+
+int sl__image_view_raw(sl__image_view *v, const sl__raw *src)
+{
+    workspace *ws = ws_get();
+    const sl_image_spec *s = v->spec;
+    if (!ws)
+        return SL_ENOMEM;
+    if (s->width > ws->ncols) {
+        sl__free(ws->cols, (size_t)ws->ncols * sizeof *ws->cols);
+        ws->ncols = 0;
+        if (!(ws->cols = sl__alloc((size_t)s->width * sizeof *ws->cols)))
+            return SL_ENOMEM;
+        ws->ncols = s->width;
+    }
+    return sl__raw_resample(src, &src->win, v->dst, s->width, s->height, s->channels, s->dtype,
+                            s->layout, v->flip, ws->cols);
 }
 
 static unsigned jpeg_flags(const sl_image_spec *spec)

@@ -39,6 +39,29 @@ int sl__image_decode_views(const sl_image_spec *specs, int nviews, sl__rng *rng,
                            const sl_element *in, void *const *dst, const sl_image_spec *mask,
                            void *mask_dst);
 
+/* One output image: its spec, where it goes, and what was drawn for it
+ * (map_video draws one per clip and renders every frame of it). */
+typedef struct sl__image_view {
+    const sl_image_spec *spec;
+    void *dst;
+    sl__window win; /* in source pixels */
+    bool flip, aug;
+    sl__aug plan;
+} sl__image_view;
+
+/* The crop, flip and augmentations of an image of width x height (gray:
+ * one channel) drawn from rng, to be rendered into dst. */
+void sl__image_view_draw(const sl_image_spec *spec, sl__rng *rng, int width, int height,
+                         bool gray, void *dst, sl__image_view *v);
+/* Renders it through the calling thread's resizer and augmenter: from
+ * YCbCr planes (each plane's window the view's part), or from window win
+ * of the RGB pixels d. 0 or a code with the message set. */
+int sl__image_view_render(sl__image_view *v, const sl__ycc *planes, const sl__decoded *d,
+                          const sl__window *win);
+/* SL_DECODE_RAW: src's window (the view's part) sampled by nearest
+ * neighbour into the view's output. */
+int sl__image_view_raw(sl__image_view *v, const sl__raw *src);
+
 /* A small element for the input's tensors besides the encoded bytes
  * (label, path...), so the bytes can be released right after decoding,
  * with extra_slots more; sl__image_add_rest shares the input's tensors
