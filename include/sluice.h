@@ -1527,6 +1527,100 @@ SL_API sl_dataset *sl_map_image(sl_dataset *in, const sl_image_spec *spec, int p
 SL_API sl_dataset *sl_map_image_views(sl_dataset *in, const sl_image_spec *specs, int nviews,
                                       int parallelism);
 
+/* ------------------------------------------------------------------------ */
+/* Video: clips decoded through FFmpeg                                      */
+
+/* sl_map_video reads clips of T frames from video files with FFmpeg's
+ * libavformat and libavcodec (a build with SLUICE_WITH_FFMPEG; without it
+ * every element is an SL_EUNSUPPORTED error naming the option). Its spec
+ * is versioned by struct_size under sl_image_spec's rule; the frames'
+ * crop, size, flip, augmentations, layout, dtype and normalisation are an
+ * sl_image_spec's. */
+
+/* sl_video_spec.clip_sampler: where a clip starts in a video of duration
+ * L, for a clip of duration D = frames x the frame step (num_clips n):
+ * RANDOM, each clip uniformly in [0, max(L - D, 0)] (PyTorchVideo's
+ * RandomClipSampler; drawn per element, new each epoch); UNIFORM, clip i
+ * at i (L - D) / (n - 1) (ConstantClipsPerVideoSampler; one clip: 0);
+ * CENTER, clip i at (i + 1) (L - D) / (n + 1) (one clip: the middle). */
+typedef enum sl_clip_sampler {
+    SL_CLIP_RANDOM = 0,
+    SL_CLIP_UNIFORM,
+    SL_CLIP_CENTER,
+} sl_clip_sampler;
+
+typedef struct sl_video_spec {
+    size_t struct_size;
+    int frames;          /* T, frames per clip (init: 8) */
+    int stride;          /* frames of the stream's own rate between a clip's
+                          * frames (init: 1) when fps is 0 */
+    double fps;          /* else a clip's frames are 1 / fps s apart */
+    int clip_sampler;    /* sl_clip_sampler (init: RANDOM) */
+    int num_clips;       /* clips per video (init: 1); > 1 adds a leading
+                          * dimension */
+    int video_index;     /* the input tensor holding the video (init: 0) */
+    int input;           /* sl_video_input (init: AUTO) */
+    int short_clips;     /* sl_short_clip (init: PAD) */
+    int with_timestamps; /* 1: a float64 tensor [T] ([num_clips, T]) of
+                          * each frame's time in s follows the clip */
+    int max_frames;      /* frames in a clip past it are SL_ERANGE element
+                          * errors (init: 1024); frames decoded per video
+                          * are bounded by the stream, never by this */
+    int reserved[6];
+} sl_video_spec;
+
+/* sl_video_spec.input. AUTO: uint8 [n] is the file's bytes, a string
+ * scalar its path or URL (read through sluice's I/O engines by ranges: a
+ * clip from S3 costs the Range requests of the parts it reads); BYTES: a
+ * string scalar holds the bytes too. */
+typedef enum sl_video_input { SL_VIDEO_AUTO = 0, SL_VIDEO_BYTES } sl_video_input;
+
+/* sl_video_spec.short_clips: a clip longer than the video (or reaching
+ * past its end). PAD: the frames past the last are the last frame
+ * repeated (PyTorchVideo's way); ERROR: an element error (SL_ERANGE)
+ * under the error policy. */
+typedef enum sl_short_clip { SL_SHORT_CLIP_PAD = 0, SL_SHORT_CLIP_ERROR } sl_short_clip;
+
+/* Defaults as listed above. SL_EINVAL for a struct_size smaller than the
+ * first layout. */
+SL_API int sl_video_spec_init(sl_video_spec *spec, size_t struct_size);
+#define SL_VIDEO_SPEC_INIT(spec) sl_video_spec_init((spec), sizeof *(spec))
+
+/* Decodes clips: tensor video->video_index of each input element is a
+ * video (see sl_video_input); it becomes the clip, uint8 or float32
+ * [T, H, W, 3] (HWC) or [T, 3, H, W] (CHW), [num_clips, T, ...] with
+ * several clips, followed by the timestamps when asked; the other
+ * tensors keep their places. The frame at time t is the one whose
+ * presentation time is at or before t with the next one after it, time
+ * counted from the stream's first frame, so a variable-frame-rate file
+ * gives the frames shown at those times. Only what the clips need is
+ * decoded: a seek to the keyframe before each clip (or run of clips
+ * close together), frames decoded forward from it, those no later frame
+ * references skipped where a later frame is known to replace them, and
+ * one decode of frames that clips share. Each frame is resampled from its
+ * YCbCr planes and converted with the stream's matrix (BT.601, BT.709 or
+ * BT.2020) and range (limited or full); the crop, flip and augmentation
+ * draws of image (an sl_image_spec: crop policy, size, layout, dtype,
+ * normalisation, augmentations; max_pixels bounds the frame size;
+ * allow_warnings 1 conceals corrupt frames as FFmpeg does, 0 makes them
+ * element errors) are made once per clip, so its frames move together.
+ * image.decode SL_DECODE_RAW with channels 1 gives the frames' luma
+ * plane, unconverted, nearest-sampled. Random draws (clip starts, then
+ * each clip's crop and augmentations) come from the element's stream:
+ * the same clips for a seed on any thread count. Each video is decoded on
+ * one worker (libavcodec's own threads off); parallelism as for sl_map.
+ * A read blocks its worker: the time shows as work without CPU, which
+ * the controller reads as waiting, not as cost.
+ *
+ * Only the formats (MP4/MOV, Matroska/WebM, AVI, MPEG-TS, FLV, IVF, Ogg)
+ * and codecs (H.264, HEVC, MPEG-4, MPEG-1/2, VP8, VP9, AV1, Theora,
+ * MJPEG) sluice means to read are opened, and no demuxer may open another
+ * file or URL (playlists, concat lists): element errors, as are no video
+ * stream, no frame, a truncated or corrupt stream, frames over
+ * image.max_pixels, naming the file and the time. The specs are copied. */
+SL_API sl_dataset *sl_map_video(sl_dataset *in, const sl_video_spec *video,
+                                const sl_image_spec *image, int parallelism);
+
 /* Batch mixing: timm's Mixup with CutMix (mode "batch"). Make the spec
  * with sl_mixup_spec_init (which sets every default below), then change
  * fields. Versioned by struct_size under sl_image_spec's rule: fields only

@@ -9,8 +9,10 @@
 #                   pycparser for the binding's generator; Open MPI for the
 #                   mpirun tests, which link it: the library does not; libcurl
 #                   and libssl (libcrypto signs the requests), nginx and
-#                   openssl for the object-store tests, and s3rver from npm
-#                   into build-node/)
+#                   openssl for the object-store tests, s3rver from npm
+#                   into build-node/, and FFmpeg's libraries, its command
+#                   line tool (it makes the test videos), PyAV and
+#                   torchaudio for the video and audio tests)
 #
 #   - everything present: silent, status 0;
 #   - something missing and we are root: apt-get installs it;
@@ -21,7 +23,7 @@
 
 # The lists; extend them here.
 SLUICE_APT_RUN="build-essential cmake pkg-config liburing-dev libjpeg62-turbo-dev zlib1g-dev"
-SLUICE_APT_TEST="$SLUICE_APT_RUN libspng-dev libwebp-dev libcurl4-openssl-dev libssl-dev nginx-light openssl libcmocka-dev python3 python3-numpy python3-pil python3-pycparser python3-pytest python3-torch python3-torchvision python3-pip python3-venv openmpi-bin libopenmpi-dev"
+SLUICE_APT_TEST="$SLUICE_APT_RUN libspng-dev libwebp-dev libcurl4-openssl-dev libssl-dev nginx-light openssl libcmocka-dev python3 python3-numpy python3-pil python3-pycparser python3-pytest python3-torch python3-torchvision python3-pip python3-venv openmpi-bin libopenmpi-dev libavformat-dev libavcodec-dev libavutil-dev libswscale-dev libswresample-dev ffmpeg python3-av python3-torchaudio"
 
 sluice_setup() {
     local job=${1:-test} want pkg missing=""

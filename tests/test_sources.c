@@ -712,6 +712,11 @@ static void test_build_options(void **state)
 #else
         {"curl", true},
 #endif
+#ifdef SLUICE_NO_FFMPEG
+        {"ffmpeg", false},
+#else
+        {"ffmpeg", true},
+#endif
     };
     char expect[256] = "";
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)

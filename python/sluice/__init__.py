@@ -41,7 +41,8 @@ library_version = _lib.sl_version_string().decode()
 def build_options():
     """The optional parts the loaded C library was built with, as the
     library itself reports them (sl_build_options): {"io_uring": True,
-    "jpeg": True, "png": True, "webp": True, "zlib": True, "curl": True}."""
+    "jpeg": True, "png": True, "webp": True, "zlib": True, "curl": True,
+    "ffmpeg": True}."""
     words = _lib.sl_build_options().decode().split()
     return {name: value == "on" for name, value in (w.split("=", 1) for w in words)}
 

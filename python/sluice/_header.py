@@ -45,6 +45,10 @@ class sl_image_spec(_Versioned):
     """struct sl_image_spec."""
 
 
+class sl_video_spec(_Versioned):
+    """struct sl_video_spec."""
+
+
 class sl_mixup_spec(_Versioned):
     """struct sl_mixup_spec."""
 
@@ -150,6 +154,21 @@ sl_image_spec._fields_ = [
     ("mask_dtype", c_int),
 ]
 
+sl_video_spec._fields_ = [
+    ("struct_size", c_size_t),
+    ("frames", c_int),
+    ("stride", c_int),
+    ("fps", c_double),
+    ("clip_sampler", c_int),
+    ("num_clips", c_int),
+    ("video_index", c_int),
+    ("input", c_int),
+    ("short_clips", c_int),
+    ("with_timestamps", c_int),
+    ("max_frames", c_int),
+    ("reserved", (c_int * 6)),
+]
+
 sl_mixup_spec._fields_ = [
     ("struct_size", c_size_t),
     ("num_classes", c_int64),
@@ -165,7 +184,7 @@ sl_mixup_spec._fields_ = [
     ("flags", c_uint),
 ]
 
-STRUCTS = (sl_allocator, sl_dist_context, sl_feature, sl_image_spec, sl_mixup_spec)
+STRUCTS = (sl_allocator, sl_dist_context, sl_feature, sl_image_spec, sl_video_spec, sl_mixup_spec)
 
 # The stable core: name -> (restype, argtypes), in header order.
 FUNCTIONS = {
@@ -318,6 +337,8 @@ FUNCTIONS = {
     "sl_image_spec_init": (c_int, [POINTER(sl_image_spec), c_size_t, c_int, c_int]),
     "sl_map_image": (c_void_p, [c_void_p, POINTER(sl_image_spec), c_int]),
     "sl_map_image_views": (c_void_p, [c_void_p, POINTER(sl_image_spec), c_int, c_int]),
+    "sl_video_spec_init": (c_int, [POINTER(sl_video_spec), c_size_t]),
+    "sl_map_video": (c_void_p, [c_void_p, POINTER(sl_video_spec), POINTER(sl_image_spec), c_int]),
     "sl_mixup_spec_init": (c_int, [POINTER(sl_mixup_spec), c_size_t, c_int64]),
     "sl_mixup_cutmix": (c_void_p, [c_void_p, POINTER(sl_mixup_spec)]),
     "sl_iterator_create": (c_void_p, [c_void_p, c_void_p]),

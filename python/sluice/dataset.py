@@ -1,6 +1,7 @@
 """Datasets: immutable descriptions of a pipeline (sl_dataset), tf.data style."""
 
 import ctypes
+import inspect
 import operator
 import os
 
@@ -22,7 +23,7 @@ from ._constants import (SL_AUTOTUNE, SL_COMPRESSION_GZIP, SL_COMPRESSION_NONE,
 from . import _callbacks
 from ._callbacks import Callback
 from ._errors import Error, make_error, pending_interrupt
-from ._header import (sl_dist_context, sl_image_spec, sl_key_fn, sl_length_fn, sl_map_fn,
+from ._header import (sl_dist_context, sl_image_spec, sl_video_spec, sl_key_fn, sl_length_fn, sl_map_fn,
                       sl_mixup_spec, sl_predicate_fn, sl_scan_fn, sl_window_reduce_fn,
                       sl_window_size_fn)
 from ._lib import lib
@@ -429,6 +430,9 @@ def _augment_spec(spec, color_jitter, color_jitter_prob, grayscale_prob, gaussia
     spec.rand_augment_magnitude = magnitude
     spec.num_magnitude_bins = bins
 
+
+
+_CLIP_SAMPLERS = {"random": 0, "uniform": 1, "center": 2}
 
 
 def _image_spec(preset, size, kw, image_index, mask_index=None):
@@ -1198,6 +1202,63 @@ class Dataset:
         ds._image_leaf, ds._mask_leaf = index, mask
         return ds
 
+    def map_video(self, frames=8, preset="train", size=224, *, stride=1, fps=None,
+                  clip_sampler="random", num_clips=1, video_key=None, input="auto",
+                  short_clips="pad", with_timestamps=False, max_frames=1024,
+                  num_parallel_calls=None, **image_options):
+        """Decodes clips of `frames` frames from videos with FFmpeg (in C, a
+        video per worker), leaving the element's other values in place.
+        The video is the value under video_key (for a dict element
+        "video", else the first value): its bytes (uint8 [n]) or its path
+        or URL (a string, read by ranges; input="bytes" reads a string as
+        the bytes). It becomes the clip, uint8 or float32 [T, H, W, 3]
+        (layout "HWC") or [T, 3, H, W] ("CHW"), [num_clips, T, ...] with
+        several clips; with_timestamps=True adds each frame's time in
+        seconds (float64 [T]) after it, as a (clip, times) pair.
+
+        Sampling as PyTorchVideo's: a clip's frames are stride frames of
+        the stream's rate apart, or 1 / fps seconds with fps=; its start
+        is clip_sampler's: "random" (uniform in [0, duration - clip], new
+        each epoch), "uniform" (num_clips evenly spaced from 0 to the end)
+        or "center" (num_clips evenly spaced with equal margins; one clip:
+        the middle). The frame at time t is the one shown at t (the last
+        whose timestamp is <= t), so variable frame rates give the right
+        frames. A clip longer than the video is padded by repeating its
+        last frame (short_clips="error": an element error instead).
+
+        preset, size and the keywords of map_image (layout, dtype, mean,
+        std, scale, ratio, flip_prob, the augmentations, max_pixels,
+        allow_warnings, decode="raw" with channels=1 for the luma plane)
+        apply to every frame, drawn once per clip so its frames move
+        together. Corrupt, truncated or unreadable videos are element
+        errors naming the file and the time, under the error policy."""
+        if clip_sampler not in _CLIP_SAMPLERS:
+            raise ValueError("map_video: clip_sampler must be one of %s, not %r"
+                             % (", ".join(_CLIP_SAMPLERS), clip_sampler))
+        if input not in ("auto", "bytes") or short_clips not in ("pad", "error"):
+            raise ValueError("map_video: input must be \"auto\" or \"bytes\", short_clips "
+                             "\"pad\" or \"error\"")
+        unknown = set(image_options) - set(_IMAGE_DEFAULTS)
+        if unknown:
+            raise TypeError("map_video: unexpected keyword %s" % ", ".join(sorted(unknown)))
+        kw = {**_IMAGE_DEFAULTS, **image_options}
+        spec = _image_spec(preset, size, kw, 0)
+        video = sl_video_spec()
+        if lib.sl_video_spec_init(video, ctypes.sizeof(video)) < 0:
+            raise make_error(lib.sl_last_error_code(), lib.sl_last_error().decode())
+        video.frames = _count("map_video", "frames", frames)
+        video.stride = _count("map_video", "stride", stride)
+        video.fps = 0.0 if fps is None else float(fps)
+        video.clip_sampler = _CLIP_SAMPLERS[clip_sampler]
+        video.num_clips = _count("map_video", "num_clips", num_clips)
+        video.video_index = self._image_index(video_key, "video")
+        video.input = 1 if input == "bytes" else 0
+        video.short_clips = 1 if short_clips == "error" else 0
+        video.with_timestamps = 1 if with_timestamps else 0
+        video.max_frames = _count("map_video", "max_frames", max_frames)
+        parallel = _parallel("map_video", num_parallel_calls)
+        return self._derive(lib.sl_map_video, video, spec, parallel, image_layout=None)
+
     def mixup_cutmix(self, num_classes, mixup_alpha=0.2, cutmix_alpha=1.0, prob=1.0,
                      switch_prob=0.5, label_smoothing=0.0, *, seed=None, image_key=None,
                      label_key=None, reshuffle_each_iteration=True):
@@ -1230,22 +1291,24 @@ class Dataset:
         spec.flags = 0 if reshuffle_each_iteration else SL_SAME_EACH_EPOCH
         return self._derive(lib.sl_mixup_cutmix, ctypes.byref(spec))
 
-    def _image_index(self, image_key):
+    def _image_index(self, image_key, what="image"):
         """The tensor map_image decodes: image_key's leaf, or for a dict
-        element without one its "image"; else tensor 0."""
+        element without one its "image"; else tensor 0 (map_video: the
+        same with "video")."""
         structure = self._structure()
         if image_key is None:
             if not isinstance(structure, dict):
                 return 0
             # torchvision-style "image", else tf.train.Example's "image/encoded"
-            image_key = "image" if "image" in structure or "image/encoded" not in structure \
-                else "image/encoded"
+            image_key = what if what in structure or what + "/encoded" not in structure \
+                else what + "/encoded"
         try:
             return _structure.leaf_at(structure, image_key)
         except KeyError:
-            raise KeyError("map_image: the elements (%s) have no image at %r; pass "
-                           "image_key=" % (_structure.text(structure) if structure is not None
-                                           else "of a structure not known", image_key)) from None
+            raise KeyError("map_%s: the elements (%s) have no %s at %r; pass %s_key="
+                           % (what, _structure.text(structure) if structure is not None
+                              else "of a structure not known", what, image_key,
+                              what)) from None
 
     def interleave(self, map_func, cycle_length=None, block_length=None,
                    num_parallel_calls=None, deterministic=None):
@@ -1929,3 +1992,11 @@ def distributed_context():
     if rc < 0:
         raise make_error(rc, lib.sl_last_error().decode())
     return DistributedContext(c)
+
+
+# map_image's keywords and their defaults: what map_video takes for its frames.
+_IMAGE_DEFAULTS = {name: p.default for name, p in
+                   inspect.signature(Dataset.map_image).parameters.items()
+                   if p.kind == p.KEYWORD_ONLY and name not in
+                   ("num_parallel_calls", "image_key", "views", "mask_key", "mask_channels",
+                    "mask_dtype")}

@@ -34,7 +34,14 @@
 #define SL__OPT_CURL " curl=on"
 #endif
 
+#ifdef SLUICE_NO_FFMPEG
+#define SL__OPT_FFMPEG " ffmpeg=off"
+#else
+#define SL__OPT_FFMPEG " ffmpeg=on"
+#endif
+
 SL_API const char *sl_build_options(void)
 {
-    return SL__OPT_IO_URING SL__OPT_JPEG SL__OPT_PNG SL__OPT_WEBP SL__OPT_ZLIB SL__OPT_CURL;
+    return SL__OPT_IO_URING SL__OPT_JPEG SL__OPT_PNG SL__OPT_WEBP SL__OPT_ZLIB SL__OPT_CURL
+           SL__OPT_FFMPEG;
 }
