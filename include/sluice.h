@@ -1621,6 +1621,57 @@ SL_API int sl_video_spec_init(sl_video_spec *spec, size_t struct_size);
 SL_API sl_dataset *sl_map_video(sl_dataset *in, const sl_video_spec *video,
                                 const sl_image_spec *image, int parallelism);
 
+/* ------------------------------------------------------------------------ */
+/* Audio: clips decoded through FFmpeg, waveforms or log-mel features       */
+
+/* Configuration of sl_map_audio, versioned by struct_size under
+ * sl_image_spec's rule. The mel fields mean what torchaudio's
+ * MelSpectrogram arguments do (HTK mel scale, no filter norm, a periodic
+ * Hann window, centred frames with reflect padding). */
+typedef struct sl_audio_spec {
+    size_t struct_size;
+    int sample_rate;    /* output rate, Hz (init: 16000), resampled by
+                         * libswresample */
+    int channels;       /* output channels (init: 1): the file's mixed to
+                         * them by libswresample's matrix */
+    double seconds;     /* clip length (init: 1.0); 0: the whole file, a
+                         * waveform of its own length */
+    int clip_sampler;   /* SL_CLIP_RANDOM (init), SL_CLIP_CENTER or
+                         * SL_CLIP_UNIFORM (the start); a file shorter than
+                         * the clip is padded with zeros after its end */
+    int audio_index;    /* the input tensor holding the file (init: 0) */
+    int input;          /* sl_video_input (init: AUTO) */
+    int n_mels;         /* 0 (init): the waveform, float32 [channels,
+                         * samples]; > 0: mel features, float32
+                         * [channels, n_mels, frames] */
+    int n_fft;          /* init: 400 */
+    int win_length;     /* 0: n_fft */
+    int hop_length;     /* 0: win_length / 2 */
+    float f_min;        /* Hz (init: 0) */
+    float f_max;        /* Hz; 0: sample_rate / 2 */
+    float power;        /* of the magnitude: 2 (init) power, 1 amplitude */
+    int log_mel;        /* 1 (init): 10 log10(max(mel, 1e-10)), torchaudio's
+                         * AmplitudeToDB("power") without top_db; 0 the
+                         * mel values */
+    int reserved[8];
+} sl_audio_spec;
+
+/* Defaults as listed above. SL_EINVAL for a struct_size smaller than the
+ * first layout. */
+SL_API int sl_audio_spec_init(sl_audio_spec *spec, size_t struct_size);
+#define SL_AUDIO_SPEC_INIT(spec) sl_audio_spec_init((spec), sizeof *(spec))
+
+/* Decodes audio: tensor spec->audio_index of each element (a file's bytes,
+ * its path or URL, as sl_map_video reads them: an audio file, or a video's
+ * audio track) becomes a clip of `seconds` at sample_rate with `channels`
+ * (its start drawn from the element's stream: new each epoch, the same for
+ * a seed on any thread count), as float32 samples in [-1, 1] [channels,
+ * round(seconds x sample_rate)], or with n_mels its mel features. Only
+ * the part of the file the clip needs is read and decoded (a seek before
+ * it). Formats and codecs: WAV (PCM), FLAC, MP3, AAC, Vorbis, Opus, in
+ * their containers or a video's. Element errors as sl_map_video's. */
+SL_API sl_dataset *sl_map_audio(sl_dataset *in, const sl_audio_spec *spec, int parallelism);
+
 /* Batch mixing: timm's Mixup with CutMix (mode "batch"). Make the spec
  * with sl_mixup_spec_init (which sets every default below), then change
  * fields. Versioned by struct_size under sl_image_spec's rule: fields only

@@ -49,6 +49,10 @@ class sl_video_spec(_Versioned):
     """struct sl_video_spec."""
 
 
+class sl_audio_spec(_Versioned):
+    """struct sl_audio_spec."""
+
+
 class sl_mixup_spec(_Versioned):
     """struct sl_mixup_spec."""
 
@@ -169,6 +173,25 @@ sl_video_spec._fields_ = [
     ("reserved", (c_int * 6)),
 ]
 
+sl_audio_spec._fields_ = [
+    ("struct_size", c_size_t),
+    ("sample_rate", c_int),
+    ("channels", c_int),
+    ("seconds", c_double),
+    ("clip_sampler", c_int),
+    ("audio_index", c_int),
+    ("input", c_int),
+    ("n_mels", c_int),
+    ("n_fft", c_int),
+    ("win_length", c_int),
+    ("hop_length", c_int),
+    ("f_min", c_float),
+    ("f_max", c_float),
+    ("power", c_float),
+    ("log_mel", c_int),
+    ("reserved", (c_int * 8)),
+]
+
 sl_mixup_spec._fields_ = [
     ("struct_size", c_size_t),
     ("num_classes", c_int64),
@@ -184,7 +207,8 @@ sl_mixup_spec._fields_ = [
     ("flags", c_uint),
 ]
 
-STRUCTS = (sl_allocator, sl_dist_context, sl_feature, sl_image_spec, sl_video_spec, sl_mixup_spec)
+STRUCTS = (sl_allocator, sl_dist_context, sl_feature, sl_image_spec, sl_video_spec, sl_audio_spec,
+           sl_mixup_spec)
 
 # The stable core: name -> (restype, argtypes), in header order.
 FUNCTIONS = {
@@ -339,6 +363,8 @@ FUNCTIONS = {
     "sl_map_image_views": (c_void_p, [c_void_p, POINTER(sl_image_spec), c_int, c_int]),
     "sl_video_spec_init": (c_int, [POINTER(sl_video_spec), c_size_t]),
     "sl_map_video": (c_void_p, [c_void_p, POINTER(sl_video_spec), POINTER(sl_image_spec), c_int]),
+    "sl_audio_spec_init": (c_int, [POINTER(sl_audio_spec), c_size_t]),
+    "sl_map_audio": (c_void_p, [c_void_p, POINTER(sl_audio_spec), c_int]),
     "sl_mixup_spec_init": (c_int, [POINTER(sl_mixup_spec), c_size_t, c_int64]),
     "sl_mixup_cutmix": (c_void_p, [c_void_p, POINTER(sl_mixup_spec)]),
     "sl_iterator_create": (c_void_p, [c_void_p, c_void_p]),

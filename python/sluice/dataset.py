@@ -23,7 +23,7 @@ from ._constants import (SL_AUTOTUNE, SL_COMPRESSION_GZIP, SL_COMPRESSION_NONE,
 from . import _callbacks
 from ._callbacks import Callback
 from ._errors import Error, make_error, pending_interrupt
-from ._header import (sl_dist_context, sl_image_spec, sl_video_spec, sl_key_fn, sl_length_fn, sl_map_fn,
+from ._header import (sl_audio_spec, sl_dist_context, sl_image_spec, sl_video_spec, sl_key_fn, sl_length_fn, sl_map_fn,
                       sl_mixup_spec, sl_predicate_fn, sl_scan_fn, sl_window_reduce_fn,
                       sl_window_size_fn)
 from ._lib import lib
@@ -1258,6 +1258,52 @@ class Dataset:
         video.max_frames = _count("map_video", "max_frames", max_frames)
         parallel = _parallel("map_video", num_parallel_calls)
         return self._derive(lib.sl_map_video, video, spec, parallel, image_layout=None)
+
+    def map_audio(self, sample_rate=16000, seconds=1.0, *, channels=1, clip_sampler="random",
+                  audio_key=None, input="auto", n_mels=0, n_fft=400, win_length=None,
+                  hop_length=None, f_min=0.0, f_max=None, power=2.0, log_mel=True,
+                  num_parallel_calls=None):
+        """Decodes audio clips with FFmpeg (in C, a file per worker): the
+        value under audio_key (for a dict element "audio", else the first
+        value), an audio file or a video's audio track, as bytes (uint8
+        [n]) or a path or URL (a string; input="bytes" reads a string as
+        the bytes), becomes `seconds` of it (0: the whole file) resampled
+        to sample_rate and mixed to `channels`, float32 [channels, samples]
+        in [-1, 1]. clip_sampler "random" (new each epoch), "center" or
+        "uniform" (the start) places the clip; a file shorter than it is
+        padded with zeros.
+
+        n_mels > 0 gives mel features instead, float32 [channels, n_mels,
+        frames], with torchaudio.transforms.MelSpectrogram's meanings
+        (n_fft, win_length, hop_length, f_min, f_max, power; HTK scale, no
+        norm, centred frames) and, with log_mel, AmplitudeToDB("power")'s
+        10 log10(max(x, 1e-10))."""
+        if clip_sampler not in _CLIP_SAMPLERS:
+            raise ValueError("map_audio: clip_sampler must be one of %s, not %r"
+                             % (", ".join(_CLIP_SAMPLERS), clip_sampler))
+        if input not in ("auto", "bytes"):
+            raise ValueError("map_audio: input must be \"auto\" or \"bytes\"")
+        spec = sl_audio_spec()
+        if lib.sl_audio_spec_init(spec, ctypes.sizeof(spec)) < 0:
+            raise make_error(lib.sl_last_error_code(), lib.sl_last_error().decode())
+        spec.sample_rate = _count("map_audio", "sample_rate", sample_rate)
+        spec.seconds = float(seconds)
+        spec.channels = _count("map_audio", "channels", channels)
+        spec.clip_sampler = _CLIP_SAMPLERS[clip_sampler]
+        spec.audio_index = self._image_index(audio_key, "audio")
+        spec.input = 1 if input == "bytes" else 0
+        spec.n_mels = _count("map_audio", "n_mels", n_mels)
+        spec.n_fft = _count("map_audio", "n_fft", n_fft)
+        spec.win_length = 0 if win_length is None else _count("map_audio", "win_length",
+                                                              win_length)
+        spec.hop_length = 0 if hop_length is None else _count("map_audio", "hop_length",
+                                                              hop_length)
+        spec.f_min = float(f_min)
+        spec.f_max = 0.0 if f_max is None else float(f_max)
+        spec.power = float(power)
+        spec.log_mel = 1 if log_mel else 0
+        parallel = _parallel("map_audio", num_parallel_calls)
+        return self._derive(lib.sl_map_audio, spec, parallel, image_layout=None)
 
     def mixup_cutmix(self, num_classes, mixup_alpha=0.2, cutmix_alpha=1.0, prob=1.0,
                      switch_prob=0.5, label_smoothing=0.0, *, seed=None, image_key=None,

@@ -19,22 +19,15 @@
  * demuxed) is decoded with AVDISCARD_NONREF, so a frame nothing references
  * is skipped; a target past the next keyframe the index knows seeks there.
  */
-#include <errno.h>
-#include <stdarg.h>
-#include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include "../core/hash.h"
 #include "../core/versioned.h"
 #include "../ops/map.h"
-#include "../remote/remote.h"
-#include "../runtime/io.h"
 #include "map_image.h"
 #include "map_video.h"
 
@@ -132,153 +125,23 @@ long long sl__video_frames_decoded(void)
 
 #else
 
-#include <libavcodec/avcodec.h>
-#include <libavformat/avformat.h>
 #include <libavutil/imgutils.h>
 #include <libavutil/pixdesc.h>
 #include <libswscale/swscale.h>
+#include "ffmpeg_io.h"
 
-/* What sluice opens: demuxers and decoders by name. */
-#define FORMATS "mov,mp4,m4a,3gp,3g2,mj2,matroska,webm,avi,mpegts,flv,ivf,ogg,m4v"
+/* The video decoders sluice opens. */
 static const enum AVCodecID codecs[] = {
     AV_CODEC_ID_H264, AV_CODEC_ID_HEVC, AV_CODEC_ID_MPEG4, AV_CODEC_ID_MPEG1VIDEO,
     AV_CODEC_ID_MPEG2VIDEO, AV_CODEC_ID_VP8, AV_CODEC_ID_VP9, AV_CODEC_ID_AV1,
     AV_CODEC_ID_THEORA, AV_CODEC_ID_MJPEG,
 };
-#define CODECS "h264,hevc,mpeg4,mpeg1video,mpeg2video,vp8,vp9,libdav1d,av1,theora,mjpeg"
 
 static atomic_llong frames_decoded;
 
 long long sl__video_frames_decoded(void)
 {
     return atomic_load(&frames_decoded);
-}
-
-/* ---- FFmpeg's log ----
- *
- * While a worker decodes for sluice, what FFmpeg logs on that thread is
- * kept (the last error, for the element's message) instead of printed;
- * everything else goes to FFmpeg's own printer, as before. */
-static _Thread_local bool in_video;
-static _Thread_local char last_log[256];
-
-static void log_hook(void *avcl, int level, const char *fmt, va_list vl)
-{
-    if (!in_video) {
-        av_log_default_callback(avcl, level, fmt, vl);
-        return;
-    }
-    if (level > AV_LOG_WARNING)
-        return;
-    char line[256];
-    int prefix = 0;
-    av_log_format_line(avcl, level, fmt, vl, line, sizeof line, &prefix);
-    size_t n = strlen(line);
-    while (n && (line[n - 1] == '\n' || line[n - 1] == ' '))
-        line[--n] = 0;
-    if (n)
-        memcpy(last_log, line, n + 1);
-}
-
-static pthread_once_t log_once = PTHREAD_ONCE_INIT;
-
-static void log_init(void)
-{
-    av_log_set_callback(log_hook);
-}
-
-/* ---- the bytes: memory, a file, or a URL ---- */
-
-typedef struct vsrc {
-    const uint8_t *mem; /* bytes in the element */
-    int fd;             /* or a local file, */
-    sl__io *http;       /* or an object of the thread's URL engine */
-    int obj;
-    uint64_t size, pos; /* size UINT64_MAX: not known yet */
-    int code;           /* the first failure (its message set), else 0 */
-    int64_t bytes;      /* read from the file or URL */
-} vsrc;
-
-static int src_fail(vsrc *s, int code)
-{
-    if (!s->code)
-        s->code = code;
-    return AVERROR(EIO);
-}
-
-static int read_http(vsrc *s, uint8_t *buf, size_t n)
-{
-    int rc = sl__io_prep(s->http, s->obj, buf, n, s->pos, NULL);
-    if (rc == 0)
-        rc = sl__io_submit(s->http);
-    sl__io_cqe cqe;
-    if (rc == 0 && (rc = sl__io_reap(s->http, &cqe, 1, true)) == 1) {
-        if (cqe.code)
-            return sl__set_error(cqe.code, "%s", cqe.msg);
-        s->size = sl__http_size(s->http, s->obj);
-        return (int)cqe.res;
-    }
-    return rc < 0 ? rc : sl__set_error(SL_EIO, "read of a video returned nothing");
-}
-
-static int src_read(void *opaque, uint8_t *buf, int want)
-{
-    vsrc *s = opaque;
-    if (s->code)
-        return AVERROR(EIO);
-    if (s->pos >= s->size)
-        return AVERROR_EOF;
-    size_t n = (size_t)want;
-    if (s->size != UINT64_MAX && n > s->size - s->pos)
-        n = (size_t)(s->size - s->pos);
-    int64_t got;
-    if (s->mem) {
-        memcpy(buf, s->mem + s->pos, n);
-        got = (int64_t)n;
-    } else if (s->http) {
-        got = read_http(s, buf, n);
-    } else {
-        do
-            got = pread(s->fd, buf, n, (off_t)s->pos);
-        while (got < 0 && errno == EINTR);
-        if (got < 0)
-            got = sl__set_error(SL_EIO, "read failed at byte %llu: %s",
-                                (unsigned long long)s->pos, strerror(errno));
-    }
-    if (got < 0)
-        return src_fail(s, (int)got);
-    if (!s->mem)
-        s->bytes += got;
-    if (got == 0)
-        return AVERROR_EOF;
-    s->pos += (uint64_t)got;
-    return (int)got;
-}
-
-static int64_t src_seek(void *opaque, int64_t off, int whence)
-{
-    vsrc *s = opaque;
-    whence &= ~AVSEEK_FORCE;
-    if (whence == AVSEEK_SIZE)
-        return s->size == UINT64_MAX ? -1 : (int64_t)s->size;
-    int64_t at = whence == SEEK_SET   ? off
-                 : whence == SEEK_CUR ? (int64_t)s->pos + off
-                 : whence == SEEK_END && s->size != UINT64_MAX ? (int64_t)s->size + off
-                                                               : -1;
-    if (at < 0)
-        return AVERROR(EINVAL);
-    s->pos = (uint64_t)at;
-    return at;
-}
-
-/* No file or URL besides the one given: HLS playlists, concat lists and
- * the like stop here. */
-static int refuse_open(AVFormatContext *fc, AVIOContext **pb, const char *url, int flags,
-                       AVDictionary **options)
-{
-    (void)fc, (void)pb, (void)flags, (void)options;
-    snprintf(last_log, sizeof last_log, "the file asks to open another (%.160s): refused", url);
-    return AVERROR(EPERM);
 }
 
 /* ---- per worker thread ---- */
@@ -289,7 +152,6 @@ typedef struct vws {
     struct SwsContext *sws;
     uint8_t *rgb;
     size_t rgb_cap;
-    sl__io *http; /* for URLs, made at the first */
 } vws;
 
 static pthread_key_t vws_key;
@@ -303,7 +165,6 @@ static void vws_destroy(void *p)
     av_frame_free(&w->prev);
     sws_freeContext(w->sws);
     sl__free(w->rgb, w->rgb_cap);
-    sl__io_close(w->http);
     sl__free(w, sizeof *w);
 }
 
@@ -315,7 +176,6 @@ static void vws_init(void)
 static vws *vws_get(void)
 {
     pthread_once(&vws_once, vws_init);
-    pthread_once(&log_once, log_init);
     vws *w = pthread_getspecific(vws_key);
     if (w)
         return w;
@@ -341,9 +201,8 @@ typedef struct target {
 typedef struct video {
     const map_video_ds *d;
     vws *w;
-    vsrc src;
-    AVIOContext *avio;
-    AVFormatContext *fc;
+    sl__ff ff;
+    AVFormatContext *fc; /* ff's, for short */
     AVCodecContext *cc;
     AVStream *st;
     int si;
@@ -358,161 +217,32 @@ typedef struct video {
     sl__image_view views[1]; /* one per clip (num_clips of them) */
 } video;
 
-static int ff_error(int err, const char *what)
-{
-    char buf[128];
-    if (last_log[0])
-        return sl__set_error(err == AVERROR(ENOMEM) ? SL_ENOMEM : SL_ECORRUPT, "%s: %s", what,
-                             last_log);
-    av_strerror(err, buf, sizeof buf);
-    return sl__set_error(err == AVERROR(ENOMEM) ? SL_ENOMEM : SL_ECORRUPT, "%s: %s", what, buf);
-}
-
-/* An FFmpeg failure, or the read under it. */
 static int fail(video *v, int err, const char *what)
 {
-    return v->src.code ? v->src.code : ff_error(err, what);
-}
-
-static bool codec_ok(enum AVCodecID id)
-{
-    for (size_t i = 0; i < sizeof codecs / sizeof *codecs; i++)
-        if (codecs[i] == id)
-            return true;
-    return false;
-}
-
-static int open_source(video *v, const sl_element *in)
-{
-    const struct sl_tensor *t = &in->t[v->d->video.video_index];
-    v->src = (vsrc){.fd = -1, .size = UINT64_MAX, .obj = -1};
-    if (t->dtype == SL_UINT8 && t->ndim == 1) {
-        v->src.mem = t->data ? t->data : (const uint8_t *)"";
-        v->src.size = t->nbytes;
-        return 0;
-    }
-    size_t n = 0;
-    const char *s = t->dtype == SL_STRING && t->ndim == 0 ? sl_tensor_string(t, 0, &n) : NULL;
-    if (!s)
-        return sl__set_error(SL_EDTYPE, "map_video: tensor %d must be a video's bytes (uint8 "
-                             "[n]) or its path (a string)", v->d->video.video_index);
-    if (v->d->video.input == SL_VIDEO_BYTES) {
-        v->src.mem = (const uint8_t *)s;
-        v->src.size = n;
-        return 0;
-    }
-    char path[4096];
-    if (n >= sizeof path || memchr(s, 0, n))
-        return sl__set_error(SL_EINVAL, "map_video: a path of %zu bytes", n);
-    memcpy(path, s, n);
-    path[n] = 0;
-    if (sl__is_url(path)) {
-        static const sl__http_opts defaults = {8, 120, 30};
-        int rc = v->w->http ? 0 : sl__http_open(1, &defaults, &v->w->http);
-        if (rc == 0 && (v->src.obj = sl__http_add(v->w->http, path)) < 0)
-            rc = v->src.obj;
-        if (rc < 0)
-            return rc;
-        v->src.http = v->w->http;
-        return 0;
-    }
-    v->src.fd = open(path, O_RDONLY | O_CLOEXEC);
-    struct stat sb;
-    if (v->src.fd < 0 || fstat(v->src.fd, &sb) < 0)
-        return sl__set_error(errno == ENOENT ? SL_ENOENT : SL_EIO, "%s", strerror(errno));
-    v->src.size = (uint64_t)sb.st_size;
-    return 0;
+    return sl__ff_fail(&v->ff, err, what);
 }
 
 static void video_close(video *v)
 {
-    avcodec_free_context(&v->cc);
-    avformat_close_input(&v->fc);
-    if (v->avio)
-        av_freep(&v->avio->buffer);
-    avio_context_free(&v->avio);
-    if (v->src.fd >= 0)
-        close(v->src.fd);
-    if (v->src.obj >= 0)
-        sl__http_drop(v->src.http, v->src.obj);
+    sl__ff_close(&v->ff);
     av_frame_unref(v->w->frame);
     av_frame_unref(v->w->prev);
     av_packet_unref(v->w->pkt);
 }
 
-/* Container, stream, decoder: the header's facts, the whitelists held. */
-static int video_open(video *v)
+/* Container, stream, decoder (ffmpeg_io.h), then the header's facts. */
+static int video_open(video *v, const sl_element *in)
 {
-    enum { BUF = 1 << 16 };
-    uint8_t *buf = av_malloc(BUF);
-    if (!buf || !(v->avio = avio_alloc_context(buf, BUF, 0, &v->src, src_read, NULL, src_seek))) {
-        av_free(buf);
-        return SL_ENOMEM;
-    }
-    if (!(v->fc = avformat_alloc_context()))
-        return SL_ENOMEM;
-    v->fc->pb = v->avio;
-    v->fc->flags |= AVFMT_FLAG_CUSTOM_IO;
-    v->fc->io_open = refuse_open;
-    AVDictionary *opt = NULL;
-    av_dict_set(&opt, "format_whitelist", FORMATS, 0);
-    av_dict_set(&opt, "codec_whitelist", CODECS, 0);
-    av_dict_set(&opt, "protocol_whitelist", "none", 0);
-    int err = avformat_open_input(&v->fc, NULL, NULL, &opt);
-    av_dict_free(&opt);
-    if (err < 0)
-        return fail(v, err, "not a video sluice reads");
-    int si = av_find_best_stream(v->fc, AVMEDIA_TYPE_VIDEO, -1, -1, NULL, 0);
-    if (si >= 0 && (v->fc->streams[si]->disposition & AV_DISPOSITION_ATTACHED_PIC))
-        si = -1;
-    /* a container that says too little in its header (Matroska has no
-     * start time, raw streams no size): FFmpeg reads the first packets,
-     * as PyAV and torchvision always have it do, for the same clock */
-    if (si < 0 || v->fc->streams[si]->codecpar->width <= 0 ||
-        v->fc->streams[si]->start_time == AV_NOPTS_VALUE) {
-        for (unsigned i = 0; si >= 0 && i < v->fc->nb_streams; i++)
-            if ((int)i != si)
-                v->fc->streams[i]->discard = AVDISCARD_ALL;
-        if ((err = avformat_find_stream_info(v->fc, NULL)) < 0)
-            return fail(v, err, "reading the streams");
-        si = av_find_best_stream(v->fc, AVMEDIA_TYPE_VIDEO, -1, -1, NULL, 0);
-    }
-    if (si < 0 || (v->fc->streams[si]->disposition & AV_DISPOSITION_ATTACHED_PIC))
-        return sl__set_error(SL_ECORRUPT, "no video stream");
-    for (unsigned i = 0; i < v->fc->nb_streams; i++)
-        if ((int)i != si)
-            v->fc->streams[i]->discard = AVDISCARD_ALL;
-    v->si = si;
-    v->st = v->fc->streams[si];
-    const AVCodecParameters *par = v->st->codecpar;
-    if (!codec_ok(par->codec_id))
-        return sl__set_error(SL_EUNSUPPORTED, "video codec %s is not one sluice decodes",
-                             avcodec_get_name(par->codec_id));
-    const AVCodec *codec = par->codec_id == AV_CODEC_ID_AV1 ? avcodec_find_decoder_by_name("libdav1d")
-                                                            : NULL;
-    if (!codec)
-        codec = avcodec_find_decoder(par->codec_id);
-    if (!codec)
-        return sl__set_error(SL_EUNSUPPORTED, "this FFmpeg has no %s decoder",
-                             avcodec_get_name(par->codec_id));
-    v->width = par->width, v->height = par->height;
     const sl_image_spec *im = &v->d->image;
-    if (v->width <= 0 || v->height <= 0)
-        return sl__set_error(SL_ECORRUPT, "frames of %dx%d", v->width, v->height);
-    if ((int64_t)v->width * v->height > im->max_pixels)
-        return sl__set_error(SL_ERANGE, "frames of %dx%d are over max_pixels (%lld)", v->width,
-                             v->height, (long long)im->max_pixels);
-    if (!(v->cc = avcodec_alloc_context3(codec)))
-        return SL_ENOMEM;
-    if ((err = avcodec_parameters_to_context(v->cc, par)) < 0)
-        return fail(v, err, "the decoder");
-    v->cc->thread_count = 1; /* one video per worker; the pool is the parallelism */
-    v->cc->pkt_timebase = v->st->time_base;
-    v->cc->max_pixels = im->max_pixels;
-    if (!im->allow_warnings)
-        v->cc->err_recognition |= AV_EF_EXPLODE | AV_EF_CRCCHECK;
-    if ((err = avcodec_open2(v->cc, codec, NULL)) < 0)
-        return fail(v, err, "opening the decoder");
+    int rc = sl__ff_open(&v->ff, &in->t[v->d->video.video_index],
+                         v->d->video.input == SL_VIDEO_BYTES, AVMEDIA_TYPE_VIDEO, codecs,
+                         (int)(sizeof codecs / sizeof *codecs), im->max_pixels,
+                         !im->allow_warnings);
+    if (rc)
+        return rc;
+    v->fc = v->ff.fc, v->cc = v->ff.cc, v->st = v->ff.st, v->si = v->ff.si;
+    const AVCodecParameters *par = v->st->codecpar;
+    v->width = par->width, v->height = par->height;
 
     v->tb = av_q2d(v->st->time_base);
     if (!(v->tb > 0))
@@ -713,12 +443,12 @@ static int settle(video *v, pass *p, int64_t tick, size_t fb, uint8_t *clip, dou
 static int seek(video *v, pass *p, int64_t tick)
 {
     int err = av_seek_frame(v->fc, v->si, tick, AVSEEK_FLAG_BACKWARD);
-    if (err < 0 && v->src.code)
-        return v->src.code;
+    if (err < 0 && v->ff.src.code)
+        return v->ff.src.code;
     if (err < 0) /* no index, or out of range: from the start */
         err = av_seek_frame(v->fc, v->si, v->start, AVSEEK_FLAG_BACKWARD | AVSEEK_FLAG_ANY);
-    if (err < 0 && v->src.code)
-        return v->src.code;
+    if (err < 0 && v->ff.src.code)
+        return v->ff.src.code;
     avcodec_flush_buffers(v->cc);
     p->seeks++;
     p->sought = true;
@@ -833,7 +563,7 @@ static int decode_frames(video *v, size_t fb, uint8_t *clip, double *stamps)
     int64_t packets = 0, last_pts = AV_NOPTS_VALUE;
     while (rc == 0 && p.j < v->nt && !eof) {
         int err = av_read_frame(v->fc, pkt);
-        if (err == AVERROR_EOF || (err < 0 && !v->src.code && avio_feof(v->fc->pb))) {
+        if (err == AVERROR_EOF || (err < 0 && !v->ff.src.code && avio_feof(v->fc->pb))) {
             eof = true;
             err = avcodec_send_packet(v->cc, NULL);
         } else if (err < 0) {
@@ -893,18 +623,15 @@ static int decode_clips(const map_video_ds *d, sl__rng *rng, const sl_element *i
         sl__free(t, (size_t)n * sizeof *t);
         return sl__set_error(SL_ENOMEM, "out of memory (video)");
     }
-    *v = (video){.d = d, .w = w, .t = t, .nt = n};
-    in_video = true;
-    last_log[0] = 0;
-    int rc = open_source(v, in);
-    if (rc == 0)
-        rc = video_open(v);
+    *v = (video){.d = d, .w = w, .t = t, .nt = n, .ff = {.src = {.fd = -1, .obj = -1}}};
+    sl__ff_begin();
+    int rc = video_open(v, in);
     size_t fb = sl__image_bytes(&d->image);
     if (rc == 0) {
         plan_clips(v, rng, clip, fb);
         rc = decode_frames(v, fb, clip, stamps);
     }
-    in_video = false;
+    sl__ff_end();
     video_close(v);
     sl__free(t, (size_t)n * sizeof *t);
     sl__free(v, size);
