@@ -149,7 +149,8 @@ def test_members_fill_the_struct(compiler_layout):
 
 def test_versioned_structs_carry_their_full_size(compiler_layout):
     versioned = [cls for cls in _header.STRUCTS if issubclass(cls, _header._Versioned)]
-    assert {cls.__name__ for cls in versioned} == {"sl_image_spec", "sl_mixup_spec"}
+    assert {cls.__name__ for cls in versioned} == {"sl_image_spec", "sl_mixup_spec",
+                                                   "sl_video_spec", "sl_audio_spec"}
     for cls in versioned:
         assert cls().struct_size == ctypes.sizeof(cls) == compiler_layout[cls.__name__][0]
     spec = _header.sl_image_spec()
@@ -158,6 +159,12 @@ def test_versioned_structs_carry_their_full_size(compiler_layout):
     mix = _header.sl_mixup_spec()
     assert lib.sl_mixup_spec_init(mix, ctypes.sizeof(mix), 10) == 0
     assert mix.struct_size == compiler_layout["sl_mixup_spec"][0]
+    video = _header.sl_video_spec()
+    assert lib.sl_video_spec_init(video, ctypes.sizeof(video)) == 0
+    assert video.struct_size == compiler_layout["sl_video_spec"][0] and video.frames == 8
+    audio = _header.sl_audio_spec()
+    assert lib.sl_audio_spec_init(audio, ctypes.sizeof(audio)) == 0
+    assert audio.struct_size == compiler_layout["sl_audio_spec"][0] and audio.n_fft == 400
 
 
 def test_the_binding_passes_full_sizes(monkeypatch, compiler_layout):
