@@ -324,7 +324,7 @@ static int store(clip *c, float *const *planes, int n)
                 c->w->pcm = old, c->w->pcm_cap = old_bytes;
                 return rc;
             }
-            for (int ch = 0; ch < c->channels; ch++)
+            for (int ch = 0; ch < c->channels && c->got; ch++)
                 memcpy(c->w->pcm + ch * cap, old + ch * old_cap, (size_t)c->got * sizeof(float));
             sl__free(old, old_bytes);
             c->cap = cap;
@@ -533,7 +533,7 @@ static int map_fn(sl_map_ctx *ctx, const sl_element *in, sl_element **out, void 
         }
         float *o = t->data;
         if (!s->n_mels) {
-            for (int ch = 0; ch < s->channels; ch++)
+            for (int ch = 0; ch < s->channels && n > 0; ch++)
                 memcpy(o + (size_t)ch * n, pcm + ch * stride, (size_t)n * sizeof(float));
             continue;
         }
