@@ -1609,8 +1609,8 @@ SL_API int sl_video_spec_init(sl_video_spec *spec, size_t struct_size);
  * each clip's crop and augmentations) come from the element's stream:
  * the same clips for a seed on any thread count. Each video is decoded on
  * one worker (libavcodec's own threads off); parallelism as for sl_map.
- * A read blocks its worker: the time shows as work without CPU, which
- * the controller reads as waiting, not as cost.
+ * A read of a path or URL blocks its worker: the node counts that time
+ * as read_wait_ns (and the bytes as bytes_read), not as work.
  *
  * Only the formats (MP4/MOV, Matroska/WebM, AVI, MPEG-TS, FLV, IVF, Ogg)
  * and codecs (H.264, HEVC, MPEG-4, MPEG-1/2, VP8, VP9, AV1, Theora,

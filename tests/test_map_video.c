@@ -176,6 +176,38 @@ static void test_same_clips_on_any_thread_count(void **state)
     assert_true(sums[0] == sums[1]);
 }
 
+/* The file reads a map_video worker waits for are the node's I/O, apart
+ * from its work: read_wait_ns and bytes_read in the statistics. */
+static void test_reads_count_as_io(void **state)
+{
+    (void)state;
+    if (!have_ffmpeg)
+        skip();
+    const char *names[] = {"gop25.mp4", "gop250.mp4"};
+    sl_dataset *ds = clips(paths(names, 2), 2, 1, SL_CLIP_CENTER, 16);
+    sl_options *o = tu_opts(1, 1);
+    sl_iterator *it = sl_iterator_create(ds, o);
+    sl_element *el;
+    while (sl_next(it, &el) == 0)
+        sl_element_release(el);
+    sl_stats *st = sl_iterator_stats(it);
+    const char *json = sl_stats_json(st);
+    const char *node = strstr(json, "\"map_video");
+    assert_non_null(node);
+    const char *wait = strstr(node, "\"read_wait_ns\":"), *bytes = strstr(node, "\"bytes_read\":");
+    assert_non_null(wait);
+    assert_non_null(bytes);
+    long long w = atoll(wait + strlen("\"read_wait_ns\":"));
+    long long b = atoll(bytes + strlen("\"bytes_read\":"));
+    print_message("map_video: read_wait_ns %lld, bytes_read %lld\n", w, b);
+    assert_true(w > 0);
+    assert_true(b > 1000);
+    sl_stats_free(st);
+    sl_iterator_free(it);
+    sl_options_free(o);
+    sl_dataset_release(ds);
+}
+
 static void test_bad_files_fail_fast_and_named(void **state)
 {
     (void)state;
@@ -260,6 +292,7 @@ int main(void)
         cmocka_unit_test(test_long_gop_decodes_only_to_the_clip),
         cmocka_unit_test(test_clips_far_apart_seek_between),
         cmocka_unit_test(test_same_clips_on_any_thread_count),
+        cmocka_unit_test(test_reads_count_as_io),
         cmocka_unit_test(test_bad_files_fail_fast_and_named),
         cmocka_unit_test(test_spec_checks),
     };

@@ -47,6 +47,7 @@ typedef enum sl__node_kind {
     SUM(occupancy_sum, "elements found in the buffer, summed over takes")        \
     SUM(empty_takes, "takes that found the buffer empty")                        \
     SUM(bytes_read, "file bytes it read")                                        \
+    SUM(read_wait_ns, "time its workers blocked in reads of their own (not work)") \
     SUM(bytes_out, "tensor bytes of the elements it produced")                   \
     NOW(bytes_held, "bytes in its output buffer")                                \
     NOW(capacity, "its output buffer's capacity, elements (0: no buffer)")       \

@@ -159,6 +159,7 @@ static void run_chunk(sl__task *task)
     map_iter *it = c->owner;
     sl_map_ctx ctx;
     int64_t t0 = sl__now_ns(), c0 = sl__thread_cpu_ns();
+    sl__blocked b0 = sl__thread_blocked;
     int i = 0;
     for (; i < c->n && !atomic_load_explicit(&it->a.stop, memory_order_relaxed); i++)
         run_one(it, c, i, &ctx);
@@ -168,7 +169,13 @@ static void run_chunk(sl__task *task)
     }
     int64_t t1 = sl__now_ns();
     sl__node_stats *ns = it->base.stats;
-    sl__stat_add(&ns->busy_ns, t1 - t0);
+    /* reads the function waited for are I/O, not work */
+    int64_t blocked = sl__thread_blocked.ns - b0.ns;
+    if (blocked > 0 || sl__thread_blocked.bytes != b0.bytes) {
+        sl__stat_add(&ns->read_wait_ns, blocked);
+        sl__stat_add(&ns->bytes_read, sl__thread_blocked.bytes - b0.bytes);
+    }
+    sl__stat_add(&ns->busy_ns, t1 - t0 - blocked);
     sl__stat_add(&ns->cpu_ns, sl__thread_cpu_ns() - c0);
     sl__stat_add(&ns->queue_ns, t0 - task->submitted_ns);
     sl__trace_span(it->base.tree, ns, t0, t1);

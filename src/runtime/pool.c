@@ -15,6 +15,8 @@
 #include "../core/error.h"
 #include "runtime.h"
 
+_Thread_local sl__blocked sl__thread_blocked;
+
 struct sl_runtime {
     pthread_mutex_t mu;
     pthread_cond_t cv;

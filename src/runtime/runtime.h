@@ -42,4 +42,14 @@ int sl__thread_start(pthread_t *th, void *(*fn)(void *), void *arg, const char *
  * Best effort. */
 void sl__thread_no_wake_preempt(void);
 
+/* Reads a map function makes itself and waits for (map_video and
+ * map_audio through FFmpeg): the time the calling thread spent blocked in
+ * them and the file bytes they returned. The function adds; the map node
+ * (ops/map.c) takes the change over each task as the node's read_wait_ns
+ * and bytes_read, and leaves that time out of its work time. */
+typedef struct sl__blocked {
+    int64_t ns, bytes;
+} sl__blocked;
+extern _Thread_local sl__blocked sl__thread_blocked;
+
 #endif

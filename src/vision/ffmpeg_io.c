@@ -14,8 +14,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "../core/alloc.h"
+#include "../core/clock.h"
 #include "../core/error.h"
 #include "../remote/remote.h"
+#include "../runtime/runtime.h"
 #include "ffmpeg_io.h"
 
 /* What sluice opens: demuxers (video and audio containers) and the
@@ -152,15 +154,21 @@ static int src_read(void *opaque, uint8_t *buf, int want)
     if (s->mem) {
         memcpy(buf, s->mem + s->pos, n);
         got = (int64_t)n;
-    } else if (s->http) {
-        got = read_http(s, buf, n);
     } else {
-        do
-            got = pread(s->fd, buf, n, (off_t)s->pos);
-        while (got < 0 && errno == EINTR);
-        if (got < 0)
-            got = sl__set_error(SL_EIO, "read failed at byte %llu: %s",
-                                (unsigned long long)s->pos, strerror(errno));
+        /* the worker blocks here: the map node counts it as I/O */
+        int64_t t0 = sl__now_ns();
+        if (s->http) {
+            got = read_http(s, buf, n);
+        } else {
+            do
+                got = pread(s->fd, buf, n, (off_t)s->pos);
+            while (got < 0 && errno == EINTR);
+            if (got < 0)
+                got = sl__set_error(SL_EIO, "read failed at byte %llu: %s",
+                                    (unsigned long long)s->pos, strerror(errno));
+        }
+        sl__thread_blocked.ns += sl__now_ns() - t0;
+        sl__thread_blocked.bytes += got > 0 ? got : 0;
     }
     if (got < 0)
         return src_fail(s, (int)got);

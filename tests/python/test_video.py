@@ -79,6 +79,8 @@ def videos(tmp_path_factory):
         "h264.mp4": _make(str(d / "h264.mp4"), x264),
         "h264_audio.mkv": _make(str(d / "h264_audio.mkv"), x264, audio=True, photo=1),
         "mpeg4.mkv": _make(str(d / "mpeg4.mkv"), ["-c:v", "mpeg4", "-q:v", "3"], photo=2),
+        "mpeg4.mp4": _make(str(d / "mpeg4.mp4"), ["-c:v", "mpeg4", "-q:v", "5", "-bf", "1"],
+                           seconds=2, photo=7),
         "vfr.mkv": _make(str(d / "vfr.mkv"), x264, vfr=True, photo=3),
     }
     if "libvpx-vp9" in enc:
@@ -132,8 +134,8 @@ def _targets(dur, span, num_clips, sampler, frames, step, tb, start):
     return out
 
 
-@pytest.mark.parametrize("name", ["h264.mp4", "h264_audio.mkv", "mpeg4.mkv", "vfr.mkv",
-                                  "vp9.webm", "av1.mkv"])
+@pytest.mark.parametrize("name", ["h264.mp4", "h264_audio.mkv", "mpeg4.mkv", "mpeg4.mp4",
+                                  "vfr.mkv", "vp9.webm", "av1.mkv"])
 @pytest.mark.parametrize("sampler", ["uniform", "center"])
 def test_frames_match_pyav(videos, name, sampler):
     if name not in videos:
@@ -380,6 +382,12 @@ def test_bad_videos_are_named_errors(videos, tmp_path):
                                                                      max_pixels=1000)
     with pytest.raises(sluice.OutOfRangeError, match="max_pixels"):
         list(ds)
+    # a video track with no frame in it (MP4 drops the empty track)
+    zero = tmp_path / "zero.mp4"
+    _ffmpeg(["-f", "lavfi", "-i", "testsrc2=size=64x48:rate=10:duration=1", "-frames:v", "0",
+             "-c:v", "mpeg4", str(zero)])
+    with pytest.raises(sluice.CorruptDataError, match="zero.mp4.*no video stream"):
+        list(Dataset.from_tensor_slices([str(zero)]).map_video(4, "resize", 32))
     # audio only: no video stream
     audio = tmp_path / "tone.mka"
     _ffmpeg(["-f", "lavfi", "-i", "sine=frequency=440:duration=1", "-c:a", "flac", str(audio)])
