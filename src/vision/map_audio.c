@@ -213,7 +213,7 @@ static int decode_audio(const map_audio_ds *d, sl__rng *rng, const sl_element *i
                         int64_t *n, size_t *stride)
 {
     (void)d, (void)rng, (void)in, (void)pcm, (void)n, (void)stride;
-    return sl__set_error(SL_EUNSUPPORTED, "map_audio: this build has no audio decoding "
+    return sl__set_error(SL_EUNSUPPORTED, "this build has no audio decoding "
                          "(SLUICE_WITH_FFMPEG=OFF)");
 }
 

@@ -114,7 +114,7 @@ static int decode_clips(const map_video_ds *d, sl__rng *rng, const sl_element *i
                         double *stamps)
 {
     (void)d, (void)rng, (void)in, (void)clip, (void)stamps;
-    return sl__set_error(SL_EUNSUPPORTED, "map_video: this build has no video decoding "
+    return sl__set_error(SL_EUNSUPPORTED, "this build has no video decoding "
                          "(SLUICE_WITH_FFMPEG=OFF)");
 }
 
