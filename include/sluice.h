@@ -1563,9 +1563,10 @@ typedef struct sl_video_spec {
     int short_clips;     /* sl_short_clip (init: PAD) */
     int with_timestamps; /* 1: a float64 tensor [T] ([num_clips, T]) of
                           * each frame's time in s follows the clip */
-    int max_frames;      /* frames in a clip past it are SL_ERANGE element
-                          * errors (init: 1024); frames decoded per video
-                          * are bounded by the stream, never by this */
+    int max_frames;      /* the most frames num_clips x frames may ask for
+                          * (init: 1024; more: SL_EINVAL when the op is
+                          * built); frames decoded per video are bounded by
+                          * the stream, never by this */
     int reserved[6];
 } sl_video_spec;
 
@@ -1665,7 +1666,8 @@ SL_API int sl_audio_spec_init(sl_audio_spec *spec, size_t struct_size);
  * its path or URL, as sl_map_video reads them: an audio file, or a video's
  * audio track) becomes a clip of `seconds` at sample_rate with `channels`
  * (its start drawn from the element's stream: new each epoch, the same for
- * a seed on any thread count), as float32 samples in [-1, 1] [channels,
+ * a seed on any thread count), as float32 samples (full scale 1, not
+ * clipped: a float file or a downmix may pass it) [channels,
  * round(seconds x sample_rate)], or with n_mels its mel features. Only
  * the part of the file the clip needs is read and decoded (a seek before
  * it). Formats and codecs: WAV (PCM), FLAC, MP3, AAC, Vorbis, Opus, in

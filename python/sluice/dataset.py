@@ -1269,7 +1269,7 @@ class Dataset:
         [n]) or a path or URL (a string; input="bytes" reads a string as
         the bytes), becomes `seconds` of it (0: the whole file) resampled
         to sample_rate and mixed to `channels`, float32 [channels, samples]
-        in [-1, 1]. clip_sampler "random" (new each epoch), "center" or
+        (full scale 1, not clipped). clip_sampler "random" (new each epoch), "center" or
         "uniform" (the start) places the clip; a file shorter than it is
         padded with zeros.
 

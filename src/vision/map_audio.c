@@ -47,8 +47,10 @@ static int check_audio(sl_audio_spec *s)
     if (s->sample_rate < 1000 || s->sample_rate > 384000 || s->channels < 1 || s->channels > 8)
         return sl__set_error(SL_EINVAL, "map_audio: sample_rate %d (1000 to 384000) or "
                              "channels %d (1 to 8)", s->sample_rate, s->channels);
-    if (!(s->seconds >= 0) || s->seconds > 86400)
-        return sl__set_error(SL_EINVAL, "map_audio: seconds %g", s->seconds);
+    if (!(s->seconds >= 0) || s->seconds > 86400 ||
+        (s->seconds > 0 && llround(s->seconds * s->sample_rate) < 1))
+        return sl__set_error(SL_EINVAL, "map_audio: seconds %g (0, or at least a sample)",
+                             s->seconds);
     if (s->clip_sampler < SL_CLIP_RANDOM || s->clip_sampler > SL_CLIP_CENTER ||
         s->audio_index < 0 || s->input < SL_VIDEO_AUTO || s->input > SL_VIDEO_BYTES ||
         (s->log_mel != 0 && s->log_mel != 1))
@@ -73,7 +75,8 @@ static int check_audio(sl_audio_spec *s)
         !(s->power > 0))
         return sl__set_error(SL_EINVAL, "map_audio: f_min %g, f_max %g (within [0, "
                              "sample_rate / 2]) or power %g", s->f_min, s->f_max, s->power);
-    if (s->seconds > 0 && s->seconds * s->sample_rate <= s->n_fft / 2)
+    int64_t samples = (int64_t)llround(s->seconds * s->sample_rate);
+    if (s->seconds > 0 && samples <= s->n_fft / 2)
         return sl__set_error(SL_EINVAL, "map_audio: a clip of %g s is shorter than half a "
                              "frame (n_fft %d)", s->seconds, s->n_fft);
     return 0;
@@ -130,7 +133,8 @@ static int mel_tables(map_audio_ds *d)
 
 static int64_t mel_frames(const sl_audio_spec *s, int64_t samples)
 {
-    return 1 + samples / s->hop_length;
+    /* torch.stft, centred: the signal padded by n_fft / 2 on each side */
+    return 1 + (samples + 2 * (s->n_fft / 2) - s->n_fft) / s->hop_length;
 }
 
 /* x . a and x . b over n, four lanes at a time in two accumulators each
@@ -345,6 +349,8 @@ static bool full(const clip *c)
 /* swresample's output of `in` (NULL: what it still holds) into the clip. */
 static int convert(SwrContext *swr, clip *c, const AVFrame *in)
 {
+    if (!swr) /* none made yet: nothing held */
+        return 0;
     int room = swr_get_out_samples(swr, in ? in->nb_samples : 0);
     if (room < 0)
         return sl__set_error(SL_EINTERNAL, "swresample: no output size");
@@ -361,6 +367,34 @@ static int convert(SwrContext *swr, clip *c, const AVFrame *in)
     if (n < 0)
         return sl__set_error(SL_ECORRUPT, "swresample failed");
     return n ? store(c, planes, n) : 0;
+}
+
+/* (Re)makes *swr for input of `layout`, `fmt` and `rate` into the
+ * spec's planar float at its rate and channels; the input's facts kept. */
+static int resampler(const sl__ff *ff, SwrContext **swr, const sl_audio_spec *s,
+                     const AVChannelLayout *layout, int fmt, int rate, int *in_rate,
+                     int *in_fmt, int *in_channels)
+{
+    AVChannelLayout out = {0}, inl = {0};
+    av_channel_layout_default(&out, s->channels);
+    if (layout->order == AV_CHANNEL_ORDER_UNSPEC)
+        av_channel_layout_default(&inl, layout->nb_channels);
+    else if (av_channel_layout_copy(&inl, layout) < 0)
+        return sl__set_error(SL_ENOMEM, "out of memory (channel layout)");
+    swr_free(swr);
+    int err = inl.nb_channels < 1 || rate <= 0
+                  ? AVERROR_INVALIDDATA
+                  : swr_alloc_set_opts2(swr, &out, AV_SAMPLE_FMT_FLTP, s->sample_rate, &inl,
+                                        fmt, rate, 0, NULL);
+    *in_channels = inl.nb_channels;
+    av_channel_layout_uninit(&inl);
+    av_channel_layout_uninit(&out);
+    if (err >= 0)
+        err = swr_init(*swr);
+    if (err < 0)
+        return sl__ff_fail(ff, err, "the resampler");
+    *in_rate = rate, *in_fmt = fmt;
+    return 0;
 }
 
 /* Decodes tensor audio_index of `in` into the thread's buffer: the clip's
@@ -405,28 +439,21 @@ static int decode_audio(const map_audio_ds *d, sl__rng *rng, const sl_element *i
         if (c.cap)
             rc = reserve(&w->pcm, &w->pcm_cap, c.cap * c.channels * sizeof(float));
     }
-    if (rc == 0) {
-        AVChannelLayout out;
-        av_channel_layout_default(&out, s->channels);
-        AVChannelLayout inl;
-        if (ff.cc->ch_layout.order == AV_CHANNEL_ORDER_UNSPEC)
-            av_channel_layout_default(&inl, ff.cc->ch_layout.nb_channels);
-        else
-            av_channel_layout_copy(&inl, &ff.cc->ch_layout);
-        int err = inl.nb_channels < 1 ? AVERROR_INVALIDDATA
-                  : swr_alloc_set_opts2(&swr, &out, AV_SAMPLE_FMT_FLTP, s->sample_rate, &inl,
-                                        ff.cc->sample_fmt, ff.cc->sample_rate, 0, NULL);
-        av_channel_layout_uninit(&inl);
-        av_channel_layout_uninit(&out);
-        if (err >= 0)
-            err = swr_init(swr);
-        if (err < 0)
-            rc = sl__ff_fail(&ff, err, "the resampler");
-    }
+    /* the resampler: for the decoder's parameters now, and again for a
+     * frame that brings others (MP3 and AAC streams may change layout
+     * or rate from frame to frame) */
+    int in_rate = 0, in_fmt = -1, in_channels = 0;
+    if (rc == 0 && ff.cc->ch_layout.nb_channels > 0 && ff.cc->sample_rate > 0)
+        rc = resampler(&ff, &swr, s, &ff.cc->ch_layout, ff.cc->sample_fmt, ff.cc->sample_rate,
+                       &in_rate, &in_fmt, &in_channels);
     /* a seek a little before the clip: decoders need a few frames in */
-    if (rc == 0 && at > 1.0 && av_seek_frame(ff.fc, ff.si, start + (int64_t)((at - 0.5) / tb),
-                                             AVSEEK_FLAG_BACKWARD) < 0 && ff.src.code)
-        rc = ff.src.code;
+    bool sought = false, resought = false;
+    if (rc == 0 && at > 1.0) {
+        sought = av_seek_frame(ff.fc, ff.si, start + (int64_t)((at - 0.5) / tb),
+                               AVSEEK_FLAG_BACKWARD) >= 0;
+        if (!sought && ff.src.code)
+            rc = ff.src.code;
+    }
     bool placed = false, eof = false;
     int64_t packets = 0;
     while (rc == 0 && !full(&c) && !eof) {
@@ -448,7 +475,9 @@ static int decode_audio(const map_audio_ds *d, sl__rng *rng, const sl_element *i
             err = avcodec_send_packet(ff.cc, w->pkt);
             av_packet_unref(w->pkt);
         }
-        if (err < 0 && err != AVERROR(EAGAIN) && err != AVERROR_EOF) {
+        if (err == AVERROR(EAGAIN)) /* never: every frame is received before the next send */
+            err = AVERROR_BUG;
+        if (err < 0 && err != AVERROR_EOF) {
             char what[48];
             snprintf(what, sizeof what, "decoding near %.3f s", (double)c.pos / s->sample_rate);
             rc = sl__ff_fail(&ff, err, what);
@@ -462,11 +491,37 @@ static int decode_audio(const map_audio_ds *d, sl__rng *rng, const sl_element *i
                 rc = sl__ff_fail(&ff, err, "decoding");
                 break;
             }
+            const AVFrame *f = w->frame;
+            if (f->sample_rate != in_rate || f->format != in_fmt ||
+                f->ch_layout.nb_channels != in_channels) { /* the stream changed */
+                rc = convert(swr, &c, NULL);
+                if (rc == 0)
+                    rc = resampler(&ff, &swr, s, &f->ch_layout, f->format, f->sample_rate,
+                                   &in_rate, &in_fmt, &in_channels);
+                if (rc)
+                    break;
+            }
             if (!placed) { /* the first frame's time places the output's timeline */
-                int64_t pts = w->frame->best_effort_timestamp;
+                int64_t pts = f->best_effort_timestamp;
                 double t = pts != AV_NOPTS_VALUE ? (double)(pts - start) * tb : 0;
                 c.pos = (int64_t)llround(t * s->sample_rate);
                 placed = true;
+                if (c.pos > c.from && sought && !resought) {
+                    /* the seek landed past the clip's start (a VBR file
+                     * without a table): from the start instead */
+                    resought = true;
+                    placed = false;
+                    av_frame_unref(w->frame);
+                    if (av_seek_frame(ff.fc, ff.si, start, AVSEEK_FLAG_BACKWARD) < 0 &&
+                        ff.src.code) {
+                        rc = ff.src.code;
+                        break;
+                    }
+                    avcodec_flush_buffers(ff.cc);
+                    rc = resampler(&ff, &swr, s, &ff.cc->ch_layout, ff.cc->sample_fmt,
+                                   ff.cc->sample_rate, &in_rate, &in_fmt, &in_channels);
+                    break;
+                }
             }
             rc = convert(swr, &c, w->frame);
             av_frame_unref(w->frame);
@@ -648,7 +703,7 @@ SL_API sl_dataset *sl_map_audio(sl_dataset *in, const sl_audio_spec *spec, int p
     int rc = sl__struct_load(spec, &d->spec, NULL, sizeof d->spec, SPEC_V1_SIZE, "map_audio");
     if (rc == 0)
         rc = check_audio(&d->spec);
-    if (rc == 0 && (parallelism < 1 && parallelism != SL_AUTOTUNE))
+    if (rc == 0 && ((parallelism < 1 && parallelism != SL_AUTOTUNE) || parallelism > 4096))
         rc = sl__set_error(SL_EINVAL, "map_audio: bad parallelism %d", parallelism);
     d->samples = (int64_t)llround(d->spec.seconds * d->spec.sample_rate);
     if (rc == 0 && d->spec.n_mels)
@@ -657,6 +712,6 @@ SL_API sl_dataset *sl_map_audio(sl_dataset *in, const sl_audio_spec *spec, int p
         sl_dataset_release(&d->base);
         return NULL;
     }
-    d->parallelism = parallelism > 4096 ? 4096 : parallelism;
+    d->parallelism = parallelism;
     return &d->base;
 }

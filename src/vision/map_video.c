@@ -209,6 +209,8 @@ typedef struct video {
     int64_t start;         /* the stream's first tick */
     double tb;             /* seconds per tick */
     double duration;       /* s, or < 0 when not known */
+    bool stream_duration;  /* the stream's own (not the file's: an audio
+                            * track may outlast the video) */
     double step;           /* s between a clip's frames */
     int64_t delay;         /* ticks of frame reordering, and one frame */
     int width, height;     /* as the header says */
@@ -249,7 +251,8 @@ static int video_open(video *v, const sl_element *in)
         return sl__set_error(SL_ECORRUPT, "a stream with no time base");
     v->start = v->st->start_time != AV_NOPTS_VALUE ? v->st->start_time : 0;
     v->duration = -1;
-    if (v->st->duration > 0 && v->st->duration != AV_NOPTS_VALUE)
+    v->stream_duration = v->st->duration > 0 && v->st->duration != AV_NOPTS_VALUE;
+    if (v->stream_duration)
         v->duration = (double)v->st->duration * v->tb;
     else if (v->fc->duration > 0 && v->fc->duration != AV_NOPTS_VALUE)
         v->duration = (double)v->fc->duration / AV_TIME_BASE -
@@ -417,6 +420,7 @@ typedef struct pass {
     int retries;
     int seeks;
     bool no_forward;  /* a seek went back: decode forward only */
+    bool draining;    /* the file has ended: the decoder gives what it holds */
     int64_t recent[16]; /* ticks of the last packets sent */
     int nrecent;
 } pass;
@@ -464,7 +468,7 @@ static int seek(video *v, pass *p, int64_t tick)
  * the target is then never taken for one before it. */
 static bool seek_pays(video *v, const pass *p, int64_t tick, int64_t next)
 {
-    if (p->no_forward || p->seeks >= 2 * v->nt + 8)
+    if (p->draining || p->no_forward || p->seeks >= 2 * v->nt + 8)
         return false;
     const AVIndexEntry *e = avformat_index_get_entry_from_timestamp(
         v->st, next - v->delay, AVSEEK_FLAG_BACKWARD);
@@ -481,6 +485,8 @@ static int on_frame(video *v, pass *p, AVFrame *f, size_t fb, uint8_t *clip, dou
     atomic_fetch_add_explicit(&frames_decoded, 1, memory_order_relaxed);
     if (p->sought) {
         p->sought = false;
+        if (tick <= v->t[p->j].tick || p->seek_tick <= v->start)
+            p->retries = 0; /* this seek landed: later ones get their own tries */
         if (p->have_prev && tick < p->prev_tick)
             p->no_forward = true; /* the demuxer's keyframe lay behind: no more of that */
         if (tick > p->seek_tick && p->seek_tick > v->start && v->t[p->j].tick < tick) {
@@ -564,7 +570,7 @@ static int decode_frames(video *v, size_t fb, uint8_t *clip, double *stamps)
     while (rc == 0 && p.j < v->nt && !eof) {
         int err = av_read_frame(v->fc, pkt);
         if (err == AVERROR_EOF || (err < 0 && !v->ff.src.code && avio_feof(v->fc->pb))) {
-            eof = true;
+            eof = p.draining = true;
             err = avcodec_send_packet(v->cc, NULL);
         } else if (err < 0) {
             return fail(v, err, "reading");
@@ -585,7 +591,9 @@ static int decode_frames(video *v, size_t fb, uint8_t *clip, double *stamps)
         }
         if (err == AVERROR_INVALIDDATA && v->d->image.allow_warnings)
             err = 0; /* concealed where it can be, else the packet dropped */
-        if (err < 0 && err != AVERROR(EAGAIN) && err != AVERROR_EOF)
+        if (err == AVERROR(EAGAIN)) /* never: every frame is received before the next send */
+            err = AVERROR_BUG;
+        if (err < 0 && err != AVERROR_EOF)
             return fail(v, err, decoding_at(v, last_pts));
         rc = receive(v, &p, fb, clip, stamps);
         if (rc > 0)
@@ -597,7 +605,7 @@ static int decode_frames(video *v, size_t fb, uint8_t *clip, double *stamps)
         return sl__set_error(SL_ECORRUPT, "no frame decoded");
     if (p.j < v->nt) { /* past the last frame */
         double want = at_time(v, v->t[p.j].tick), end = at_time(v, p.prev_tick) + v->step;
-        if (v->duration > 0 && want < v->duration && end + 0.5 < v->duration)
+        if (v->stream_duration && want < v->duration && end + 0.5 < v->duration)
             return sl__set_error(SL_ECORRUPT, "truncated: the frames end at %.3f s of %.3f s",
                                  end, v->duration);
         if (v->d->video.short_clips == SL_SHORT_CLIP_ERROR)

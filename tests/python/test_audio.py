@@ -118,7 +118,8 @@ def test_short_file_padded_with_zeros(audio):
 @pytest.mark.parametrize("kw", [dict(n_mels=64),
                                 dict(n_mels=40, n_fft=512, win_length=400, hop_length=160,
                                      f_min=50.0, f_max=7000.0),
-                                dict(n_mels=32, power=1.0, log_mel=False)])
+                                dict(n_mels=32, power=1.0, log_mel=False),
+                                dict(n_mels=16, n_fft=401, hop_length=100)])  # odd n_fft
 def test_mel_matches_torchaudio(audio, kw):
     torch = pytest.importorskip("torch")
     ta = pytest.importorskip("torchaudio", reason="python3-torchaudio is not installed")
