@@ -1671,7 +1671,9 @@ SL_API int sl_audio_spec_init(sl_audio_spec *spec, size_t struct_size);
  * round(seconds x sample_rate)], or with n_mels its mel features. Only
  * the part of the file the clip needs is read and decoded (a seek before
  * it). Formats and codecs: WAV (PCM), FLAC, MP3, AAC, Vorbis, Opus, in
- * their containers or a video's. Element errors as sl_map_video's. */
+ * their containers or a video's. Element errors as sl_map_video's. The
+ * spec is copied; a bad field fails here (NULL, SL_EINVAL, the message
+ * naming it), as does parallelism outside 1..4096 and not SL_AUTOTUNE. */
 SL_API sl_dataset *sl_map_audio(sl_dataset *in, const sl_audio_spec *spec, int parallelism);
 
 /* Batch mixing: timm's Mixup with CutMix (mode "batch"). Make the spec
