@@ -21,7 +21,8 @@ allowed() {
         sources) echo "core remote runtime graph ops" ;;
         autotune) echo "core runtime graph" ;;
         obs) echo "core runtime graph" ;;
-        iterator) echo "core remote runtime graph image store ops vision sources autotune obs" ;;
+        service) echo "core remote runtime graph store ops" ;;
+        iterator) echo "core remote runtime graph image store ops vision sources autotune obs service" ;;
         *) echo "?" ;;
     esac
 }

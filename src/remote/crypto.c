@@ -16,9 +16,44 @@ bool sl__hmac_sha256(const void *key, size_t klen, const void *msg, size_t n, ui
     return false;
 }
 
+bool sl__random_bytes(void *out, size_t n)
+{
+    (void)out, (void)n;
+    return false;
+}
+
+bool sl__equal_secret(const void *a, const void *b, size_t n)
+{
+    (void)a, (void)b, (void)n;
+    return false;
+}
+
+void sl__cleanse(void *p, size_t n)
+{
+    volatile unsigned char *v = p;
+    while (n--)
+        *v++ = 0;
+}
+
 #else
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <openssl/rand.h>
+
+bool sl__random_bytes(void *out, size_t n)
+{
+    return n <= INT32_MAX && RAND_bytes(out, (int)n) == 1;
+}
+
+bool sl__equal_secret(const void *a, const void *b, size_t n)
+{
+    return CRYPTO_memcmp(a, b, n) == 0;
+}
+
+void sl__cleanse(void *p, size_t n)
+{
+    OPENSSL_cleanse(p, n);
+}
 
 bool sl__sha256(const void *data, size_t n, uint8_t out[32])
 {
