@@ -101,7 +101,8 @@ SL_API unsigned sl_version_number(void);
 SL_API const char *sl_version_string(void);
 /* The optional parts this library was built with (CMake's SLUICE_WITH_*
  * options), as "name=on" or "name=off" words separated by single spaces:
- * "io_uring=on jpeg=on png=on webp=on zlib=on curl=on". A later release only
+ * "io_uring=on jpeg=on png=on webp=on zlib=on curl=on ffmpeg=on ucx=on" (ucx:
+ * the preprocessing service's transport). A later release only
  * appends names. Built in is not the same as usable: io_uring may still be
  * refused by the kernel (reads then fall back to pread). Static storage. */
 SL_API const char *sl_build_options(void);

@@ -717,6 +717,11 @@ static void test_build_options(void **state)
 #else
         {"ffmpeg", true},
 #endif
+#ifdef SLUICE_NO_UCX
+        {"ucx", false},
+#else
+        {"ucx", true},
+#endif
     };
     char expect[256] = "";
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)

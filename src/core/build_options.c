@@ -40,8 +40,14 @@
 #define SL__OPT_FFMPEG " ffmpeg=on"
 #endif
 
+#ifdef SLUICE_NO_UCX
+#define SL__OPT_UCX " ucx=off"
+#else
+#define SL__OPT_UCX " ucx=on"
+#endif
+
 SL_API const char *sl_build_options(void)
 {
     return SL__OPT_IO_URING SL__OPT_JPEG SL__OPT_PNG SL__OPT_WEBP SL__OPT_ZLIB SL__OPT_CURL
-           SL__OPT_FFMPEG;
+           SL__OPT_FFMPEG SL__OPT_UCX;
 }

@@ -30,8 +30,15 @@ void sl__wire_hdr_write(unsigned char out[SL__WIRE_HDR], int type, unsigned flag
     out[6] = (unsigned char)flags;
     out[7] = (unsigned char)(flags >> 8);
     sl__put_le64(out + 8, len);
-    sl__put_le32(out + 16, flags & SL__WIRE_F_CRC ? crc : 0);
-    sl__put_le32(out + 20, sl__crc32c(0, out, 20));
+    sl__put_le64(out + 16, 0);
+    sl__put_le32(out + 24, flags & SL__WIRE_F_CRC ? crc : 0);
+    sl__put_le32(out + 28, sl__crc32c(0, out, 28));
+}
+
+void sl__wire_hdr_set_seq(unsigned char hdr[SL__WIRE_HDR], uint64_t seq)
+{
+    sl__put_le64(hdr + 16, seq);
+    sl__put_le32(hdr + 28, sl__crc32c(0, hdr, 28));
 }
 
 int sl__wire_hdr_read(const unsigned char *p, size_t n, uint64_t max_len, sl__wire_hdr *h)
@@ -41,13 +48,14 @@ int sl__wire_hdr_read(const unsigned char *p, size_t n, uint64_t max_len, sl__wi
     if (sl__get_le32(p) != SL__WIRE_MAGIC)
         return sl__set_error(SL_ECORRUPT, "not a sluice message (magic %08x)",
                              (unsigned)sl__get_le32(p));
-    if (sl__get_le32(p + 20) != sl__crc32c(0, p, 20))
+    if (sl__get_le32(p + 28) != sl__crc32c(0, p, 28))
         return sl__set_error(SL_ECORRUPT, "message header fails its CRC");
     h->version = p[4];
     h->type = p[5];
     h->flags = (unsigned)p[6] | (unsigned)p[7] << 8;
     h->length = sl__get_le64(p + 8);
-    h->payload_crc = sl__get_le32(p + 16);
+    h->seq = sl__get_le64(p + 16);
+    h->payload_crc = sl__get_le32(p + 24);
     if (h->version != SL__WIRE_VERSION)
         return sl__set_error(SL_EUNSUPPORTED, "peer speaks service protocol %d, this sluice %d",
                              h->version, SL__WIRE_VERSION);

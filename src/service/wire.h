@@ -4,13 +4,18 @@
  * parser is fuzzed on its own (fuzz/fuzz_service_wire.c) and any transport
  * can carry the frames.
  *
- * A frame is a 24-byte header, then `length` bytes of payload, all
+ * A frame is a 32-byte header, then `length` bytes of payload, all
  * integers little-endian:
  *
  *    0 u32 magic "SLSV"      8 u64 payload length
- *    4 u8  protocol version 16 u32 CRC-32C of the payload (flag CRC)
- *    5 u8  message type     20 u32 CRC-32C of bytes 0..20
- *    6 u16 flags
+ *    4 u8  protocol version 16 u64 sequence number on its link
+ *    5 u8  message type     24 u32 CRC-32C of the payload (flag CRC)
+ *    6 u16 flags            28 u32 CRC-32C of bytes 0..28
+ *
+ * The sequence number is the transport's: frames on one link are numbered
+ * from 0 as sent and handed up in that order, whatever order UCX
+ * completes them in (a large message by rendezvous finishes after the
+ * small ones sent behind it; lanes change while a connection is set up).
  *
  * A peer speaking another version gets SL_EUNSUPPORTED naming both; a
  * header or payload that does not parse is SL_ECORRUPT naming the field.
@@ -30,7 +35,7 @@
 
 #define SL__WIRE_MAGIC 0x56534c53u /* "SLSV" read as little-endian */
 #define SL__WIRE_VERSION 1
-#define SL__WIRE_HDR 24
+#define SL__WIRE_HDR 32
 #define SL__WIRE_F_CRC 1u /* payload_crc is set and checked */
 /* Longest string field (names, versions, error messages). */
 #define SL__WIRE_STR_MAX 1024
@@ -65,6 +70,7 @@ typedef struct sl__wire_hdr {
     int version, type;
     unsigned flags;
     uint64_t length;
+    uint64_t seq;
     uint32_t payload_crc;
 } sl__wire_hdr;
 
@@ -75,9 +81,11 @@ int sl__wire_hdr_read(const unsigned char *p, size_t n, uint64_t max_len, sl__wi
 /* Checks the payload against the header (length, CRC when flagged). */
 int sl__wire_payload_check(const sl__wire_hdr *h, const void *payload, size_t n);
 /* Writes a header for a payload of len bytes; crc is its CRC-32C, used
- * when flags has SL__WIRE_F_CRC. */
+ * when flags has SL__WIRE_F_CRC. The sequence number is 0: the transport
+ * numbers the frame as it sends it (sl__wire_hdr_set_seq). */
 void sl__wire_hdr_write(unsigned char out[SL__WIRE_HDR], int type, unsigned flags, uint64_t len,
                         uint32_t crc);
+void sl__wire_hdr_set_seq(unsigned char hdr[SL__WIRE_HDR], uint64_t seq);
 
 /* The control messages, decoded. Strings are NUL-terminated copies. */
 typedef struct sl__msg_hello {

@@ -1,0 +1,1091 @@
+/* The service's transport over UCX's ucp active messages (net.h). */
+#include "net.h"
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "../core/error.h"
+
+#ifdef SLUICE_NO_UCX
+
+static int no_ucx(void)
+{
+    return sl__set_error(SL_EUNSUPPORTED, "the preprocessing service needs UCX: this sluice "
+                                          "was built without it (SLUICE_WITH_UCX=OFF, or "
+                                          "libucx-dev missing)");
+}
+
+int sl__net_create(const sl__net_hooks *hooks, sl__net **out)
+{
+    (void)hooks;
+    *out = NULL;
+    return no_ucx();
+}
+int sl__net_listen(sl__net *n, const char *host, int port, int *bound)
+{
+    (void)n, (void)host, (void)port, (void)bound;
+    return no_ucx();
+}
+int sl__net_connect(sl__net *n, const char *host, int port, sl__peer **out)
+{
+    (void)n, (void)host, (void)port;
+    *out = NULL;
+    return no_ucx();
+}
+int sl__net_send(sl__peer *p, const sl__bytes *b)
+{
+    (void)p, (void)b;
+    return no_ucx();
+}
+int sl__net_send_batch(sl__peer *p, uint64_t split, int64_t index, sl_element *el,
+                       void (*done)(void *arg, int status), void *arg)
+{
+    (void)p, (void)split, (void)index, (void)el, (void)done, (void)arg;
+    return no_ucx();
+}
+void sl__net_close(sl__peer *p, int code, const char *why)
+{
+    (void)p, (void)code, (void)why;
+}
+const char *sl__peer_name(const sl__peer *p)
+{
+    (void)p;
+    return "";
+}
+void *sl__peer_user(const sl__peer *p)
+{
+    (void)p;
+    return NULL;
+}
+void sl__peer_set_user(sl__peer *p, void *user)
+{
+    (void)p, (void)user;
+}
+int sl__peer_transports(sl__peer *p, char *am, char *rma, size_t cap)
+{
+    (void)p, (void)am, (void)rma, (void)cap;
+    return no_ucx();
+}
+void sl__net_bytes(const sl__net *n, uint64_t *sent, uint64_t *received)
+{
+    (void)n;
+    *sent = *received = 0;
+}
+void sl__net_free(sl__net *n)
+{
+    (void)n;
+}
+
+#else
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <poll.h>
+#include <pthread.h>
+#include <ucp/api/ucp.h>
+#include "../core/clock.h"
+#include "../core/crc32c.h"
+#include "../core/element.h"
+#include "../core/log.h"
+
+#define AM_ID 0x51u
+
+/* A frame that came ahead of its turn, or whose rendezvous is still
+ * landing (progress thread only). */
+typedef struct pend {
+    struct pend *next;
+    sl__wire_hdr h;
+    sl__buf *buf;
+    size_t n;
+    bool ready;
+} pend;
+
+/* Frames a peer may send ahead of the one awaited. */
+#define MAX_AHEAD 1024
+
+struct sl__peer {
+    sl__net *net;
+    ucp_ep_h ep;
+    char name[128];
+    void *user;
+    atomic_bool closed;
+    sl__peer *next;
+    /* progress thread: the next sequence numbers out and in, and what came
+     * early, sorted by sequence */
+    uint64_t send_seq, recv_next;
+    pend *pending;
+};
+
+enum { CMD_SEND, CMD_BATCH, CMD_CLOSE, CMD_CALL };
+
+typedef struct cmd {
+    struct cmd *next;
+    int kind;
+    sl__peer *peer;
+    unsigned char hdr[SL__WIRE_HDR];
+    /* CMD_SEND: the payload */
+    sl__buf *payload;
+    size_t n;
+    /* CMD_BATCH: the element, its table, the gather list */
+    sl_element *el;
+    sl__bytes head;
+    ucp_dt_iov_t *iov;
+    int niov, iovcap;
+    void (*done)(void *arg, int status);
+    void *arg;
+    /* CMD_CLOSE */
+    int code;
+    char why[256];
+    /* CMD_CALL: fn on the progress thread, the caller waiting */
+    void (*fn)(void *arg);
+    bool finished;
+} cmd;
+
+typedef struct rx {
+    sl__peer *peer;
+    pend *slot; /* its place in the peer's order */
+    sl__wire_hdr h;
+    sl__buf *buf;
+    size_t n;
+} rx;
+
+struct sl__net {
+    sl__net_hooks hooks;
+    ucp_context_h ctx;
+    ucp_worker_h worker;
+    ucp_listener_h listener;
+    int efd;
+    pthread_t thread;
+    bool started;
+    atomic_bool stop;
+    pthread_mutex_t mu;
+    pthread_cond_t cv; /* CMD_CALL completions */
+    cmd *head, **tail; /* queued commands, under mu */
+    sl__peer *peers;   /* every peer ever made, under mu */
+    void **closing;    /* ep close requests in flight (progress thread) */
+    int nclosing, capclosing;
+    _Atomic uint64_t sent, received;
+};
+
+static int ucx_error(const char *what, ucs_status_t st)
+{
+    return sl__set_error(SL_EIO, "UCX: %s: %s", what, ucs_status_string(st));
+}
+
+/* ---- peers and closing ------------------------------------------------ */
+
+static sl__peer *peer_new(sl__net *n, const char *name)
+{
+    sl__peer *p = sl__alloc(sizeof *p);
+    if (!p)
+        return NULL;
+    memset(p, 0, sizeof *p);
+    p->net = n;
+    snprintf(p->name, sizeof p->name, "%s", name);
+    pthread_mutex_lock(&n->mu);
+    p->next = n->peers;
+    n->peers = p;
+    pthread_mutex_unlock(&n->mu);
+    return p;
+}
+
+static sl__peer *peer_of(sl__net *n, ucp_ep_h ep)
+{
+    pthread_mutex_lock(&n->mu);
+    sl__peer *p = n->peers;
+    while (p && p->ep != ep)
+        p = p->next;
+    pthread_mutex_unlock(&n->mu);
+    return p;
+}
+
+static void pend_free_all(sl__peer *p);
+
+/* Progress thread: forgets the ep (its requests end with errors) and tells
+ * the hook once. */
+static void close_peer(sl__peer *p, int code, const char *why, bool notify)
+{
+    if (atomic_exchange(&p->closed, true))
+        return;
+    sl__net *n = p->net;
+    pend_free_all(p);
+    if (p->ep) {
+        ucp_request_param_t prm = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+                                   .flags = UCP_EP_CLOSE_FLAG_FORCE};
+        void *req = ucp_ep_close_nbx(p->ep, &prm);
+        if (UCS_PTR_IS_PTR(req)) {
+            if (n->nclosing == n->capclosing) {
+                int cap = n->capclosing ? 2 * n->capclosing : 8;
+                void **c = sl__alloc((size_t)cap * sizeof *c);
+                if (c) {
+                    if (n->nclosing)
+                        memcpy(c, n->closing, (size_t)n->nclosing * sizeof *c);
+                    sl__free(n->closing, (size_t)n->capclosing * sizeof *c);
+                    n->closing = c, n->capclosing = cap;
+                }
+            }
+            if (n->nclosing < n->capclosing)
+                n->closing[n->nclosing++] = req;
+            else
+                ucp_request_free(req); /* UCX finishes it on its own */
+        }
+    }
+    if (notify && n->hooks.on_close)
+        n->hooks.on_close(n->hooks.user, p, code, why);
+}
+
+static void reap_closing(sl__net *n)
+{
+    for (int i = 0; i < n->nclosing;) {
+        if (ucp_request_check_status(n->closing[i]) != UCS_INPROGRESS) {
+            ucp_request_free(n->closing[i]);
+            n->closing[i] = n->closing[--n->nclosing];
+        } else {
+            i++;
+        }
+    }
+}
+
+static void ep_error(void *arg, ucp_ep_h ep, ucs_status_t st)
+{
+    (void)ep;
+    sl__peer *p = arg;
+    char why[256];
+    snprintf(why, sizeof why, "peer %s: connection lost (%s)", p->name, ucs_status_string(st));
+    close_peer(p, SL_EIO, why, true);
+}
+
+/* A frame that does not parse ends its peer's link. */
+static void bad_frame(sl__peer *p)
+{
+    char why[512];
+    snprintf(why, sizeof why, "peer %s: %s", p->name, sl_last_error());
+    close_peer(p, sl_last_error_code() ? sl_last_error_code() : SL_ECORRUPT, why, true);
+}
+
+/* ---- receiving -------------------------------------------------------- */
+
+static void deliver(sl__net *n, sl__peer *p, const sl__wire_hdr *h, sl__buf *buf, size_t len)
+{
+    atomic_fetch_add(&n->received, SL__WIRE_HDR + len);
+    if (atomic_load(&p->closed) || !n->hooks.on_frame) {
+        sl__buf_release(buf);
+        return;
+    }
+    n->hooks.on_frame(n->hooks.user, p, h, buf, len);
+}
+
+static void pend_free_all(sl__peer *p)
+{
+    for (pend *q = p->pending, *next; q; q = next) {
+        next = q->next;
+        sl__buf_release(q->buf);
+        sl__free(q, sizeof *q);
+    }
+    p->pending = NULL;
+}
+
+/* Hands up every frame whose turn has come. */
+static void flush(sl__net *n, sl__peer *p)
+{
+    while (p->pending && p->pending->h.seq == p->recv_next && p->pending->ready) {
+        pend *q = p->pending;
+        p->pending = q->next;
+        p->recv_next++;
+        deliver(n, p, &q->h, q->buf, q->n);
+        sl__free(q, sizeof *q);
+        if (atomic_load(&p->closed)) {
+            pend_free_all(p);
+            return;
+        }
+    }
+}
+
+/* Files frame h (its payload in buf once ready) in its turn. NULL, with
+ * the link closed, for a number already seen or too far ahead. */
+static pend *file_frame(sl__peer *p, const sl__wire_hdr *h, sl__buf *buf, size_t len, bool ready)
+{
+    if (h->seq < p->recv_next || h->seq - p->recv_next >= MAX_AHEAD) {
+        sl__set_error(SL_ECORRUPT, "%s numbered %llu where %llu was due",
+                      sl__msg_name(h->type), (unsigned long long)h->seq,
+                      (unsigned long long)p->recv_next);
+        return NULL;
+    }
+    pend **at = &p->pending;
+    while (*at && (*at)->h.seq < h->seq)
+        at = &(*at)->next;
+    if (*at && (*at)->h.seq == h->seq) {
+        sl__set_error(SL_ECORRUPT, "%s numbered %llu twice", sl__msg_name(h->type),
+                      (unsigned long long)h->seq);
+        return NULL;
+    }
+    pend *q = sl__alloc(sizeof *q);
+    if (!q)
+        return NULL;
+    *q = (pend){.next = *at, .h = *h, .buf = buf, .n = len, .ready = ready};
+    *at = q;
+    return q;
+}
+
+static void rndv_done(void *request, ucs_status_t st, size_t length, void *user_data)
+{
+    rx *r = user_data;
+    sl__peer *p = r->peer;
+    if (atomic_load(&p->closed)) {
+        /* the pending list went with the link: the buffer is ours */
+    } else if (st != UCS_OK) {
+        ucx_error("receiving a message", st);
+        bad_frame(p);
+    } else if (length != r->n || sl__wire_payload_check(&r->h, r->buf->data, length)) {
+        if (length != r->n)
+            sl__set_error(SL_ECORRUPT, "%s payload of %zu bytes, %zu announced",
+                          sl__msg_name(r->h.type), length, r->n);
+        bad_frame(p);
+    } else {
+        r->slot->buf = r->buf;
+        r->slot->ready = true;
+        r->buf = NULL;
+        flush(p->net, p);
+    }
+    sl__buf_release(r->buf);
+    sl__free(r, sizeof *r);
+    if (request)
+        ucp_request_free(request);
+}
+
+static ucs_status_t am_recv(void *arg, const void *header, size_t hlen, void *data, size_t length,
+                            const ucp_am_recv_param_t *prm)
+{
+    sl__net *n = arg;
+    sl__peer *p = (prm->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP)
+                      ? peer_of(n, prm->reply_ep) : NULL;
+    if (!p || atomic_load(&p->closed))
+        return UCS_OK; /* a peer closed (or never made): drop */
+    sl__wire_hdr h;
+    if (hlen != SL__WIRE_HDR) {
+        sl__set_error(SL_ECORRUPT, "a message header of %zu bytes, not %d", hlen, SL__WIRE_HDR);
+        bad_frame(p);
+        return UCS_OK;
+    }
+    if (sl__wire_hdr_read(header, hlen, n->hooks.max_frame, &h)) {
+        bad_frame(p);
+        return UCS_OK;
+    }
+    if (length != h.length) {
+        sl__set_error(SL_ECORRUPT, "%s payload of %zu bytes, header says %llu",
+                      sl__msg_name(h.type), length, (unsigned long long)h.length);
+        bad_frame(p);
+        return UCS_OK;
+    }
+    sl__buf *buf = sl__buf_get(length ? length : 1);
+    if (!buf) {
+        bad_frame(p);
+        return UCS_OK;
+    }
+    if (prm->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
+        rx *r = sl__alloc(sizeof *r);
+        if (!r) {
+            sl__buf_release(buf);
+            bad_frame(p);
+            return UCS_OK;
+        }
+        *r = (rx){.peer = p, .h = h, .buf = buf, .n = length};
+        if (!(r->slot = file_frame(p, &h, NULL, length, false))) {
+            sl__buf_release(buf);
+            sl__free(r, sizeof *r);
+            bad_frame(p);
+            return UCS_OK;
+        }
+        ucp_request_param_t rp = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
+                                                  UCP_OP_ATTR_FIELD_USER_DATA,
+                                  .cb.recv_am = rndv_done, .user_data = r};
+        void *req = ucp_am_recv_data_nbx(n->worker, data, buf->data, length, &rp);
+        if (UCS_PTR_IS_ERR(req)) {
+            rndv_done(NULL, UCS_PTR_STATUS(req), 0, r);
+        } else if (!req) {
+            rndv_done(NULL, UCS_OK, length, r);
+        }
+        return UCS_INPROGRESS;
+    }
+    /* eager: copy out of UCX's buffer, checking the CRC on the way */
+    uint32_t crc = sl__crc32c_copy(0, buf->data, data, length);
+    if ((h.flags & SL__WIRE_F_CRC) && crc != h.payload_crc) {
+        sl__buf_release(buf);
+        sl__set_error(SL_ECORRUPT, "%s payload fails its CRC", sl__msg_name(h.type));
+        bad_frame(p);
+        return UCS_OK;
+    }
+    if (!file_frame(p, &h, buf, length, true)) {
+        sl__buf_release(buf);
+        bad_frame(p);
+        return UCS_OK;
+    }
+    flush(n, p);
+    return UCS_OK;
+}
+
+/* ---- sending ---------------------------------------------------------- */
+
+static void cmd_free(cmd *c)
+{
+    sl__buf_release(c->payload);
+    sl_element_release(c->el);
+    sl__bytes_free(&c->head);
+    sl__free(c->iov, (size_t)c->iovcap * sizeof *c->iov);
+    sl__free(c, sizeof *c);
+}
+
+static void send_finished(cmd *c, int status)
+{
+    if (c->done)
+        c->done(c->arg, status);
+    cmd_free(c);
+}
+
+static void send_cb(void *request, ucs_status_t st, void *user_data)
+{
+    send_finished(user_data, st == UCS_OK ? 0 : SL_EIO);
+    ucp_request_free(request);
+}
+
+static void issue_send(sl__net *n, cmd *c)
+{
+    sl__peer *p = c->peer;
+    if (atomic_load(&p->closed)) {
+        send_finished(c, SL_ESTATE);
+        return;
+    }
+    ucp_request_param_t rp = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
+                                              UCP_OP_ATTR_FIELD_USER_DATA |
+                                              UCP_OP_ATTR_FIELD_FLAGS,
+                              .cb.send = send_cb, .user_data = c,
+                              .flags = UCP_AM_SEND_FLAG_REPLY};
+    const void *data;
+    size_t count, bytes;
+    if (c->kind == CMD_BATCH) {
+        rp.op_attr_mask |= UCP_OP_ATTR_FIELD_DATATYPE;
+        rp.datatype = ucp_dt_make_iov();
+        data = c->iov;
+        count = (size_t)c->niov;
+        bytes = 0;
+        for (int i = 0; i < c->niov; i++)
+            bytes += c->iov[i].length;
+    } else {
+        data = c->payload ? c->payload->data : NULL;
+        count = bytes = c->n;
+    }
+    sl__wire_hdr_set_seq(c->hdr, p->send_seq++);
+    void *req = ucp_am_send_nbx(p->ep, AM_ID, c->hdr, SL__WIRE_HDR, data, count, &rp);
+    atomic_fetch_add(&n->sent, SL__WIRE_HDR + bytes);
+    if (UCS_PTR_IS_ERR(req)) {
+        ucx_error("sending", UCS_PTR_STATUS(req));
+        send_finished(c, SL_EIO);
+        bad_frame(p);
+    } else if (!req) {
+        send_finished(c, 0);
+    }
+}
+
+static void run_cmd(sl__net *n, cmd *c)
+{
+    switch (c->kind) {
+    case CMD_SEND:
+    case CMD_BATCH:
+        issue_send(n, c);
+        return;
+    case CMD_CLOSE:
+        close_peer(c->peer, c->code, c->why, true);
+        cmd_free(c);
+        return;
+    case CMD_CALL:
+        c->fn(c->arg);
+        pthread_mutex_lock(&n->mu);
+        c->finished = true;
+        pthread_cond_broadcast(&n->cv);
+        pthread_mutex_unlock(&n->mu);
+        return; /* the caller frees it */
+    }
+}
+
+static void enqueue(sl__net *n, cmd *c)
+{
+    pthread_mutex_lock(&n->mu);
+    c->next = NULL;
+    *n->tail = c;
+    n->tail = &c->next;
+    pthread_mutex_unlock(&n->mu);
+    ucp_worker_signal(n->worker);
+}
+
+static cmd *cmd_new(sl__peer *p, int kind)
+{
+    cmd *c = sl__alloc(sizeof *c);
+    if (!c)
+        return NULL;
+    memset(c, 0, sizeof *c);
+    c->peer = p;
+    c->kind = kind;
+    return c;
+}
+
+int sl__net_send(sl__peer *p, const sl__bytes *b)
+{
+    if (atomic_load(&p->closed))
+        return sl__set_error(SL_ESTATE, "peer %s: link closed", p->name);
+    for (size_t off = 0; off < b->n;) {
+        sl__wire_hdr h;
+        if (sl__wire_hdr_read(b->p + off, b->n - off, UINT64_MAX, &h) ||
+            h.length > b->n - off - SL__WIRE_HDR)
+            return sl__set_error(SL_EINTERNAL, "service: a malformed frame to send");
+        cmd *c = cmd_new(p, CMD_SEND);
+        if (!c || !(c->payload = sl__buf_get(h.length ? h.length : 1))) {
+            if (c)
+                sl__free(c, sizeof *c);
+            return SL_ENOMEM;
+        }
+        memcpy(c->hdr, b->p + off, SL__WIRE_HDR);
+        memcpy(c->payload->data, b->p + off + SL__WIRE_HDR, h.length);
+        c->n = h.length;
+        enqueue(p->net, c);
+        off += SL__WIRE_HDR + h.length;
+    }
+    return 0;
+}
+
+int sl__net_send_batch(sl__peer *p, uint64_t split, int64_t index, sl_element *el,
+                       void (*done)(void *arg, int status), void *arg)
+{
+    if (atomic_load(&p->closed))
+        return sl__set_error(SL_ESTATE, "peer %s: link closed", p->name);
+    cmd *c = cmd_new(p, CMD_BATCH);
+    if (!c)
+        return SL_ENOMEM;
+    uint64_t off[SL__WIRE_MAX_TENSORS], total;
+    int rc = sl__msg_batch_layout(&c->head, split, index, el, off, &total);
+    /* the head, then per tensor its padding and its bytes */
+    if (!rc) {
+        c->iovcap = 2 * el->n + 1;
+        if (!(c->iov = sl__alloc((size_t)c->iovcap * sizeof *c->iov)))
+            rc = SL_ENOMEM, c->iovcap = 0;
+    }
+    static const unsigned char zeros[SL__WIRE_ALIGN];
+    uint32_t crc = 0;
+    if (!rc) {
+        c->iov[c->niov++] = (ucp_dt_iov_t){c->head.p, c->head.n};
+        crc = sl__crc32c(crc, c->head.p, c->head.n);
+        uint64_t at = c->head.n;
+        for (int i = 0; i < el->n; i++) {
+            if (off[i] > at) {
+                c->iov[c->niov++] = (ucp_dt_iov_t){(void *)zeros, off[i] - at};
+                crc = sl__crc32c(crc, zeros, off[i] - at);
+            }
+            if (el->t[i].nbytes) {
+                c->iov[c->niov++] = (ucp_dt_iov_t){el->t[i].data, el->t[i].nbytes};
+                crc = sl__crc32c(crc, el->t[i].data, el->t[i].nbytes);
+            }
+            at = off[i] + el->t[i].nbytes;
+        }
+    }
+    if (rc) {
+        cmd_free(c);
+        return rc;
+    }
+    sl__wire_hdr_write(c->hdr, SL__MSG_BATCH, SL__WIRE_F_CRC, total, crc);
+    c->el = sl_element_retain(el);
+    c->done = done;
+    c->arg = arg;
+    enqueue(p->net, c);
+    return 0;
+}
+
+void sl__net_close(sl__peer *p, int code, const char *why)
+{
+    cmd *c = cmd_new(p, CMD_CLOSE);
+    if (!c) { /* out of memory: mark it; the thread reaps it at free */
+        atomic_store(&p->closed, true);
+        return;
+    }
+    c->code = code;
+    snprintf(c->why, sizeof c->why, "%s", why ? why : "");
+    enqueue(p->net, c);
+}
+
+/* Runs fn(arg) on the progress thread and waits for it. */
+static int call(sl__net *n, void (*fn)(void *), void *arg)
+{
+    cmd *c = cmd_new(NULL, CMD_CALL);
+    if (!c)
+        return SL_ENOMEM;
+    c->fn = fn;
+    c->arg = arg;
+    enqueue(n, c);
+    pthread_mutex_lock(&n->mu);
+    while (!c->finished)
+        pthread_cond_wait(&n->cv, &n->mu);
+    pthread_mutex_unlock(&n->mu);
+    sl__free(c, sizeof *c);
+    return 0;
+}
+
+/* ---- the progress thread ---------------------------------------------- */
+
+static void drain(sl__net *n)
+{
+    pthread_mutex_lock(&n->mu);
+    cmd *c = n->head;
+    n->head = NULL;
+    n->tail = &n->head;
+    pthread_mutex_unlock(&n->mu);
+    while (c) {
+        cmd *next = c->next;
+        run_cmd(n, c);
+        c = next;
+    }
+}
+
+static void *progress_main(void *arg)
+{
+    sl__net *n = arg;
+    int64_t tick = (int64_t)(n->hooks.tick_ms > 0 ? n->hooks.tick_ms : 100) * 1000000;
+    int64_t next_tick = sl__now_ns() + tick;
+    while (!atomic_load(&n->stop)) {
+        drain(n);
+        while (ucp_worker_progress(n->worker))
+            ;
+        reap_closing(n);
+        int64_t now = sl__now_ns();
+        if (now >= next_tick) {
+            if (n->hooks.on_tick)
+                n->hooks.on_tick(n->hooks.user);
+            next_tick = now + tick;
+            continue;
+        }
+        pthread_mutex_lock(&n->mu);
+        bool queued = n->head != NULL;
+        pthread_mutex_unlock(&n->mu);
+        if (queued || atomic_load(&n->stop))
+            continue;
+        if (ucp_worker_arm(n->worker) == UCS_ERR_BUSY)
+            continue;
+        struct pollfd pfd = {.fd = n->efd, .events = POLLIN};
+        int ms = (int)((next_tick - now) / 1000000) + 1;
+        poll(&pfd, 1, ms);
+    }
+    return NULL;
+}
+
+/* ---- set-up ----------------------------------------------------------- */
+
+/* Whether UCX_TLS lets UCX use a shared-memory transport. */
+static bool shm_allowed(void)
+{
+    const char *tls = getenv("UCX_TLS");
+    if (!tls || !*tls || tls[0] == '^')
+        return true; /* all, or all but some */
+    static const char *const shm[] = {"all", "sm", "shm", "mm", "posix", "sysv"};
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", tls);
+    for (char *save, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save))
+        for (size_t i = 0; i < sizeof shm / sizeof *shm; i++)
+            if (!strcmp(t, shm[i]))
+                return true;
+    return false;
+}
+
+int sl__net_create(const sl__net_hooks *hooks, sl__net **out)
+{
+    *out = NULL;
+    sl__net *n = sl__alloc(sizeof *n);
+    if (!n)
+        return SL_ENOMEM;
+    memset(n, 0, sizeof *n);
+    n->hooks = *hooks;
+    if (!n->hooks.max_frame)
+        n->hooks.max_frame = 1ull << 31;
+    n->tail = &n->head;
+    n->efd = -1;
+    pthread_mutex_init(&n->mu, NULL);
+    pthread_cond_init(&n->cv, NULL);
+    int rc = 0;
+    ucp_config_t *cfg = NULL;
+    ucs_status_t st = ucp_config_read(NULL, NULL, &cfg);
+    if (st != UCS_OK) {
+        rc = ucx_error("reading its configuration", st);
+        goto fail;
+    }
+    /* UCX leaves its shared-memory transports out of connections that
+     * report peer failure unless asked: ask, unless the user said (and only
+     * where they may be used: UCX warns of a setting nothing takes) */
+    if (!getenv("UCX_MM_ERROR_HANDLING") && shm_allowed())
+        ucp_config_modify(cfg, "MM_ERROR_HANDLING", "y");
+    ucp_params_t prm = {.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME,
+                        .features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP,
+                        .name = "sluice"};
+    st = ucp_init(&prm, cfg, &n->ctx);
+    ucp_config_release(cfg);
+    if (st != UCS_OK) {
+        rc = ucx_error("starting", st);
+        goto fail;
+    }
+    ucp_worker_params_t wp = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
+                              .thread_mode = UCS_THREAD_MODE_SINGLE};
+    if ((st = ucp_worker_create(n->ctx, &wp, &n->worker)) != UCS_OK) {
+        rc = ucx_error("creating a worker", st);
+        goto fail;
+    }
+    if ((st = ucp_worker_get_efd(n->worker, &n->efd)) != UCS_OK) {
+        rc = ucx_error("getting the worker's event descriptor", st);
+        goto fail;
+    }
+    ucp_am_handler_param_t hp = {.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID |
+                                               UCP_AM_HANDLER_PARAM_FIELD_CB |
+                                               UCP_AM_HANDLER_PARAM_FIELD_ARG |
+                                               UCP_AM_HANDLER_PARAM_FIELD_FLAGS,
+                                 .id = AM_ID, .cb = am_recv, .arg = n,
+                                 .flags = UCP_AM_FLAG_WHOLE_MSG};
+    if ((st = ucp_worker_set_am_recv_handler(n->worker, &hp)) != UCS_OK) {
+        rc = ucx_error("setting the message handler", st);
+        goto fail;
+    }
+    if (pthread_create(&n->thread, NULL, progress_main, n) != 0) {
+        rc = sl__set_error(SL_ENOMEM, "service: cannot start the transport's thread");
+        goto fail;
+    }
+    n->started = true;
+    *out = n;
+    return 0;
+fail:
+    sl__net_free(n);
+    return rc;
+}
+
+static void conn_request(ucp_conn_request_h req, void *arg)
+{
+    sl__net *n = arg;
+    char name[128] = "unknown peer";
+    ucp_conn_request_attr_t attr = {.field_mask = UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR};
+    if (ucp_conn_request_query(req, &attr) == UCS_OK) {
+        char host[64] = "?";
+        int port = 0;
+        const struct sockaddr *sa = (const struct sockaddr *)&attr.client_address;
+        if (sa->sa_family == AF_INET) {
+            const struct sockaddr_in *in = (const void *)sa;
+            inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
+            port = ntohs(in->sin_port);
+        } else if (sa->sa_family == AF_INET6) {
+            const struct sockaddr_in6 *in = (const void *)sa;
+            inet_ntop(AF_INET6, &in->sin6_addr, host, sizeof host);
+            port = ntohs(in->sin6_port);
+        }
+        snprintf(name, sizeof name, "%s:%d", host, port);
+    }
+    sl__peer *p = peer_new(n, name);
+    if (!p) {
+        ucp_listener_reject(n->listener, req);
+        return;
+    }
+    ucp_ep_params_t ep = {.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST |
+                                        UCP_EP_PARAM_FIELD_ERR_HANDLER |
+                                        UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE,
+                          .conn_request = req,
+                          .err_mode = UCP_ERR_HANDLING_MODE_PEER,
+                          .err_handler = {.cb = ep_error, .arg = p}};
+    ucp_ep_h h;
+    ucs_status_t st = ucp_ep_create(n->worker, &ep, &h);
+    if (st != UCS_OK) {
+        sl__log(SL_LOG_WARN, "service: cannot accept %s: %s", name, ucs_status_string(st));
+        atomic_store(&p->closed, true);
+        return;
+    }
+    pthread_mutex_lock(&n->mu);
+    p->ep = h;
+    pthread_mutex_unlock(&n->mu);
+    if (n->hooks.on_accept)
+        n->hooks.on_accept(n->hooks.user, p);
+}
+
+static int resolve(const char *host, int port, struct sockaddr_storage *ss, socklen_t *len)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = host ? 0 : AI_PASSIVE};
+    struct addrinfo *ai = NULL;
+    char ps[16];
+    snprintf(ps, sizeof ps, "%d", port);
+    int e = getaddrinfo(host, ps, &hints, &ai);
+    if (e || !ai)
+        return sl__set_error(SL_EINVAL, "service: address %s:%d: %s", host ? host : "*", port,
+                             e ? gai_strerror(e) : "no address");
+    memcpy(ss, ai->ai_addr, ai->ai_addrlen);
+    *len = ai->ai_addrlen;
+    freeaddrinfo(ai);
+    return 0;
+}
+
+typedef struct listen_call {
+    sl__net *n;
+    struct sockaddr_storage ss;
+    socklen_t len;
+    int rc, bound;
+    const char *host;
+    int port;
+} listen_call;
+
+static void do_listen(void *arg)
+{
+    listen_call *l = arg;
+    sl__net *n = l->n;
+    ucp_listener_params_t lp = {.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR |
+                                              UCP_LISTENER_PARAM_FIELD_CONN_HANDLER,
+                                .sockaddr = {.addr = (const struct sockaddr *)&l->ss,
+                                             .addrlen = l->len},
+                                .conn_handler = {.cb = conn_request, .arg = n}};
+    ucs_status_t st = ucp_listener_create(n->worker, &lp, &n->listener);
+    if (st != UCS_OK) {
+        l->rc = sl__set_error(SL_EIO, "service: cannot listen on %s:%d: %s",
+                              l->host ? l->host : "*", l->port, ucs_status_string(st));
+        return;
+    }
+    ucp_listener_attr_t a = {.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR};
+    if (ucp_listener_query(n->listener, &a) == UCS_OK) {
+        const struct sockaddr *sa = (const struct sockaddr *)&a.sockaddr;
+        l->bound = sa->sa_family == AF_INET6
+                       ? ntohs(((const struct sockaddr_in6 *)(const void *)sa)->sin6_port)
+                       : ntohs(((const struct sockaddr_in *)(const void *)sa)->sin_port);
+    }
+}
+
+int sl__net_listen(sl__net *n, const char *host, int port, int *bound)
+{
+    if (n->listener)
+        return sl__set_error(SL_ESTATE, "service: already listening");
+    listen_call l = {.n = n, .host = host, .port = port, .bound = port};
+    int rc = resolve(host, port, &l.ss, &l.len);
+    if (rc)
+        return rc;
+    call(n, do_listen, &l);
+    if (l.rc)
+        return sl__set_error(l.rc, "%s", l.rc ? sl_last_error() : "");
+    if (bound)
+        *bound = l.bound;
+    return 0;
+}
+
+typedef struct connect_call {
+    sl__net *n;
+    sl__peer *p;
+    struct sockaddr_storage ss;
+    socklen_t len;
+    int rc;
+    char msg[256];
+} connect_call;
+
+static void do_connect(void *arg)
+{
+    connect_call *c = arg;
+    ucp_ep_params_t ep = {.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
+                                        UCP_EP_PARAM_FIELD_ERR_HANDLER |
+                                        UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE,
+                          .flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER,
+                          .sockaddr = {.addr = (const struct sockaddr *)&c->ss, .addrlen = c->len},
+                          .err_mode = UCP_ERR_HANDLING_MODE_PEER,
+                          .err_handler = {.cb = ep_error, .arg = c->p}};
+    ucp_ep_h h;
+    ucs_status_t st = ucp_ep_create(c->n->worker, &ep, &h);
+    if (st != UCS_OK) {
+        c->rc = SL_EIO;
+        snprintf(c->msg, sizeof c->msg, "service: cannot connect to %s: %s", c->p->name,
+                 ucs_status_string(st));
+        atomic_store(&c->p->closed, true);
+        return;
+    }
+    pthread_mutex_lock(&c->n->mu);
+    c->p->ep = h;
+    pthread_mutex_unlock(&c->n->mu);
+}
+
+int sl__net_connect(sl__net *n, const char *host, int port, sl__peer **out)
+{
+    *out = NULL;
+    connect_call c = {.n = n};
+    int rc = resolve(host, port, &c.ss, &c.len);
+    if (rc)
+        return rc;
+    char name[128];
+    snprintf(name, sizeof name, "%s:%d", host, port);
+    if (!(c.p = peer_new(n, name)))
+        return SL_ENOMEM;
+    call(n, do_connect, &c);
+    if (c.rc)
+        return sl__set_error(c.rc, "%s", c.msg);
+    *out = c.p;
+    return 0;
+}
+
+const char *sl__peer_name(const sl__peer *p)
+{
+    return p->name;
+}
+
+void *sl__peer_user(const sl__peer *p)
+{
+    return p->user;
+}
+
+void sl__peer_set_user(sl__peer *p, void *user)
+{
+    p->user = user;
+}
+
+typedef struct info_call {
+    sl__peer *p;
+    char *text;
+    size_t len;
+} info_call;
+
+static void do_info(void *arg)
+{
+    info_call *c = arg;
+    if (atomic_load(&c->p->closed) || !c->p->ep)
+        return;
+    FILE *f = open_memstream(&c->text, &c->len);
+    if (!f)
+        return;
+    ucp_ep_print_info(c->p->ep, f);
+    fclose(f);
+}
+
+/* Adds name to the sorted, space-separated set in buf. */
+static void set_add(char *buf, size_t cap, const char *name)
+{
+    char copy[256];
+    snprintf(copy, sizeof copy, "%s", buf);
+    char *words[16];
+    int nw = 0;
+    for (char *save, *t = strtok_r(copy, " ", &save); t && nw < 15; t = strtok_r(NULL, " ", &save)) {
+        if (!strcmp(t, name))
+            return;
+        words[nw++] = t;
+    }
+    words[nw++] = (char *)name;
+    for (int i = 1; i < nw; i++)
+        for (int j = i; j > 0 && strcmp(words[j - 1], words[j]) > 0; j--) {
+            char *t = words[j];
+            words[j] = words[j - 1];
+            words[j - 1] = t;
+        }
+    char out[256] = "";
+    for (int i = 0; i < nw; i++)
+        snprintf(out + strlen(out), sizeof out - strlen(out), "%s%s", i ? " " : "", words[i]);
+    snprintf(buf, cap, "%s", out);
+}
+
+/* The lanes of ucp_ep_print_info's text, which read
+ *   lane[1]:  2:sysv/memory.0 md[1]  -> md[1]/sysv/sysdev[255] am am_bw#0 keepalive
+ * (resource index, transport/device, the peer's side, then the lane's
+ * uses): the transports of lanes that carry active messages, and of those
+ * that carry rendezvous reads and writes. Connection-manager lanes
+ * ("cm rdmacm") carry no data. */
+static void lane_names(const char *text, char *am, char *rma, size_t cap)
+{
+    am[0] = rma[0] = 0;
+    for (const char *s = strstr(text, "lane["); s; s = strstr(s + 1, "lane[")) {
+        const char *eol = strchr(s, '\n');
+        size_t len = eol ? (size_t)(eol - s) : strlen(s);
+        char line[512];
+        snprintf(line, sizeof line, "%.*s", (int)(len < sizeof line ? len : sizeof line - 1), s);
+        const char *q = strchr(line, ':');
+        if (!q)
+            continue;
+        q++;
+        while (*q == ' ')
+            q++;
+        const char *d = q;
+        while (*d >= '0' && *d <= '9')
+            d++;
+        if (d == q || *d != ':')
+            continue; /* "cm rdmacm" */
+        d++;
+        char name[32];
+        size_t k = strcspn(d, "/ ");
+        if (!k || k >= sizeof name)
+            continue;
+        memcpy(name, d, k);
+        name[k] = 0;
+        const char *uses = strstr(d, "->");
+        if (!uses)
+            continue;
+        uses = strchr(uses + 3, ' '); /* past the peer's md/transport/sysdev */
+        char words[256];
+        snprintf(words, sizeof words, "%s", uses ? uses : "");
+        for (char *save, *w = strtok_r(words, " ", &save); w; w = strtok_r(NULL, " ", &save)) {
+            if (!strcmp(w, "am") || !strncmp(w, "am_bw", 5))
+                set_add(am, cap, name);
+            else if (!strncmp(w, "rma_bw", 6))
+                set_add(rma, cap, name);
+        }
+    }
+}
+
+int sl__peer_transports(sl__peer *p, char *am, char *rma, size_t cap)
+{
+    info_call c = {.p = p};
+    int rc = call(p->net, do_info, &c);
+    if (rc)
+        return rc;
+    if (!c.text)
+        return sl__set_error(SL_ESTATE, "peer %s: link closed", p->name);
+    if (getenv("SLUICE_DEBUG_LANES"))
+        fputs(c.text, stderr);
+    lane_names(c.text, am, rma, cap);
+    free(c.text); /* open_memstream's, from libc */
+    return 0;
+}
+
+void sl__net_bytes(const sl__net *n, uint64_t *sent, uint64_t *received)
+{
+    *sent = atomic_load(&n->sent);
+    *received = atomic_load(&n->received);
+}
+
+void sl__net_free(sl__net *n)
+{
+    if (!n)
+        return;
+    if (n->started) {
+        atomic_store(&n->stop, true);
+        ucp_worker_signal(n->worker);
+        pthread_join(n->thread, NULL);
+    }
+    /* on this thread now: what is queued fails, links close, UCX drains */
+    for (cmd *c = n->head, *next; c; c = next) {
+        next = c->next;
+        if (c->kind == CMD_SEND || c->kind == CMD_BATCH)
+            send_finished(c, SL_ECANCELED);
+        else
+            cmd_free(c);
+    }
+    n->head = NULL;
+    for (sl__peer *p = n->peers; p; p = p->next)
+        close_peer(p, 0, NULL, false);
+    if (n->listener)
+        ucp_listener_destroy(n->listener);
+    for (int spin = 0; n->worker && n->nclosing && spin < 100000; spin++) {
+        ucp_worker_progress(n->worker);
+        reap_closing(n);
+    }
+    for (int i = 0; i < n->nclosing; i++)
+        ucp_request_free(n->closing[i]);
+    sl__free(n->closing, (size_t)n->capclosing * sizeof *n->closing);
+    if (n->worker)
+        ucp_worker_destroy(n->worker);
+    if (n->ctx)
+        ucp_cleanup(n->ctx);
+    for (sl__peer *p = n->peers, *next; p; p = next) {
+        next = p->next;
+        sl__free(p, sizeof *p);
+    }
+    pthread_mutex_destroy(&n->mu);
+    pthread_cond_destroy(&n->cv);
+    sl__free(n, sizeof *n);
+}
+
+#endif
