@@ -86,7 +86,7 @@ static void test_header_errors(void **state)
     memcpy(hdr, b.p, sizeof hdr);
     sl__wire_hdr_write(hdr, SL__MSG_PING, 0, 16, 0);
     hdr[4] = 9;
-    sl__put_le32(hdr + 20, sl__crc32c(0, hdr, 20));
+    sl__put_le32(hdr + 28, sl__crc32c(0, hdr, 28));
     assert_int_equal(sl__wire_hdr_read(hdr, sizeof hdr, MAX_LEN, &h), SL_EUNSUPPORTED);
     assert_non_null(strstr(sl_last_error(), "protocol 9"));
     /* a length over the limit, before any payload is taken */

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "distenv.h"
 #include "error.h"
 
 /* One launcher's variable names; NULL where it has none. */
@@ -86,10 +87,26 @@ static int read_launcher(const launcher *l, reading *r)
     return 0;
 }
 
+/* A service worker building a trainer rank's pipeline: that rank, not
+ * the worker's own launcher's (service/worker.c, on the building thread). */
+static _Thread_local bool overridden;
+static _Thread_local sl_dist_context override;
+
+void sl__dist_override(const sl_dist_context *ctx)
+{
+    overridden = ctx != NULL;
+    if (ctx)
+        override = *ctx;
+}
+
 SL_API int sl_distributed_context(sl_dist_context *ctx)
 {
     if (!ctx)
         return sl__set_error(SL_EINVAL, "distributed_context: NULL context");
+    if (overridden) {
+        *ctx = override;
+        return 0;
+    }
     reading got[NLAUNCHERS];
     int chosen = -1;
     for (int i = 0; i < NLAUNCHERS; i++) {

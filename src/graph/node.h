@@ -94,6 +94,10 @@ typedef struct sl__node_ops {
      * while that is not known. NULL hook: the node sets it when built, or
      * publishes it once it is known (sl__dataset_publish_structure). */
     sl_structure *(*structure)(const sl_dataset *ds);
+    /* For nodes that stack consecutive input elements into one (batch, the
+     * fused map_image batch): how many per output, and in *drop whether a
+     * short last one is dropped. NULL: not such a node. */
+    int64_t (*batch_rows)(const sl_dataset *ds, bool *drop);
 } sl__node_ops;
 
 struct sl_dataset {

@@ -7,6 +7,8 @@ struct sl_options {
     uint64_t set; /* bit k: key k set explicitly (a profile's default yields) */
     sl_runtime *rt;
     char *cache_dir;
+    const sl_dataset *split_node;
+    int64_t split_first, split_end;
 };
 
 static const struct {
@@ -134,4 +136,19 @@ const char *sl__options_cache_dir(const sl_options *o)
 sl_runtime *sl__options_runtime(const sl_options *o)
 {
     return o ? o->rt : NULL;
+}
+
+void sl__options_set_split(sl_options *opts, const sl_dataset *node, int64_t first, int64_t end)
+{
+    opts->split_node = node;
+    opts->split_first = first;
+    opts->split_end = end;
+}
+
+void sl__options_get_split(const sl_options *opts, const sl_dataset **node, int64_t *first,
+                           int64_t *end)
+{
+    *node = opts ? opts->split_node : NULL;
+    *first = opts ? opts->split_first : 0;
+    *end = opts ? opts->split_end : 0;
 }

@@ -224,6 +224,13 @@ int sl__indexed_start(sl__sync_iter *u, bool resumed)
 {
     sl__indexed_iter *it = (sl__indexed_iter *)u;
     it->n = sl_dataset_cardinality(u->base.ds);
+    int64_t first, end;
+    if (!resumed && sl__split_range(&u->base, &first, &end)) { /* a service worker's part */
+        it->position = first < it->n ? first : it->n;
+        if (end < it->n)
+            it->n = end;
+        return 0;
+    }
     return resumed ? sl__state_range(&u->base, "position", it->position, 0, it->n) : 0;
 }
 
@@ -250,4 +257,12 @@ int sl__indexed_next(sl__iter *base, sl_element **out)
     if (rc == 0)
         it->position++;
     return rc;
+}
+
+bool sl__dataset_indexed(const sl_dataset *ds)
+{
+    if (ds->ops->make_iter != sl__sync_make)
+        return false;
+    const sl__sync_def *def = (const sl__sync_def *)(const void *)ds->ops;
+    return def->iter.next == sl__indexed_next;
 }

@@ -112,6 +112,8 @@ typedef struct sl__sync_def {
 #define SL__SYNC_REPLAY(step, until, done) .replay = (step), .replay_until = (until), \
                                            .replay_done = (done)
 
+/* Whether ds is an indexed source (its iterator is sl__indexed_iter). */
+bool sl__dataset_indexed(const sl_dataset *ds);
 int sl__sync_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_t epoch,
                    sl__iter **out);
 /* The same from another def than the dataset's: for an op whose iterator

@@ -370,6 +370,7 @@ int sl__tree_init(sl__tree *t, const sl_options *opts)
     t->io_backend = (int)sl__options_get(opts, SL_OPT_IO_BACKEND);
     t->io_depth = (int)sl__options_get(opts, SL_OPT_IO_DEPTH);
     t->max_record = sl__options_get(opts, SL_OPT_MAX_RECORD_BYTES);
+    sl__options_get_split(opts, &t->split_node, &t->split_first, &t->split_end);
     t->http = (sl__http_opts){(int)sl__options_get(opts, SL_OPT_REMOTE_MAX_ATTEMPTS),
                               (double)sl__options_get(opts, SL_OPT_REMOTE_RETRY_SECONDS), 30};
     const char *cache_dir = sl__options_cache_dir(opts);
@@ -445,4 +446,18 @@ int64_t sl__consumer_wait(sl__tree *t, int64_t now)
             continue;
         return wait + (since && now > since ? now - since : 0);
     }
+}
+
+bool sl__split_range(const sl__iter *it, int64_t *first, int64_t *end)
+{
+    if (!it->tree->split_node || it->tree->split_node != it->ds)
+        return false;
+    *first = it->tree->split_first;
+    *end = it->tree->split_end;
+    return true;
+}
+
+int64_t sl__split_base(const sl__iter *it)
+{
+    return it->tree->split_node ? it->tree->split_first : 0;
 }

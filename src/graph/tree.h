@@ -79,7 +79,21 @@ struct sl__tree {
     /* a saved state's records by key, while the root is made from it
      * (read only by the thread making it: state.h) */
     sl__restore *restore;
+    /* A service worker's pass over part of an epoch (src/service/): the
+     * node split_node (the one whose positions split) yields its positions
+     * [split_first, split_end) only, and the maps above it number their
+     * elements from split_first, so that each element is made exactly as
+     * in the whole pass. NULL: a whole pass. */
+    const sl_dataset *split_node;
+    int64_t split_first, split_end;
 };
+
+/* For the node that gives the positions a service worker's pass splits:
+ * whether `it` is that node, and the range. */
+bool sl__split_range(const sl__iter *it, int64_t *first, int64_t *end);
+/* The number a map gives its first element: the split's first position in
+ * a service worker's pass, else 0. */
+int64_t sl__split_base(const sl__iter *it);
 
 enum { SL__IGNORE_NONE, SL__IGNORE_SILENT, SL__IGNORE_LOGGED };
 
@@ -144,6 +158,12 @@ const char *sl__options_cache_dir(const sl_options *opts);
 /* An option as the iterator uses it: set explicitly, else the profile's
  * default (SL_OPT_PROFILE), else the option's. */
 int64_t sl__options_get(const sl_options *opts, sl_option key);
+/* A pass over positions [first, end) of node (a service worker's): set on
+ * opts, copied into the tree of each iterator made with them. node is
+ * borrowed (the dataset the iterator runs holds it). */
+void sl__options_set_split(sl_options *opts, const sl_dataset *node, int64_t first, int64_t end);
+void sl__options_get_split(const sl_options *opts, const sl_dataset **node, int64_t *first,
+                           int64_t *end);
 /* Blocks while the budget is exhausted and the caller's own buffer is not
  * empty (*own_count > 0; the caller's consumer must call sl__tree_unhold
  * after taking from that buffer, which wakes the wait). Returns false if the

@@ -109,6 +109,13 @@ static const sl__field batch_state[] = {
 };
 static const sl__field batch_params[] = {SL__PARAM(batch_ds, size), SL__PARAM(batch_ds, flags)};
 
+static int64_t batch_rows(const sl_dataset *ds, bool *drop)
+{
+    const batch_ds *b = (const batch_ds *)ds;
+    *drop = b->flags & SL_DROP_REMAINDER;
+    return b->size;
+}
+
 /* Each leaf gains a leading dimension: the batch size where every batch
  * has it (drop_remainder), else not known (tf.data's None). */
 static void batch_leaf(sl__stext *t, int leaf, const sl__leaf_spec *spec, void *arg)
@@ -135,6 +142,7 @@ static sl_structure *batch_structure(const sl_dataset *ds)
 
 static const sl__sync_def batch_def = {
     .node = {.kind = "batch", SL__SYNC_NODE, .cardinality = batch_cardinality,
+             .batch_rows = batch_rows,
              .structure = batch_structure},
     .iter = {SL__SYNC_ITER(batch_next)},
     .iter_size = sizeof(batch_iter),

@@ -218,6 +218,11 @@ static bool by_position(const sl_dataset *ds)
     return sl__dataset_can_get(in) || sl__shuffle_by_position(in);
 }
 
+bool sl__distribute_by_position(const sl_dataset *ds)
+{
+    return !strcmp(ds->ops->kind, "distribute") && by_position(ds);
+}
+
 static int set_base(distribute_iter *it, int64_t start, int64_t nskip, const int64_t *skip)
 {
     const distribute_ds *d = (const distribute_ds *)it->u.base.ds;
@@ -319,6 +324,16 @@ static int distribute_start(sl__sync_iter *u, bool resumed)
     if (!resumed) {
         it->world = d->world;
         it->rank = d->rank;
+        int64_t first, end;
+        if (sl__split_range(&u->base, &first, &end)) { /* a service worker's part */
+            if (!it->based)
+                return sl__set_error(SL_EUNSUPPORTED, "distribute: a service worker needs "
+                                     "an input that gives any position of its pass (a "
+                                     "whole-dataset shuffle or an indexed source)");
+            it->emitted = first < it->m ? first : it->m;
+            if (end < it->m)
+                it->m = end;
+        }
         return 0;
     }
     if (it->world != d->world || it->rank != d->rank)

@@ -16,6 +16,10 @@ typedef struct sl__distribute_base {
     bool taken;           /* by the node's iterator */
 } sl__distribute_base;
 
+/* Whether distribute node ds fetches its input by position (over a
+ * whole-dataset shuffle or an indexed source), so a pass may start at any
+ * of its positions. */
+bool sl__distribute_by_position(const sl_dataset *ds);
 /* The distribute nodes under ds (along every input; a mixture of sources
  * distributed one by one has several), at most max of them into out: how
  * many there are, or -1 with SL_EUNSUPPORTED set when one splits whole

@@ -566,6 +566,8 @@ int sl__map_iter_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int64_
     if (rc == 0 && (rc = sl__iter_restored(&it->base, NFIELDS, f)) > 0)
         rc = sl__state_range(&it->base, field_names[F_index], f[F_index], 0, INT64_MAX);
     it->taken_index = f[F_index];
+    if (rc == 0 && !f[F_index])
+        it->taken_index = sl__split_base(&it->base); /* a service worker's part */
     if (rc == 0)
         rc = sl__iter_make_input(&it->base, 0, epoch, &it->in);
     if (rc == 0) {

@@ -272,6 +272,7 @@ typedef struct shuffle_all_iter {
     sl__iter base;
     sl__perm perm; /* windowed: of the full blocks */
     int64_t n, pos, version;
+    int64_t end; /* n, or where a service worker's part ends */
     /* sl_shuffle_windowed: the input in blocks of `block`, the full ones
      * permuted, each run of `window` of them shuffled within; the short
      * last block, if any, is shuffled on its own at the end */
@@ -308,7 +309,7 @@ static int shuffle_all_next(sl__iter *base, sl_element **out)
 {
     shuffle_all_iter *it = (shuffle_all_iter *)base;
     const sl_dataset *in = base->ds->inputs[0];
-    while (it->pos < it->n) {
+    while (it->pos < it->end) {
         int64_t i = it->pos++;
         uint64_t picked = it->block ? windowed_at(it, i) : sl__perm_at(&it->perm, (uint64_t)i);
         int rc = in->ops->get(in, (int64_t)picked, out);
@@ -397,6 +398,12 @@ static int shuffle_all_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, 
         return rc;
     }
     it->version = SL__PERM_VERSION;
+    it->end = it->n;
+    int64_t first, end;
+    if (rc == 0 && sl__split_range(&it->base, &first, &end)) {
+        it->pos = first < it->n ? first : it->n;
+        it->end = end < it->n ? end : it->n;
+    }
     *out = &it->base;
     return 0;
 }

@@ -28,6 +28,8 @@ int sl__hs_init(sl__hs *hs, int role, const uint8_t key[32], const char *name,
 static int hello(sl__hs *hs, sl__bytes *out)
 {
     sl__msg_hello m = {.role = hs->role};
+    if (hs->role == SL__ROLE_TRAINER)
+        m.rank = hs->rank, m.world = hs->world ? hs->world : 1;
     memcpy(m.nonce, hs->role == SL__ROLE_TRAINER ? hs->nonce_t : hs->nonce_w, SL__WIRE_NONCE);
     snprintf(m.name, sizeof m.name, "%s", hs->name);
     return sl__msg_hello_write(out, &m);
@@ -143,6 +145,8 @@ static int worker_step(sl__hs *hs, const sl__wire_hdr *h, const void *p, size_t 
                         "a worker answered where the trainer was due");
         memcpy(hs->nonce_t, m.nonce, SL__WIRE_NONCE);
         snprintf(hs->peer_name, sizeof hs->peer_name, "%s", m.name);
+        hs->rank = m.rank;
+        hs->world = m.world;
         hs->state = HS_AUTH;
         return 0;
     }
@@ -155,6 +159,11 @@ static int worker_step(sl__hs *hs, const sl__wire_hdr *h, const void *p, size_t 
             snprintf(msg, sizeof msg, "trainer \"%s\" does not hold the service's shared "
                      "secret: refused", hs->peer_name);
             return fail(hs, out, SL_EACCES, "refused", msg);
+        }
+        if (hs->prepare && (rc = hs->prepare(hs->user, hs)) < 0) {
+            char msg[SL__WIRE_STR_MAX];
+            snprintf(msg, sizeof msg, "%s", sl_last_error());
+            return fail(hs, out, rc, msg, msg);
         }
         sl__msg_pipeline m = {.fingerprint = hs->fingerprint, .threads = hs->threads};
         snprintf(m.version, sizeof m.version, "%s", hs->version);

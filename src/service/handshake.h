@@ -32,6 +32,13 @@ typedef struct sl__hs {
     uint32_t threads;      /* worker: its threads; trainer: the worker's */
     uint32_t worker_id;    /* trainer: to assign; worker: assigned */
     uint32_t heartbeat_ms; /* trainer: to ask; worker: asked */
+    uint32_t rank, world;  /* the trainer's: its own; the worker: told */
+    /* Worker: called once the trainer has proved the secret, with its rank
+     * and world size, to build that rank's pipeline and set
+     * hs->fingerprint. 0, or a negative code (the handshake fails with
+     * it). NULL: fingerprint as given to sl__hs_init. */
+    int (*prepare)(void *user, struct sl__hs *hs);
+    void *user;
 } sl__hs;
 
 /* Sets hs up for role with the secret's key (auth.h), this side's name,

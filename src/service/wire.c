@@ -130,6 +130,10 @@ int sl__msg_hello_write(sl__bytes *b, const sl__msg_hello *m)
     if (!rc)
         rc = putstr(b, m->name);
     if (!rc)
+        rc = put32(b, m->rank);
+    if (!rc)
+        rc = put32(b, m->world);
+    if (!rc)
         end_frame(b, s, SL__MSG_HELLO);
     return rc;
 }
@@ -302,8 +306,13 @@ int sl__msg_hello_read(const void *p, size_t n, sl__msg_hello *m)
     m->role = (int)get32(&r, "role");
     getbytes(&r, m->nonce, SL__WIRE_NONCE, "nonce");
     getstr(&r, m->name, sizeof m->name, "name");
+    m->rank = get32(&r, "rank");
+    m->world = get32(&r, "world");
     if (!r.rc && m->role != SL__ROLE_TRAINER && m->role != SL__ROLE_WORKER)
         r.rc = sl__set_error(SL_ECORRUPT, "HELLO message: unknown role %d", m->role);
+    if (!r.rc && m->role == SL__ROLE_TRAINER && (m->world == 0 || m->rank >= m->world))
+        r.rc = sl__set_error(SL_ECORRUPT, "HELLO message: trainer rank %u of %u", m->rank,
+                             m->world);
     return r.rc;
 }
 

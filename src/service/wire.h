@@ -92,6 +92,8 @@ typedef struct sl__msg_hello {
     int role; /* 1 trainer, 2 worker */
     uint8_t nonce[SL__WIRE_NONCE];
     char name[256];
+    /* the trainer's rank among world trainers (a worker sends 0 of 0) */
+    uint32_t rank, world;
 } sl__msg_hello;
 #define SL__ROLE_TRAINER 1
 #define SL__ROLE_WORKER 2

@@ -747,6 +747,8 @@ static int map_image_batch_make(const sl_dataset *ds, sl__tree *tree, uint64_t k
         if (rc == 0)
             rc = sl__state_range(&it->base, field_names[F_failed], f[F_failed], 0, f[F_index]);
     }
+    if (rc == 0 && !it->taken_index)
+        it->taken_index = sl__split_base(&it->base); /* a service worker's part */
     if (rc == 0)
         rc = sl__iter_make_input(&it->base, 0, epoch, &it->in);
     if (rc == 0) {
@@ -767,8 +769,16 @@ static int map_image_batch_make(const sl_dataset *ds, sl__tree *tree, uint64_t k
     return 0;
 }
 
+static int64_t map_image_batch_rows(const sl_dataset *ds, bool *drop)
+{
+    const map_image_ds *d = (const map_image_ds *)ds;
+    *drop = d->flags & SL_DROP_REMAINDER;
+    return d->batch;
+}
+
 const sl__node_ops sl__map_image_batch_ops = {
     .kind = "map_image_batch",
+    .batch_rows = map_image_batch_rows,
     .make_iter = map_image_batch_make,
     .cardinality = sl__map_image_cardinality,
     .structure = sl__map_image_structure,
