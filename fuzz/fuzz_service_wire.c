@@ -56,7 +56,7 @@ static unsigned decode(const sl__wire_hdr *h, const unsigned char *p, size_t n)
             return 0;
         memcpy(buf->data, p, n);
         sl_element *el;
-        if (sl__wire_element_read(buf, n, &m.batch, &el) == 0) {
+        if (sl__wire_element_read(buf, buf->data, n, &m.batch, &el) == 0) {
             s = fuzz_touch(el);
             sl_element_release(el);
         }
@@ -162,7 +162,7 @@ void fuzz_seeds(void (*add)(const uint8_t *data, size_t size))
     sl__msg_split sp = {.id = 1, .epoch = 0, .seed = 3, .rank = 0, .world = 2, .first = 4,
                         .count = 2};
     sl__msg_split_write(&b, &sp);
-    sl__msg_pair_write(&b, SL__MSG_CREDIT, 1 << 20, 0);
+    sl__msg_pair_write(&b, SL__MSG_SPLIT_DONE, 1 << 20, 0);
     sl__msg_error_write(&b, SL_EIO, "a worker's error");
     sl__msg_empty_write(&b, SL__MSG_BYE);
     add_frames(add, &b);

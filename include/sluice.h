@@ -2040,6 +2040,117 @@ SL_API void sl_dlpack_capsule_destructor(void *capsule);
  * destructor then uses. Call once, before capsules are made. */
 SL_API void sl_dlpack_capsule_api(void *is_valid, void *get_pointer);
 
+/* Preprocessing service: the pipeline runs on other processes (workers,
+ * on this host or others, launched by Slurm, mpirun or Kubernetes) and
+ * finished batches come to the trainer over UCX (SLUICE_WITH_UCX; shared
+ * memory on one host, TCP, RDMA). The trainer and every worker build the
+ * same dataset from the same code; the trainer wraps it in sl_service and
+ * iterates that; each worker runs sl_worker_run (or the sluice-worker
+ * program, or python3 -m sluice.worker) with a function that builds it.
+ *
+ * Guarantees: the trainer receives exactly the batches, in the order and
+ * with the bytes, that iterating the dataset itself gives, whatever the
+ * number of workers, their speed, and their failures. Each worker
+ * computes splits (a few consecutive batches of one epoch) that the
+ * trainer hands out; a split is a pure function of (seed, epoch, the
+ * batches' positions), so any worker can redo it. A worker whose
+ * connection drops, or that answers no heartbeat for timeout_ms (a
+ * stopped process keeps its sockets), has its unfinished splits
+ * recomputed by others, no more than those; batches received twice are
+ * dropped. With SL_SERVICE_AT_MOST_ONCE (tf.data's), a dead worker's
+ * missing batches are skipped instead, never waited for. Workers may join
+ * at any time and leave; the trainer's checkpoint (sl_iterator_save) holds
+ * its position only, so it resumes with any number of workers.
+ *
+ * What a worker can run: the dataset must end in batch (then only
+ * prefetch), and between batch and the order's source hold only 1:1
+ * ops (map, map_image, map_video, map_audio, the reading and decoding
+ * nodes); the source of positions is distribute over shuffle(ALL) or an
+ * indexed source, such a shuffle, or an indexed source. A buffered
+ * shuffle, filter, scan, unique, cache or interleave there is refused by
+ * sl_service, naming it. Workers run the fail error policy: an element
+ * error fails the trainer's pass, naming the worker and the file.
+ *
+ * Security: both sides prove a shared secret, SLUICE_SERVICE_SECRET (or
+ * the file SLUICE_SERVICE_SECRET_FILE names), by HMAC-SHA256 over fresh
+ * nonces, before anything else; a peer that does not is refused and
+ * logged, and the secret is in no message. Batches are not encrypted: run
+ * the service on a network you trust. */
+
+/* sl_service_spec.flags: never wait for a dead worker's batches (skipped,
+ * counted in the statistics) */
+#define SL_SERVICE_AT_MOST_ONCE 1u
+
+typedef struct sl_service_spec {
+    size_t struct_size;   /* sizeof(sl_service_spec), set by the init */
+    /* "host:port" to listen on ("0.0.0.0:7780", "[::]:7780"); port 0:
+     * any (sl_service_port says which). NULL: $SLUICE_SERVICE_ADDRESS, else
+     * "0.0.0.0:7780". The port is offset by the local rank
+     * (sl_distributed_context) when not 0, so ranks on one host differ. */
+    const char *address;
+    /* The user's name for the pipeline's code ("v3", a git hash): a
+     * worker must give the same (a fingerprint cannot see inside
+     * callbacks). NULL: "". */
+    const char *version;
+    int64_t split_batches;  /* batches per split; 0: 2 */
+    /* bytes of batches the trainer holds or has asked for beyond the one
+     * being consumed (at least one split); 0: 256 MiB */
+    int64_t max_bytes;
+    int heartbeat_ms;       /* 0: 500 */
+    int timeout_ms;         /* a worker silent this long is dropped; 0: 5000 */
+    unsigned flags;         /* SL_SERVICE_* */
+} sl_service_spec;
+
+/* Defaults into spec (struct_size bytes: the fields this library knows
+ * that fit, zeros past them). 0 or SL_EINVAL. */
+SL_API int sl_service_spec_init(sl_service_spec *spec, size_t struct_size);
+#define SL_SERVICE_SPEC_INIT(spec) sl_service_spec_init((spec), sizeof *(spec))
+
+/* The batches of ds (consumed), computed by workers: same cardinality,
+ * structure and elements, epoch by epoch (each iterator is a pass, as
+ * for ds). Listens at once, so workers may connect before the first
+ * pass; stops listening, and tells connected workers to leave, when the
+ * dataset is freed. Only one pass at a time: a new iterator's pass
+ * replaces an older one's. The worker's pipeline is ds as built for this
+ * rank (sl_distributed_context; the worker is told it). NULL with
+ * SL_EUNSUPPORTED (ds cannot run on workers, naming the op; a build
+ * without UCX or libcrypto), SL_EACCES (no secret), SL_EIO (cannot
+ * listen) or SL_EINVAL. */
+SL_API sl_dataset *sl_service(sl_dataset *ds, const sl_service_spec *spec);
+/* The port an sl_service dataset listens on, or a negative code for
+ * another dataset. */
+SL_API int sl_service_port(const sl_dataset *service);
+
+/* Builds the worker's dataset: the same pipeline as the trainer's, with
+ * sl_distribute(ds, NULL, ...) reading the trainer rank's context. user
+ * as given to sl_worker_run. NULL with sl_last_error set. */
+typedef sl_dataset *(*sl_build_fn)(void *user);
+
+typedef struct sl_worker_spec {
+    size_t struct_size;     /* sizeof(sl_worker_spec), set by the init */
+    /* the trainer's "host:port"; NULL: $SLUICE_SERVICE_ADDRESS */
+    const char *address;
+    const char *version;    /* as the trainer's sl_service_spec.version */
+    int threads;            /* the split iterators' threads; 0: default */
+    /* keep trying to reach the trainer this long (it may start later);
+     * 0: 60000 */
+    int connect_timeout_ms;
+    const char *name;       /* in the trainer's logs; NULL: host:pid */
+} sl_worker_spec;
+
+SL_API int sl_worker_spec_init(sl_worker_spec *spec, size_t struct_size);
+#define SL_WORKER_SPEC_INIT(spec) sl_worker_spec_init((spec), sizeof *(spec))
+
+/* Serves one trainer: connects, pairs (the secret, then the pipeline:
+ * build(user) for the trainer's rank, its fingerprint and version must be
+ * the trainer's), then computes the splits it is given until the trainer
+ * says goodbye (0) or the connection is lost (SL_EIO). Blocks; call it
+ * from a thread of its own if the process does more. SL_EACCES (a secret
+ * refused), SL_EMISMATCH (another pipeline or version, naming both),
+ * SL_EUNSUPPORTED (no UCX, or a pipeline a worker cannot run), or
+ * build's error. */
+SL_API int sl_worker_run(sl_build_fn build, void *user, const sl_worker_spec *spec);
+
 #endif /* SLUICE_EXPERIMENTAL */
 
 #ifdef __cplusplus

@@ -12,7 +12,8 @@
 #                   openssl for the object-store tests, s3rver from npm
 #                   into build-node/, and FFmpeg's libraries, its command
 #                   line tool (it makes the test videos), PyAV and
-#                   torchaudio for the video and audio tests)
+#                   torchaudio for the video and audio tests; UCX for the
+#                   preprocessing service)
 #
 #   - everything present: silent, status 0;
 #   - something missing and we are root: apt-get installs it;
@@ -23,7 +24,7 @@
 
 # The lists; extend them here.
 SLUICE_APT_RUN="build-essential cmake pkg-config liburing-dev libjpeg62-turbo-dev zlib1g-dev"
-SLUICE_APT_TEST="$SLUICE_APT_RUN libspng-dev libwebp-dev libcurl4-openssl-dev libssl-dev nginx-light openssl libcmocka-dev python3 python3-numpy python3-pil python3-pycparser python3-pytest python3-torch python3-torchvision python3-pip python3-venv openmpi-bin libopenmpi-dev libavformat-dev libavcodec-dev libavutil-dev libswscale-dev libswresample-dev ffmpeg python3-av python3-torchaudio"
+SLUICE_APT_TEST="$SLUICE_APT_RUN libspng-dev libwebp-dev libcurl4-openssl-dev libssl-dev nginx-light openssl libcmocka-dev python3 python3-numpy python3-pil python3-pycparser python3-pytest python3-torch python3-torchvision python3-pip python3-venv openmpi-bin libopenmpi-dev libavformat-dev libavcodec-dev libavutil-dev libswscale-dev libswresample-dev ffmpeg python3-av python3-torchaudio libucx-dev"
 
 sluice_setup() {
     local job=${1:-test} want pkg missing=""

@@ -57,13 +57,14 @@ static uint64_t digest_el(uint64_t h, const sl_element *el)
     return h;
 }
 
-static void on_frame(void *user, sl__peer *p, const sl__wire_hdr *h, sl__buf *buf, size_t n)
+static void on_frame(void *user, sl__peer *p, const sl__wire_hdr *h, sl__buf *buf,
+                     const unsigned char *payload, size_t n)
 {
     side *s = user;
     sl__bytes out = {0};
     pthread_mutex_lock(&s->mu);
     if (s->paired == 0) {
-        int rc = sl__hs_step(&s->hs, h, buf->data, n, &out);
+        int rc = sl__hs_step(&s->hs, h, payload, n, &out);
         if (rc)
             s->paired = rc;
         if (rc < 0)
@@ -71,8 +72,8 @@ static void on_frame(void *user, sl__peer *p, const sl__wire_hdr *h, sl__buf *bu
     } else if (h->type == SL__MSG_BATCH) {
         sl__msg_batch m;
         sl_element *el = NULL;
-        if (sl__msg_batch_read(buf->data, n, &m) == 0 &&
-            sl__wire_element_read(buf, n, &m, &el) == 0) {
+        if (sl__msg_batch_read(payload, n, &m) == 0 &&
+            sl__wire_element_read(buf, payload, n, &m, &el) == 0) {
             for (int i = 0; i < sl_element_size(el); i++)
                 assert_int_equal((uintptr_t)sl_tensor_data(sl_element_tensor(el, i)) % 64, 0);
             s->digest = digest_el(s->digest, el);

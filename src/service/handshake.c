@@ -73,6 +73,14 @@ static int out_of_turn(sl__hs *hs, sl__bytes *out, const sl__wire_hdr *h)
 static int trainer_step(sl__hs *hs, const sl__wire_hdr *h, const void *p, size_t n, sl__bytes *out)
 {
     int rc;
+    if (h->type == SL__MSG_ERROR) { /* the worker refused this trainer */
+        sl__msg_error e;
+        if ((rc = sl__msg_error_read(p, n, &e)) < 0)
+            return hs->state = HS_FAILED, rc;
+        hs->state = HS_FAILED;
+        return sl__set_error(e.code, "handshake: the worker \"%s\" refused this trainer: %s",
+                             hs->peer_name, e.text);
+    }
     if (hs->state == HS_HELLO && h->type == SL__MSG_HELLO) {
         sl__msg_hello m;
         if ((rc = sl__msg_hello_read(p, n, &m)) < 0)

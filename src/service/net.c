@@ -71,6 +71,15 @@ void sl__net_bytes(const sl__net *n, uint64_t *sent, uint64_t *received)
     (void)n;
     *sent = *received = 0;
 }
+void sl__peer_set_max_frame(sl__peer *p, uint64_t bytes)
+{
+    (void)p, (void)bytes;
+}
+bool sl__net_drain(sl__net *n, int timeout_ms)
+{
+    (void)n, (void)timeout_ms;
+    return true;
+}
 void sl__net_free(sl__net *n)
 {
     (void)n;
@@ -80,6 +89,7 @@ void sl__net_free(sl__net *n)
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <poll.h>
+#include <time.h>
 #include <pthread.h>
 #include <ucp/api/ucp.h>
 #include "../core/clock.h"
@@ -88,15 +98,16 @@ void sl__net_free(sl__net *n)
 #include "../core/log.h"
 
 #define AM_ID 0x51u
+/* A batch this small goes out as one contiguous copy. */
+#define SMALL_BATCH (16u << 10)
 
-/* A frame that came ahead of its turn, or whose rendezvous is still
- * landing (progress thread only). */
+/* A frame that came ahead of its turn (progress thread only). */
 typedef struct pend {
     struct pend *next;
     sl__wire_hdr h;
     sl__buf *buf;
+    const unsigned char *payload; /* inside buf */
     size_t n;
-    bool ready;
 } pend;
 
 /* Frames a peer may send ahead of the one awaited. */
@@ -113,6 +124,11 @@ struct sl__peer {
      * early, sorted by sequence */
     uint64_t send_seq, recv_next;
     pend *pending;
+    _Atomic uint64_t max_frame; /* longest payload taken from it now */
+    /* progress thread: whether the connection is set up (its first flush
+     * done); sends made before wait in parked, in order */
+    bool up;
+    struct cmd *parked, **parked_tail;
 };
 
 enum { CMD_SEND, CMD_BATCH, CMD_CLOSE, CMD_CALL };
@@ -142,10 +158,8 @@ typedef struct cmd {
 
 typedef struct rx {
     sl__peer *peer;
-    pend *slot; /* its place in the peer's order */
-    sl__wire_hdr h;
     sl__buf *buf;
-    size_t n;
+    size_t n; /* the frame's bytes, header included */
 } rx;
 
 struct sl__net {
@@ -164,6 +178,7 @@ struct sl__net {
     void **closing;    /* ep close requests in flight (progress thread) */
     int nclosing, capclosing;
     _Atomic uint64_t sent, received;
+    atomic_int inflight; /* sends queued or in UCX's hands */
 };
 
 static int ucx_error(const char *what, ucs_status_t st)
@@ -180,6 +195,8 @@ static sl__peer *peer_new(sl__net *n, const char *name)
         return NULL;
     memset(p, 0, sizeof *p);
     p->net = n;
+    atomic_store(&p->max_frame, n->hooks.max_frame);
+    p->parked_tail = &p->parked;
     snprintf(p->name, sizeof p->name, "%s", name);
     pthread_mutex_lock(&n->mu);
     p->next = n->peers;
@@ -199,18 +216,22 @@ static sl__peer *peer_of(sl__net *n, ucp_ep_h ep)
 }
 
 static void pend_free_all(sl__peer *p);
+static void fail_parked(sl__peer *p);
 
 /* Progress thread: forgets the ep (its requests end with errors) and tells
  * the hook once. */
-static void close_peer(sl__peer *p, int code, const char *why, bool notify)
+static void close_peer(sl__peer *p, int code, const char *why, bool notify, bool force)
 {
     if (atomic_exchange(&p->closed, true))
         return;
     sl__net *n = p->net;
     pend_free_all(p);
+    fail_parked(p);
     if (p->ep) {
+        /* flushed, so that a last ERROR or BYE gets out; forced where the
+         * link is broken or the peer hostile */
         ucp_request_param_t prm = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
-                                   .flags = UCP_EP_CLOSE_FLAG_FORCE};
+                                   .flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0};
         void *req = ucp_ep_close_nbx(p->ep, &prm);
         if (UCS_PTR_IS_PTR(req)) {
             if (n->nclosing == n->capclosing) {
@@ -251,7 +272,7 @@ static void ep_error(void *arg, ucp_ep_h ep, ucs_status_t st)
     sl__peer *p = arg;
     char why[256];
     snprintf(why, sizeof why, "peer %s: connection lost (%s)", p->name, ucs_status_string(st));
-    close_peer(p, SL_EIO, why, true);
+    close_peer(p, SL_EIO, why, true, true);
 }
 
 /* A frame that does not parse ends its peer's link. */
@@ -259,19 +280,19 @@ static void bad_frame(sl__peer *p)
 {
     char why[512];
     snprintf(why, sizeof why, "peer %s: %s", p->name, sl_last_error());
-    close_peer(p, sl_last_error_code() ? sl_last_error_code() : SL_ECORRUPT, why, true);
+    close_peer(p, sl_last_error_code() ? sl_last_error_code() : SL_ECORRUPT, why, true, true);
 }
 
 /* ---- receiving -------------------------------------------------------- */
 
-static void deliver(sl__net *n, sl__peer *p, const sl__wire_hdr *h, sl__buf *buf, size_t len)
+static void deliver(sl__net *n, sl__peer *p, const pend *q)
 {
-    atomic_fetch_add(&n->received, SL__WIRE_HDR + len);
+    atomic_fetch_add(&n->received, SL__WIRE_HDR + q->n);
     if (atomic_load(&p->closed) || !n->hooks.on_frame) {
-        sl__buf_release(buf);
+        sl__buf_release(q->buf);
         return;
     }
-    n->hooks.on_frame(n->hooks.user, p, h, buf, len);
+    n->hooks.on_frame(n->hooks.user, p, &q->h, q->buf, q->payload, q->n);
 }
 
 static void pend_free_all(sl__peer *p)
@@ -287,11 +308,11 @@ static void pend_free_all(sl__peer *p)
 /* Hands up every frame whose turn has come. */
 static void flush(sl__net *n, sl__peer *p)
 {
-    while (p->pending && p->pending->h.seq == p->recv_next && p->pending->ready) {
+    while (p->pending && p->pending->h.seq == p->recv_next) {
         pend *q = p->pending;
         p->pending = q->next;
         p->recv_next++;
-        deliver(n, p, &q->h, q->buf, q->n);
+        deliver(n, p, q);
         sl__free(q, sizeof *q);
         if (atomic_load(&p->closed)) {
             pend_free_all(p);
@@ -300,9 +321,11 @@ static void flush(sl__net *n, sl__peer *p)
     }
 }
 
-/* Files frame h (its payload in buf once ready) in its turn. NULL, with
- * the link closed, for a number already seen or too far ahead. */
-static pend *file_frame(sl__peer *p, const sl__wire_hdr *h, sl__buf *buf, size_t len, bool ready)
+/* Files frame h (its payload of len bytes at payload, in buf) to be
+ * handed up in its turn. NULL, the error set, for a number already seen
+ * or too far ahead. */
+static pend *file_frame(sl__peer *p, const sl__wire_hdr *h, sl__buf *buf,
+                        const unsigned char *payload, size_t len)
 {
     if (h->seq < p->recv_next || h->seq - p->recv_next >= MAX_AHEAD) {
         sl__set_error(SL_ECORRUPT, "%s numbered %llu where %llu was due",
@@ -321,29 +344,49 @@ static pend *file_frame(sl__peer *p, const sl__wire_hdr *h, sl__buf *buf, size_t
     pend *q = sl__alloc(sizeof *q);
     if (!q)
         return NULL;
-    *q = (pend){.next = *at, .h = *h, .buf = buf, .n = len, .ready = ready};
+    *q = (pend){.next = *at, .h = *h, .buf = buf, .payload = payload, .n = len};
     *at = q;
     return q;
+}
+
+/* Where a rendezvous lands the frame in its buffer: the payload then
+ * starts on a 64-byte boundary, as the views of its tensors want. */
+#define RNDV_AT (SL__WIRE_ALIGN - SL__WIRE_HDR)
+
+/* Checks a whole frame's header (at f, len bytes in all): 0 and *h, or
+ * the error set. */
+static int frame_header(sl__peer *p, const unsigned char *f, size_t len, sl__wire_hdr *h)
+{
+    if (len < SL__WIRE_HDR)
+        return sl__set_error(SL_ECORRUPT, "a message of %zu bytes, shorter than a header", len);
+    int rc = sl__wire_hdr_read(f, len, atomic_load(&p->max_frame), h);
+    if (rc == 0 && len - SL__WIRE_HDR != h->length)
+        rc = sl__set_error(SL_ECORRUPT, "%s payload of %zu bytes, header says %llu",
+                           sl__msg_name(h->type), len - SL__WIRE_HDR,
+                           (unsigned long long)h->length);
+    return rc;
 }
 
 static void rndv_done(void *request, ucs_status_t st, size_t length, void *user_data)
 {
     rx *r = user_data;
     sl__peer *p = r->peer;
+    sl__wire_hdr h;
+    const unsigned char *f = r->buf->data + RNDV_AT;
     if (atomic_load(&p->closed)) {
         /* the pending list went with the link: the buffer is ours */
     } else if (st != UCS_OK) {
         ucx_error("receiving a message", st);
         bad_frame(p);
-    } else if (length != r->n || sl__wire_payload_check(&r->h, r->buf->data, length)) {
+    } else if (length != r->n || frame_header(p, f, length, &h) ||
+               sl__wire_payload_check(&h, f + SL__WIRE_HDR, length - SL__WIRE_HDR)) {
         if (length != r->n)
-            sl__set_error(SL_ECORRUPT, "%s payload of %zu bytes, %zu announced",
-                          sl__msg_name(r->h.type), length, r->n);
+            sl__set_error(SL_ECORRUPT, "a message of %zu bytes, %zu announced", length, r->n);
+        bad_frame(p);
+    } else if (!file_frame(p, &h, r->buf, f + SL__WIRE_HDR, length - SL__WIRE_HDR)) {
         bad_frame(p);
     } else {
-        r->slot->buf = r->buf;
-        r->slot->ready = true;
-        r->buf = NULL;
+        r->buf = NULL; /* the pending list's now */
         flush(p->net, p);
     }
     sl__buf_release(r->buf);
@@ -352,69 +395,67 @@ static void rndv_done(void *request, ucs_status_t st, size_t length, void *user_
         ucp_request_free(request);
 }
 
+/* Every frame travels whole in the message's data, with no user header
+ * (a header UCX keeps apart would have to be copied out first anyway). */
 static ucs_status_t am_recv(void *arg, const void *header, size_t hlen, void *data, size_t length,
                             const ucp_am_recv_param_t *prm)
 {
+    (void)header;
     sl__net *n = arg;
     sl__peer *p = (prm->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP)
                       ? peer_of(n, prm->reply_ep) : NULL;
     if (!p || atomic_load(&p->closed))
         return UCS_OK; /* a peer closed (or never made): drop */
-    sl__wire_hdr h;
-    if (hlen != SL__WIRE_HDR) {
-        sl__set_error(SL_ECORRUPT, "a message header of %zu bytes, not %d", hlen, SL__WIRE_HDR);
-        bad_frame(p);
-        return UCS_OK;
-    }
-    if (sl__wire_hdr_read(header, hlen, n->hooks.max_frame, &h)) {
-        bad_frame(p);
-        return UCS_OK;
-    }
-    if (length != h.length) {
-        sl__set_error(SL_ECORRUPT, "%s payload of %zu bytes, header says %llu",
-                      sl__msg_name(h.type), length, (unsigned long long)h.length);
-        bad_frame(p);
-        return UCS_OK;
-    }
-    sl__buf *buf = sl__buf_get(length ? length : 1);
-    if (!buf) {
+    if (hlen != 0 || length < SL__WIRE_HDR ||
+        length - SL__WIRE_HDR > atomic_load(&p->max_frame)) {
+        sl__set_error(SL_ECORRUPT, "a message of %zu bytes (%zu of header), where a frame of "
+                      "%d to %llu was due", length, hlen, SL__WIRE_HDR,
+                      (unsigned long long)(atomic_load(&p->max_frame) + SL__WIRE_HDR));
         bad_frame(p);
         return UCS_OK;
     }
     if (prm->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
+        /* the header is read once the whole frame has landed */
         rx *r = sl__alloc(sizeof *r);
-        if (!r) {
-            sl__buf_release(buf);
+        sl__buf *buf = r ? sl__buf_get(length + RNDV_AT) : NULL;
+        if (!buf) {
+            if (r)
+                sl__free(r, sizeof *r);
             bad_frame(p);
             return UCS_OK;
         }
-        *r = (rx){.peer = p, .h = h, .buf = buf, .n = length};
-        if (!(r->slot = file_frame(p, &h, NULL, length, false))) {
-            sl__buf_release(buf);
-            sl__free(r, sizeof *r);
-            bad_frame(p);
-            return UCS_OK;
-        }
+        *r = (rx){.peer = p, .buf = buf, .n = length};
         ucp_request_param_t rp = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
                                                   UCP_OP_ATTR_FIELD_USER_DATA,
                                   .cb.recv_am = rndv_done, .user_data = r};
-        void *req = ucp_am_recv_data_nbx(n->worker, data, buf->data, length, &rp);
-        if (UCS_PTR_IS_ERR(req)) {
+        void *req = ucp_am_recv_data_nbx(n->worker, data, buf->data + RNDV_AT, length, &rp);
+        if (UCS_PTR_IS_ERR(req))
             rndv_done(NULL, UCS_PTR_STATUS(req), 0, r);
-        } else if (!req) {
+        else if (!req)
             rndv_done(NULL, UCS_OK, length, r);
-        }
         return UCS_INPROGRESS;
     }
-    /* eager: copy out of UCX's buffer, checking the CRC on the way */
-    uint32_t crc = sl__crc32c_copy(0, buf->data, data, length);
+    /* eager: the payload copied out of UCX's buffer, its CRC computed on
+     * the way */
+    sl__wire_hdr h;
+    if (frame_header(p, data, length, &h)) {
+        bad_frame(p);
+        return UCS_OK;
+    }
+    size_t plen = length - SL__WIRE_HDR;
+    sl__buf *buf = sl__buf_get(plen ? plen : 1);
+    if (!buf) {
+        bad_frame(p);
+        return UCS_OK;
+    }
+    uint32_t crc = sl__crc32c_copy(0, buf->data, (const unsigned char *)data + SL__WIRE_HDR, plen);
     if ((h.flags & SL__WIRE_F_CRC) && crc != h.payload_crc) {
         sl__buf_release(buf);
         sl__set_error(SL_ECORRUPT, "%s payload fails its CRC", sl__msg_name(h.type));
         bad_frame(p);
         return UCS_OK;
     }
-    if (!file_frame(p, &h, buf, length, true)) {
+    if (!file_frame(p, &h, buf, buf->data, plen)) {
         sl__buf_release(buf);
         bad_frame(p);
         return UCS_OK;
@@ -436,9 +477,23 @@ static void cmd_free(cmd *c)
 
 static void send_finished(cmd *c, int status)
 {
+    sl__net *n = c->peer->net;
     if (c->done)
         c->done(c->arg, status);
     cmd_free(c);
+    atomic_fetch_sub(&n->inflight, 1);
+}
+
+static void fail_parked(sl__peer *p)
+{
+    cmd *c = p->parked;
+    p->parked = NULL;
+    p->parked_tail = &p->parked;
+    while (c) {
+        cmd *next = c->next;
+        send_finished(c, SL_ECANCELED);
+        c = next;
+    }
 }
 
 static void send_cb(void *request, ucs_status_t st, void *user_data)
@@ -452,6 +507,15 @@ static void issue_send(sl__net *n, cmd *c)
     sl__peer *p = c->peer;
     if (atomic_load(&p->closed)) {
         send_finished(c, SL_ESTATE);
+        return;
+    }
+    if (!p->up) { /* UCX 1.13 may send a message over a lane that the
+                   * connection's set-up then replaces, and over shared
+                   * memory such a message is dropped ("Invalid
+                   * am_short_iov length"): hold sends until it is up */
+        c->next = NULL;
+        *p->parked_tail = c;
+        p->parked_tail = &c->next;
         return;
     }
     ucp_request_param_t rp = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
@@ -469,13 +533,14 @@ static void issue_send(sl__net *n, cmd *c)
         bytes = 0;
         for (int i = 0; i < c->niov; i++)
             bytes += c->iov[i].length;
-    } else {
-        data = c->payload ? c->payload->data : NULL;
+        sl__wire_hdr_set_seq(c->hdr, p->send_seq++);
+    } else { /* the whole frame in one buffer */
+        data = c->payload->data;
         count = bytes = c->n;
+        sl__wire_hdr_set_seq(c->payload->data, p->send_seq++);
     }
-    sl__wire_hdr_set_seq(c->hdr, p->send_seq++);
-    void *req = ucp_am_send_nbx(p->ep, AM_ID, c->hdr, SL__WIRE_HDR, data, count, &rp);
-    atomic_fetch_add(&n->sent, SL__WIRE_HDR + bytes);
+    void *req = ucp_am_send_nbx(p->ep, AM_ID, NULL, 0, data, count, &rp);
+    atomic_fetch_add(&n->sent, bytes);
     if (UCS_PTR_IS_ERR(req)) {
         ucx_error("sending", UCS_PTR_STATUS(req));
         send_finished(c, SL_EIO);
@@ -483,6 +548,38 @@ static void issue_send(sl__net *n, cmd *c)
     } else if (!req) {
         send_finished(c, 0);
     }
+}
+
+/* The connection's first flush is done: it is up; the parked sends go. */
+static void flushed(void *request, ucs_status_t st, void *user_data)
+{
+    sl__peer *p = user_data;
+    p->up = true;
+    cmd *c = p->parked;
+    p->parked = NULL;
+    p->parked_tail = &p->parked;
+    while (c) {
+        cmd *next = c->next;
+        if (st != UCS_OK)
+            send_finished(c, SL_EIO);
+        else
+            issue_send(p->net, c);
+        c = next;
+    }
+    if (request)
+        ucp_request_free(request);
+}
+
+/* Flushes a new endpoint: done once its connection is set up. */
+static void start_flush(sl__peer *p)
+{
+    p->parked_tail = &p->parked;
+    ucp_request_param_t rp = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
+                                              UCP_OP_ATTR_FIELD_USER_DATA,
+                              .cb.send = flushed, .user_data = p};
+    void *req = ucp_ep_flush_nbx(p->ep, &rp);
+    if (!UCS_PTR_IS_PTR(req))
+        flushed(NULL, UCS_PTR_STATUS(req), p);
 }
 
 static void run_cmd(sl__net *n, cmd *c)
@@ -493,7 +590,7 @@ static void run_cmd(sl__net *n, cmd *c)
         issue_send(n, c);
         return;
     case CMD_CLOSE:
-        close_peer(c->peer, c->code, c->why, true);
+        close_peer(c->peer, c->code, c->why, true, false);
         cmd_free(c);
         return;
     case CMD_CALL:
@@ -508,6 +605,8 @@ static void run_cmd(sl__net *n, cmd *c)
 
 static void enqueue(sl__net *n, cmd *c)
 {
+    if (c->kind == CMD_SEND || c->kind == CMD_BATCH)
+        atomic_fetch_add(&n->inflight, 1);
     pthread_mutex_lock(&n->mu);
     c->next = NULL;
     *n->tail = c;
@@ -537,14 +636,14 @@ int sl__net_send(sl__peer *p, const sl__bytes *b)
             h.length > b->n - off - SL__WIRE_HDR)
             return sl__set_error(SL_EINTERNAL, "service: a malformed frame to send");
         cmd *c = cmd_new(p, CMD_SEND);
-        if (!c || !(c->payload = sl__buf_get(h.length ? h.length : 1))) {
+        size_t whole = SL__WIRE_HDR + h.length;
+        if (!c || !(c->payload = sl__buf_get(whole))) {
             if (c)
                 sl__free(c, sizeof *c);
             return SL_ENOMEM;
         }
-        memcpy(c->hdr, b->p + off, SL__WIRE_HDR);
-        memcpy(c->payload->data, b->p + off + SL__WIRE_HDR, h.length);
-        c->n = h.length;
+        memcpy(c->payload->data, b->p + off, whole);
+        c->n = whole;
         enqueue(p->net, c);
         off += SL__WIRE_HDR + h.length;
     }
@@ -563,13 +662,14 @@ int sl__net_send_batch(sl__peer *p, uint64_t split, int64_t index, sl_element *e
     int rc = sl__msg_batch_layout(&c->head, split, index, el, off, &total);
     /* the head, then per tensor its padding and its bytes */
     if (!rc) {
-        c->iovcap = 2 * el->n + 1;
+        c->iovcap = 2 * el->n + 2;
         if (!(c->iov = sl__alloc((size_t)c->iovcap * sizeof *c->iov)))
             rc = SL_ENOMEM, c->iovcap = 0;
     }
     static const unsigned char zeros[SL__WIRE_ALIGN];
     uint32_t crc = 0;
     if (!rc) {
+        c->iov[c->niov++] = (ucp_dt_iov_t){c->hdr, SL__WIRE_HDR}; /* written below */
         c->iov[c->niov++] = (ucp_dt_iov_t){c->head.p, c->head.n};
         crc = sl__crc32c(crc, c->head.p, c->head.n);
         uint64_t at = c->head.n;
@@ -590,7 +690,22 @@ int sl__net_send_batch(sl__peer *p, uint64_t split, int64_t index, sl_element *e
         return rc;
     }
     sl__wire_hdr_write(c->hdr, SL__MSG_BATCH, SL__WIRE_F_CRC, total, crc);
-    c->el = sl_element_retain(el);
+    if (total + SL__WIRE_HDR <= SMALL_BATCH) {
+        /* small: one contiguous copy, which costs less than a gather */
+        if (!(c->payload = sl__buf_get(SL__WIRE_HDR + total))) {
+            cmd_free(c);
+            return SL_ENOMEM;
+        }
+        size_t at = 0;
+        for (int i = 0; i < c->niov; i++) {
+            memcpy(c->payload->data + at, c->iov[i].buffer, c->iov[i].length);
+            at += c->iov[i].length;
+        }
+        c->n = SL__WIRE_HDR + total;
+        c->kind = CMD_SEND;
+    } else {
+        c->el = sl_element_retain(el);
+    }
     c->done = done;
     c->arg = arg;
     enqueue(p->net, c);
@@ -799,6 +914,7 @@ static void conn_request(ucp_conn_request_h req, void *arg)
     pthread_mutex_lock(&n->mu);
     p->ep = h;
     pthread_mutex_unlock(&n->mu);
+    start_flush(p);
     if (n->hooks.on_accept)
         n->hooks.on_accept(n->hooks.user, p);
 }
@@ -900,6 +1016,7 @@ static void do_connect(void *arg)
     pthread_mutex_lock(&c->n->mu);
     c->p->ep = h;
     pthread_mutex_unlock(&c->n->mu);
+    start_flush(c->p);
 }
 
 int sl__net_connect(sl__net *n, const char *host, int port, sl__peer **out)
@@ -1046,6 +1163,23 @@ void sl__net_bytes(const sl__net *n, uint64_t *sent, uint64_t *received)
     *received = atomic_load(&n->received);
 }
 
+void sl__peer_set_max_frame(sl__peer *p, uint64_t bytes)
+{
+    atomic_store(&p->max_frame, bytes);
+}
+
+bool sl__net_drain(sl__net *n, int timeout_ms)
+{
+    int64_t until = sl__now_ns() + (int64_t)timeout_ms * 1000000;
+    while (atomic_load(&n->inflight) > 0) {
+        if (sl__now_ns() >= until)
+            return false;
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    return true;
+}
+
 void sl__net_free(sl__net *n)
 {
     if (!n)
@@ -1065,10 +1199,12 @@ void sl__net_free(sl__net *n)
     }
     n->head = NULL;
     for (sl__peer *p = n->peers; p; p = p->next)
-        close_peer(p, 0, NULL, false);
+        close_peer(p, 0, NULL, false, true);
     if (n->listener)
         ucp_listener_destroy(n->listener);
-    for (int spin = 0; n->worker && n->nclosing && spin < 100000; spin++) {
+    /* links closed by this side flush what they had queued: up to 2 s */
+    int64_t until = sl__now_ns() + 2000000000;
+    while (n->worker && n->nclosing && sl__now_ns() < until) {
         ucp_worker_progress(n->worker);
         reap_closing(n);
     }

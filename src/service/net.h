@@ -18,6 +18,7 @@
 #ifndef SL_SERVICE_NET_H
 #define SL_SERVICE_NET_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include "../core/alloc.h"
 #include "../core/bytes.h"
@@ -28,9 +29,11 @@ typedef struct sl__peer sl__peer;
 
 typedef struct sl__net_hooks {
     void *user;
-    /* A frame from p, its header checked and its payload (n bytes, CRC
-     * checked) in buf, which the hook now owns (sl__buf_release). */
-    void (*on_frame)(void *user, sl__peer *p, const sl__wire_hdr *h, sl__buf *buf, size_t n);
+    /* A frame from p, its header checked and its payload (n bytes at
+     * payload, CRC checked, on a 64-byte boundary) inside buf, which the
+     * hook now owns (sl__buf_release). */
+    void (*on_frame)(void *user, sl__peer *p, const sl__wire_hdr *h, sl__buf *buf,
+                     const unsigned char *payload, size_t n);
     /* p connected to this side's listener (NULL: accepted silently). */
     void (*on_accept)(void *user, sl__peer *p);
     /* p's link ended: code 0 when closed by this side, else negative with
@@ -40,7 +43,9 @@ typedef struct sl__net_hooks {
     /* Every tick_ms (heartbeats, deadlines). NULL: none. */
     void (*on_tick)(void *user);
     int tick_ms;
-    /* Largest payload taken; a longer frame closes its link. */
+    /* Largest payload taken from a new peer; a longer frame closes its
+     * link. Small until the peer has proved the secret, then raised with
+     * sl__peer_set_max_frame: no stranger makes this side allocate. */
     uint64_t max_frame;
 } sl__net_hooks;
 
@@ -75,6 +80,11 @@ void sl__peer_set_user(sl__peer *p, void *user);
  * under UCX_RNDV_SCHEME=am), in rma those that carry rendezvous reads and
  * writes (the other large ones). 0, or SL_ESTATE (closed). */
 int sl__peer_transports(sl__peer *p, char *am, char *rma, size_t cap);
+/* The largest payload taken from p from now on. */
+void sl__peer_set_max_frame(sl__peer *p, uint64_t bytes);
+/* Waits until every queued send has been handed to the wire and
+ * completed, up to timeout_ms: whether it did. */
+bool sl__net_drain(sl__net *n, int timeout_ms);
 /* Bytes of frames sent and received over all peers. */
 void sl__net_bytes(const sl__net *n, uint64_t *sent, uint64_t *received);
 /* Stops the thread, closes every link (no on_close for them), frees all.

@@ -11,7 +11,7 @@ static const char *const msg_names[SL__MSG_NTYPES] = {
     [SL__MSG_HELLO] = "HELLO",   [SL__MSG_AUTH] = "AUTH",
     [SL__MSG_PIPELINE] = "PIPELINE", [SL__MSG_READY] = "READY",
     [SL__MSG_SPLIT] = "SPLIT",   [SL__MSG_BATCH] = "BATCH",
-    [SL__MSG_SPLIT_DONE] = "SPLIT_DONE", [SL__MSG_CREDIT] = "CREDIT",
+    [SL__MSG_SPLIT_DONE] = "SPLIT_DONE",
     [SL__MSG_PING] = "PING",     [SL__MSG_PONG] = "PONG",
     [SL__MSG_ERROR] = "ERROR",   [SL__MSG_BYE] = "BYE",
 };
@@ -529,18 +529,20 @@ static int read_tensor(rd *r, int i, sl__buf *buf, uint64_t *end, sl_element *el
         return bad_tensor(r, i, "size does not match its shape");
     if (off % SL__WIRE_ALIGN || off < *end || off > r->n || nbytes > r->n - off)
         return bad_tensor(r, i, "data outside the message");
-    if (dtype == SL_STRING && !strings_ok(buf->data + off, nbytes, (int64_t)count))
+    unsigned char *data = (unsigned char *)r->p + off; /* inside buf */
+    if (dtype == SL_STRING && !strings_ok(data, nbytes, (int64_t)count))
         return bad_tensor(r, i, "string offsets out of order or out of range");
     *end = off + nbytes;
-    if (!sl__element_push_view(el, (sl_dtype)dtype, ndim, shape, buf->data + off, nbytes, buf))
+    if (!sl__element_push_view(el, (sl_dtype)dtype, ndim, shape, data, nbytes, buf))
         return r->rc = SL_ENOMEM;
     return 0;
 }
 
-int sl__wire_element_read(sl__buf *buf, size_t n, const sl__msg_batch *m, sl_element **out)
+int sl__wire_element_read(sl__buf *buf, const unsigned char *payload, size_t n,
+                          const sl__msg_batch *m, sl_element **out)
 {
     *out = NULL;
-    rd r = reader(buf->data, n, SL__MSG_BATCH);
+    rd r = reader(payload, n, SL__MSG_BATCH);
     r.off = m->el_offset;
     uint32_t nt = get32(&r, "tensor count");
     if (r.rc)

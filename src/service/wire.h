@@ -55,7 +55,6 @@ typedef enum sl__msg_type {
     SL__MSG_SPLIT,     /* trainer: compute these batches */
     SL__MSG_BATCH,     /* worker: one batch of a split */
     SL__MSG_SPLIT_DONE,/* worker: every batch of a split was sent */
-    SL__MSG_CREDIT,    /* trainer: bytes the worker may send more */
     SL__MSG_PING,      /* either: heartbeat */
     SL__MSG_PONG,      /* either: answer to a PING */
     SL__MSG_ERROR,     /* either: code and message; the link ends */
@@ -143,8 +142,7 @@ int sl__msg_ready_write(sl__bytes *b, const sl__msg_ready *m);
 int sl__msg_ready_read(const void *p, size_t n, sl__msg_ready *m);
 int sl__msg_split_write(sl__bytes *b, const sl__msg_split *m);
 int sl__msg_split_read(const void *p, size_t n, sl__msg_split *m);
-/* SPLIT_DONE (id, count), CREDIT (bytes, 0), PING and PONG (seq, time):
- * two u64 each. */
+/* SPLIT_DONE (id, count), PING and PONG (seq, time): two u64 each. */
 int sl__msg_pair_write(sl__bytes *b, int type, uint64_t a, uint64_t c);
 int sl__msg_pair_read(int type, const void *p, size_t n, uint64_t *a, uint64_t *c);
 int sl__msg_error_write(sl__bytes *b, int code, const char *text);
@@ -165,10 +163,11 @@ int sl__msg_batch_layout(sl__bytes *b, uint64_t split, int64_t index, const sl_e
 /* The whole BATCH frame in one buffer (tests, the fuzz target's seeds). */
 int sl__msg_batch_write(sl__bytes *b, uint64_t split, int64_t index, const sl_element *el);
 int sl__msg_batch_read(const void *p, size_t n, sl__msg_batch *m);
-/* The element of a BATCH whose payload lies in buf's data[0..n): its
- * tensors are views into buf (retained), no copy. Every dtype, rank,
- * shape, size, offset and string table is checked first. 0 with *out,
- * or SL_ECORRUPT naming the tensor and field. */
-int sl__wire_element_read(sl__buf *buf, size_t n, const sl__msg_batch *m, sl_element **out);
+/* The element of a BATCH whose payload (n bytes at payload, on a 64-byte
+ * boundary) lies inside buf: its tensors are views into buf (retained),
+ * no copy. Every dtype, rank, shape, size, offset and string table is
+ * checked first. 0 with *out, or SL_ECORRUPT naming the tensor and field. */
+int sl__wire_element_read(sl__buf *buf, const unsigned char *payload, size_t n,
+                          const sl__msg_batch *m, sl_element **out);
 
 #endif
