@@ -217,12 +217,14 @@ static int worker_main(int port, int mode, int nbatches)
         sl__msg_hello_write(&out, &h);
         out.p[SL__WIRE_HDR + 6] ^= 0x40;
         sl__net_send(w.peer, &out);
+        sl__bytes_free(&out);
         wait_for(&w, is_closed);
         sl__net_free(n);
         return 0;
     }
     sl__hs_begin(&w.hs, &out);
     sl__net_send(w.peer, &out);
+    sl__bytes_free(&out);
     if (!wait_for(&w, is_paired) || w.paired != 1) {
         fprintf(stderr, "worker: not paired: %s\n", w.why);
         sl__net_free(n);
@@ -237,7 +239,6 @@ static int worker_main(int port, int mode, int nbatches)
         sl__net_send_batch(w.peer, 1, k, el, sent, NULL);
         sl_element_release(el);
     }
-    out.n = 0;
     sl__msg_empty_write(&out, SL__MSG_BYE);
     sl__net_send(w.peer, &out);
     sl__bytes_free(&out);

@@ -57,6 +57,14 @@ class sl_mixup_spec(_Versioned):
     """struct sl_mixup_spec."""
 
 
+class sl_service_spec(_Versioned):
+    """struct sl_service_spec."""
+
+
+class sl_worker_spec(_Versioned):
+    """struct sl_worker_spec."""
+
+
 # ---- Callback types: the header's typedefs of function pointers
 
 sl_log_fn = CFUNCTYPE(None, c_void_p, c_int, c_char_p)
@@ -71,6 +79,7 @@ sl_window_size_fn = CFUNCTYPE(c_int64, c_int64, c_void_p)
 sl_length_fn = CFUNCTYPE(c_int, c_void_p, c_void_p, POINTER(c_int64), c_void_p)
 sl_interleave_fn = CFUNCTYPE(c_void_p, c_void_p, c_void_p)
 sl_reduce_fn = CFUNCTYPE(c_int, c_void_p, c_void_p, POINTER(c_void_p), c_void_p)
+sl_build_fn = CFUNCTYPE(c_void_p, c_void_p)
 
 
 # ---- Struct layouts, member for member
@@ -207,8 +216,28 @@ sl_mixup_spec._fields_ = [
     ("flags", c_uint),
 ]
 
+sl_service_spec._fields_ = [
+    ("struct_size", c_size_t),
+    ("address", c_char_p),
+    ("version", c_char_p),
+    ("split_batches", c_int64),
+    ("max_bytes", c_int64),
+    ("heartbeat_ms", c_int),
+    ("timeout_ms", c_int),
+    ("flags", c_uint),
+]
+
+sl_worker_spec._fields_ = [
+    ("struct_size", c_size_t),
+    ("address", c_char_p),
+    ("version", c_char_p),
+    ("threads", c_int),
+    ("connect_timeout_ms", c_int),
+    ("name", c_char_p),
+]
+
 STRUCTS = (sl_allocator, sl_dist_context, sl_feature, sl_image_spec, sl_video_spec, sl_audio_spec,
-           sl_mixup_spec)
+           sl_mixup_spec, sl_service_spec, sl_worker_spec)
 
 # The stable core: name -> (restype, argtypes), in header order.
 FUNCTIONS = {
@@ -406,4 +435,9 @@ EXPERIMENTAL_FUNCTIONS = {
                                           POINTER(c_int64), c_int]),
     "sl_dlpack_capsule_destructor": (None, [c_void_p]),
     "sl_dlpack_capsule_api": (None, [c_void_p, c_void_p]),
+    "sl_service_spec_init": (c_int, [POINTER(sl_service_spec), c_size_t]),
+    "sl_service": (c_void_p, [c_void_p, POINTER(sl_service_spec)]),
+    "sl_service_port": (c_int, [c_void_p]),
+    "sl_worker_spec_init": (c_int, [POINTER(sl_worker_spec), c_size_t]),
+    "sl_worker_run": (c_int, [sl_build_fn, c_void_p, POINTER(sl_worker_spec)]),
 }

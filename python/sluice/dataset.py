@@ -19,13 +19,13 @@ from ._constants import (SL_AUTOTUNE, SL_COMPRESSION_GZIP, SL_COMPRESSION_NONE,
                          SL_SAME_EACH_EPOCH, SL_SHUFFLE_NO_RESHUFFLE, SL_STOP_ON_EMPTY,
                          SL_STRING,
                          SL_TFRECORD_NO_DATA_CRC, SL_TOKENS_DOCUMENTS, SL_UINT8, SL_UINT16,
-                         SL_UNKNOWN, SL_WITH_PATHS)
+                         SL_UNKNOWN, SL_WITH_PATHS, SL_SERVICE_AT_MOST_ONCE)
 from . import _callbacks
 from ._callbacks import Callback
 from ._errors import Error, make_error, pending_interrupt
 from ._header import (sl_audio_spec, sl_dist_context, sl_image_spec, sl_video_spec, sl_key_fn, sl_length_fn, sl_map_fn,
-                      sl_mixup_spec, sl_predicate_fn, sl_scan_fn, sl_window_reduce_fn,
-                      sl_window_size_fn)
+                      sl_mixup_spec, sl_predicate_fn, sl_scan_fn, sl_service_spec,
+                      sl_window_reduce_fn, sl_window_size_fn)
 from ._lib import lib
 from .iterator import Iterator
 from .options import Options
@@ -1815,6 +1815,50 @@ class Dataset:
         ds = self._derive(lib.sl_distribute, ctx, flags)
         ds.distributed = (ctx.rank, ctx.world_size)
         return ds
+
+    def service(self, address=None, version=None, *, split_batches=2, max_bytes=256 << 20,
+                heartbeat_ms=500, timeout_ms=5000, at_most_once=False):
+        """The same batches, computed by worker processes (on this host or
+        others) and received over UCX: tf.data's distribute(service)
+        without a dispatcher process of its own. Each worker runs
+        ``python3 -m sluice.worker module:function --address HOST:PORT``
+        (or sluice-worker for a C pipeline), where the function builds this
+        very pipeline (before service()). Listens at once on address
+        ("host:port"; port 0: any, see service_port; None:
+        $SLUICE_SERVICE_ADDRESS or "0.0.0.0:7780"); workers prove
+        SLUICE_SERVICE_SECRET and must give the same version. The batches,
+        their order and bytes are those of iterating the pipeline itself,
+        whatever the workers do: a worker that dies or stops answering for
+        timeout_ms has its unfinished splits (split_batches batches each)
+        computed again by others; with at_most_once its missing batches
+        are skipped instead. max_bytes bounds what the trainer holds ahead.
+        The pipeline must end in batch and be a pure function of position
+        below it (shuffle(sluice.ALL) or an indexed source, maps); other
+        ops raise UnsupportedError (a ValueError) naming them."""
+        spec = sl_service_spec()
+        if lib.sl_service_spec_init(ctypes.byref(spec), ctypes.sizeof(spec)) < 0:
+            raise make_error(lib.sl_last_error_code(), lib.sl_last_error().decode())
+        keep = []
+        if address is not None:
+            keep.append(os.fsencode(address))
+            spec.address = keep[-1]
+        if version is not None:
+            keep.append(str(version).encode())
+            spec.version = keep[-1]
+        spec.split_batches = _count("service", "split_batches", split_batches)
+        spec.max_bytes = _count("service", "max_bytes", max_bytes)
+        spec.heartbeat_ms = _count("service", "heartbeat_ms", heartbeat_ms)
+        spec.timeout_ms = _count("service", "timeout_ms", timeout_ms)
+        spec.flags = SL_SERVICE_AT_MOST_ONCE if at_most_once else 0
+        return self._derive(lib.sl_service, ctypes.byref(spec))
+
+    @property
+    def service_port(self):
+        """The port a service() dataset listens on."""
+        rc = lib.sl_service_port(self._ptr)
+        if rc < 0:
+            raise make_error(rc, lib.sl_last_error().decode())
+        return rc
 
     def prefetch(self, buffer_size=AUTOTUNE):
         """Keeps buffer_size elements ready ahead, on a background thread

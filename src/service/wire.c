@@ -238,7 +238,7 @@ static bool take(rd *r, size_t k, const char *field)
 {
     if (r->rc)
         return false;
-    if (k > r->n - r->off) {
+    if (r->off > r->n || k > r->n - r->off) {
         r->rc = sl__set_error(SL_ECORRUPT, "%s message ends inside %s (byte %zu of %zu)", r->msg,
                               field, r->off, r->n);
         return false;

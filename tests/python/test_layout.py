@@ -150,7 +150,8 @@ def test_members_fill_the_struct(compiler_layout):
 def test_versioned_structs_carry_their_full_size(compiler_layout):
     versioned = [cls for cls in _header.STRUCTS if issubclass(cls, _header._Versioned)]
     assert {cls.__name__ for cls in versioned} == {"sl_image_spec", "sl_mixup_spec",
-                                                   "sl_video_spec", "sl_audio_spec"}
+                                                   "sl_video_spec", "sl_audio_spec",
+                                                   "sl_service_spec", "sl_worker_spec"}
     for cls in versioned:
         assert cls().struct_size == ctypes.sizeof(cls) == compiler_layout[cls.__name__][0]
     spec = _header.sl_image_spec()
@@ -165,6 +166,12 @@ def test_versioned_structs_carry_their_full_size(compiler_layout):
     audio = _header.sl_audio_spec()
     assert lib.sl_audio_spec_init(audio, ctypes.sizeof(audio)) == 0
     assert audio.struct_size == compiler_layout["sl_audio_spec"][0] and audio.n_fft == 400
+    svc = _header.sl_service_spec()
+    assert lib.sl_service_spec_init(svc, ctypes.sizeof(svc)) == 0
+    assert svc.struct_size == compiler_layout["sl_service_spec"][0] and svc.split_batches == 2
+    wk = _header.sl_worker_spec()
+    assert lib.sl_worker_spec_init(wk, ctypes.sizeof(wk)) == 0
+    assert wk.struct_size == compiler_layout["sl_worker_spec"][0]
 
 
 def test_the_binding_passes_full_sizes(monkeypatch, compiler_layout):
