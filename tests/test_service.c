@@ -8,6 +8,7 @@
  * trainer with another number of workers; workers started by mpirun used
  * as a launcher. Another pipeline, another version and a wrong secret are
  * refused. Every wait is bounded: a hang fails the test. */
+#include <dirent.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -64,6 +65,23 @@ static uint64_t *reference(int64_t epoch, int64_t *n)
     sl_dataset_release(ds);
     *n = k;
     return d;
+}
+
+/* Counter `name` of the service node in it's statistics (JSON). */
+static int64_t service_counter(sl_iterator *it, const char *name)
+{
+    sl_stats *st = sl_iterator_stats(it);
+    assert_non_null(st);
+    const char *j = sl_stats_json(st);
+    const char *node = strstr(j, "\"kind\":\"service\"");
+    assert_non_null(node);
+    char key[64];
+    snprintf(key, sizeof key, "\"%s\":", name);
+    const char *at = strstr(node, key);
+    assert_non_null(at);
+    int64_t v = strtoll(at + strlen(key), NULL, 10);
+    sl_stats_free(st);
+    return v;
 }
 
 /* ---- workers ------------------------------------------------------------ */
@@ -250,12 +268,51 @@ static void test_stopped(void **state)
     pid_t w[2];
     for (int i = 0; i < 2; i++)
         w[i] = spawn_worker(port, NULL);
+    int64_t n;
+    uint64_t *want = reference(0, &n);
+    sl_options *o = opts(0);
+    sl_iterator *it = sl_iterator_create(svc, o);
+    sl_options_free(o);
     sig_at s = {w[0], 10, SIGSTOP};
-    epoch_through(svc, 0, send_sig, &s);
+    assert_int_equal(take(it, want, 0, n + 1, send_sig, &s), n);
+    /* the stopped worker's splits were computed again, and the statistics
+     * say so: splits recomputed, one worker left, the bytes received */
+    assert_true(service_counter(it, "recomputed") >= 1);
+    assert_int_equal(service_counter(it, "workers"), 1);
+    assert_true(service_counter(it, "net_bytes") > n * 8 * 16);
+    sl_iterator_free(it);
+    free(want);
     sl_dataset_release(svc);
     kill(w[0], SIGKILL); /* still stopped: its link was dropped */
     assert_int_equal(reap(w[0]), 128 + SIGKILL);
     assert_int_equal(reap(w[1]), 0);
+}
+
+/* One worker and a consumer with no step of its own: the report names the
+ * service and says the workers are short. */
+static void test_report(void **state)
+{
+    (void)state;
+    setup_env("tcp");
+    sl_dataset *svc = trainer(0);
+    pid_t w = spawn_worker(sl_service_port(svc), NULL);
+    int64_t n;
+    uint64_t *want = reference(1, &n);
+    sl_options *o = opts(1);
+    sl_iterator *it = sl_iterator_create(svc, o);
+    sl_options_free(o);
+    assert_int_equal(take(it, want, 0, n + 1, NULL, NULL), n);
+    char rep[8192];
+    assert_true(sl_iterator_report_buf(it, rep, sizeof rep) > 0);
+    if (getenv("SLUICE_TEST_SHOW_REPORT"))
+        fputs(rep, stderr);
+    if (!strstr(rep, "bottleneck: service") || !strstr(rep, "workers are short"))
+        fail_msg("the report does not name the workers:\n%s", rep);
+    assert_true(service_counter(it, "remote_busy_ns") > 0);
+    sl_iterator_free(it);
+    free(want);
+    sl_dataset_release(svc);
+    assert_int_equal(reap(w), 0);
 }
 
 typedef struct adder {
@@ -339,7 +396,51 @@ static void test_refused(void **state)
     assert_int_equal(reap(good), 0);
 }
 
-/* Three workers started by mpirun as a launcher (no MPI in them): each
+/* A child of parent named comm, or -1. */
+static pid_t child_named(pid_t parent, const char *comm)
+{
+    DIR *d = opendir("/proc");
+    pid_t found = -1;
+    struct dirent *e;
+    while (d && found < 0 && (e = readdir(d))) {
+        char path[300], buf[512];
+        snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = 0;
+        /* pid (comm) state ppid ... */
+        char *open = strchr(buf, '('), *close = strrchr(buf, ')');
+        if (!open || !close)
+            continue;
+        int ppid = 0;
+        char st;
+        if (sscanf(close + 1, " %c %d", &st, &ppid) == 2 && ppid == parent &&
+            (size_t)(close - open - 1) == strlen(comm) && !strncmp(open + 1, comm, strlen(comm)))
+            found = (pid_t)atoi(e->d_name);
+    }
+    if (d)
+        closedir(d);
+    return found;
+}
+
+typedef struct mpi_kill {
+    pid_t mpirun;
+    int64_t at;
+    pid_t killed;
+} mpi_kill;
+
+static void kill_one(int64_t k, void *user)
+{
+    mpi_kill *m = user;
+    if (k == m->at && (m->killed = child_named(m->mpirun, "sluice-worker")) > 0)
+        kill(m->killed, SIGKILL);
+}
+
+/* Three workers started by mpirun as a launcher (no MPI in them), with
+ * --enable-recovery so that one killed does not end the others: each
  * finds the trainer from --trainers and --port. */
 static void test_mpirun(void **state)
 {
@@ -365,16 +466,21 @@ static void test_mpirun(void **state)
     assert_non_null(svc);
     char ps[16];
     snprintf(ps, sizeof ps, "%d", port);
-    const char *argv[] = {MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np", "3",
-                          "-x", "SLUICE_SERVICE_SECRET", "-x", "UCX_TLS",
+    const char *argv[] = {MPIRUN, "--allow-run-as-root", "--oversubscribe", "--enable-recovery",
+                          "-np", "3", "-x", "SLUICE_SERVICE_SECRET", "-x", "UCX_TLS",
                           SLUICE_WORKER_BIN, "--library", SERVICE_PIPELINE_LIB,
                           "--symbol", "service_pipeline_build", "--trainers", "127.0.0.1",
                           "--port", ps, "--threads", "1", "--version", "v1", NULL};
     pid_t pid;
     assert_int_equal(posix_spawn(&pid, MPIRUN, NULL, NULL, (char *const *)argv, environ), 0);
-    epoch_through(svc, 0, NULL, NULL);
+    mpi_kill m = {.mpirun = pid, .at = 30};
+    epoch_through(svc, 0, kill_one, &m);
+    assert_true(m.killed > 0);
     sl_dataset_release(svc);
-    assert_int_equal(reap(pid), 0);
+    /* the others end when the trainer says goodbye; mpirun reports the
+     * killed one in its status */
+    int rc = reap(pid);
+    print_message("mpirun ended with %d after worker %d was killed\n", rc, (int)m.killed);
 }
 
 int main(void)
@@ -385,6 +491,7 @@ int main(void)
         cmocka_unit_test(test_killed),  cmocka_unit_test(test_stopped),
         cmocka_unit_test(test_added),   cmocka_unit_test(test_resumed),
         cmocka_unit_test(test_refused), cmocka_unit_test(test_mpirun),
+        cmocka_unit_test(test_report),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -55,11 +55,17 @@ static void test_control_round_trip(void **state)
     assert_int_equal(e.code, SL_EINTERNAL);
 
     b.n = 0;
-    assert_int_equal(sl__msg_pair_write(&b, SL__MSG_SPLIT_DONE, 1 << 20, 0), 0);
+    assert_int_equal(sl__msg_pair_write(&b, SL__MSG_PONG, 1 << 20, 0), 0);
     assert_int_equal(parse(b.p, b.n, &h, &p), 0);
-    uint64_t a, c;
+    uint64_t a, c, busy;
     assert_int_equal(sl__msg_pair_read(h.type, p, h.length, &a, &c), 0);
     assert_int_equal(a, 1 << 20);
+    b.n = 0;
+    assert_int_equal(sl__msg_done_write(&b, 9, 2, 12345), 0);
+    assert_int_equal(parse(b.p, b.n, &h, &p), 0);
+    assert_int_equal(h.type, SL__MSG_SPLIT_DONE);
+    assert_int_equal(sl__msg_done_read(p, h.length, &a, &c, &busy), 0);
+    assert_true(a == 9 && c == 2 && busy == 12345);
     sl__bytes_free(&b);
 }
 

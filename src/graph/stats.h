@@ -25,6 +25,7 @@ typedef enum sl__node_kind {
     SL__NODE_MAP,      /* CPU work in pool tasks (map, map_image) */
     SL__NODE_PREFETCH, /* a buffer filled by a thread */
     SL__NODE_READ,     /* file reads through the I/O engine */
+    SL__NODE_SERVICE,  /* batches from the preprocessing service's workers */
 } sl__node_kind;
 
 /*
@@ -51,7 +52,11 @@ typedef enum sl__node_kind {
     SUM(bytes_out, "tensor bytes of the elements it produced")                   \
     NOW(bytes_held, "bytes in its output buffer")                                \
     NOW(capacity, "its output buffer's capacity, elements (0: no buffer)")       \
-    NOW(in_flight, "tasks or reads running")
+    NOW(in_flight, "tasks or reads running (a service: splits with its workers)")      \
+    SUM(net_bytes, "bytes received from service workers")                        \
+    SUM(recomputed, "service splits handed out again after their worker left")   \
+    SUM(remote_busy_ns, "time service workers spent computing what it received") \
+    NOW(workers, "service workers paired now")
 
 /* A counter's name as a string, and its description, for the lists the
  * macro makes. */

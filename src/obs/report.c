@@ -240,6 +240,36 @@ static void input_verdict(obs_text *o, const sl_stats *s, int i)
                    "work into a parallel map\n", i - first > 1 ? "are" : "is");
 }
 
+/* The preprocessing service starves the trainer: are its workers short
+ * (busy nearly all the time: how many a step of this length asks for), or
+ * do they wait (the network, or the trainer's receiving)? */
+static void service_verdict(obs_text *o, const sl_stats *s, const obs_node *n)
+{
+    double wall = s->g[SL_GLOBAL_WALL_SECONDS], step = s->g[SL_GLOBAL_STEP_SECONDS];
+    double work = (double)n->remote_busy_ns / 1e9;
+    double per_batch = n->elements > 0 ? work / (double)n->elements : 0;
+    double busy = n->workers > 0 && wall > 0 ? work / (wall * (double)n->workers) : 0;
+    sl__obs_printf(o, "%s: %lld workers busy %.0f%%, %.1f ms of work a batch, %.1f MB/s "
+                   "received, empty in %.0f%% of takes -> ",
+                   n->name, (long long)n->workers, 100 * busy, 1e3 * per_batch,
+                   wall > 0 ? (double)n->net_bytes / wall / 1e6 : 0, 100 * n->v[SL_NODE_EMPTY]);
+    if (n->workers == 0) {
+        sl__obs_printf(o, "no workers are connected: start some (sluice-worker, python3 -m "
+                       "sluice.worker)\n");
+    } else if (busy >= BUSY && step > 0 && per_batch > 0) {
+        long long need = (long long)ceil(per_batch / step);
+        sl__obs_printf(o, "the workers are short: a step of %.3f ms asks for about %lld "
+                       "workers (%lld now)%s\n", 1e3 * step, need, (long long)n->workers,
+                       need > n->workers ? "; start more" : "");
+    } else if (busy >= BUSY) {
+        sl__obs_printf(o, "the workers are short; start more\n");
+    } else {
+        sl__obs_printf(o, "the workers wait %.0f%% of the time: the network or the trainer's "
+                       "receiving is short, or too few splits are out (raise max_bytes)\n",
+                       100 * (1 - busy));
+    }
+}
+
 /* A starving node that is neither saturated nor waiting on its input. */
 static void idle_verdict(obs_text *o, const sl_stats *s, const obs_node *n)
 {
@@ -291,7 +321,9 @@ static void verdict(obs_text *o, const sl_stats *s)
     }
     const obs_node *n = &s->nodes[i];
     double pb = pool_busy(s);
-    if (n->kind == SL__NODE_READ && busy_of(n) >= BUSY)
+    if (n->kind == SL__NODE_SERVICE)
+        service_verdict(o, s, n);
+    else if (n->kind == SL__NODE_READ && busy_of(n) >= BUSY)
         io_verdict(o, n);
     else if (n->kind == SL__NODE_MAP && busy_of(n) >= BUSY)
         cpu_verdict(o, s, n);

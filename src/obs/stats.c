@@ -320,8 +320,8 @@ SL_API int sl_stats_knob_autotuned(const sl_stats *s, int node, int knob)
 
 static const char *kind_name(int kind)
 {
-    static const char *names[] = {"other", "map", "prefetch", "read"};
-    return kind >= 0 && kind <= SL__NODE_READ ? names[kind] : "other";
+    static const char *names[] = {"other", "map", "prefetch", "read", "service"};
+    return kind >= 0 && kind <= SL__NODE_SERVICE ? names[kind] : "other";
 }
 
 static const char *placement_name(int p)

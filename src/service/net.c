@@ -87,6 +87,7 @@ void sl__net_free(sl__net *n)
 
 #else
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <netdb.h>
 #include <poll.h>
 #include <time.h>
@@ -96,6 +97,79 @@ void sl__net_free(sl__net *n)
 #include "../core/crc32c.h"
 #include "../core/element.h"
 #include "../core/log.h"
+
+
+/* UCX is loaded when the service is first used, not linked: a process
+ * that links sluice and never serves batches does not get UCX's memory
+ * hooks (libucm replaces mmap and friends in every process that links it,
+ * which sanitizers and some allocators do not survive), and libsluice
+ * runs where UCX is not installed. */
+#define UCX_FUNCS(X)                                                                \
+    X(ucp_am_recv_data_nbx) \
+    X(ucp_am_send_nbx) \
+    X(ucp_cleanup) \
+    X(ucp_config_modify) \
+    X(ucp_config_read) \
+    X(ucp_config_release) \
+    X(ucp_conn_request_query) \
+    X(ucp_ep_close_nbx) \
+    X(ucp_ep_create) \
+    X(ucp_ep_flush_nbx) \
+    X(ucp_ep_print_info) \
+    X(ucp_init_version) \
+    X(ucp_listener_create) \
+    X(ucp_listener_destroy) \
+    X(ucp_listener_query) \
+    X(ucp_listener_reject) \
+    X(ucp_request_check_status) \
+    X(ucp_request_free) \
+    X(ucp_worker_arm) \
+    X(ucp_worker_create) \
+    X(ucp_worker_destroy) \
+    X(ucp_worker_get_efd) \
+    X(ucp_worker_progress) \
+    X(ucp_worker_set_am_recv_handler) \
+    X(ucp_worker_signal) \
+    X(ucs_status_string)
+
+static struct ucx_api {
+#define UCX_MEMBER(f) __typeof__(&f) f;
+    UCX_FUNCS(UCX_MEMBER)
+#undef UCX_MEMBER
+} U;
+static int ucx_loaded; /* 1 loaded, < 0 the error */
+static char ucx_why[512];
+
+static void load_ucx(void)
+{
+    static const char *const names[] = {"libucp.so.0", "libucp.so"};
+    void *h = NULL;
+    for (size_t i = 0; !h && i < sizeof names / sizeof *names; i++)
+        h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        snprintf(ucx_why, sizeof ucx_why, "cannot load UCX (libucp.so.0; Debian: apt-get "
+                 "install libucx0): %s", dlerror());
+        ucx_loaded = SL_EUNSUPPORTED;
+        return;
+    }
+#define UCX_LOOKUP(f)                                                               \
+    if (!(*(void **)&U.f = dlsym(h, #f))) {                                          \
+        snprintf(ucx_why, sizeof ucx_why, "UCX's library lacks %s: too old", #f);   \
+        ucx_loaded = SL_EUNSUPPORTED;                                                \
+        return;                                                                      \
+    }
+    UCX_FUNCS(UCX_LOOKUP)
+#undef UCX_LOOKUP
+    ucx_loaded = 1; /* h stays loaded for the process's life */
+}
+
+/* 0 once UCX is loaded, or SL_EUNSUPPORTED saying why not. */
+static int ucx_load(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, load_ucx);
+    return ucx_loaded == 1 ? 0 : sl__set_error(ucx_loaded, "service: %s", ucx_why);
+}
 
 #define AM_ID 0x51u
 /* A batch this small goes out as one contiguous copy. */
@@ -183,7 +257,7 @@ struct sl__net {
 
 static int ucx_error(const char *what, ucs_status_t st)
 {
-    return sl__set_error(SL_EIO, "UCX: %s: %s", what, ucs_status_string(st));
+    return sl__set_error(SL_EIO, "UCX: %s: %s", what, U.ucs_status_string(st));
 }
 
 /* ---- peers and closing ------------------------------------------------ */
@@ -232,7 +306,7 @@ static void close_peer(sl__peer *p, int code, const char *why, bool notify, bool
          * link is broken or the peer hostile */
         ucp_request_param_t prm = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
                                    .flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0};
-        void *req = ucp_ep_close_nbx(p->ep, &prm);
+        void *req = U.ucp_ep_close_nbx(p->ep, &prm);
         if (UCS_PTR_IS_PTR(req)) {
             if (n->nclosing == n->capclosing) {
                 int cap = n->capclosing ? 2 * n->capclosing : 8;
@@ -247,7 +321,7 @@ static void close_peer(sl__peer *p, int code, const char *why, bool notify, bool
             if (n->nclosing < n->capclosing)
                 n->closing[n->nclosing++] = req;
             else
-                ucp_request_free(req); /* UCX finishes it on its own */
+                U.ucp_request_free(req); /* UCX finishes it on its own */
         }
     }
     if (notify && n->hooks.on_close)
@@ -257,8 +331,8 @@ static void close_peer(sl__peer *p, int code, const char *why, bool notify, bool
 static void reap_closing(sl__net *n)
 {
     for (int i = 0; i < n->nclosing;) {
-        if (ucp_request_check_status(n->closing[i]) != UCS_INPROGRESS) {
-            ucp_request_free(n->closing[i]);
+        if (U.ucp_request_check_status(n->closing[i]) != UCS_INPROGRESS) {
+            U.ucp_request_free(n->closing[i]);
             n->closing[i] = n->closing[--n->nclosing];
         } else {
             i++;
@@ -271,7 +345,7 @@ static void ep_error(void *arg, ucp_ep_h ep, ucs_status_t st)
     (void)ep;
     sl__peer *p = arg;
     char why[256];
-    snprintf(why, sizeof why, "peer %s: connection lost (%s)", p->name, ucs_status_string(st));
+    snprintf(why, sizeof why, "peer %s: connection lost (%s)", p->name, U.ucs_status_string(st));
     close_peer(p, SL_EIO, why, true, true);
 }
 
@@ -392,7 +466,7 @@ static void rndv_done(void *request, ucs_status_t st, size_t length, void *user_
     sl__buf_release(r->buf);
     sl__free(r, sizeof *r);
     if (request)
-        ucp_request_free(request);
+        U.ucp_request_free(request);
 }
 
 /* Every frame travels whole in the message's data, with no user header
@@ -428,7 +502,7 @@ static ucs_status_t am_recv(void *arg, const void *header, size_t hlen, void *da
         ucp_request_param_t rp = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
                                                   UCP_OP_ATTR_FIELD_USER_DATA,
                                   .cb.recv_am = rndv_done, .user_data = r};
-        void *req = ucp_am_recv_data_nbx(n->worker, data, buf->data + RNDV_AT, length, &rp);
+        void *req = U.ucp_am_recv_data_nbx(n->worker, data, buf->data + RNDV_AT, length, &rp);
         if (UCS_PTR_IS_ERR(req))
             rndv_done(NULL, UCS_PTR_STATUS(req), 0, r);
         else if (!req)
@@ -499,7 +573,7 @@ static void fail_parked(sl__peer *p)
 static void send_cb(void *request, ucs_status_t st, void *user_data)
 {
     send_finished(user_data, st == UCS_OK ? 0 : SL_EIO);
-    ucp_request_free(request);
+    U.ucp_request_free(request);
 }
 
 static void issue_send(sl__net *n, cmd *c)
@@ -539,7 +613,7 @@ static void issue_send(sl__net *n, cmd *c)
         count = bytes = c->n;
         sl__wire_hdr_set_seq(c->payload->data, p->send_seq++);
     }
-    void *req = ucp_am_send_nbx(p->ep, AM_ID, NULL, 0, data, count, &rp);
+    void *req = U.ucp_am_send_nbx(p->ep, AM_ID, NULL, 0, data, count, &rp);
     atomic_fetch_add(&n->sent, bytes);
     if (UCS_PTR_IS_ERR(req)) {
         ucx_error("sending", UCS_PTR_STATUS(req));
@@ -567,7 +641,7 @@ static void flushed(void *request, ucs_status_t st, void *user_data)
         c = next;
     }
     if (request)
-        ucp_request_free(request);
+        U.ucp_request_free(request);
 }
 
 /* Flushes a new endpoint: done once its connection is set up. */
@@ -577,7 +651,7 @@ static void start_flush(sl__peer *p)
     ucp_request_param_t rp = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
                                               UCP_OP_ATTR_FIELD_USER_DATA,
                               .cb.send = flushed, .user_data = p};
-    void *req = ucp_ep_flush_nbx(p->ep, &rp);
+    void *req = U.ucp_ep_flush_nbx(p->ep, &rp);
     if (!UCS_PTR_IS_PTR(req))
         flushed(NULL, UCS_PTR_STATUS(req), p);
 }
@@ -612,7 +686,7 @@ static void enqueue(sl__net *n, cmd *c)
     *n->tail = c;
     n->tail = &c->next;
     pthread_mutex_unlock(&n->mu);
-    ucp_worker_signal(n->worker);
+    U.ucp_worker_signal(n->worker);
 }
 
 static cmd *cmd_new(sl__peer *p, int kind)
@@ -764,7 +838,7 @@ static void *progress_main(void *arg)
     int64_t next_tick = sl__now_ns() + tick;
     while (!atomic_load(&n->stop)) {
         drain(n);
-        while (ucp_worker_progress(n->worker))
+        while (U.ucp_worker_progress(n->worker))
             ;
         reap_closing(n);
         int64_t now = sl__now_ns();
@@ -779,7 +853,7 @@ static void *progress_main(void *arg)
         pthread_mutex_unlock(&n->mu);
         if (queued || atomic_load(&n->stop))
             continue;
-        if (ucp_worker_arm(n->worker) == UCS_ERR_BUSY)
+        if (U.ucp_worker_arm(n->worker) == UCS_ERR_BUSY)
             continue;
         struct pollfd pfd = {.fd = n->efd, .events = POLLIN};
         int ms = (int)((next_tick - now) / 1000000) + 1;
@@ -809,6 +883,9 @@ static bool shm_allowed(void)
 int sl__net_create(const sl__net_hooks *hooks, sl__net **out)
 {
     *out = NULL;
+    int lrc = ucx_load();
+    if (lrc < 0)
+        return lrc;
     sl__net *n = sl__alloc(sizeof *n);
     if (!n)
         return SL_ENOMEM;
@@ -822,7 +899,7 @@ int sl__net_create(const sl__net_hooks *hooks, sl__net **out)
     pthread_cond_init(&n->cv, NULL);
     int rc = 0;
     ucp_config_t *cfg = NULL;
-    ucs_status_t st = ucp_config_read(NULL, NULL, &cfg);
+    ucs_status_t st = U.ucp_config_read(NULL, NULL, &cfg);
     if (st != UCS_OK) {
         rc = ucx_error("reading its configuration", st);
         goto fail;
@@ -831,23 +908,23 @@ int sl__net_create(const sl__net_hooks *hooks, sl__net **out)
      * report peer failure unless asked: ask, unless the user said (and only
      * where they may be used: UCX warns of a setting nothing takes) */
     if (!getenv("UCX_MM_ERROR_HANDLING") && shm_allowed())
-        ucp_config_modify(cfg, "MM_ERROR_HANDLING", "y");
+        U.ucp_config_modify(cfg, "MM_ERROR_HANDLING", "y");
     ucp_params_t prm = {.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME,
                         .features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP,
                         .name = "sluice"};
-    st = ucp_init(&prm, cfg, &n->ctx);
-    ucp_config_release(cfg);
+    st = U.ucp_init_version(UCP_API_MAJOR, UCP_API_MINOR, &prm, cfg, &n->ctx);
+    U.ucp_config_release(cfg);
     if (st != UCS_OK) {
         rc = ucx_error("starting", st);
         goto fail;
     }
     ucp_worker_params_t wp = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
                               .thread_mode = UCS_THREAD_MODE_SINGLE};
-    if ((st = ucp_worker_create(n->ctx, &wp, &n->worker)) != UCS_OK) {
+    if ((st = U.ucp_worker_create(n->ctx, &wp, &n->worker)) != UCS_OK) {
         rc = ucx_error("creating a worker", st);
         goto fail;
     }
-    if ((st = ucp_worker_get_efd(n->worker, &n->efd)) != UCS_OK) {
+    if ((st = U.ucp_worker_get_efd(n->worker, &n->efd)) != UCS_OK) {
         rc = ucx_error("getting the worker's event descriptor", st);
         goto fail;
     }
@@ -857,7 +934,7 @@ int sl__net_create(const sl__net_hooks *hooks, sl__net **out)
                                                UCP_AM_HANDLER_PARAM_FIELD_FLAGS,
                                  .id = AM_ID, .cb = am_recv, .arg = n,
                                  .flags = UCP_AM_FLAG_WHOLE_MSG};
-    if ((st = ucp_worker_set_am_recv_handler(n->worker, &hp)) != UCS_OK) {
+    if ((st = U.ucp_worker_set_am_recv_handler(n->worker, &hp)) != UCS_OK) {
         rc = ucx_error("setting the message handler", st);
         goto fail;
     }
@@ -878,7 +955,7 @@ static void conn_request(ucp_conn_request_h req, void *arg)
     sl__net *n = arg;
     char name[128] = "unknown peer";
     ucp_conn_request_attr_t attr = {.field_mask = UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR};
-    if (ucp_conn_request_query(req, &attr) == UCS_OK) {
+    if (U.ucp_conn_request_query(req, &attr) == UCS_OK) {
         char host[64] = "?";
         int port = 0;
         const struct sockaddr *sa = (const struct sockaddr *)&attr.client_address;
@@ -895,7 +972,7 @@ static void conn_request(ucp_conn_request_h req, void *arg)
     }
     sl__peer *p = peer_new(n, name);
     if (!p) {
-        ucp_listener_reject(n->listener, req);
+        U.ucp_listener_reject(n->listener, req);
         return;
     }
     ucp_ep_params_t ep = {.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST |
@@ -905,9 +982,9 @@ static void conn_request(ucp_conn_request_h req, void *arg)
                           .err_mode = UCP_ERR_HANDLING_MODE_PEER,
                           .err_handler = {.cb = ep_error, .arg = p}};
     ucp_ep_h h;
-    ucs_status_t st = ucp_ep_create(n->worker, &ep, &h);
+    ucs_status_t st = U.ucp_ep_create(n->worker, &ep, &h);
     if (st != UCS_OK) {
-        sl__log(SL_LOG_WARN, "service: cannot accept %s: %s", name, ucs_status_string(st));
+        sl__log(SL_LOG_WARN, "service: cannot accept %s: %s", name, U.ucs_status_string(st));
         atomic_store(&p->closed, true);
         return;
     }
@@ -954,14 +1031,14 @@ static void do_listen(void *arg)
                                 .sockaddr = {.addr = (const struct sockaddr *)&l->ss,
                                              .addrlen = l->len},
                                 .conn_handler = {.cb = conn_request, .arg = n}};
-    ucs_status_t st = ucp_listener_create(n->worker, &lp, &n->listener);
+    ucs_status_t st = U.ucp_listener_create(n->worker, &lp, &n->listener);
     if (st != UCS_OK) {
         l->rc = sl__set_error(SL_EIO, "service: cannot listen on %s:%d: %s",
-                              l->host ? l->host : "*", l->port, ucs_status_string(st));
+                              l->host ? l->host : "*", l->port, U.ucs_status_string(st));
         return;
     }
     ucp_listener_attr_t a = {.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR};
-    if (ucp_listener_query(n->listener, &a) == UCS_OK) {
+    if (U.ucp_listener_query(n->listener, &a) == UCS_OK) {
         const struct sockaddr *sa = (const struct sockaddr *)&a.sockaddr;
         l->bound = sa->sa_family == AF_INET6
                        ? ntohs(((const struct sockaddr_in6 *)(const void *)sa)->sin6_port)
@@ -1005,11 +1082,11 @@ static void do_connect(void *arg)
                           .err_mode = UCP_ERR_HANDLING_MODE_PEER,
                           .err_handler = {.cb = ep_error, .arg = c->p}};
     ucp_ep_h h;
-    ucs_status_t st = ucp_ep_create(c->n->worker, &ep, &h);
+    ucs_status_t st = U.ucp_ep_create(c->n->worker, &ep, &h);
     if (st != UCS_OK) {
         c->rc = SL_EIO;
         snprintf(c->msg, sizeof c->msg, "service: cannot connect to %s: %s", c->p->name,
-                 ucs_status_string(st));
+                 U.ucs_status_string(st));
         atomic_store(&c->p->closed, true);
         return;
     }
@@ -1066,7 +1143,7 @@ static void do_info(void *arg)
     FILE *f = open_memstream(&c->text, &c->len);
     if (!f)
         return;
-    ucp_ep_print_info(c->p->ep, f);
+    U.ucp_ep_print_info(c->p->ep, f);
     fclose(f);
 }
 
@@ -1186,7 +1263,7 @@ void sl__net_free(sl__net *n)
         return;
     if (n->started) {
         atomic_store(&n->stop, true);
-        ucp_worker_signal(n->worker);
+        U.ucp_worker_signal(n->worker);
         pthread_join(n->thread, NULL);
     }
     /* on this thread now: what is queued fails, links close, UCX drains */
@@ -1201,20 +1278,20 @@ void sl__net_free(sl__net *n)
     for (sl__peer *p = n->peers; p; p = p->next)
         close_peer(p, 0, NULL, false, true);
     if (n->listener)
-        ucp_listener_destroy(n->listener);
+        U.ucp_listener_destroy(n->listener);
     /* links closed by this side flush what they had queued: up to 2 s */
     int64_t until = sl__now_ns() + 2000000000;
     while (n->worker && n->nclosing && sl__now_ns() < until) {
-        ucp_worker_progress(n->worker);
+        U.ucp_worker_progress(n->worker);
         reap_closing(n);
     }
     for (int i = 0; i < n->nclosing; i++)
-        ucp_request_free(n->closing[i]);
+        U.ucp_request_free(n->closing[i]);
     sl__free(n->closing, (size_t)n->capclosing * sizeof *n->closing);
     if (n->worker)
-        ucp_worker_destroy(n->worker);
+        U.ucp_worker_destroy(n->worker);
     if (n->ctx)
-        ucp_cleanup(n->ctx);
+        U.ucp_cleanup(n->ctx);
     for (sl__peer *p = n->peers, *next; p; p = next) {
         next = p->next;
         sl__free(p, sizeof *p);

@@ -64,6 +64,9 @@ typedef struct pass {
     split *splits;
     sl_element **got;  /* by batch index - start; NULL: not here */
     int64_t batch_bytes; /* the first batch's size: the window's unit */
+    int64_t held;        /* bytes of batches received, not handed out */
+    int64_t in_flight;   /* splits with a worker */
+    sl__node_stats *ns;  /* the node's counters */
     bool cancelled;
     int err;
     char errmsg[2048];
@@ -161,11 +164,25 @@ static void dispatch(hub *h, const service_ds *d)
         if (best < 0)
             return;
         s->worker = best;
-        if (s->attempts++ > 0)
+        if (s->attempts++ > 0) {
             h->recomputed++;
+            sl__stat_add(&ps->ns->recomputed, 1);
+        }
         h->workers[best].holding++;
+        ps->in_flight++;
+        atomic_store(&ps->ns->in_flight, ps->in_flight);
         send_split(h, d, &h->workers[best], ps, k);
     }
+}
+
+/* Publishes how many workers are paired. */
+static void count_workers(hub *h)
+{
+    int64_t ready = 0;
+    for (int i = 0; i < h->nworkers; i++)
+        ready += h->workers[i].state == W_READY;
+    if (h->active)
+        atomic_store(&h->active->ns->workers, ready);
 }
 
 /* A worker is gone: what it held goes back (or, at most once, is lost). */
@@ -188,10 +205,14 @@ static void worker_gone(hub *h, const service_ds *d, int wi, int code, const cha
         if (s->worker != wi)
             continue;
         s->worker = -1;
+        ps->in_flight--;
         if (s->received < s->count && (d->spec.flags & SL_SERVICE_AT_MOST_ONCE))
             s->lost = true;
     }
     w->holding = 0;
+    if (ps)
+        atomic_store(&ps->ns->in_flight, ps->in_flight);
+    count_workers(h);
     dispatch(h, d);
     pthread_cond_broadcast(&h->cv);
 }
@@ -280,6 +301,9 @@ static void take_batch(hub *h, const service_ds *d, int wi, sl__buf *buf,
     ps->splits[k].received++;
     w->batches++;
     w->bytes += (int64_t)n;
+    ps->held += (int64_t)sl__element_bytes(el);
+    sl__stat_add(&ps->ns->net_bytes, (int64_t)n + SL__WIRE_HDR);
+    atomic_store(&ps->ns->bytes_held, ps->held);
     if (!ps->batch_bytes) {
         ps->batch_bytes = (int64_t)n;
         dispatch(h, d); /* the window is known now */
@@ -315,6 +339,7 @@ static void on_frame(void *user, sl__peer *p, const sl__wire_hdr *hd, sl__buf *b
             sl__peer_set_max_frame(p, PAIRED_FRAME);
             sl__log(SL_LOG_INFO, "service: worker %s (%s) joined", sl__peer_name(p),
                     w->hs.peer_name);
+            count_workers(h);
             dispatch(h, d);
         }
         goto done;
@@ -324,20 +349,17 @@ static void on_frame(void *user, sl__peer *p, const sl__wire_hdr *hd, sl__buf *b
         take_batch(h, d, wi, buf, payload, n);
         break;
     case SL__MSG_SPLIT_DONE: {
-        uint64_t id, count;
-        if (sl__msg_pair_read(hd->type, payload, n, &id, &count) < 0)
+        uint64_t id, count, busy;
+        if (sl__msg_done_read(payload, n, &id, &count, &busy) < 0)
             break;
         pass *ps = h->active;
         int64_t k = (int64_t)(id & 0xffffffffu);
         if (ps && (uint32_t)(id >> 32) == ps->id && k < ps->nsplits &&
             ps->splits[k].worker == wi) {
             ps->splits[k].worker = -1;
-            if (ps->splits[k].received < ps->splits[k].count && ps->next <=
-                ps->splits[k].first + ps->splits[k].count - 1) {
-                /* its batches went missing: compute it again */
-                sl__log(SL_LOG_WARN, "service: worker %s finished split %lld without "
-                        "all its batches", sl__peer_name(p), (long long)k);
-            }
+            ps->in_flight--;
+            atomic_store(&ps->ns->in_flight, ps->in_flight);
+            sl__stat_add(&ps->ns->remote_busy_ns, (int64_t)busy);
         }
         if (w->holding > 0)
             w->holding--;
@@ -531,6 +553,7 @@ static int service_next(sl__iter *base, sl_element **out)
     pass *ps = it->ps;
     pthread_mutex_lock(&h->mu);
     int rc = 0;
+    bool waited = false;
     for (;;) {
         if (ps->err) {
             rc = sl__set_error(ps->err, "%s", ps->errmsg);
@@ -552,8 +575,16 @@ static int service_next(sl__iter *base, sl_element **out)
         int64_t slot = ps->next - ps->start;
         int64_t k = split_of(ps, ps->next, d->spec.split_batches);
         if (ps->got[slot]) {
+            int ready = 0; /* what was there to take, up to a bound */
+            for (int64_t j = slot; j < ps->nbatches - ps->start && ps->got[j] && ready < 64; j++)
+                ready++;
+            sl__stat_take(ps->ns, waited ? 0 : ready);
             *out = ps->got[slot];
             ps->got[slot] = NULL;
+            ps->held -= (int64_t)sl__element_bytes(*out);
+            if (ps->held < 0)
+                ps->held = 0;
+            atomic_store(&ps->ns->bytes_held, ps->held);
             ps->next++;
             dispatch(h, d); /* the window moved */
             break;
@@ -568,6 +599,7 @@ static int service_next(sl__iter *base, sl_element **out)
         until.tv_nsec += 100000000;
         if (until.tv_nsec >= 1000000000)
             until.tv_sec++, until.tv_nsec -= 1000000000;
+        waited = true;
         pthread_cond_timedwait(&h->cv, &h->mu, &until);
     }
     pthread_mutex_unlock(&h->mu);
@@ -625,6 +657,8 @@ static int service_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int6
         rc = sl__state_range(&it->base, "next", f[0], 0, d->plan.batches);
     if (rc == 0) {
         it->ps = ps;
+        ps->ns = it->base.stats;
+        it->base.stats->kind = SL__NODE_SERVICE;
         ps->epoch = epoch;
         ps->seed = tree->seed_option;
         ps->nbatches = d->plan.batches;
@@ -653,6 +687,7 @@ static int service_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int6
     h->active = ps; /* an older pass's iterator now fails its next call */
     for (int i = 0; i < h->nworkers; i++)
         h->workers[i].holding = 0; /* their splits of an older pass no longer count */
+    count_workers(h);
     dispatch(h, d);
     pthread_cond_broadcast(&h->cv);
     pthread_mutex_unlock(&h->mu);

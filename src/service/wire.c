@@ -203,6 +203,18 @@ int sl__msg_pair_write(sl__bytes *b, int type, uint64_t a, uint64_t c)
     return rc;
 }
 
+int sl__msg_done_write(sl__bytes *b, uint64_t split, uint64_t count, uint64_t busy_ns)
+{
+    size_t s;
+    int rc = begin_frame(b, &s);
+    uint64_t v[3] = {split, count, busy_ns};
+    for (int i = 0; i < 3 && !rc; i++)
+        rc = put64(b, v[i]);
+    if (!rc)
+        end_frame(b, s, SL__MSG_SPLIT_DONE);
+    return rc;
+}
+
 int sl__msg_error_write(sl__bytes *b, int code, const char *text)
 {
     size_t s;
@@ -379,6 +391,16 @@ static bool known_code(int code)
         return true;
     }
     return false;
+}
+
+int sl__msg_done_read(const void *p, size_t n, uint64_t *split, uint64_t *count,
+                      uint64_t *busy_ns)
+{
+    rd r = reader(p, n, SL__MSG_SPLIT_DONE);
+    *split = get64(&r, "split");
+    *count = get64(&r, "count");
+    *busy_ns = get64(&r, "time");
+    return r.rc;
 }
 
 int sl__msg_error_read(const void *p, size_t n, sl__msg_error *m)

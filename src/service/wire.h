@@ -142,9 +142,14 @@ int sl__msg_ready_write(sl__bytes *b, const sl__msg_ready *m);
 int sl__msg_ready_read(const void *p, size_t n, sl__msg_ready *m);
 int sl__msg_split_write(sl__bytes *b, const sl__msg_split *m);
 int sl__msg_split_read(const void *p, size_t n, sl__msg_split *m);
-/* SPLIT_DONE (id, count), PING and PONG (seq, time): two u64 each. */
+/* PING and PONG (seq, time): two u64 each. */
 int sl__msg_pair_write(sl__bytes *b, int type, uint64_t a, uint64_t c);
 int sl__msg_pair_read(int type, const void *p, size_t n, uint64_t *a, uint64_t *c);
+/* SPLIT_DONE: the split, the batches sent, the time the worker spent
+ * computing them (ns, its own clock). */
+int sl__msg_done_write(sl__bytes *b, uint64_t split, uint64_t count, uint64_t busy_ns);
+int sl__msg_done_read(const void *p, size_t n, uint64_t *split, uint64_t *count,
+                      uint64_t *busy_ns);
 int sl__msg_error_write(sl__bytes *b, int code, const char *text);
 int sl__msg_error_read(const void *p, size_t n, sl__msg_error *m);
 /* BYE: an empty payload. */

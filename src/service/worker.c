@@ -191,6 +191,7 @@ static void sent(void *arg, int status)
 /* Computes one split and sends its batches. 0, or the link's end. */
 static int run_split(wk *w, const sl__msg_split *m)
 {
+    int64_t t0 = sl__now_ns(), blocked = 0; /* its time, less waits on the link */
     sl_iterator *it = sl__split_iterator(w->ds, &w->plan, (int64_t)m->seed, m->epoch, m->first,
                                          m->count, w->spec.threads);
     int rc = it ? 0 : sl_last_error_code();
@@ -201,8 +202,10 @@ static int run_split(wk *w, const sl__msg_split *m)
     sl_element *el;
     while (rc == 0 && (rc = sl_next(it, &el)) == 0) {
         pthread_mutex_lock(&w->mu);
+        int64_t wait0 = sl__now_ns();
         while (w->inflight >= IN_FLIGHT && !w->err && !w->bye)
             pthread_cond_wait(&w->cv, &w->mu);
+        blocked += sl__now_ns() - wait0;
         bool ended = w->err || w->bye;
         if (!ended)
             w->inflight++;
@@ -226,7 +229,8 @@ static int run_split(wk *w, const sl__msg_split *m)
     sl_iterator_free(it);
     sl__bytes b = {0};
     if (rc == SL_EOF || rc == 0)
-        rc = sl__msg_pair_write(&b, SL__MSG_SPLIT_DONE, m->id, (uint64_t)sent_n);
+        rc = sl__msg_done_write(&b, m->id, (uint64_t)sent_n,
+                                (uint64_t)(sl__now_ns() - t0 - blocked));
     else /* the pipeline failed (a bad file): the trainer's pass fails with it */
         rc = sl__msg_error_write(&b, rc, msg);
     if (rc == 0)
