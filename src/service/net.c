@@ -522,10 +522,17 @@ static ucs_status_t am_recv(void *arg, const void *header, size_t hlen, void *da
         bad_frame(p);
         return UCS_OK;
     }
-    uint32_t crc = sl__crc32c_copy(0, buf->data, (const unsigned char *)data + SL__WIRE_HDR, plen);
-    if ((h.flags & SL__WIRE_F_CRC) && crc != h.payload_crc) {
+    const unsigned char *src = (const unsigned char *)data + SL__WIRE_HDR;
+    int bad = 0;
+    if (h.flags & SL__WIRE_F_CRC) { /* checked as it is copied */
+        if (sl__crc32c_copy(0, buf->data, src, plen) != h.payload_crc)
+            bad = sl__set_error(SL_ECORRUPT, "%s payload fails its CRC", sl__msg_name(h.type));
+    } else {
+        memcpy(buf->data, src, plen);
+        bad = sl__wire_payload_check(&h, buf->data, plen);
+    }
+    if (bad) {
         sl__buf_release(buf);
-        sl__set_error(SL_ECORRUPT, "%s payload fails its CRC", sl__msg_name(h.type));
         bad_frame(p);
         return UCS_OK;
     }
@@ -741,7 +748,7 @@ int sl__net_send_batch(sl__peer *p, uint64_t split, int64_t index, sl_element *e
             rc = SL_ENOMEM, c->iovcap = 0;
     }
     static const unsigned char zeros[SL__WIRE_ALIGN];
-    uint32_t crc = 0;
+    uint32_t crc = 0; /* of the head only (SL__WIRE_F_CRC_HEAD) */
     if (!rc) {
         c->iov[c->niov++] = (ucp_dt_iov_t){c->hdr, SL__WIRE_HDR}; /* written below */
         c->iov[c->niov++] = (ucp_dt_iov_t){c->head.p, c->head.n};
@@ -750,12 +757,11 @@ int sl__net_send_batch(sl__peer *p, uint64_t split, int64_t index, sl_element *e
         for (int i = 0; i < el->n; i++) {
             if (off[i] > at) {
                 c->iov[c->niov++] = (ucp_dt_iov_t){(void *)zeros, off[i] - at};
-                crc = sl__crc32c(crc, zeros, off[i] - at);
+                if (i == 0)
+                    crc = sl__crc32c(crc, zeros, off[i] - at);
             }
-            if (el->t[i].nbytes) {
+            if (el->t[i].nbytes)
                 c->iov[c->niov++] = (ucp_dt_iov_t){el->t[i].data, el->t[i].nbytes};
-                crc = sl__crc32c(crc, el->t[i].data, el->t[i].nbytes);
-            }
             at = off[i] + el->t[i].nbytes;
         }
     }
@@ -763,7 +769,7 @@ int sl__net_send_batch(sl__peer *p, uint64_t split, int64_t index, sl_element *e
         cmd_free(c);
         return rc;
     }
-    sl__wire_hdr_write(c->hdr, SL__MSG_BATCH, SL__WIRE_F_CRC, total, crc);
+    sl__wire_hdr_write(c->hdr, SL__MSG_BATCH, SL__WIRE_F_CRC_HEAD, total, crc);
     if (total + SL__WIRE_HDR <= SMALL_BATCH) {
         /* small: one contiguous copy, which costs less than a gather */
         if (!(c->payload = sl__buf_get(SL__WIRE_HDR + total))) {

@@ -31,7 +31,7 @@ void sl__wire_hdr_write(unsigned char out[SL__WIRE_HDR], int type, unsigned flag
     out[7] = (unsigned char)(flags >> 8);
     sl__put_le64(out + 8, len);
     sl__put_le64(out + 16, 0);
-    sl__put_le32(out + 24, flags & SL__WIRE_F_CRC ? crc : 0);
+    sl__put_le32(out + 24, flags & (SL__WIRE_F_CRC | SL__WIRE_F_CRC_HEAD) ? crc : 0);
     sl__put_le32(out + 28, sl__crc32c(0, out, 28));
 }
 
@@ -61,7 +61,8 @@ int sl__wire_hdr_read(const unsigned char *p, size_t n, uint64_t max_len, sl__wi
                              h->version, SL__WIRE_VERSION);
     if (h->type <= 0 || h->type >= SL__MSG_NTYPES)
         return sl__set_error(SL_ECORRUPT, "unknown message type %d", h->type);
-    if (h->flags & ~SL__WIRE_F_CRC)
+    if ((h->flags & ~(SL__WIRE_F_CRC | SL__WIRE_F_CRC_HEAD)) ||
+        ((h->flags & SL__WIRE_F_CRC_HEAD) && (h->type != SL__MSG_BATCH || (h->flags & SL__WIRE_F_CRC))))
         return sl__set_error(SL_ECORRUPT, "%s with unknown flags %#x", sl__msg_name(h->type),
                              h->flags);
     if (h->length > max_len)
@@ -78,6 +79,14 @@ int sl__wire_payload_check(const sl__wire_hdr *h, const void *payload, size_t n)
                              sl__msg_name(h->type), n, (unsigned long long)h->length);
     if ((h->flags & SL__WIRE_F_CRC) && sl__crc32c(0, payload, n) != h->payload_crc)
         return sl__set_error(SL_ECORRUPT, "%s payload fails its CRC", sl__msg_name(h->type));
+    if (h->flags & SL__WIRE_F_CRC_HEAD) {
+        uint64_t head = n >= 24 ? sl__get_le64((const unsigned char *)payload + 16) : UINT64_MAX;
+        if (head > n)
+            return sl__set_error(SL_ECORRUPT, "BATCH head of %llu bytes in a payload of %zu",
+                                 (unsigned long long)head, n);
+        if (sl__crc32c(0, payload, head) != h->payload_crc)
+            return sl__set_error(SL_ECORRUPT, "BATCH head fails its CRC");
+    }
     return 0;
 }
 
@@ -436,10 +445,11 @@ int sl__msg_batch_layout(sl__bytes *b, uint64_t split, int64_t index, const sl_e
     if (nt > SL__WIRE_MAX_TENSORS)
         return sl__set_error(SL_EINVAL, "an element of %d tensors: the service sends at most %d",
                              nt, SL__WIRE_MAX_TENSORS);
-    size_t head = 8 + 8 + 4;
+    size_t head = 8 + 8 + 8 + 4;
     for (int i = 0; i < nt; i++)
         head += entry_bytes(el->t[i].ndim);
     uint64_t pos = align_up(head);
+    uint64_t head_len = nt ? pos : head; /* what the head CRC covers */
     for (int i = 0; i < nt; i++) {
         off[i] = pos;
         pos = align_up(pos + el->t[i].nbytes);
@@ -448,6 +458,8 @@ int sl__msg_batch_layout(sl__bytes *b, uint64_t split, int64_t index, const sl_e
     int rc = put64(b, split);
     if (!rc)
         rc = put64(b, (uint64_t)index);
+    if (!rc)
+        rc = put64(b, head_len);
     if (!rc)
         rc = put32(b, (uint32_t)nt);
     for (int i = 0; i < nt && !rc; i++) {
@@ -479,7 +491,10 @@ int sl__msg_batch_write(sl__bytes *b, uint64_t split, int64_t index, const sl_el
             if (el->t[i].nbytes)
                 memcpy(b->p + start + SL__WIRE_HDR + off[i], el->t[i].data, el->t[i].nbytes);
         b->n = start + SL__WIRE_HDR + total;
-        end_frame(b, start, SL__MSG_BATCH);
+        const unsigned char *pl = b->p + start + SL__WIRE_HDR;
+        uint64_t hl = sl__get_le64(pl + 16);
+        sl__wire_hdr_write(b->p + start, SL__MSG_BATCH, SL__WIRE_F_CRC_HEAD, total,
+                           sl__crc32c(0, pl, hl));
     }
     sl__bytes_free(&head);
     return rc;
@@ -490,9 +505,13 @@ int sl__msg_batch_read(const void *p, size_t n, sl__msg_batch *m)
     rd r = reader(p, n, SL__MSG_BATCH);
     m->split = get64(&r, "split");
     m->index = (int64_t)get64(&r, "index");
+    m->head = get64(&r, "head length");
     m->el_offset = r.off;
     if (!r.rc && m->index < 0)
         r.rc = sl__set_error(SL_ECORRUPT, "BATCH message: index %lld", (long long)m->index);
+    if (!r.rc && (m->head > n || m->head < r.off))
+        r.rc = sl__set_error(SL_ECORRUPT, "BATCH message: head of %llu bytes in %zu",
+                             (unsigned long long)m->head, n);
     return r.rc;
 }
 
@@ -588,7 +607,10 @@ int sl__wire_element_read(sl__buf *buf, const unsigned char *payload, size_t n,
             break;
         }
     }
-    uint64_t end = table;
+    if (!r.rc && table > m->head)
+        r.rc = sl__set_error(SL_ECORRUPT, "BATCH message: a table of %zu bytes past its head "
+                             "of %llu", table, (unsigned long long)m->head);
+    uint64_t end = table > m->head ? table : m->head; /* tensors lie past the head */
     r.off = m->el_offset + 4;
     for (uint32_t i = 0; i < nt && !r.rc; i++)
         read_tensor(&r, (int)i, buf, &end, el);

@@ -37,6 +37,12 @@
 #define SL__WIRE_VERSION 1
 #define SL__WIRE_HDR 32
 #define SL__WIRE_F_CRC 1u /* payload_crc is set and checked */
+/* BATCH: payload_crc covers the payload's head only (up to its first
+ * tensor's bytes, the head's length in the payload): the tensors travel on
+ * transports that check what they carry (TCP's checksum, RDMA's CRC,
+ * memory), and a CRC of 10 MB per batch would cost each side a pass over
+ * it. A frame that does not parse is still refused. */
+#define SL__WIRE_F_CRC_HEAD 2u
 /* Longest string field (names, versions, error messages). */
 #define SL__WIRE_STR_MAX 1024
 #define SL__WIRE_NONCE 32
@@ -121,6 +127,7 @@ typedef struct sl__msg_split {
 typedef struct sl__msg_batch {
     uint64_t split;
     int64_t index;    /* the batch's position in the rank's stream */
+    uint64_t head;    /* bytes before the first tensor's */
     size_t el_offset; /* where the element's encoding starts in the payload */
 } sl__msg_batch;
 
@@ -155,7 +162,7 @@ int sl__msg_error_read(const void *p, size_t n, sl__msg_error *m);
 /* BYE: an empty payload. */
 int sl__msg_empty_write(sl__bytes *b, int type);
 
-/* BATCH. The payload is (split, index), the element's table (tensor
+/* BATCH. The payload is (split, index, head length), the element's table (tensor
  * count; per tensor dtype, rank, shape, bytes), then each tensor's bytes
  * on an SL__WIRE_ALIGN boundary of the payload. _layout writes the
  * payload's head (everything but the tensors' bytes) into b (reset first)
