@@ -63,6 +63,10 @@ static unsigned decode(const sl__wire_hdr *h, const unsigned char *p, size_t n)
         sl__buf_release(buf);
         return s;
     }
+    case SL__MSG_SPLIT_DONE: {
+        uint64_t t;
+        return sl__msg_done_read(p, n, &a, &c, &t) == 0 ? (unsigned)(a + c + t) : 0;
+    }
     default:
         return sl__msg_pair_read(h->type, p, n, &a, &c) == 0 ? (unsigned)(a + c) : 0;
     }
@@ -162,7 +166,8 @@ void fuzz_seeds(void (*add)(const uint8_t *data, size_t size))
     sl__msg_split sp = {.id = 1, .epoch = 0, .seed = 3, .rank = 0, .world = 2, .first = 4,
                         .count = 2};
     sl__msg_split_write(&b, &sp);
-    sl__msg_pair_write(&b, SL__MSG_SPLIT_DONE, 1 << 20, 0);
+    sl__msg_done_write(&b, 1, 2, 3000);
+    sl__msg_pair_write(&b, SL__MSG_PING, 1, 2);
     sl__msg_error_write(&b, SL_EIO, "a worker's error");
     sl__msg_empty_write(&b, SL__MSG_BYE);
     add_frames(add, &b);
