@@ -483,6 +483,61 @@ static void test_mpirun(void **state)
     print_message("mpirun ended with %d after worker %d was killed\n", rc, (int)m.killed);
 }
 
+/* At most once: a killed worker's missing batches are skipped, never
+ * waited for; what comes is the one-process stream with gaps. And a
+ * checkpoint taken after the last batch resumes at the end. */
+static void test_at_most_once(void **state)
+{
+    (void)state;
+    setup_env("tcp");
+    sl_service_spec spec;
+    SL_SERVICE_SPEC_INIT(&spec);
+    spec.address = "127.0.0.1:0";
+    spec.version = "v1";
+    spec.heartbeat_ms = 100;
+    spec.timeout_ms = 1000;
+    spec.split_batches = 1;
+    spec.flags = SL_SERVICE_AT_MOST_ONCE;
+    sl_dataset *svc = sl_service(service_pipeline_build(NULL), &spec);
+    assert_non_null(svc);
+    pid_t w[2] = {spawn_worker(sl_service_port(svc), NULL), spawn_worker(sl_service_port(svc), NULL)};
+    int64_t n;
+    uint64_t *want = reference(0, &n);
+    sl_options *o = opts(0);
+    sl_iterator *it = sl_iterator_create(svc, o);
+    int64_t k = 0, got = 0;
+    sl_element *el;
+    int rc;
+    while ((rc = sl_next_timeout(it, &el, WAIT_NS)) == 0) {
+        if (got == 10)
+            kill(w[0], SIGKILL);
+        uint64_t dg = digest(el);
+        while (k < n && want[k] != dg)
+            k++; /* a skipped batch */
+        if (k == n)
+            fail_msg("batch %lld is not in the one-process stream in order", (long long)got);
+        k++;
+        got++;
+        sl_element_release(el);
+    }
+    assert_int_equal(rc, SL_EOF);
+    assert_true(got <= n && got > 10);
+    /* a checkpoint at the end of the pass resumes there */
+    unsigned char st[4096];
+    int64_t len = sl_iterator_save(it, st, sizeof st);
+    assert_true(len > 0);
+    sl_iterator_free(it);
+    it = sl_iterator_restore(svc, st, (size_t)len, o);
+    assert_non_null(it);
+    assert_int_equal(sl_next_timeout(it, &el, WAIT_NS), SL_EOF);
+    sl_iterator_free(it);
+    sl_options_free(o);
+    free(want);
+    sl_dataset_release(svc);
+    assert_int_equal(reap(w[0]), 128 + SIGKILL);
+    assert_int_equal(reap(w[1]), 0);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -491,7 +546,7 @@ int main(void)
         cmocka_unit_test(test_killed),  cmocka_unit_test(test_stopped),
         cmocka_unit_test(test_added),   cmocka_unit_test(test_resumed),
         cmocka_unit_test(test_refused), cmocka_unit_test(test_mpirun),
-        cmocka_unit_test(test_report),
+        cmocka_unit_test(test_report),  cmocka_unit_test(test_at_most_once),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -67,6 +67,8 @@ static void on_frame(void *user, sl__peer *p, const sl__wire_hdr *h, sl__buf *bu
         int rc = sl__hs_step(&s->hs, h, payload, n, &out);
         if (rc)
             s->paired = rc;
+        if (rc == 1) /* as the service does: a paired peer may send large frames, many ahead */
+            sl__peer_set_max_frame(p, 1ull << 34);
         if (rc < 0)
             snprintf(s->why, sizeof s->why, "%s", sl_last_error());
     } else if (h->type == SL__MSG_BATCH) {

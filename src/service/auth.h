@@ -4,8 +4,11 @@
  * answers with AUTH, an HMAC-SHA256 under the secret of (a label, its own
  * role, the trainer's nonce, the worker's nonce). Neither the secret nor
  * anything derived from it but the MACs ever leaves the process, and a
- * MAC cannot be replayed to another connection (the other side's nonce is
- * in it). Any thread may call these.
+ * recorded MAC is worth nothing later (the other side's fresh nonce is in
+ * it). There is no channel binding: a party in the middle of a live
+ * connection can relay both sides' messages and then the link, so the
+ * service belongs on a network one trusts (as its batches, which are not
+ * encrypted, do). Any thread may call these.
  */
 #ifndef SL_SERVICE_AUTH_H
 #define SL_SERVICE_AUTH_H

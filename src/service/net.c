@@ -184,8 +184,11 @@ typedef struct pend {
     size_t n;
 } pend;
 
-/* Frames a peer may send ahead of the one awaited. */
+/* Frames a peer may send ahead of the one awaited: few until it has
+ * proved the secret (what a stranger can make this side hold), many once
+ * the layer above raises its frame limit. */
 #define MAX_AHEAD 1024
+#define MAX_AHEAD_UNPAIRED 4
 
 struct sl__peer {
     sl__net *net;
@@ -199,6 +202,7 @@ struct sl__peer {
     uint64_t send_seq, recv_next;
     pend *pending;
     _Atomic uint64_t max_frame; /* longest payload taken from it now */
+    atomic_int max_ahead;       /* frames it may send ahead of the one awaited */
     /* progress thread: whether the connection is set up (its first flush
      * done); sends made before wait in parked, in order */
     bool up;
@@ -270,6 +274,7 @@ static sl__peer *peer_new(sl__net *n, const char *name)
     memset(p, 0, sizeof *p);
     p->net = n;
     atomic_store(&p->max_frame, n->hooks.max_frame);
+    atomic_store(&p->max_ahead, MAX_AHEAD_UNPAIRED);
     p->parked_tail = &p->parked;
     snprintf(p->name, sizeof p->name, "%s", name);
     pthread_mutex_lock(&n->mu);
@@ -401,7 +406,7 @@ static void flush(sl__net *n, sl__peer *p)
 static pend *file_frame(sl__peer *p, const sl__wire_hdr *h, sl__buf *buf,
                         const unsigned char *payload, size_t len)
 {
-    if (h->seq < p->recv_next || h->seq - p->recv_next >= MAX_AHEAD) {
+    if (h->seq < p->recv_next || h->seq - p->recv_next >= (uint64_t)atomic_load(&p->max_ahead)) {
         sl__set_error(SL_ECORRUPT, "%s numbered %llu where %llu was due",
                       sl__msg_name(h->type), (unsigned long long)h->seq,
                       (unsigned long long)p->recv_next);
@@ -1026,6 +1031,7 @@ typedef struct listen_call {
     int rc, bound;
     const char *host;
     int port;
+    char msg[256]; /* the error is set on the progress thread: copied here */
 } listen_call;
 
 static void do_listen(void *arg)
@@ -1039,8 +1045,9 @@ static void do_listen(void *arg)
                                 .conn_handler = {.cb = conn_request, .arg = n}};
     ucs_status_t st = U.ucp_listener_create(n->worker, &lp, &n->listener);
     if (st != UCS_OK) {
-        l->rc = sl__set_error(SL_EIO, "service: cannot listen on %s:%d: %s",
-                              l->host ? l->host : "*", l->port, U.ucs_status_string(st));
+        l->rc = SL_EIO;
+        snprintf(l->msg, sizeof l->msg, "service: cannot listen on %s:%d: %s",
+                 l->host ? l->host : "*", l->port, U.ucs_status_string(st));
         return;
     }
     ucp_listener_attr_t a = {.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR};
@@ -1062,7 +1069,7 @@ int sl__net_listen(sl__net *n, const char *host, int port, int *bound)
         return rc;
     call(n, do_listen, &l);
     if (l.rc)
-        return sl__set_error(l.rc, "%s", l.rc ? sl_last_error() : "");
+        return sl__set_error(l.rc, "%s", l.msg);
     if (bound)
         *bound = l.bound;
     return 0;
@@ -1249,6 +1256,7 @@ void sl__net_bytes(const sl__net *n, uint64_t *sent, uint64_t *received)
 void sl__peer_set_max_frame(sl__peer *p, uint64_t bytes)
 {
     atomic_store(&p->max_frame, bytes);
+    atomic_store(&p->max_ahead, MAX_AHEAD); /* a peer trusted with large frames */
 }
 
 bool sl__net_drain(sl__net *n, int timeout_ms)
@@ -1275,10 +1283,16 @@ void sl__net_free(sl__net *n)
     /* on this thread now: what is queued fails, links close, UCX drains */
     for (cmd *c = n->head, *next; c; c = next) {
         next = c->next;
-        if (c->kind == CMD_SEND || c->kind == CMD_BATCH)
+        if (c->kind == CMD_SEND || c->kind == CMD_BATCH) {
             send_finished(c, SL_ECANCELED);
-        else
+        } else if (c->kind == CMD_CALL) { /* its caller waits: it never ran */
+            pthread_mutex_lock(&n->mu);
+            c->finished = true;
+            pthread_cond_broadcast(&n->cv);
+            pthread_mutex_unlock(&n->mu);
+        } else {
             cmd_free(c);
+        }
     }
     n->head = NULL;
     for (sl__peer *p = n->peers; p; p = p->next)

@@ -35,6 +35,10 @@
 #define PAIRED_FRAME (1ull << 34)
 /* splits a worker holds at once: one computing, one queued behind it */
 #define PER_WORKER 2
+/* how long a worker may take to pair (it builds its pipeline meanwhile) */
+#define HANDSHAKE_NS (120ll * 1000000000)
+/* connections that have not paired yet, at most: what strangers can hold */
+#define MAX_UNPAIRED 64
 
 enum { W_HANDSHAKE, W_READY, W_GONE };
 
@@ -127,28 +131,28 @@ static void send_split(hub *h, const service_ds *d, worker *w, const pass *ps, i
 static int64_t window_end(const service_ds *d, const pass *ps)
 {
     int64_t per = d->spec.split_batches;
-    int64_t cur = split_of(ps, ps->next < ps->nbatches ? ps->next : ps->nbatches - 1, per);
-    int64_t ahead = 1;
+    int64_t cur = split_of(ps, ps->next, per);
+    int64_t ahead = 1; /* until a batch says how large they are */
     if (ps->batch_bytes > 0) {
-        int64_t split_bytes = ps->batch_bytes * per;
-        ahead = d->spec.max_bytes / (split_bytes > 0 ? split_bytes : 1);
-    } else {
-        ahead = 1; /* until the first batch says how large they are */
+        /* the largest batch seen so far: a short first one must not open
+         * the window for full ones */
+        int64_t split_bytes = ps->batch_bytes > INT64_MAX / per ? INT64_MAX
+                                                                 : ps->batch_bytes * per;
+        ahead = d->spec.max_bytes / split_bytes;
     }
     if (ahead < 1)
         ahead = 1;
-    int64_t end = cur + 1 + ahead;
+    int64_t end = cur + 1 + (ahead < ps->nsplits ? ahead : ps->nsplits);
     return end < ps->nsplits ? end : ps->nsplits;
 }
 
 static void dispatch(hub *h, const service_ds *d)
 {
     pass *ps = h->active;
-    if (!ps || ps->err || ps->cancelled)
-        return;
+    if (!ps || ps->err || ps->cancelled || ps->next >= ps->nbatches || ps->nsplits == 0)
+        return; /* nothing (more) to hand out */
     int64_t end = window_end(d, ps);
-    int64_t k = split_of(ps, ps->next < ps->nbatches ? ps->next : ps->nbatches - 1,
-                         d->spec.split_batches);
+    int64_t k = split_of(ps, ps->next, d->spec.split_batches);
     for (; k < end; k++) {
         split *s = &ps->splits[k];
         if (s->worker >= 0 || s->lost || s->received == s->count)
@@ -229,6 +233,16 @@ static void on_accept(void *user, sl__peer *p)
     service_ds *d = user;
     hub *h = d->hub;
     pthread_mutex_lock(&h->mu);
+    int unpaired = 0;
+    for (int i = 0; i < h->nworkers; i++)
+        unpaired += h->workers[i].state == W_HANDSHAKE;
+    if (unpaired >= MAX_UNPAIRED) {
+        pthread_mutex_unlock(&h->mu);
+        sl__log(SL_LOG_WARN, "service: %s refused: %d connections are already pairing",
+                sl__peer_name(p), unpaired);
+        sl__net_close(p, SL_EBUSY, "too many connections pairing");
+        return;
+    }
     if (h->nworkers == h->capworkers) {
         int cap = h->capworkers ? 2 * h->capworkers : 8;
         worker *nw = sl__alloc((size_t)cap * sizeof *nw);
@@ -263,6 +277,18 @@ static void on_accept(void *user, sl__peer *p)
 }
 
 /* A batch from worker wi: into the table if it is one the pass awaits. */
+/* A paired worker broke the protocol: its link ends now, and nothing more
+ * it sent is taken (frames already queued behind this one included). */
+static void drop_worker(hub *h, const service_ds *d, int wi, const char *why)
+{
+    char copy[600];
+    snprintf(copy, sizeof copy, "%s", why);
+    sl__log(SL_LOG_WARN, "service: dropping worker %s: %s", sl__peer_name(h->workers[wi].peer),
+            copy);
+    worker_gone(h, d, wi, SL_ECORRUPT, copy);
+    sl__net_close(h->workers[wi].peer, SL_ECORRUPT, copy);
+}
+
 static void take_batch(hub *h, const service_ds *d, int wi, sl__buf *buf,
                        const unsigned char *payload, size_t n)
 {
@@ -270,7 +296,7 @@ static void take_batch(hub *h, const service_ds *d, int wi, sl__buf *buf,
     pass *ps = h->active;
     worker *w = &h->workers[wi];
     if (sl__msg_batch_read(payload, n, &m) < 0) {
-        sl__net_close(w->peer, SL_ECORRUPT, sl_last_error());
+        drop_worker(h, d, wi, sl_last_error());
         return;
     }
     uint32_t pid = (uint32_t)(m.split >> 32);
@@ -282,7 +308,7 @@ static void take_batch(hub *h, const service_ds *d, int wi, sl__buf *buf,
         char why[160];
         snprintf(why, sizeof why, "BATCH %lld outside split %lld", (long long)m.index,
                  (long long)k);
-        sl__net_close(w->peer, SL_ECORRUPT, why);
+        drop_worker(h, d, wi, why);
         return;
     }
     int64_t slot = m.index - ps->start;
@@ -294,7 +320,7 @@ static void take_batch(hub *h, const service_ds *d, int wi, sl__buf *buf,
     if (sl__wire_element_read(buf, payload, n, &m, &el) < 0) {
         char why[600];
         snprintf(why, sizeof why, "worker %s: %s", sl__peer_name(w->peer), sl_last_error());
-        sl__net_close(w->peer, SL_ECORRUPT, why);
+        drop_worker(h, d, wi, why);
         return;
     }
     ps->got[slot] = el;
@@ -304,9 +330,9 @@ static void take_batch(hub *h, const service_ds *d, int wi, sl__buf *buf,
     ps->held += (int64_t)sl__element_bytes(el);
     sl__stat_add(&ps->ns->net_bytes, (int64_t)n + SL__WIRE_HDR);
     atomic_store(&ps->ns->bytes_held, ps->held);
-    if (!ps->batch_bytes) {
+    if ((int64_t)n > ps->batch_bytes) {
         ps->batch_bytes = (int64_t)n;
-        dispatch(h, d); /* the window is known now */
+        dispatch(h, d); /* the window is known now, or narrower */
     }
     pthread_cond_broadcast(&h->cv);
 }
@@ -350,17 +376,35 @@ static void on_frame(void *user, sl__peer *p, const sl__wire_hdr *hd, sl__buf *b
         break;
     case SL__MSG_SPLIT_DONE: {
         uint64_t id, count, busy;
-        if (sl__msg_done_read(payload, n, &id, &count, &busy) < 0)
+        if (sl__msg_done_read(payload, n, &id, &count, &busy) < 0) {
+            worker_gone(h, d, wi, SL_ECORRUPT, sl_last_error());
+            sl__net_close(p, SL_ECORRUPT, sl_last_error());
             break;
+        }
         pass *ps = h->active;
         int64_t k = (int64_t)(id & 0xffffffffu);
-        if (ps && (uint32_t)(id >> 32) == ps->id && k < ps->nsplits &&
-            ps->splits[k].worker == wi) {
-            ps->splits[k].worker = -1;
-            ps->in_flight--;
-            atomic_store(&ps->ns->in_flight, ps->in_flight);
-            sl__stat_add(&ps->ns->remote_busy_ns, (int64_t)busy);
+        if (!ps || (uint32_t)(id >> 32) != ps->id || k >= ps->nsplits ||
+            ps->splits[k].worker != wi)
+            break; /* an earlier pass's, or a split taken back */
+        split *sp = &ps->splits[k];
+        if ((int64_t)count != sp->count || sp->received < sp->count) {
+            /* it made another number of batches than the trainer's own
+             * pipeline would: another pipeline after all, which no
+             * recomputation mends */
+            if (!ps->err) {
+                ps->err = SL_EMISMATCH;
+                snprintf(ps->errmsg, sizeof ps->errmsg, "service: worker %s (%s) made %llu "
+                         "batches of split %lld, where the pipeline has %lld: its data or "
+                         "code differs from the trainer's", sl__peer_name(p), w->hs.peer_name,
+                         (unsigned long long)count, (long long)k, (long long)sp->count);
+                pthread_cond_broadcast(&h->cv);
+            }
+            break;
         }
+        sp->worker = -1;
+        ps->in_flight--;
+        atomic_store(&ps->ns->in_flight, ps->in_flight);
+        sl__stat_add(&ps->ns->remote_busy_ns, (int64_t)busy);
         if (w->holding > 0)
             w->holding--;
         dispatch(h, d);
@@ -392,9 +436,9 @@ static void on_frame(void *user, sl__peer *p, const sl__wire_hdr *hd, sl__buf *b
         break;
     default: {
         char why[200];
-        snprintf(why, sizeof why, "service: %s sent %s, which a worker does not send",
-                 sl__peer_name(p), sl__msg_name(hd->type));
-        sl__net_close(p, SL_ECORRUPT, why);
+        snprintf(why, sizeof why, "it sent %s, which a worker does not send",
+                 sl__msg_name(hd->type));
+        drop_worker(h, d, wi, why);
     }
     }
 done:
@@ -425,6 +469,19 @@ static void on_tick(void *user)
         worker *w = &h->workers[i];
         if (w->state == W_GONE)
             continue;
+        if (w->state == W_HANDSHAKE) {
+            /* a worker builds its pipeline inside the handshake (a listing,
+             * Python imports): it gets longer than the heartbeat's timeout,
+             * but not forever */
+            if (now - w->joined > (timeout > HANDSHAKE_NS ? timeout : HANDSHAKE_NS)) {
+                char why[96];
+                snprintf(why, sizeof why, "no pairing in %lld s", (long long)((now - w->joined)
+                                                                            / 1000000000));
+                worker_gone(h, d, i, SL_EIO, why);
+                sl__net_close(w->peer, SL_EIO, why);
+            }
+            continue;
+        }
         if (now - w->last_heard > timeout) {
             char why[160];
             snprintf(why, sizeof why, "no answer for %lld ms (stopped, or its host is gone)",
@@ -534,14 +591,29 @@ typedef struct service_iter {
     pass *ps;
 } service_iter;
 
+/* The tables' lengths as allocated (at least one entry each). */
+static size_t got_len(const pass *ps)
+{
+    int64_t left = ps->nbatches - ps->start;
+    return left > 0 ? (size_t)left : 1;
+}
+
+static size_t splits_len(const pass *ps)
+{
+    return ps->nsplits > 0 ? (size_t)ps->nsplits : 1;
+}
+
 static void pass_free(pass *ps)
 {
     if (!ps)
         return;
-    for (int64_t i = 0; i < ps->nbatches - ps->start; i++)
-        sl_element_release(ps->got[i]);
-    sl__free(ps->got, (size_t)(ps->nbatches - ps->start) * sizeof *ps->got);
-    sl__free(ps->splits, (size_t)ps->nsplits * sizeof *ps->splits);
+    if (ps->got) {
+        for (size_t i = 0; i < got_len(ps); i++)
+            sl_element_release(ps->got[i]);
+        sl__free(ps->got, got_len(ps) * sizeof *ps->got);
+    }
+    if (ps->splits)
+        sl__free(ps->splits, splits_len(ps) * sizeof *ps->splits);
     sl__free(ps, sizeof *ps);
 }
 
@@ -592,6 +664,7 @@ static int service_next(sl__iter *base, sl_element **out)
         if (ps->splits[k].lost) {
             h->skipped++;
             ps->next++;
+            dispatch(h, d); /* the window moved */
             continue;
         }
         struct timespec until;
@@ -665,8 +738,8 @@ static int service_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int6
         ps->start = ps->next = f[0];
         int64_t left = ps->nbatches - ps->start, per = d->spec.split_batches;
         ps->nsplits = (left + per - 1) / per;
-        ps->splits = sl__calloc(ps->nsplits ? (size_t)ps->nsplits : 1, sizeof *ps->splits);
-        ps->got = sl__calloc(left ? (size_t)left : 1, sizeof *ps->got);
+        ps->splits = sl__calloc(splits_len(ps), sizeof *ps->splits);
+        ps->got = sl__calloc(got_len(ps), sizeof *ps->got);
         if (!ps->splits || !ps->got)
             rc = SL_ENOMEM;
         for (int64_t k = 0; rc == 0 && k < ps->nsplits; k++) {
@@ -686,7 +759,7 @@ static int service_make(const sl_dataset *ds, sl__tree *tree, uint64_t key, int6
     ps->id = ++h->next_pass_id;
     h->active = ps; /* an older pass's iterator now fails its next call */
     for (int i = 0; i < h->nworkers; i++)
-        h->workers[i].holding = 0; /* their splits of an older pass no longer count */
+        h->workers[i].holding = 0; /* workers drop an older pass's splits (worker.c) */
     count_workers(h);
     dispatch(h, d);
     pthread_cond_broadcast(&h->cv);

@@ -46,6 +46,8 @@ typedef struct wk {
     int err;          /* the link's end or the handshake's failure */
     char errmsg[1200];
     job *jobs;        /* sorted by first batch */
+    uint32_t newest;  /* the newest pass a split came from: older ones are dropped */
+    int64_t last_heard; /* when the trainer last sent anything */
     int inflight;
     sl_dataset *ds;   /* the trainer rank's pipeline */
     sl__split_plan plan;
@@ -86,8 +88,28 @@ static void end_link(wk *w, int code, const char *why)
     pthread_cond_broadcast(&w->cv);
 }
 
+/* Whether m belongs to a pass older than the newest seen: its batches
+ * would be dropped by the trainer, so it is not worth computing. */
+static bool stale(const wk *w, const sl__msg_split *m)
+{
+    return (uint32_t)(m->id >> 32) < w->newest;
+}
+
 static void add_job(wk *w, const sl__msg_split *m)
 {
+    uint32_t pass = (uint32_t)(m->id >> 32);
+    if (pass > w->newest) {
+        w->newest = pass;
+        for (job **at = &w->jobs; *at;) { /* a new pass: the old one's splits go */
+            if (stale(w, &(*at)->m)) {
+                job *j = *at;
+                *at = j->next;
+                sl__free(j, sizeof *j);
+            } else {
+                at = &(*at)->next;
+            }
+        }
+    }
     job *j = sl__alloc(sizeof *j);
     if (!j) {
         end_link(w, SL_ENOMEM, "worker: out of memory for a split");
@@ -108,6 +130,7 @@ static void on_frame(void *user, sl__peer *p, const sl__wire_hdr *h, sl__buf *bu
     wk *w = user;
     sl__bytes out = {0};
     pthread_mutex_lock(&w->mu);
+    w->last_heard = sl__now_ns();
     if (!w->paired) {
         int rc = sl__hs_step(&w->hs, h, payload, n, &out);
         if (out.n)
@@ -178,6 +201,25 @@ static void on_close(void *user, sl__peer *p, int code, const char *why)
     pthread_mutex_unlock(&w->mu);
 }
 
+/* A trainer silent for ten heartbeats (at least 5 s) is gone: a stopped
+ * or vanished host sends no reset. */
+static void on_tick(void *user)
+{
+    wk *w = user;
+    pthread_mutex_lock(&w->mu);
+    int64_t beat = (int64_t)(w->hs.heartbeat_ms ? w->hs.heartbeat_ms : 500) * 1000000;
+    int64_t limit = 10 * beat > 5000000000ll ? 10 * beat : 5000000000ll;
+    if (w->paired && !w->bye && !w->err && sl__now_ns() - w->last_heard > limit) {
+        char why[160];
+        snprintf(why, sizeof why, "the trainer sent nothing for %lld ms (stopped, or its host "
+                 "is gone)", (long long)((sl__now_ns() - w->last_heard) / 1000000));
+        end_link(w, SL_EIO, why);
+        if (w->peer)
+            sl__net_close(w->peer, SL_EIO, why);
+    }
+    pthread_mutex_unlock(&w->mu);
+}
+
 static void sent(void *arg, int status)
 {
     (void)status; /* a failed send ends the link, which on_close reports */
@@ -228,9 +270,14 @@ static int run_split(wk *w, const sl__msg_split *m)
         snprintf(msg, sizeof msg, "%s", sl_iterator_errmsg(it));
     sl_iterator_free(it);
     sl__bytes b = {0};
+    pthread_mutex_lock(&w->mu);
+    bool old = stale(w, m);
+    pthread_mutex_unlock(&w->mu);
     if (rc == SL_EOF || rc == 0)
         rc = sl__msg_done_write(&b, m->id, (uint64_t)sent_n,
                                 (uint64_t)(sl__now_ns() - t0 - blocked));
+    else if (old) /* a replaced pass's: nobody waits for it */
+        rc = 0;
     else /* the pipeline failed (a bad file): the trainer's pass fails with it */
         rc = sl__msg_error_write(&b, rc, msg);
     if (rc == 0)
@@ -344,8 +391,8 @@ SL_API int sl_worker_run(sl_build_fn build, void *user, const sl_worker_spec *sp
         else
             memcpy(host, addr, hn), host[hn] = 0;
     }
-    sl__net_hooks hk = {.user = w, .on_frame = on_frame, .on_close = on_close, .tick_ms = 1000,
-                        .max_frame = 64u << 10};
+    sl__net_hooks hk = {.user = w, .on_frame = on_frame, .on_close = on_close,
+                        .on_tick = on_tick, .tick_ms = 500, .max_frame = 64u << 10};
     if (rc == 0)
         rc = sl__net_create(&hk, &w->net);
     int64_t timeout = w->spec.connect_timeout_ms > 0 ? w->spec.connect_timeout_ms : 60000;
