@@ -139,6 +139,8 @@ static void test_distributed(void **state)
 static void test_images(void **state)
 {
     (void)state;
+    if (strstr(sl_build_options(), "jpeg=off"))
+        skip(); /* a build without the JPEG decoder */
     char dir[256];
     tu_tmpdir(dir);
     assert_int_equal(ju_write_folder(dir, 3, 11), 0);
