@@ -2,6 +2,7 @@
  * clearly, naming the option, and what stays works: run in every build
  * configuration CI makes. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "core/crc32c.h"
 #include "testutil.h"
@@ -179,6 +180,27 @@ static void test_png_webp_parts(void **state)
 #endif
 }
 
+/* The preprocessing service: a build without UCX (or libcrypto) refuses
+ * sl_service naming the option; with it, a missing secret is named. */
+static void test_service_part(void **state)
+{
+    (void)state;
+    unsetenv("SLUICE_SERVICE_SECRET");
+    unsetenv("SLUICE_SERVICE_SECRET_FILE");
+    sl_service_spec spec;
+    SL_SERVICE_SPEC_INIT(&spec);
+    spec.address = "127.0.0.1:0";
+    sl_dataset *ds = sl_service(sl_batch(sl_range(0, 8, 1), 2, 0), &spec);
+    assert_null(ds);
+#ifdef SLUICE_NO_UCX
+    assert_int_equal(sl_last_error_code(), SL_EUNSUPPORTED);
+    assert_non_null(strstr(sl_last_error(), "SLUICE_WITH_UCX"));
+#else
+    assert_int_equal(sl_last_error_code(), SL_EACCES);
+    assert_non_null(strstr(sl_last_error(), "SLUICE_SERVICE_SECRET"));
+#endif
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -187,6 +209,7 @@ int main(void)
         cmocka_unit_test(test_zlib_part),
         cmocka_unit_test(test_uring_part),
         cmocka_unit_test(test_png_webp_parts),
+        cmocka_unit_test(test_service_part),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

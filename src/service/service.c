@@ -564,8 +564,6 @@ static int hub_start(service_ds *d)
     d->hub = h;
     h->fingerprint = sl_dataset_fingerprint(d->base.inputs[0]);
     int rc = sl_distributed_context(&h->dist);
-    if (rc == 0)
-        rc = sl__service_key(h->key);
     char host[256];
     int port = 0;
     bool any = false;
@@ -577,8 +575,10 @@ static int hub_start(service_ds *d)
                         .on_close = on_close, .on_tick = on_tick,
                         .tick_ms = d->spec.heartbeat_ms / 2 > 0 ? d->spec.heartbeat_ms / 2 : 1,
                         .max_frame = UNPAIRED_FRAME};
-    if (rc == 0)
+    if (rc == 0) /* first: a build without UCX says so, whatever else is amiss */
         rc = sl__net_create(&hk, &h->net);
+    if (rc == 0)
+        rc = sl__service_key(h->key);
     if (rc == 0)
         rc = sl__net_listen(h->net, any ? NULL : host, port, &h->port);
     return rc;
