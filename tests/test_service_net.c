@@ -228,8 +228,8 @@ static int worker_main(int port, int mode, int nbatches)
     sl__net_send(w.peer, &out);
     sl__bytes_free(&out);
     if (!wait_for(&w, is_paired) || w.paired != 1) {
+        sl__net_free(n); /* no hook runs after this: w.why is settled */
         fprintf(stderr, "worker: not paired: %s\n", w.why);
-        sl__net_free(n);
         return 4;
     }
     if (mode == HANG) {
