@@ -106,7 +106,6 @@ static sl_dataset *blobs(void *arg)
 /* ---- processes ------------------------------------------------------------ */
 
 static const char *g_self;
-static char g_args[8][64];
 
 static pid_t spawn_worker(const char *mode, int port)
 {
@@ -288,7 +287,6 @@ static int bench_transport(const char *tls, int rounds)
 int main(int argc, char **argv)
 {
     g_self = argv[0];
-    (void)g_args;
     signal(SIGPIPE, SIG_IGN);
     if (argc == 9 && !strcmp(argv[1], "--worker"))
         return worker_main(argv);

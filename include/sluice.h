@@ -2118,12 +2118,15 @@ SL_API int sl_service_spec_init(sl_service_spec *spec, size_t struct_size);
  * listen) or SL_EINVAL. */
 SL_API sl_dataset *sl_service(sl_dataset *ds, const sl_service_spec *spec);
 /* The port an sl_service dataset listens on, or a negative code for
- * another dataset. */
+ * another dataset. Any thread. (sl_service copies spec and its strings;
+ * like every builder it may run on any thread.) */
 SL_API int sl_service_port(const sl_dataset *service);
 
 /* Builds the worker's dataset: the same pipeline as the trainer's, with
  * sl_distribute(ds, NULL, ...) reading the trainer rank's context. user
- * as given to sl_worker_run. NULL with sl_last_error set. */
+ * as given to sl_worker_run. Returns a new reference (the worker releases
+ * it), or NULL with sl_last_error set. Called during pairing on the
+ * transport's thread, not the caller's. */
 typedef sl_dataset *(*sl_build_fn)(void *user);
 
 typedef struct sl_worker_spec {
@@ -2148,7 +2151,7 @@ SL_API int sl_worker_spec_init(sl_worker_spec *spec, size_t struct_size);
  * from a thread of its own if the process does more. SL_EACCES (a secret
  * refused), SL_EMISMATCH (another pipeline or version, naming both),
  * SL_EUNSUPPORTED (no UCX, or a pipeline a worker cannot run), or
- * build's error. */
+ * build's error. spec's strings are read until it returns. */
 SL_API int sl_worker_run(sl_build_fn build, void *user, const sl_worker_spec *spec);
 
 #endif /* SLUICE_EXPERIMENTAL */

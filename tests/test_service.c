@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
-#include "core/crc32c.h"
 #include "testutil.h"
 
 sl_dataset *service_pipeline_build(void *arg);
@@ -25,18 +25,6 @@ extern char **environ;
 
 #define SEED 77
 #define WAIT_NS (30ll * 1000000000)
-
-static uint64_t digest(const sl_element *el)
-{
-    uint64_t h = 0;
-    for (int i = 0; i < sl_element_size(el); i++) {
-        const sl_tensor *t = sl_element_tensor(el, i);
-        h = h * 1000003u ^ sl__crc32c(0, sl_tensor_data(t), sl_tensor_nbytes(t));
-        for (int d = 0; d < sl_tensor_ndim(t); d++)
-            h = h * 1000003u ^ (uint64_t)sl_tensor_shape(t)[d];
-    }
-    return h;
-}
 
 static sl_options *opts(int64_t epoch)
 {
@@ -58,7 +46,7 @@ static uint64_t *reference(int64_t epoch, int64_t *n)
     sl_element *el;
     while (sl_next(it, &el) == 0) {
         d = realloc(d, (size_t)(k + 1) * sizeof *d);
-        d[k++] = digest(el);
+        d[k++] = tu_digest(el);
         sl_element_release(el);
     }
     sl_iterator_free(it);
@@ -170,7 +158,7 @@ static int64_t take(sl_iterator *it, const uint64_t *want, int64_t from, int64_t
             fail_msg("batch %lld: nothing in 30 s", (long long)k);
         if (rc < 0)
             fail_msg("batch %lld: %s", (long long)k, sl_iterator_errmsg(it));
-        if (digest(el) != want[k])
+        if (tu_digest(el) != want[k])
             fail_msg("batch %lld differs from the one-process stream", (long long)k);
         sl_element_release(el);
     }
@@ -511,7 +499,7 @@ static void test_at_most_once(void **state)
     while ((rc = sl_next_timeout(it, &el, WAIT_NS)) == 0) {
         if (got == 10)
             kill(w[0], SIGKILL);
-        uint64_t dg = digest(el);
+        uint64_t dg = tu_digest(el);
         while (k < n && want[k] != dg)
             k++; /* a skipped batch */
         if (k == n)

@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include "core/crc32c.h"
 #include "jpegutil.h"
 #include "service/split.h"
 #include "testutil.h"
@@ -32,18 +31,6 @@ static int odd(sl_map_ctx *ctx, const sl_element *el, void *user)
     return sl_tensor_int64(sl_element_tensor(el, 0)) % 2;
 }
 
-static uint64_t digest(const sl_element *el)
-{
-    uint64_t h = 0;
-    for (int i = 0; i < sl_element_size(el); i++) {
-        const sl_tensor *t = sl_element_tensor(el, i);
-        h = h * 1000003u ^ sl__crc32c(0, sl_tensor_data(t), sl_tensor_nbytes(t));
-        for (int d = 0; d < sl_tensor_ndim(t); d++)
-            h = h * 1000003u ^ (uint64_t)sl_tensor_shape(t)[d];
-    }
-    return h;
-}
-
 /* Every batch of epoch `epoch`'s whole pass. */
 static uint64_t *whole(sl_dataset *ds, int64_t epoch, int64_t *n)
 {
@@ -58,7 +45,7 @@ static uint64_t *whole(sl_dataset *ds, int64_t epoch, int64_t *n)
     int rc;
     while ((rc = sl_next(it, &el)) == 0) {
         d = realloc(d, (size_t)(k + 1) * sizeof *d);
-        d[k++] = digest(el);
+        d[k++] = tu_digest(el);
         sl_element_release(el);
     }
     assert_int_equal(rc, SL_EOF);
@@ -88,7 +75,7 @@ static void check_parts(sl_dataset *ds, int64_t epoch, int64_t per)
         int rc;
         while ((rc = sl_next(it, &el)) == 0) {
             assert_true(k < first + count);
-            if (digest(el) != want[k])
+            if (tu_digest(el) != want[k])
                 fail_msg("epoch %lld, parts of %lld: batch %lld differs", (long long)epoch,
                          (long long)per, (long long)k);
             sl_element_release(el);

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include "core/crc32c.h"
 #include "graph/node.h"
 #include "testutil.h"
 
@@ -343,6 +344,19 @@ uint64_t tu_mix(uint64_t x)
     x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
     x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
     return x ^ (x >> 31);
+}
+
+uint64_t tu_digest(const sl_element *el)
+{
+    uint64_t h = 0;
+    for (int i = 0; i < sl_element_size(el); i++) {
+        const sl_tensor *t = sl_element_tensor(el, i);
+        h = h * 1000003u ^ sl__crc32c(0, sl_tensor_data(t), sl_tensor_nbytes(t));
+        h = h * 1000003u ^ (uint64_t)sl_tensor_dtype(t);
+        for (int d = 0; d < sl_tensor_ndim(t); d++)
+            h = h * 1000003u ^ (uint64_t)sl_tensor_shape(t)[d];
+    }
+    return h;
 }
 
 int64_t tu_now_ns(void)

@@ -51,6 +51,9 @@ int64_t tu_now_ns(void);
 /* A fixed 64-bit mix (splitmix64's finaliser): per-element pseudo-random
  * values that depend on nothing but the input. */
 uint64_t tu_mix(uint64_t x);
+/* A hash of an element's tensors: bytes (CRC-32C), dtypes and shapes, for
+ * comparing two streams batch by batch. */
+uint64_t tu_digest(const sl_element *el);
 int tu_identity(sl_map_ctx *ctx, const sl_element *in, sl_element **out, void *user);
 int tu_spin(sl_map_ctx *ctx, const sl_element *in, sl_element **out, void *user);
 

@@ -1240,8 +1240,6 @@ int sl__peer_transports(sl__peer *p, char *am, char *rma, size_t cap)
         return rc;
     if (!c.text)
         return sl__set_error(SL_ESTATE, "peer %s: link closed", p->name);
-    if (getenv("SLUICE_DEBUG_LANES"))
-        fputs(c.text, stderr);
     lane_names(c.text, am, rma, cap);
     free(c.text); /* open_memstream's, from libc */
     return 0;

@@ -48,7 +48,6 @@ typedef struct worker {
     int state;
     int64_t last_heard, last_ping, joined;
     int holding;             /* splits assigned, not done */
-    int64_t batches, bytes;  /* received from it */
 } worker;
 
 typedef struct split {
@@ -89,8 +88,6 @@ typedef struct hub {
     pass *active;
     uint32_t next_pass_id;
     bool closing; /* the dataset is being freed: workers leave quietly */
-    /* statistics, over the hub's life */
-    int64_t recomputed, duplicates, skipped, joined, lost;
 } hub;
 
 typedef struct service_ds {
@@ -113,13 +110,12 @@ static int64_t split_of(const pass *ps, int64_t batch, int64_t per)
     return (batch - ps->start) / per;
 }
 
-static void send_split(hub *h, const service_ds *d, worker *w, const pass *ps, int64_t k)
+static void send_split(const hub *h, worker *w, const pass *ps, int64_t k)
 {
     sl__msg_split m = {.id = (uint64_t)ps->id << 32 | (uint64_t)k, .epoch = ps->epoch,
                        .seed = (uint64_t)ps->seed, .rank = (uint32_t)h->dist.rank,
                        .world = (uint32_t)h->dist.world_size, .first = ps->splits[k].first,
                        .count = ps->splits[k].count};
-    (void)d;
     sl__bytes b = {0};
     if (sl__msg_split_write(&b, &m) == 0)
         sl__net_send(w->peer, &b);
@@ -168,14 +164,12 @@ static void dispatch(hub *h, const service_ds *d)
         if (best < 0)
             return;
         s->worker = best;
-        if (s->attempts++ > 0) {
-            h->recomputed++;
+        if (s->attempts++ > 0)
             sl__stat_add(&ps->ns->recomputed, 1);
-        }
         h->workers[best].holding++;
         ps->in_flight++;
         atomic_store(&ps->ns->in_flight, ps->in_flight);
-        send_split(h, d, &h->workers[best], ps, k);
+        send_split(h, &h->workers[best], ps, k);
     }
 }
 
@@ -198,11 +192,9 @@ static void worker_gone(hub *h, const service_ds *d, int wi, int code, const cha
     bool was_ready = w->state == W_READY;
     w->state = W_GONE;
     sl__hs_clear(&w->hs);
-    if (was_ready && !h->closing) {
-        h->lost++;
+    if (was_ready && !h->closing)
         sl__log(code ? SL_LOG_WARN : SL_LOG_INFO, "service: worker %s (%s) left: %s",
                 sl__peer_name(w->peer), w->hs.peer_name, why && *why ? why : "goodbye");
-    }
     pass *ps = h->active;
     for (int64_t k = 0; ps && k < ps->nsplits; k++) {
         split *s = &ps->splits[k];
@@ -313,8 +305,7 @@ static void take_batch(hub *h, const service_ds *d, int wi, sl__buf *buf,
     }
     int64_t slot = m.index - ps->start;
     if (m.index < ps->next || ps->got[slot]) {
-        h->duplicates++;
-        return;
+        return; /* a duplicate */
     }
     sl_element *el;
     if (sl__wire_element_read(buf, payload, n, &m, &el) < 0) {
@@ -325,8 +316,6 @@ static void take_batch(hub *h, const service_ds *d, int wi, sl__buf *buf,
     }
     ps->got[slot] = el;
     ps->splits[k].received++;
-    w->batches++;
-    w->bytes += (int64_t)n;
     ps->held += (int64_t)sl__element_bytes(el);
     sl__stat_add(&ps->ns->net_bytes, (int64_t)n + SL__WIRE_HDR);
     atomic_store(&ps->ns->bytes_held, ps->held);
@@ -361,7 +350,6 @@ static void on_frame(void *user, sl__peer *p, const sl__wire_hdr *hd, sl__buf *b
             sl__net_close(p, rc, why); /* after the ERROR frame: a flushed close */
         } else if (rc == 1) {
             w->state = W_READY;
-            h->joined++;
             sl__peer_set_max_frame(p, PAIRED_FRAME);
             sl__log(SL_LOG_INFO, "service: worker %s (%s) joined", sl__peer_name(p),
                     w->hs.peer_name);
@@ -662,7 +650,6 @@ static int service_next(sl__iter *base, sl_element **out)
             break;
         }
         if (ps->splits[k].lost) {
-            h->skipped++;
             ps->next++;
             dispatch(h, d); /* the window moved */
             continue;
